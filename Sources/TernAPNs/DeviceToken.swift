@@ -1,0 +1,89 @@
+/// An APNs device token: the opaque bytes a device got from `didRegisterForRemoteNotificationsWithDeviceToken`.
+///
+/// Apple says tokens are of variable length (32 bytes for years, 54 and 80 seen since, 100 allowed by the binary
+/// protocol), so any length from 1 to 100 bytes is accepted. Parsing tolerates what apps and old libraries send:
+/// either case, spaces, and the `<abcd 1234>` form of `NSData.description`. The canonical form is lowercase hex.
+public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
+    public static let maximumByteCount = 100
+
+    /// The token's bytes.
+    public let bytes: [UInt8]
+    /// Canonical lowercase hex, as it goes into `:path`.
+    public let hex: String
+
+    /// Parses a hex token.
+    /// - Throws: ``APNsValidationError`` with code `invalidDeviceToken` for anything that is not 1-100 bytes of hex.
+    public init(hex input: some StringProtocol, field: String = "deviceToken") throws {
+        var text = Substring(input)
+        text = text.drop(while: { $0 == " " })
+        while text.last == " " { text = text.dropLast() }
+        if text.first == "<" {
+            guard text.last == ">" else {
+                throw APNsValidationError(.invalidDeviceToken, field: field, "token starts with '<' but does not end with '>'")
+            }
+            text = text.dropFirst().dropLast()
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count / 2)
+        var high: UInt8? = nil
+        for (offset, character) in text.utf8.enumerated() {
+            if character == UInt8(ascii: " ") { continue }
+            guard let nibble = Self.nibble(character) else {
+                throw APNsValidationError(
+                    .invalidDeviceToken, field: field,
+                    "token has a character that is not hex at position \(offset + 1)")
+            }
+            if let h = high {
+                bytes.append(h << 4 | nibble)
+                high = nil
+            } else {
+                high = nibble
+            }
+        }
+        guard high == nil else {
+            throw APNsValidationError(.invalidDeviceToken, field: field, "token has an odd number of hex digits")
+        }
+        try self.init(bytes: bytes, field: field)
+    }
+
+    /// Wraps raw token bytes (from the binary protocol or the feedback service).
+    public init(bytes: [UInt8], field: String = "deviceToken") throws {
+        guard !bytes.isEmpty else {
+            throw APNsValidationError(.invalidDeviceToken, field: field, "token is empty")
+        }
+        guard bytes.count <= Self.maximumByteCount else {
+            throw APNsValidationError(
+                .invalidDeviceToken, field: field,
+                "token is \(bytes.count) bytes; APNs tokens are at most \(Self.maximumByteCount)")
+        }
+        self.bytes = bytes
+        self.hex = Self.hexString(bytes)
+    }
+
+    public var description: String { hex }
+
+    /// A short form for logs: enough to correlate, not the whole token.
+    public var redacted: String { hex.count <= 8 ? hex : String(hex.prefix(8)) + "…" }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
+    static func hexString(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        return String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
+            var i = 0
+            for byte in bytes {
+                buffer[i] = digits[Int(byte >> 4)]
+                buffer[i + 1] = digits[Int(byte & 0x0f)]
+                i += 2
+            }
+            return i
+        }
+    }
+}

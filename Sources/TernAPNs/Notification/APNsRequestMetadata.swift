@@ -1,0 +1,88 @@
+import Foundation
+
+/// Everything about a notification that travels in HTTP/2 headers rather than the payload.
+public struct APNsRequestMetadata: Hashable, Sendable {
+    /// The largest `apns-collapse-id`, in UTF-8 bytes.
+    public static let maximumCollapseIDLength = 64
+
+    /// `apns-topic`: the bundle id plus the push type's suffix. Optional only on certificate connections whose
+    /// certificate names a single topic.
+    public var topic: String?
+    public var pushType: APNsPushType
+    public var priority: APNsPriority
+    public var expiration: APNsExpiration
+    /// `apns-collapse-id`: notifications with the same value replace each other on the device.
+    public var collapseID: String?
+    /// `apns-id`: echoed by APNs. Kept the same across retries so a retry is recognisable as the same push.
+    public var apnsID: UUID
+
+    public init(
+        topic: String?,
+        pushType: APNsPushType = .alert,
+        priority: APNsPriority? = nil,
+        expiration: APNsExpiration = .none,
+        collapseID: String? = nil,
+        apnsID: UUID = UUID()
+    ) {
+        self.topic = topic
+        self.pushType = pushType
+        self.priority = priority ?? (pushType == .background ? .throttled : .immediate)
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.apnsID = apnsID
+    }
+
+    /// Checks the header-level rules: topic suffix for the push type, priority allowed for the type,
+    /// collapse id length.
+    public func validate() throws {
+        if let topic {
+            guard !topic.isEmpty, !topic.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+                throw APNsValidationError(.invalidTopic, field: "apns-topic", "topic must be a bundle id with no spaces")
+            }
+            if pushType.bundleID(fromTopic: topic) == nil {
+                throw APNsValidationError(
+                    .invalidTopic, field: "apns-topic",
+                    "a \(pushType) push needs a topic ending in '\(pushType.topicSuffix ?? "")', got '\(topic)'")
+            }
+        }
+        guard pushType.allowedPriorities.contains(priority) else {
+            let allowed = pushType.allowedPriorities.map(\.rawValue).sorted(by: >).map(String.init).joined(separator: " or ")
+            throw APNsValidationError(
+                .invalidPriority, field: "apns-priority",
+                "a \(pushType) push must have priority \(allowed), not \(priority)")
+        }
+        if let collapseID {
+            guard collapseID.utf8.count <= Self.maximumCollapseIDLength else {
+                throw APNsValidationError(
+                    .invalidCollapseID, field: "apns-collapse-id",
+                    "collapse id is \(collapseID.utf8.count) bytes; the limit is \(Self.maximumCollapseIDLength)")
+            }
+        }
+    }
+
+    /// The request headers APNs expects, in a stable order, without `:path` or `authorization`.
+    public var headers: [(name: String, value: String)] {
+        var headers: [(String, String)] = [
+            ("apns-push-type", pushType.rawValue),
+            ("apns-id", apnsID.apnsString),
+            ("apns-priority", priority.description),
+        ]
+        if let topic { headers.append(("apns-topic", topic)) }
+        if let value = expiration.headerValue { headers.append(("apns-expiration", value)) }
+        if let collapseID { headers.append(("apns-collapse-id", collapseID)) }
+        return headers
+    }
+}
+
+extension UUID {
+    /// The canonical lowercase 8-4-4-4-12 form APNs documents for `apns-id`.
+    public var apnsString: String { uuidString.lowercased() }
+
+    /// Parses an `apns-id` header value (either case, as one APNs reply has been seen in uppercase).
+    public init(apnsID value: some StringProtocol) throws {
+        guard value.utf8.count == 36, let uuid = UUID(uuidString: String(value)) else {
+            throw APNsValidationError(.invalidMessageID, field: "apns-id", "apns-id must be a UUID (8-4-4-4-12 hex), not '\(value)'")
+        }
+        self = uuid
+    }
+}

@@ -1,0 +1,15 @@
+import ArgumentParser
+
+@main
+struct Tern: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tern",
+        abstract: "Tern: a self-hosted push notification service for iOS apps.",
+        discussion: """
+            Start here:
+              tern simulator            run a local APNs (HTTP/2, TLS) to develop and test against
+              tern token --help         sign a provider token (JWT) for curl or h2load
+            """,
+        subcommands: [SimulatorCommand.self, TokenCommand.self]
+    )
+}

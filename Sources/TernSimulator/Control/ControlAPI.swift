@@ -1,0 +1,168 @@
+import Foundation
+import Hummingbird
+import TernAPNs
+
+extension SimulatorStats: ResponseEncodable {}
+extension ScenarioSnapshot: ResponseEncodable {}
+
+/// One page of the arrival log.
+struct NotificationPage: ResponseEncodable {
+    var items: [RecordedNotification]
+    /// Pass as `after` to get the next page; equal to the request's `after` when nothing newer exists.
+    var next: UInt64
+}
+
+struct TokenList: ResponseEncodable {
+    var tokens: [String: SimulatorScenario.TokenState]
+}
+
+struct UnregisterRequest: Decodable {
+    /// Epoch milliseconds; defaults to now.
+    var timestamp: Int64?
+    /// `Unregistered` (default) or `ExpiredToken`.
+    var reason: String?
+}
+
+struct BindRequest: Decodable {
+    var topic: String?
+    var environment: APNsEnvironment?
+}
+
+/// The simulator's HTTP/1.1 JSON control API (documented in the README).
+enum ControlAPI {
+    static func router(state: SimulatorState) -> Router<BasicRequestContext> {
+        let router = Router()
+
+        router.get("stats") { _, _ in state.stats() }
+
+        router.get("notifications") { request, _ -> NotificationPage in
+            let query = request.uri.queryParameters
+            let after = try parse(query.get("after"), field: "after", default: UInt64(0))
+            let limit = try parse(query.get("limit"), field: "limit", default: 100)
+            guard (1...10_000).contains(limit) else { throw ControlAPIError.badRequest(field: "limit", "limit must be 1…10000") }
+            var token: String?
+            if let text = query.get("token") {
+                token = try DeviceToken(hex: text, field: "token").hex
+            }
+            let items = state.notifications(after: after, limit: limit, token: token)
+            return NotificationPage(items: items, next: items.last?.sequence ?? after)
+        }
+        router.delete("notifications") { _, _ -> HTTPResponse.Status in
+            state.clearLog()
+            return .noContent
+        }
+
+        router.get("tokens") { _, _ in TokenList(tokens: state.tokens()) }
+        router.put("tokens/:token") { request, context -> HTTPResponse.Status in
+            let token = try pathToken(context)
+            let body = try await decode(BindRequest.self, request, context)
+            state.bind(token, topic: body.topic, environment: body.environment)
+            return .noContent
+        }
+        router.post("tokens/:token/unregister") { request, context -> HTTPResponse.Status in
+            let token = try pathToken(context)
+            let body = try await decode(UnregisterRequest.self, request, context, allowEmpty: true) ?? UnregisterRequest()
+            let reason = APNsReason(rawValue: body.reason ?? "Unregistered")
+            guard reason == .unregistered || reason == .expiredToken else {
+                throw ControlAPIError.badRequest(field: "reason", "reason must be Unregistered or ExpiredToken")
+            }
+            if let timestamp = body.timestamp, timestamp < 0 {
+                throw ControlAPIError.badRequest(field: "timestamp", "timestamp is epoch milliseconds, 0 or more")
+            }
+            state.unregister(token, at: body.timestamp.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }, reason: reason)
+            return .noContent
+        }
+        router.delete("tokens/:token") { _, context -> HTTPResponse.Status in
+            state.forgetToken(try pathToken(context))
+            return .noContent
+        }
+
+        router.get("scenario") { _, _ in state.scenarios() }
+        router.put("scenario/faults") { request, context -> HTTPResponse.Status in
+            let faults = try await decode([SimulatorScenario.Fault].self, request, context)
+            try wrap { try state.setFaults(faults) }
+            return .noContent
+        }
+        router.put("scenario/latency") { request, context -> HTTPResponse.Status in
+            let latency = try await decode(SimulatorScenario.Latency.self, request, context)
+            try wrap { try state.setLatency(latency) }
+            return .noContent
+        }
+        router.put("scenario/goaway") { request, context -> HTTPResponse.Status in
+            let event = try await decode(SimulatorScenario.ConnectionEvent.self, request, context)
+            try wrap { try state.setGoAway(event) }
+            return .noContent
+        }
+        router.put("scenario/drop") { request, context -> HTTPResponse.Status in
+            let event = try await decode(SimulatorScenario.ConnectionEvent.self, request, context)
+            try wrap { try state.setDrop(event) }
+            return .noContent
+        }
+        router.delete("scenario/faults") { _, _ -> HTTPResponse.Status in
+            try wrap { try state.setFaults([]) }
+            return .noContent
+        }
+        router.delete("scenario/latency") { _, _ -> HTTPResponse.Status in
+            try wrap { try state.setLatency(nil) }
+            return .noContent
+        }
+        router.delete("scenario/goaway") { _, _ -> HTTPResponse.Status in
+            try wrap { try state.setGoAway(nil) }
+            return .noContent
+        }
+        router.delete("scenario/drop") { _, _ -> HTTPResponse.Status in
+            try wrap { try state.setDrop(nil) }
+            return .noContent
+        }
+        router.post("reset") { _, _ -> HTTPResponse.Status in
+            state.reset()
+            return .noContent
+        }
+        return router
+    }
+
+    private static func pathToken(_ context: BasicRequestContext) throws -> DeviceToken {
+        guard let text = context.parameters.get("token") else { throw ControlAPIError.badRequest(field: "token", "missing token") }
+        do {
+            return try DeviceToken(hex: text, field: "token")
+        } catch {
+            throw ControlAPIError(decoding: error)
+        }
+    }
+
+    private static func parse<T: LosslessStringConvertible>(_ text: String?, field: String, default value: T) throws -> T {
+        guard let text else { return value }
+        guard let parsed = T(text) else { throw ControlAPIError.badRequest(field: field, "'\(text)' is not a valid \(field)") }
+        return parsed
+    }
+
+    private static func wrap(_ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch {
+            throw ControlAPIError(decoding: error)
+        }
+    }
+
+    private static func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: BasicRequestContext) async throws -> T {
+        guard let value = try await decode(type, request, context, allowEmpty: false) else {
+            throw ControlAPIError.badRequest(field: "body", "a JSON body is required")
+        }
+        return value
+    }
+
+    private static func decode<T: Decodable>(
+        _ type: T.Type, _ request: Request, _ context: BasicRequestContext, allowEmpty: Bool
+    ) async throws -> T? {
+        let buffer = try await request.body.collect(upTo: 1 << 20)
+        if buffer.readableBytes == 0 {
+            if allowEmpty { return nil }
+            throw ControlAPIError.badRequest(field: "body", "a JSON body is required")
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+        } catch {
+            throw ControlAPIError(decoding: error)
+        }
+    }
+}
