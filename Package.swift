@@ -58,6 +58,10 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "TernCLITests",
+            dependencies: ["TernCLI"]
+        ),
+        .testTarget(
             name: "TernAPNsTests",
             dependencies: ["TernAPNs"]
         ),

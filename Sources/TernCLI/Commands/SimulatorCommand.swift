@@ -99,6 +99,19 @@ extension SimulatorCommand {
         }
 
         func run() async throws {
+            // Read every input before touching the state folder, so a typo leaves nothing behind.
+            let environment = try parsedEnvironment()
+            let trustedKeys = try key.map(Self.parseKey)
+            var serverCertificate: IssuedCertificate?
+            if let cert, let certKey {
+                do {
+                    serverCertificate = try IssuedCertificate(
+                        certificatePEM: readTextFile(cert, option: "--cert"),
+                        privateKeyPEM: readTextFile(certKey, option: "--cert-key"))
+                } catch let error as APNsCredentialError {
+                    throw ValidationError("--cert \(cert): \(error.message)")
+                }
+            }
             bootstrapLogging(logLevel)
             let logger = Logger(label: "tern.simulator")
             let authority = try SimulatorCertificateAuthority.loadOrCreate(in: state.url)
@@ -106,21 +119,18 @@ extension SimulatorCommand {
             configuration.host = host
             configuration.port = port
             configuration.controlPort = noControl ? nil : controlPort
-            configuration.environment = try parsedEnvironment()
+            configuration.environment = environment
             configuration.maxConcurrentStreams = maxConcurrentStreams
             configuration.initialWindowSize = initialWindowSize
             configuration.logCapacity = logCapacity
-            if let cert, let certKey {
-                configuration.serverCertificate = try IssuedCertificate(
-                    certificatePEM: readTextFile(cert, option: "--cert"), privateKeyPEM: readTextFile(certKey, option: "--cert-key"))
-            }
+            configuration.serverCertificate = serverCertificate
             var demoKey: (keyID: String, teamID: String, file: URL)?
-            if key.isEmpty {
+            if trustedKeys.isEmpty {
                 let demo = try Self.loadOrCreateDemoKey(in: state.url)
                 configuration.tokenKeys = [demo.key]
                 demoKey = (demo.key.keyID, demo.key.teamID, demo.file)
             } else {
-                configuration.tokenKeys = try key.map(Self.parseKey)
+                configuration.tokenKeys = trustedKeys
             }
 
             let simulator = APNsSimulator(configuration: configuration, logger: logger)
