@@ -2,7 +2,6 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
@@ -237,15 +236,6 @@ public final class APNsSimulator: Service, Sendable {
                                 let pipeline = channel.pipeline.syncOperations
                                 let peer = try pipeline.handler(type: NIOSSLServerHandler.self).peerCertificate
                                 let auth = ConnectionAuthentication(mode: Self.authenticationMode(peer))
-                                try pipeline.addHandler(
-                                    NIOHTTP2Handler(
-                                        mode: .server,
-                                        initialSettings: SimulatorConnectionHandler.initialSettings(
-                                            settings, tokenConnection: auth.isTokenConnection),
-                                        // RequestValidator checks every header APNs reads, with APNs' own
-                                        // reasons; NIO's generic RFC 9113 checks on top cost ~15% of throughput.
-                                        headerBlockValidation: .disabled,
-                                        contentLengthValidation: .disabled))
                                 try pipeline.addHandler(
                                     SimulatorConnectionHandler(validator: validator, state: state, settings: settings, auth: auth))
                             }
