@@ -28,10 +28,25 @@ struct BindRequest: Decodable {
     var environment: APNsEnvironment?
 }
 
+/// Request context of the control API: answers with sorted keys, so the same state always reads the same.
+struct ControlRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+
+    init(source: Source) {
+        self.coreContext = .init(source: source)
+    }
+
+    var responseEncoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }
+}
+
 /// The simulator's HTTP/1.1 JSON control API (documented in the README).
 enum ControlAPI {
-    static func router(state: SimulatorState) -> Router<BasicRequestContext> {
-        let router = Router()
+    static func router(state: SimulatorState) -> Router<ControlRequestContext> {
+        let router = Router(context: ControlRequestContext.self)
 
         router.get("stats") { _, _ in state.stats() }
 
@@ -121,7 +136,7 @@ enum ControlAPI {
         return router
     }
 
-    private static func pathToken(_ context: BasicRequestContext) throws -> DeviceToken {
+    private static func pathToken(_ context: ControlRequestContext) throws -> DeviceToken {
         guard let text = context.parameters.get("token") else { throw ControlAPIError.badRequest(field: "token", "missing token") }
         do {
             return try DeviceToken(hex: text, field: "token")
@@ -144,7 +159,7 @@ enum ControlAPI {
         }
     }
 
-    private static func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: BasicRequestContext) async throws -> T {
+    private static func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: ControlRequestContext) async throws -> T {
         guard let value = try await decode(type, request, context, allowEmpty: false) else {
             throw ControlAPIError.badRequest(field: "body", "a JSON body is required")
         }
@@ -152,7 +167,7 @@ enum ControlAPI {
     }
 
     private static func decode<T: Decodable>(
-        _ type: T.Type, _ request: Request, _ context: BasicRequestContext, allowEmpty: Bool
+        _ type: T.Type, _ request: Request, _ context: ControlRequestContext, allowEmpty: Bool
     ) async throws -> T? {
         let buffer = try await request.body.collect(upTo: 1 << 20)
         if buffer.readableBytes == 0 {
