@@ -155,7 +155,9 @@ extension SimulatorCommand {
                 lines.append("  control API      http://\(displayHost):\(controlPort)")
             }
             lines.append("  CA certificate   \(caFile)")
-            let tern = CommandLine.arguments.first ?? "tern"
+            // The binary as it was started (`.build/debug/tern` under `swift run`), so the line can be pasted.
+            let invoked = CommandLine.arguments.first ?? "tern"
+            let tern = invoked.contains("/") ? displayPath(URL(fileURLWithPath: invoked)) : invoked
             if let demoKey {
                 lines.append("  token key        \(demoKey.keyID) (team \(demoKey.teamID)), \(displayPath(demoKey.file))")
                 lines += [
