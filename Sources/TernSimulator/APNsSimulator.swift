@@ -122,6 +122,8 @@ public final class APNsSimulator: Service, Sendable {
             throw error
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
+            // The control API stops through graceful shutdown: cancelling Hummingbird makes it log an error.
+            var controlServices: ServiceGroup?
             if let controlPort = configuration.controlPort {
                 // Hummingbird reports each start at info; the simulator's own banner says the same.
                 var controlLogger = logger
@@ -135,9 +137,12 @@ public final class APNsSimulator: Service, Sendable {
                     },
                     eventLoopGroupProvider: .shared(eventLoopGroup),
                     logger: controlLogger)
+                let services = ServiceGroup(
+                    configuration: .init(services: [app], gracefulShutdownSignals: [], logger: controlLogger))
+                controlServices = services
                 group.addTask {
                     do {
-                        try await app.run()
+                        try await services.run()
                     } catch {
                         self.markFailed(error)
                         self.requestStop()
@@ -157,7 +162,7 @@ public final class APNsSimulator: Service, Sendable {
                 self.requestStop()
             }
             await stopHTTP2Listener()
-            group.cancelAll()
+            await controlServices?.triggerGracefulShutdown()
             try await group.waitForAll()
         }
     }
@@ -255,7 +260,7 @@ public final class APNsSimulator: Service, Sendable {
         guard let der = try? peer.toDERBytes(), let certificate = try? Certificate(derEncoded: der),
             let identity = try? PushCertificateIdentity(certificate: certificate)
         else {
-            return .certificate(PushCertificateIdentity(bundleID: "", topics: [], environments: []))
+            return .unreadableCertificate
         }
         return .certificate(identity)
     }
@@ -273,7 +278,15 @@ public final class APNsSimulator: Service, Sendable {
         try? await serverChannel?.close()
         let open = connections.withLock { Array($0.values) }
         for channel in open {
-            channel.pipeline.fireUserInboundEventTriggered(SimulatorShutdownEvent())
+            // A connection still in its TLS handshake has nothing to drain: close it now. The others answer what
+            // is in flight and get GOAWAY.
+            channel.eventLoop.execute {
+                if (try? channel.pipeline.syncOperations.handler(type: SimulatorConnectionHandler.self)) != nil {
+                    channel.pipeline.fireUserInboundEventTriggered(SimulatorShutdownEvent())
+                } else {
+                    channel.close(promise: nil)
+                }
+            }
         }
         let deadline = NIODeadline.now() + configuration.shutdownGracePeriod
         for channel in open {

@@ -122,21 +122,26 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
                 closed = true
                 context.close(promise: nil)
             case .goAway(let reason):
-                send(streamID, apnsID: request.apnsID, rejection: decision.rejection, delay: decision.delayMilliseconds, context: context)
-                sendGoAway(reason: reason, context: context)
-                closeIfDrained(context: context)
+                send(
+                    streamID, apnsID: request.apnsID, rejection: decision.rejection, delay: decision.delayMilliseconds,
+                    thenGoAway: reason, context: context)
             case .none:
                 send(streamID, apnsID: request.apnsID, rejection: decision.rejection, delay: decision.delayMilliseconds, context: context)
             }
         }
     }
 
+    /// Answers now or after `delay` ms; with `thenGoAway`, GOAWAY follows that answer (the scenario's Nth stream).
     private func send(
         _ streamID: UInt32, apnsID: String, rejection: (reason: APNsReason, timestamp: Date?)?, delay: Int,
-        context: ChannelHandlerContext
+        thenGoAway goAwayReason: String? = nil, context: ChannelHandlerContext
     ) {
         guard delay > 0 else {
             respond(streamID, apnsID: apnsID, rejection: rejection)
+            if let goAwayReason {
+                sendGoAway(reason: goAwayReason, context: context)
+                closeIfDrained(context: context)
+            }
             return
         }
         pendingResponses += 1
@@ -144,6 +149,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
             self.pendingResponses -= 1
             guard !self.closed else { return }
             self.respond(streamID, apnsID: apnsID, rejection: rejection)
+            if let goAwayReason { self.sendGoAway(reason: goAwayReason, context: context) }
             self.flush(context: context)
             self.closeIfDrained(context: context)
         }

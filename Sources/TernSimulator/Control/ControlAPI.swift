@@ -57,7 +57,11 @@ enum ControlAPI {
             guard (1...10_000).contains(limit) else { throw ControlAPIError.badRequest(field: "limit", "limit must be 1…10000") }
             var token: String?
             if let text = query.get("token") {
-                token = try DeviceToken(hex: text, field: "token").hex
+                do {
+                    token = try DeviceToken(hex: text, field: "token").hex
+                } catch {
+                    throw ControlAPIError(decoding: error)
+                }
             }
             let items = state.notifications(after: after, limit: limit, token: token)
             return NotificationPage(items: items, next: items.last?.sequence ?? after)

@@ -35,7 +35,8 @@ extension ControlAPIError {
         case DecodingError.keyNotFound(let key, let context):
             self = .badRequest(field: Self.path(context.codingPath + [key]), "missing field")
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
-            self = .badRequest(field: Self.path(context.codingPath), "wrong type: \(context.debugDescription)")
+            let field = context.codingPath.isEmpty ? "body" : Self.path(context.codingPath)
+            self = .badRequest(field: field, "wrong type: \(context.debugDescription)")
         case DecodingError.dataCorrupted(let context):
             let field = context.codingPath.isEmpty ? "body" : Self.path(context.codingPath)
             self = .badRequest(field: field, "not valid: \(context.debugDescription)")

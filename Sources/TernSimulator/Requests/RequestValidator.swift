@@ -23,6 +23,8 @@ struct ConnectionAuthentication {
     enum Mode {
         case token
         case certificate(PushCertificateIdentity)
+        /// A client certificate from our CA that is not a push certificate (names no app).
+        case unreadableCertificate
     }
 
     let mode: Mode
@@ -230,6 +232,8 @@ struct RequestValidator {
             {
                 return reject(reason)
             }
+        case .unreadableCertificate:
+            return reject(.badCertificate)
         case .certificate(let identity):
             guard identity.environments.contains(environment) else { return reject(.badCertificateEnvironment) }
             guard identity.topics.contains(topic) else { return reject(.topicDisallowed) }

@@ -221,7 +221,8 @@ public final class SimulatorState: Sendable {
             do {
                 checked.append(try fault.validated())
             } catch {
-                throw ScenarioError(field: "faults[\(index)].\(error.field)", error.message)
+                // The body is a JSON array: name the field by its path in it, as decoding errors do.
+                throw ScenarioError(field: "[\(index)].\(error.field)", error.message)
             }
         }
         inner.withLock { $0.faults = checked }
