@@ -140,13 +140,15 @@ public final class APNsSimulator: Service, Sendable {
                 let services = ServiceGroup(
                     configuration: .init(services: [app], gracefulShutdownSignals: [], logger: controlLogger))
                 controlServices = services
+                let address = "\(configuration.host):\(controlPort)"
                 group.addTask {
                     do {
                         try await services.run()
                     } catch {
-                        self.markFailed(error)
+                        let failure = SimulatorError(description: "cannot serve the control API on \(address): \(error)")
+                        self.markFailed(failure)
                         self.requestStop()
-                        throw error
+                        throw failure
                     }
                 }
             } else {
@@ -247,7 +249,12 @@ public final class APNsSimulator: Service, Sendable {
                         })
                 }
             }
-        let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        } catch {
+            throw SimulatorError(description: "cannot serve the APNs API on \(configuration.host):\(configuration.port): \(error)")
+        }
         lifecycle.withLock { state in
             state.serverChannel = channel
             state.port = channel.localAddress?.port

@@ -99,6 +99,16 @@ struct SimulatorCommandTests {
         #expect(result.stderr.contains(mentioned), "stderr was: \(result.stderr)")
     }
 
+    @Test func aPortInUseIsAClearErrorNamingIt() throws {
+        let running = try SimulatorProcess()
+        defer { _ = running.interrupt() }
+        let state = running.stateDirectory.appendingPathComponent("second").path
+        let result = try Commands.run(
+            Commands.tern, ["simulator", "--port", String(running.port), "--control-port", "0", "--state-dir", state])
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("cannot serve the APNs API on 127.0.0.1:\(running.port)"), "stderr was: \(result.stderr)")
+    }
+
     @Test func tokenRejectsAFileThatIsNotAKeyWithoutEchoingIt() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-key-\(UUID().uuidString).p8")
         try "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LXNlY3JldA==\n-----END PRIVATE KEY-----\n".write(to: file, atomically: true, encoding: .utf8)
