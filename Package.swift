@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "tern", targets: ["TernCLI"]),
         .library(name: "TernAPNs", targets: ["TernAPNs"]),
         .library(name: "TernSimulator", targets: ["TernSimulator"]),
+        .library(name: "TernAPNsClient", targets: ["TernAPNsClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -20,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     ],
     targets: [
         // Protocol core: values, rules, codecs and JWT. No I/O.
@@ -46,11 +48,26 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),
+        // The APNs HTTP/2 client: connection pool, retries, deadlines, backpressure.
+        .target(
+            name: "TernAPNsClient",
+            dependencies: [
+                "TernAPNs",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The `tern` command.
         .executableTarget(
             name: "TernCLI",
             dependencies: [
                 "TernAPNs",
+                "TernAPNsClient",
                 "TernSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -64,6 +81,14 @@ let package = Package(
         .testTarget(
             name: "TernAPNsTests",
             dependencies: ["TernAPNs"]
+        ),
+        .testTarget(
+            name: "TernAPNsClientTests",
+            dependencies: [
+                "TernAPNs",
+                "TernAPNsClient",
+                "TernSimulator",
+            ]
         ),
         .testTarget(
             name: "TernSimulatorTests",

@@ -33,6 +33,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
     private var goingAway = false
     private var closed = false
     private var ids = FastUUIDGenerator()
+    private var reportedRefusals = 0
 
     init(validator: RequestValidator, state: SimulatorState, settings: Settings, auth: ConnectionAuthentication) {
         self.validator = validator
@@ -68,6 +69,10 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
         } catch {
             failConnection(error, context: context)
             return
+        }
+        if framing.refusedStreams > reportedRefusals {
+            state.recordRefusedStreams(framing.refusedStreams - reportedRefusals)
+            reportedRefusals = framing.refusedStreams
         }
         while let event = framing.nextEvent() {
             switch event {

@@ -15,6 +15,8 @@ public struct SimulatorStats: Codable, Hashable, Sendable {
     public var faultsInjected = 0
     public var goAwaysSent = 0
     public var connectionsDropped = 0
+    /// Streams refused with REFUSED_STREAM for exceeding MAX_CONCURRENT_STREAMS.
+    public var streamsRefused = 0
     public var logCapacity = 0
     public var logCount = 0
 }
@@ -89,6 +91,10 @@ public final class SimulatorState: Sendable {
 
     func recordGoAway() {
         inner.withLock { $0.stats.goAwaysSent += 1 }
+    }
+
+    func recordRefusedStreams(_ count: Int) {
+        inner.withLock { $0.stats.streamsRefused += count }
     }
 
     // MARK: Requests

@@ -1,0 +1,312 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// A connection lent to one attempt; hand it back with ``APNsConnectionPool/release(_:)``.
+struct ConnectionLease: Sendable {
+    let connectionID: Int
+    let channel: any Channel
+    let handler: NIOLoopBound<APNsConnectionHandler>
+}
+
+/// Long-lived HTTP/2 connections to one APNs endpoint with one credential.
+///
+/// It opens connections on demand, up to ``APNsClientConfiguration/connections``, when every open one is busy;
+/// lends the least-loaded connection that has a free stream under the server's MAX_CONCURRENT_STREAMS; stops
+/// using a connection at GOAWAY and replaces closed ones. Failed connects back off exponentially with jitter
+/// (APNs treats rapid reconnects as an attack), and callers wait for a stream up to their deadline.
+final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
+    private enum ConnectionState {
+        case connecting
+        case ready
+        case draining
+    }
+
+    private struct Entry {
+        var state: ConnectionState
+        var lease: ConnectionLease?
+        var maxStreams = 1
+        var inFlight = 0
+    }
+
+    private struct Waiter {
+        var id: Int
+        var continuation: CheckedContinuation<ConnectionLease, any Error>
+    }
+
+    private struct State {
+        var entries: [Int: Entry] = [:]
+        var nextID = 1
+        var waiters: [Waiter] = []
+        var nextWaiterID = 1
+        var consecutiveFailures = 0
+        var lastConnectError: String?
+        var connectScheduled = false
+        var shutDown = false
+    }
+
+    let configuration: APNsClientConfiguration
+    private let eventLoopGroup: any EventLoopGroup
+    private let sslContext: NIOSSLContext
+    private let logger: Logger
+    private let metrics: APNsClientMetrics
+    private let state = Mutex(State())
+
+    init(
+        configuration: APNsClientConfiguration, sslContext: NIOSSLContext, eventLoopGroup: any EventLoopGroup,
+        logger: Logger, metrics: APNsClientMetrics
+    ) {
+        self.configuration = configuration
+        self.sslContext = sslContext
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+        self.metrics = metrics
+    }
+
+    // MARK: Leasing
+
+    /// A connection with a free stream, waiting until `deadline` for one.
+    func acquire(deadline: NIODeadline) async throws -> ConnectionLease {
+        let waiterID = state.withLock { state -> Int in
+            defer { state.nextWaiterID += 1 }
+            return state.nextWaiterID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ConnectionLease, any Error>) in
+                enum Next {
+                    case resume(ConnectionLease)
+                    case fail(any Error)
+                    case wait(connect: Bool)
+                }
+                let next = state.withLock { state -> Next in
+                    if state.shutDown { return .fail(APNsClientError.shutDown) }
+                    if let lease = Self.lendLeastLoaded(&state) {
+                        return .resume(lease)
+                    }
+                    state.waiters.append(Waiter(id: waiterID, continuation: continuation))
+                    return .wait(connect: Self.shouldConnect(state, poolSize: configuration.connections))
+                }
+                switch next {
+                case .resume(let lease): continuation.resume(returning: lease)
+                case .fail(let error): continuation.resume(throwing: error)
+                case .wait(let connect):
+                    if connect { connectNow() }
+                    eventLoopGroup.any().scheduleTask(deadline: deadline) { [self] in
+                        self.failWaiter(waiterID) { lastError in APNsClientError.timedOut(waitingForConnection: lastError) }
+                    }
+                }
+            }
+        } onCancel: {
+            failWaiter(waiterID) { _ in CancellationError() }
+        }
+    }
+
+    /// Hands a stream back; the next waiter gets it.
+    func release(_ lease: ConnectionLease) {
+        let resumed = state.withLock { state -> [(CheckedContinuation<ConnectionLease, any Error>, ConnectionLease)] in
+            if var entry = state.entries[lease.connectionID] {
+                entry.inFlight -= 1
+                state.entries[lease.connectionID] = entry
+            }
+            return Self.serveWaiters(&state)
+        }
+        for (continuation, lease) in resumed { continuation.resume(returning: lease) }
+    }
+
+    /// Grows the pool if every connection is busy: called after a lease, so load spreads over up to `connections`.
+    func growIfBusy() {
+        let connect = state.withLock { state -> Bool in
+            let open = state.entries.values.filter { $0.state != .draining }
+            let allBusy = open.allSatisfy { $0.state == .ready && $0.inFlight > 0 }
+            return allBusy && Self.shouldConnect(state, poolSize: configuration.connections)
+        }
+        if connect { connectNow() }
+    }
+
+    private func failWaiter(_ id: Int, _ error: (String?) -> any Error) {
+        let waiter = state.withLock { state -> (Waiter, String?)? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return (state.waiters.remove(at: index), state.lastConnectError)
+        }
+        if let (waiter, lastError) = waiter { waiter.continuation.resume(throwing: error(lastError)) }
+    }
+
+    private static func lendLeastLoaded(_ state: inout State) -> ConnectionLease? {
+        var best: Int?
+        for (id, entry) in state.entries where entry.state == .ready && entry.inFlight < entry.maxStreams {
+            if let current = best, state.entries[current]!.inFlight <= entry.inFlight { continue }
+            best = id
+        }
+        guard let id = best, let lease = state.entries[id]?.lease else { return nil }
+        state.entries[id]!.inFlight += 1
+        return lease
+    }
+
+    private static func serveWaiters(_ state: inout State) -> [(CheckedContinuation<ConnectionLease, any Error>, ConnectionLease)] {
+        var resumed: [(CheckedContinuation<ConnectionLease, any Error>, ConnectionLease)] = []
+        while !state.waiters.isEmpty, let lease = lendLeastLoaded(&state) {
+            resumed.append((state.waiters.removeFirst().continuation, lease))
+        }
+        return resumed
+    }
+
+    private static func shouldConnect(_ state: State, poolSize: Int) -> Bool {
+        guard !state.shutDown, !state.connectScheduled else { return false }
+        let open = state.entries.values.filter { $0.state != .draining }.count
+        return open < poolSize
+    }
+
+    // MARK: Connecting
+
+    /// Starts one connect, after the back-off the recent failures call for.
+    private func connectNow() {
+        let plan = state.withLock { state -> (id: Int, delay: TimeAmount)? in
+            guard Self.shouldConnect(state, poolSize: configuration.connections) else { return nil }
+            state.connectScheduled = true
+            let id = state.nextID
+            state.nextID += 1
+            state.entries[id] = Entry(state: .connecting)
+            return (id, configuration.reconnectBackoff.delay(afterFailures: state.consecutiveFailures))
+        }
+        guard let plan else { return }
+        let loop = eventLoopGroup.any()
+        if plan.delay == .zero {
+            connect(plan.id, on: loop)
+        } else {
+            loop.scheduleTask(in: plan.delay) { [self] in self.connect(plan.id, on: loop) }
+        }
+    }
+
+    private func connect(_ id: Int, on loop: any EventLoop) {
+        let endpoint = configuration.endpoint
+        let settings = APNsConnectionHandler.Settings(
+            authority: endpoint.port == 443 ? endpoint.host : "\(endpoint.host):\(endpoint.port)",
+            idlePingInterval: configuration.idlePingInterval.timeAmount,
+            pingTimeout: configuration.pingTimeout.timeAmount)
+        let sslContext = self.sslContext
+        let serverHostname = endpoint.host.first?.isNumber == true || endpoint.host.contains(":") ? nil : endpoint.host
+        ClientBootstrap(group: loop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.seconds(10))
+            .channelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let pipeline = channel.pipeline.syncOperations
+                    try pipeline.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+                    try pipeline.addHandler(
+                        NIOHTTP2Handler(
+                            mode: .client,
+                            initialSettings: [
+                                HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),  // APNs never pushes
+                                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                                HTTP2Setting(parameter: .enablePush, value: 0),
+                            ]))
+                    try pipeline.addHandler(APNsConnectionHandler(id: id, settings: settings, delegate: self))
+                }
+            }
+            .connect(host: endpoint.host, port: endpoint.port)
+            .flatMap { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let handler = try channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self)
+                    return ConnectionLease(
+                        connectionID: id, channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop))
+                }
+            }
+            .whenComplete { [self] result in
+                switch result {
+                case .success(let lease): self.connected(lease)
+                case .failure(let error): self.connectFailed(id, error)
+                }
+            }
+    }
+
+    private func connected(_ lease: ConnectionLease) {
+        let closeNow = state.withLock { state -> Bool in
+            state.connectScheduled = false
+            guard !state.shutDown, state.entries[lease.connectionID] != nil else { return true }
+            state.entries[lease.connectionID]!.lease = lease
+            // Usable once the server's first SETTINGS says how many streams it takes.
+            return false
+        }
+        if closeNow {
+            lease.channel.close(promise: nil)
+            return
+        }
+        metrics.connectionOpened()
+        logger.debug("APNs connection open", metadata: ["connection": "\(lease.connectionID)"])
+        lease.channel.closeFuture.whenComplete { [self] _ in self.closed(lease.connectionID) }
+    }
+
+    private func connectFailed(_ id: Int, _ error: any Error) {
+        let retry = state.withLock { state -> Bool in
+            state.connectScheduled = false
+            state.entries.removeValue(forKey: id)
+            state.consecutiveFailures += 1
+            state.lastConnectError = "\(configuration.endpoint.host):\(configuration.endpoint.port): \(error)"
+            return !state.waiters.isEmpty
+        }
+        metrics.connectFailed()
+        logger.warning("APNs connect failed", metadata: ["endpoint": "\(configuration.endpoint.host):\(configuration.endpoint.port)", "error": "\(error)"])
+        if retry { connectNow() }
+    }
+
+    private func closed(_ id: Int) {
+        let reconnect = state.withLock { state -> Bool in
+            state.entries.removeValue(forKey: id)
+            return !state.waiters.isEmpty
+        }
+        metrics.connectionClosed()
+        logger.debug("APNs connection closed", metadata: ["connection": "\(id)"])
+        if reconnect { connectNow() }
+    }
+
+    // MARK: APNsConnectionDelegate (called on the connection's event loop)
+
+    func connection(_ id: Int, maxConcurrentStreamsChanged value: Int) {
+        let resumed = state.withLock { state -> [(CheckedContinuation<ConnectionLease, any Error>, ConnectionLease)] in
+            guard var entry = state.entries[id], entry.lease != nil else { return [] }
+            entry.maxStreams = value
+            if entry.state == .connecting {
+                entry.state = .ready
+                // The connection works: the back-off starts over.
+                state.consecutiveFailures = 0
+            }
+            state.entries[id] = entry
+            return Self.serveWaiters(&state)
+        }
+        for (continuation, lease) in resumed { continuation.resume(returning: lease) }
+    }
+
+    func connectionDraining(_ id: Int) {
+        let connect = state.withLock { state -> Bool in
+            state.entries[id]?.state = .draining
+            return !state.waiters.isEmpty && Self.shouldConnect(state, poolSize: configuration.connections)
+        }
+        if connect { connectNow() }
+    }
+
+    // MARK: Shutdown
+
+    /// Stops lending, fails waiters, lets in-flight streams finish and closes every connection.
+    func shutdown() async {
+        let (waiters, leases) = state.withLock { state -> ([Waiter], [ConnectionLease]) in
+            state.shutDown = true
+            defer { state.waiters = [] }
+            return (state.waiters, state.entries.values.compactMap(\.lease))
+        }
+        for waiter in waiters { waiter.continuation.resume(throwing: APNsClientError.shutDown) }
+        for lease in leases {
+            lease.channel.eventLoop.execute { lease.handler.value.drainAndClose() }
+        }
+        for lease in leases {
+            let timer = lease.channel.eventLoop.scheduleTask(in: .seconds(10)) { lease.channel.close(promise: nil) }
+            try? await lease.channel.closeFuture.get()
+            timer.cancel()
+        }
+    }
+
+    var openConnections: Int { state.withLock { $0.entries.values.filter { $0.lease != nil }.count } }
+}
