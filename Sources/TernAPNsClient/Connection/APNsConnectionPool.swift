@@ -31,11 +31,21 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         var lease: ConnectionLease?
         var maxStreams = 1
         var inFlight = 0
+        var settingsReceived = false
+
+        /// Ready once connected and the server's first SETTINGS said how many streams it takes, in either order.
+        mutating func becomeReadyIfComplete() -> Bool {
+            guard state == .connecting, lease != nil, settingsReceived else { return false }
+            state = .ready
+            return true
+        }
     }
 
     private struct Waiter {
         var id: Int
         var continuation: CheckedContinuation<ConnectionLease, any Error>
+        /// Fails the waiter at its deadline; cancelled when it is served, so served waiters leave no timers behind.
+        var deadlineTimer: Scheduled<Void>?
     }
 
     private struct State {
@@ -94,10 +104,16 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
                 case .resume(let lease): continuation.resume(returning: lease)
                 case .fail(let error): continuation.resume(throwing: error)
                 case .wait(let connect):
-                    if connect { connectNow() }
-                    eventLoopGroup.any().scheduleTask(deadline: deadline) { [self] in
+                    let timer = eventLoopGroup.any().scheduleTask(deadline: deadline) { [self] in
                         self.failWaiter(waiterID) { lastError in APNsClientError.timedOut(waitingForConnection: lastError) }
                     }
+                    let stillWaiting = state.withLock { state -> Bool in
+                        guard let index = state.waiters.firstIndex(where: { $0.id == waiterID }) else { return false }
+                        state.waiters[index].deadlineTimer = timer
+                        return true
+                    }
+                    if !stillWaiting { timer.cancel() }
+                    if connect { connectNow() }
                 }
             }
         } onCancel: {
@@ -120,9 +136,11 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     /// Grows the pool if every connection is busy: called after a lease, so load spreads over up to `connections`.
     func growIfBusy() {
         let connect = state.withLock { state -> Bool in
-            let open = state.entries.values.filter { $0.state != .draining }
-            let allBusy = open.allSatisfy { $0.state == .ready && $0.inFlight > 0 }
-            return allBusy && Self.shouldConnect(state, poolSize: configuration.connections)
+            guard Self.shouldConnect(state, poolSize: configuration.connections) else { return false }
+            for entry in state.entries.values where entry.state != .draining {
+                if entry.state != .ready || entry.inFlight == 0 { return false }
+            }
+            return true
         }
         if connect { connectNow() }
     }
@@ -132,7 +150,10 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
             return (state.waiters.remove(at: index), state.lastConnectError)
         }
-        if let (waiter, lastError) = waiter { waiter.continuation.resume(throwing: error(lastError)) }
+        if let (waiter, lastError) = waiter {
+            waiter.deadlineTimer?.cancel()
+            waiter.continuation.resume(throwing: error(lastError))
+        }
     }
 
     private static func lendLeastLoaded(_ state: inout State) -> ConnectionLease? {
@@ -147,16 +168,20 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     }
 
     private static func serveWaiters(_ state: inout State) -> [(CheckedContinuation<ConnectionLease, any Error>, ConnectionLease)] {
+        guard !state.waiters.isEmpty else { return [] }
         var resumed: [(CheckedContinuation<ConnectionLease, any Error>, ConnectionLease)] = []
         while !state.waiters.isEmpty, let lease = lendLeastLoaded(&state) {
-            resumed.append((state.waiters.removeFirst().continuation, lease))
+            let waiter = state.waiters.removeFirst()
+            waiter.deadlineTimer?.cancel()
+            resumed.append((waiter.continuation, lease))
         }
         return resumed
     }
 
     private static func shouldConnect(_ state: State, poolSize: Int) -> Bool {
         guard !state.shutDown, !state.connectScheduled else { return false }
-        let open = state.entries.values.filter { $0.state != .draining }.count
+        var open = 0
+        for entry in state.entries.values where entry.state != .draining { open += 1 }
         return open < poolSize
     }
 
@@ -224,17 +249,20 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     }
 
     private func connected(_ lease: ConnectionLease) {
-        let closeNow = state.withLock { state -> Bool in
+        let (closeNow, resumed) = state.withLock { state -> (Bool, [(CheckedContinuation<ConnectionLease, any Error>, ConnectionLease)]) in
             state.connectScheduled = false
-            guard !state.shutDown, state.entries[lease.connectionID] != nil else { return true }
-            state.entries[lease.connectionID]!.lease = lease
-            // Usable once the server's first SETTINGS says how many streams it takes.
-            return false
+            guard !state.shutDown, var entry = state.entries[lease.connectionID] else { return (true, []) }
+            entry.lease = lease
+            let ready = entry.becomeReadyIfComplete()
+            state.entries[lease.connectionID] = entry
+            if ready { state.consecutiveFailures = 0 }
+            return (false, ready ? Self.serveWaiters(&state) : [])
         }
         if closeNow {
             lease.channel.close(promise: nil)
             return
         }
+        for (continuation, lease) in resumed { continuation.resume(returning: lease) }
         metrics.connectionOpened()
         logger.debug("APNs connection open", metadata: ["connection": "\(lease.connectionID)"])
         lease.channel.closeFuture.whenComplete { [self] _ in self.closed(lease.connectionID) }
@@ -267,10 +295,10 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
 
     func connection(_ id: Int, maxConcurrentStreamsChanged value: Int) {
         let resumed = state.withLock { state -> [(CheckedContinuation<ConnectionLease, any Error>, ConnectionLease)] in
-            guard var entry = state.entries[id], entry.lease != nil else { return [] }
+            guard var entry = state.entries[id] else { return [] }
             entry.maxStreams = value
-            if entry.state == .connecting {
-                entry.state = .ready
+            entry.settingsReceived = true
+            if entry.becomeReadyIfComplete() {
                 // The connection works: the back-off starts over.
                 state.consecutiveFailures = 0
             }
@@ -297,7 +325,10 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             defer { state.waiters = [] }
             return (state.waiters, state.entries.values.compactMap(\.lease))
         }
-        for waiter in waiters { waiter.continuation.resume(throwing: APNsClientError.shutDown) }
+        for waiter in waiters {
+            waiter.deadlineTimer?.cancel()
+            waiter.continuation.resume(throwing: APNsClientError.shutDown)
+        }
         for lease in leases {
             lease.channel.eventLoop.execute { lease.handler.value.drainAndClose() }
         }
