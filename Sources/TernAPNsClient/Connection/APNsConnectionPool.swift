@@ -266,6 +266,14 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         metrics.connectionOpened()
         logger.debug("APNs connection open", metadata: ["connection": "\(lease.connectionID)"])
         lease.channel.closeFuture.whenComplete { [self] _ in self.closed(lease.connectionID) }
+        // TLS and the server's first SETTINGS must follow within the connect timeout, or the slot is given back.
+        lease.channel.eventLoop.scheduleTask(in: .seconds(10)) { [self] in
+            let stuck = self.state.withLock { $0.entries[lease.connectionID]?.state == .connecting }
+            if stuck {
+                self.logger.warning("APNs connection never became ready (TLS or SETTINGS missing)")
+                lease.channel.close(promise: nil)
+            }
+        }
     }
 
     private func connectFailed(_ id: Int, _ error: any Error) {
