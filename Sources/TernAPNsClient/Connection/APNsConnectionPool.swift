@@ -291,7 +291,8 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
 
     private func closed(_ id: Int) {
         let reconnect = state.withLock { state -> Bool in
-            state.entries.removeValue(forKey: id)
+            // A connection that closed before it was ever usable counts as a failed connect for the back-off.
+            if state.entries.removeValue(forKey: id)?.state == .connecting { state.consecutiveFailures += 1 }
             return !state.waiters.isEmpty
         }
         metrics.connectionClosed()
