@@ -130,7 +130,8 @@ public final class APNsClient: Service, Sendable {
 
     /// Sends one notification and returns APNs' final answer.
     /// - Throws: ``APNsClientError`` when there is no answer in time, every attempt failed on the connection, or
-    ///   the client is shut down; `CancellationError` when the calling task is cancelled.
+    ///   the client is shut down; `CancellationError` when the calling task is cancelled while the send waits for
+    ///   a stream or between retries (a request already on the wire waits for its answer).
     public func send(_ notification: APNsNotification) async throws -> APNsDelivery {
         let started = ContinuousClock.now
         let deadline = NIODeadline.now() + configuration.sendTimeout.timeAmount
@@ -172,6 +173,11 @@ public final class APNsClient: Service, Sendable {
             lease.channel.eventLoop.execute { lease.handler.value.send(request, timeout: timeout, promise: promise) }
             let outcome = (try? await promise.futureResult.get()) ?? .failed("the connection went away")
             pool.release(lease)
+            if case .answered(let response) = outcome, response.reason == .tooManyProviderTokenUpdates {
+                // APNs takes no new token on this connection for 20 minutes (it first saw a token less than 20
+                // minutes ago); a new connection takes the current one as its first.
+                pool.retire(lease)
+            }
 
             let retryDelay: Duration
             switch outcome {
@@ -185,8 +191,16 @@ public final class APNsClient: Service, Sendable {
                 failures += 1
                 lastProblem = "\(response.status) \(response.reason?.rawValue ?? "")"
                 if response.reason == .expiredProviderToken, let token, let tokens {
-                    // Renew (no sooner than 20 minutes after the last token) and go again at once.
-                    _ = try? tokens.tokenAfterRejection(of: token)
+                    // Renew (no sooner than 20 minutes after the last token) and go again at once. When the cache
+                    // keeps the same token (APNs' clock is ahead of ours by more than the token's age), another try
+                    // would only be rejected again: that rejection is the answer.
+                    let renewed = try? tokens.tokenAfterRejection(of: token)
+                    guard let renewed, renewed != token else {
+                        metrics.finished(response, after: ContinuousClock.now - started)
+                        return APNsDelivery(
+                            deviceToken: notification.deviceToken, apnsID: notification.metadata.apnsID,
+                            response: response, attempts: attempts)
+                    }
                     retryDelay = .zero
                 } else {
                     retryDelay = configuration.retryBackoff.delay(afterFailures: failures)
@@ -251,7 +265,7 @@ public final class APNsClient: Service, Sendable {
                     } catch let error as APNsClientError {
                         result = .failure(error)
                     } catch {
-                        result = .failure(APNsClientError(code: .shutDown, message: "cancelled"))
+                        result = .failure(APNsClientError(code: .cancelled, message: "the send was cancelled"))
                     }
                     await onResult(APNsBatchResult(notification: notification, result: result))
                 }

@@ -66,7 +66,8 @@ public struct APNsClientConfiguration: Sendable {
     public var connections = 2
     /// The most a whole send may take: waiting for a stream, every attempt and the waits between them.
     public var sendTimeout: Duration = .seconds(30)
-    /// The most one attempt waits for APNs' answer.
+    /// The most one attempt waits for APNs' answer. A request that got no answer may still have been delivered, so
+    /// it is not sent again: the send ends with `timedOut` (pushes never arrive twice from a timeout).
     public var attemptTimeout: Duration = .seconds(10)
     /// Attempts per send for retryable outcomes (429, 500, 503, an expired provider token, a lost connection).
     /// Requests APNs never processed (GOAWAY, REFUSED_STREAM) are sent again without counting.

@@ -12,6 +12,8 @@ public struct APNsClientError: Error, Hashable, Sendable, CustomStringConvertibl
         public static let connectionFailed = Code("connectionFailed")
         /// The client is shutting down or shut down.
         public static let shutDown = Code("shutDown")
+        /// The task that sent it was cancelled (in a batch; a single `send` throws `CancellationError`).
+        public static let cancelled = Code("cancelled")
         /// The credentials cannot be used (unreadable key or certificate).
         public static let invalidCredentials = Code("invalidCredentials")
         /// A configuration value is out of range.

@@ -29,6 +29,8 @@ protocol APNsConnectionDelegate: AnyObject, Sendable {
     func connection(_ id: Int, maxConcurrentStreamsChanged value: Int)
     /// GOAWAY arrived: take no new streams here.
     func connectionDraining(_ id: Int)
+    /// The connection failed (TLS, HTTP/2) and is about to close.
+    func connection(_ id: Int, failedWith error: any Error)
 }
 
 /// One HTTP/2 connection to APNs, at the frame level.
@@ -84,13 +86,13 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
-        failAll(.failed("the connection closed"), unprocessedOnly: false)
+        failAll(.failed("the connection closed"))
         pingTimer?.cancel()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         closed = true
-        failAll(.failed("the connection closed with the request in flight"), unprocessedOnly: false)
+        failAll(.failed("the connection closed with the request in flight"))
         pingTimer?.cancel()
         context.fireChannelInactive()
     }
@@ -101,6 +103,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             finish(streamError.streamID, .failed("stream error: \(streamError.baseError)"))
             return
         }
+        delegate?.connection(id, failedWith: error)
         context.close(promise: nil)
     }
 
@@ -141,7 +144,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             promise: nil)
     }
 
-    /// Sends GOAWAY and closes once nothing is in flight (graceful shutdown).
+    /// Takes no new streams and closes once nothing is in flight (graceful shutdown).
     func drainAndClose() {
         guard let context, !closed else { return }
         goAwayLastStreamID = goAwayLastStreamID ?? .rootStream
@@ -227,7 +230,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
     }
 
-    private func failAll(_ outcome: StreamOutcome, unprocessedOnly: Bool) {
+    private func failAll(_ outcome: StreamOutcome) {
         let all = streams
         streams = [:]
         for (_, pending) in all {

@@ -32,6 +32,8 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         var maxStreams = 1
         var inFlight = 0
         var settingsReceived = false
+        /// Why the connection failed before it was ready, for the error of callers that time out waiting.
+        var setupFailure: String?
 
         /// Ready once connected and the server's first SETTINGS said how many streams it takes, in either order.
         mutating func becomeReadyIfComplete() -> Bool {
@@ -94,6 +96,8 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
                 }
                 let next = state.withLock { state -> Next in
                     if state.shutDown { return .fail(APNsClientError.shutDown) }
+                    // Cancelled before it could wait: `onCancel` already ran and found no waiter to fail.
+                    if Task.isCancelled { return .fail(CancellationError()) }
                     if let lease = Self.lendLeastLoaded(&state) {
                         return .resume(lease)
                     }
@@ -131,6 +135,18 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             return Self.serveWaiters(&state)
         }
         for (continuation, lease) in resumed { continuation.resume(returning: lease) }
+    }
+
+    /// Stops lending the lease's connection and closes it once its streams finish: APNs refuses it (a second
+    /// provider token within 20 minutes). The pool opens a new one in its place.
+    func retire(_ lease: ConnectionLease) {
+        let connect = state.withLock { state -> Bool in
+            guard state.entries[lease.connectionID]?.state == .ready else { return false }
+            state.entries[lease.connectionID]?.state = .draining
+            return !state.waiters.isEmpty && Self.shouldConnect(state, poolSize: configuration.connections)
+        }
+        lease.channel.eventLoop.execute { lease.handler.value.drainAndClose() }
+        if connect { connectNow() }
     }
 
     /// Grows the pool if every connection is busy: called after a lease, so load spreads over up to `connections`.
@@ -207,6 +223,14 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     }
 
     private func connect(_ id: Int, on loop: any EventLoop) {
+        // A connect scheduled (after a back-off) before shutdown must not open a connection after it.
+        let shutDown = state.withLock { state -> Bool in
+            guard state.shutDown else { return false }
+            state.connectScheduled = false
+            state.entries.removeValue(forKey: id)
+            return true
+        }
+        if shutDown { return }
         let endpoint = configuration.endpoint
         let settings = APNsConnectionHandler.Settings(
             authority: endpoint.port == 443 ? endpoint.host : "\(endpoint.host):\(endpoint.port)",
@@ -255,7 +279,10 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             entry.lease = lease
             let ready = entry.becomeReadyIfComplete()
             state.entries[lease.connectionID] = entry
-            if ready { state.consecutiveFailures = 0 }
+            if ready {
+                state.consecutiveFailures = 0
+                state.lastConnectError = nil
+            }
             return (false, ready ? Self.serveWaiters(&state) : [])
         }
         if closeNow {
@@ -292,7 +319,11 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     private func closed(_ id: Int) {
         let reconnect = state.withLock { state -> Bool in
             // A connection that closed before it was ever usable counts as a failed connect for the back-off.
-            if state.entries.removeValue(forKey: id)?.state == .connecting { state.consecutiveFailures += 1 }
+            if let entry = state.entries.removeValue(forKey: id), entry.state == .connecting {
+                state.consecutiveFailures += 1
+                state.lastConnectError = "\(configuration.endpoint.host):\(configuration.endpoint.port): "
+                    + (entry.setupFailure ?? "the connection closed before TLS and HTTP/2 were set up")
+            }
             return !state.waiters.isEmpty
         }
         metrics.connectionClosed()
@@ -308,13 +339,21 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             entry.maxStreams = value
             entry.settingsReceived = true
             if entry.becomeReadyIfComplete() {
-                // The connection works: the back-off starts over.
+                // The connection works: the back-off starts over and old connect errors no longer apply.
                 state.consecutiveFailures = 0
+                state.lastConnectError = nil
             }
             state.entries[id] = entry
             return Self.serveWaiters(&state)
         }
         for (continuation, lease) in resumed { continuation.resume(returning: lease) }
+    }
+
+    func connection(_ id: Int, failedWith error: any Error) {
+        state.withLock { state in
+            guard state.entries[id]?.state == .connecting else { return }
+            state.entries[id]?.setupFailure = "\(error)"
+        }
     }
 
     func connectionDraining(_ id: Int) {

@@ -1,0 +1,51 @@
+import Foundation
+import TernAPNs
+import TernAPNsClient
+import TernSimulator
+import Testing
+
+extension ClientFaultTests {
+    @Suite struct Cancellation {
+        /// One connection with one stream, held for a second by a first send; `body` gets the client while the
+        /// stream is busy.
+        private static func withBusyStream(_ body: (APNsSimulator, APNsClient) async throws -> Void) async throws {
+            try await Harness.withSimulatorAndClient(
+                configureSimulator: { $0.maxConcurrentStreams = 1 },
+                configureClient: {
+                    $0.connections = 1
+                    $0.sendTimeout = .seconds(5)
+                }
+            ) { simulator, client in
+                try simulator.state.setLatency(.init(fixedMilliseconds: 1000))
+                let holder = Task { await Harness.send(client, Harness.notification(0)) }
+                try await Harness.waitUntil("the first send on the wire") { simulator.state.stats().requests == 1 }
+                try await body(simulator, client)
+                #expect(await holder.value.isDelivered)
+                // Give a wrongly queued send the freed stream, then check that nothing else was sent.
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(simulator.state.stats().requests == 1)
+            }
+        }
+
+        @Test func aSendCancelledWhileWaitingForAStreamEndsAtOnceAndIsNeverSent() async throws {
+            try await Self.withBusyStream { simulator, client in
+                let waiting = Task { await Harness.send(client, Harness.notification(1)) }
+                try await Task.sleep(for: .milliseconds(200))
+                waiting.cancel()
+                let outcome = await waiting.value
+                #expect(throws: CancellationError.self) { try outcome.result.get() }
+                #expect(outcome.elapsed < .milliseconds(700))
+            }
+        }
+
+        @Test func aSendCancelledBeforeItStartsWaitingEndsAtOnceAndIsNeverSent() async throws {
+            try await Self.withBusyStream { simulator, client in
+                let cancelled = Task { await Harness.send(client, Harness.notification(1)) }
+                cancelled.cancel()
+                let outcome = await cancelled.value
+                #expect(throws: CancellationError.self) { try outcome.result.get() }
+                #expect(outcome.elapsed < .milliseconds(500))
+            }
+        }
+    }
+}

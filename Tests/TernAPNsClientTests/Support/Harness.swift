@@ -1,0 +1,249 @@
+import Foundation
+import Logging
+import Synchronization
+import TernAPNs
+import TernAPNsClient
+import TernSimulator
+import Testing
+
+/// The client's tests against a real simulator. They run one at a time: several of them measure time (deadlines,
+/// back-off, shutdown) or push thousands of notifications, and on a small machine they would disturb each other's
+/// timing.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+enum ClientFaultTests {}
+
+/// A real simulator over TLS on a free port, and clients that trust its CA.
+enum Harness {
+    static let key = APNsSigningKey.generate(keyID: "KEY0000001", teamID: "TEAM000001")
+    static let topic = "com.example.app"
+
+    /// A simulator (token key trusted, no control API, short shutdown grace) for the duration of `body`.
+    static func withSimulator<T: Sendable>(
+        configure: (inout APNsSimulator.Configuration) -> Void = { _ in },
+        _ body: (APNsSimulator) async throws -> T
+    ) async throws -> T {
+        var configuration = try APNsSimulator.Configuration()
+        configuration.tokenKeys = [ProviderTokenKey(keyID: key.keyID, teamID: key.teamID, publicKey: key.publicKey)]
+        configuration.controlPort = nil
+        configuration.shutdownGracePeriod = .seconds(1)
+        configure(&configuration)
+        return try await APNsSimulator.withRunning(configuration, body)
+    }
+
+    /// Token auth against `simulator`, with short deadlines and back-offs so a fault test fails fast.
+    static func clientConfiguration(for simulator: APNsSimulator) -> APNsClientConfiguration {
+        var configuration = APNsClientConfiguration(
+            authentication: .token(key),
+            endpoint: .init(host: "127.0.0.1", port: simulator.port, trustRootsPEM: simulator.certificateAuthority.certificatePEM))
+        configuration.sendTimeout = .seconds(3)
+        configuration.attemptTimeout = .seconds(3)
+        configuration.retryBackoff = .init(initial: .milliseconds(10), maximum: .milliseconds(100))
+        configuration.reconnectBackoff = .init(initial: .milliseconds(50), maximum: .seconds(1))
+        return configuration
+    }
+
+    static func withSimulatorAndClient<T: Sendable>(
+        configureSimulator: (inout APNsSimulator.Configuration) -> Void = { _ in },
+        configureClient: (inout APNsClientConfiguration) -> Void = { _ in },
+        _ body: (APNsSimulator, APNsClient) async throws -> T
+    ) async throws -> T {
+        try await withSimulator(configure: configureSimulator) { simulator in
+            var configuration = clientConfiguration(for: simulator)
+            configureClient(&configuration)
+            return try await APNsClient.withClient(configuration) { client in try await body(simulator, client) }
+        }
+    }
+
+    /// A distinct 32-byte token per (`index`, `series`).
+    static func token(_ index: Int, series: Int = 0) -> DeviceToken {
+        try! DeviceToken(hex: String(format: "%08x%056x", series, index))
+    }
+
+    static func notification(
+        _ index: Int, series: Int = 0, expiration: APNsExpiration = .none
+    ) -> APNsNotification {
+        try! APNsNotification(
+            deviceToken: token(index, series: series),
+            metadata: APNsRequestMetadata(topic: topic, expiration: expiration),
+            payload: APNsPayload(alert: .string("Hello \(index)")))
+    }
+
+    /// Sends one notification, timing it.
+    static func send(_ client: APNsClient, _ notification: APNsNotification) async -> SendOutcome {
+        let started = ContinuousClock.now
+        do {
+            let delivery = try await client.send(notification)
+            return SendOutcome(result: .success(delivery), elapsed: .now - started)
+        } catch {
+            return SendOutcome(result: .failure(error), elapsed: .now - started)
+        }
+    }
+
+    /// Sends every notification at once, each in its own task; results in the order given.
+    static func sendConcurrently(_ client: APNsClient, _ notifications: [APNsNotification]) async -> [SendOutcome] {
+        await withTaskGroup(of: (Int, SendOutcome).self) { group in
+            for (index, notification) in notifications.enumerated() {
+                group.addTask { (index, await send(client, notification)) }
+            }
+            var outcomes = [SendOutcome?](repeating: nil, count: notifications.count)
+            for await (index, outcome) in group { outcomes[index] = outcome }
+            return outcomes.map { $0! }
+        }
+    }
+
+    /// Every accepted notification in the simulator's arrival log, paged as the control API does.
+    static func arrivals(_ simulator: APNsSimulator) -> [RecordedNotification] {
+        var all: [RecordedNotification] = []
+        var after: UInt64 = 0
+        while true {
+            let page = simulator.state.notifications(after: after, limit: 1000)
+            guard let last = page.last else { return all }
+            all += page
+            after = last.sequence
+        }
+    }
+
+    /// How often each token arrived.
+    static func arrivalsByToken(_ simulator: APNsSimulator) -> [String: Int] {
+        arrivals(simulator).reduce(into: [:]) { counts, entry in counts[entry.token, default: 0] += 1 }
+    }
+
+    /// Polls `condition` every 10 ms until it holds; throws ``TimeoutError`` after `seconds`.
+    static func waitUntil(
+        _ what: String, within seconds: Double = 5, _ condition: () throws -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while try !condition() {
+            guard ContinuousClock.now < deadline else { throw TimeoutError(what: what, seconds: seconds) }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Runs `body` with a port on 127.0.0.1 where nothing listens: a socket is bound to it (so no one else takes
+    /// it) but never listens, so every connect is refused.
+    static func withClosedPort<T>(_ body: (Int) async throws -> T) async throws -> T {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw SocketError(operation: "socket") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddrPointer in
+                guard bind(fd, sockaddrPointer, length) == 0 else { return false }
+                return getsockname(fd, sockaddrPointer, &length) == 0
+            }
+        }
+        guard bound else { throw SocketError(operation: "bind") }
+        return try await body(Int(UInt16(bigEndian: address.sin_port)))
+    }
+}
+
+struct SocketError: Error {
+    let operation: String
+}
+
+/// One send's result and how long it took.
+struct SendOutcome: Sendable {
+    var result: Result<APNsDelivery, any Error>
+    var elapsed: Duration
+
+    var delivery: APNsDelivery? { try? result.get() }
+    var isDelivered: Bool { delivery?.isDelivered == true }
+    var clientError: APNsClientError? {
+        if case .failure(let error) = result { return error as? APNsClientError }
+        return nil
+    }
+}
+
+/// An operation that did not finish in time.
+struct TimeoutError: Error, CustomStringConvertible {
+    let what: String
+    let seconds: Double
+    var description: String { "timed out after \(seconds) s waiting for \(what)" }
+}
+
+/// Runs `operation`, failing with ``TimeoutError`` if it takes longer than `seconds`. The operation is cancelled on
+/// timeout, so a wait that ignores cancellation still fails the test by the test's time limit.
+func withTimeout<T: Sendable>(
+    _ seconds: Double, _ what: String, _ operation: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await operation() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            throw TimeoutError(what: what, seconds: seconds)
+        }
+        defer { group.cancelAll() }
+        return try await group.next()!
+    }
+}
+
+actor ResultsBox {
+    var delivered = 0
+    var failed: [String] = []
+    var attempts = 0
+    func add(_ result: APNsBatchResult) {
+        switch result.result {
+        case .success(let delivery) where delivery.isDelivered:
+            delivered += 1
+            attempts += delivery.attempts
+        case .success(let delivery): failed.append("\(delivery.response.status) \(delivery.response.reason?.rawValue ?? "")")
+        case .failure(let error): failed.append("\(error)")
+        }
+    }
+}
+
+/// `count` notifications as an `AsyncSequence`, made one at a time as they are read.
+struct GeneratedNotifications: AsyncSequence, Sendable {
+    typealias Element = APNsNotification
+    let count: Int
+    var series = 0
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let count: Int
+        let series: Int
+        var next = 0
+        mutating func next() async -> APNsNotification? {
+            guard next < count else { return nil }
+            defer { next += 1 }
+            return Harness.notification(next, series: series)
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(count: count, series: series) }
+}
+
+/// Keeps what a client logs, so a test can count events (and the test output stays quiet).
+final class LogRecorder: Sendable {
+    private let messages = Mutex<[String]>([])
+
+    var logger: Logger {
+        Logger(label: "tern.apns.test") { _ in Handler(recorder: self) }
+    }
+
+    func count(_ message: String) -> Int {
+        messages.withLock { $0.filter { $0 == message }.count }
+    }
+
+    fileprivate func record(_ message: String) {
+        messages.withLock { $0.append(message) }
+    }
+
+    private struct Handler: LogHandler {
+        let recorder: LogRecorder
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .debug
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            recorder.record(event.message.description)
+        }
+    }
+}
