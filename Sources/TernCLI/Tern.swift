@@ -9,7 +9,9 @@ struct Tern: AsyncParsableCommand {
             Start here:
               tern simulator            run a local APNs (HTTP/2, TLS) to develop and test against
               tern token --help         sign a provider token (JWT) for curl or h2load
+              tern send --help          send one notification to APNs or the simulator
+              tern bench --help         measure the APNs client against a simulator
             """,
-        subcommands: [SimulatorCommand.self, TokenCommand.self]
+        subcommands: [SimulatorCommand.self, TokenCommand.self, SendCommand.self, BenchCommand.self]
     )
 }

@@ -23,15 +23,28 @@ enum Commands {
     }
 
     /// Runs a command to completion (killed after `timeout` seconds) and collects its output.
-    static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval = 30) throws -> CommandResult {
+    /// `environment` adds to (or overrides) this process's variables; `stdin` is written to the command's input.
+    static func run(
+        _ executable: String, _ arguments: [String], timeout: TimeInterval = 30, environment: [String: String] = [:],
+        stdin: Data? = nil
+    ) throws -> CommandResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
         process.standardError = err
+        let input = Pipe()
+        process.standardInput = stdin == nil ? FileHandle.nullDevice : input
         try process.run()
+        if let stdin {
+            input.fileHandleForWriting.write(stdin)
+            try? input.fileHandleForWriting.close()
+        }
         let killer = DispatchWorkItem { process.terminate() }
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: killer)
         let stdout = out.fileHandleForReading.readDataToEndOfFile()

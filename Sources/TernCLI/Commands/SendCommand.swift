@@ -1,0 +1,502 @@
+import ArgumentParser
+import Foundation
+import Logging
+import TernAPNs
+import TernAPNsClient
+
+struct SendCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "send",
+        abstract: "Send one notification to APNs (or to `tern simulator`) and print APNs' answer.",
+        discussion: """
+            The notification is checked against APNs' rules before anything is sent:
+            a bad token, topic, header or payload is a one-line error naming the
+            option, and nothing goes out. The push type defaults to alert, or to
+            background when the only content is --content-available (priority then
+            defaults to 5).
+
+            Prints `accepted  apns-id <uuid>`, or `rejected  <status> <Reason>
+            apns-id <uuid>` with what to do about it (and APNs' timestamp for a 410).
+            Exit status: 0 accepted, 1 rejected, 2 no answer (connection failure,
+            timeout), 64 bad input. Key material and provider tokens are never
+            printed; prefer --passphrase-env to --passphrase.
+
+            Examples:
+              # Against `tern simulator` (its CA and demo key are in .tern/simulator):
+              DEVICE=abababababababababababababababababababababababababababababababab
+              tern send --host localhost --port 2197 \\
+                --ca-file .tern/simulator/ca.pem \\
+                --key-file .tern/simulator/SIMKEY0001.p8 \\
+                --key-id SIMKEY0001 --team-id SIMTEAM001 \\
+                --topic com.example.app --token $DEVICE \\
+                --title "Hello" --body "From tern send" --badge 1
+
+              # Against Apple's sandbox, with a .p8 key from the developer portal:
+              tern send --environment development \\
+                --key-file AuthKey_ABC123DEFG.p8 \\
+                --key-id ABC123DEFG --team-id TEAM123456 \\
+                --topic com.example.app --token <device token, hex> \\
+                --alert "Hello from Tern"
+
+              # Certificate auth; a raw payload from stdin; a background push:
+              echo '{"aps":{"alert":"hi"},"id":42}' | tern send \\
+                --cert push.pem --cert-key push-key.pem \\
+                --topic com.example.app --token $DEVICE --payload -
+              P12_PASSWORD=... tern send --p12 push.p12 \\
+                --passphrase-env P12_PASSWORD \\
+                --topic com.example.app --token $DEVICE \\
+                --content-available --data '{"sync":"inbox"}'
+            """
+    )
+
+    // MARK: Recipient
+
+    @Option(name: .long, help: ArgumentHelp("The device token, hex.", valueName: "hex"))
+    var token: String
+
+    @Option(name: .long, help: "apns-topic: the app's bundle id (plus the push type's suffix, e.g. .voip).")
+    var topic: String
+
+    // MARK: Target
+
+    @Option(name: .long, help: ArgumentHelp("Apple's host to use: production or development (the default).", valueName: "env"))
+    var environment: String?
+
+    @Option(name: .long, help: "Send to this host instead of Apple's (e.g. `tern simulator`'s).")
+    var host: String?
+
+    @Option(name: .long, help: "Port for --host (default 443).")
+    var port: Int?
+
+    @Option(name: .long, help: ArgumentHelp("PEM certificates to trust for the server (e.g. .tern/simulator/ca.pem).", valueName: "pem"))
+    var caFile: String?
+
+    // MARK: Authentication
+
+    @Option(name: .long, help: ArgumentHelp("Token auth: the .p8 key file.", valueName: "file"))
+    var keyFile: String?
+
+    @Option(name: .long, help: "Token auth: the key's 10-character id.")
+    var keyID: String?
+
+    @Option(name: .long, help: "Token auth: your 10-character team id.")
+    var teamID: String?
+
+    @Option(name: .long, help: ArgumentHelp("Certificate auth: the push certificate (PEM).", valueName: "pem"))
+    var cert: String?
+
+    @Option(name: .long, help: ArgumentHelp("Certificate auth: the certificate's private key (PEM).", valueName: "pem"))
+    var certKey: String?
+
+    @Option(name: .long, help: ArgumentHelp("Certificate auth: a PKCS#12 bundle (.p12).", valueName: "file"))
+    var p12: String?
+
+    @Option(name: .long, help: "Passphrase for --p12.")
+    var passphrase: String?
+
+    @Option(name: .long, help: ArgumentHelp("Read the --p12 passphrase from this environment variable.", valueName: "var"))
+    var passphraseEnv: String?
+
+    // MARK: Content
+
+    @Option(name: .long, help: ArgumentHelp("A plain alert (the string form of aps.alert).", valueName: "text"))
+    var alert: String?
+
+    @Option(name: .long, help: "Alert title.")
+    var title: String?
+
+    @Option(name: .long, help: "Alert subtitle.")
+    var subtitle: String?
+
+    @Option(name: .long, help: "Alert body.")
+    var body: String?
+
+    @Option(name: .long, help: "Badge number (0 clears it).")
+    var badge: Int?
+
+    @Option(name: .long, help: ArgumentHelp("Sound file name, or `default`.", valueName: "name"))
+    var sound: String?
+
+    @Option(name: .long, help: "Notification category id.")
+    var category: String?
+
+    @Option(name: .long, help: "Thread id (grouping).")
+    var threadID: String?
+
+    @Flag(name: .long, help: "content-available: 1 (a background update).")
+    var contentAvailable = false
+
+    @Flag(name: .long, help: "mutable-content: 1 (the notification service extension runs first).")
+    var mutableContent = false
+
+    @Option(name: .long, help: ArgumentHelp("Custom keys beside aps, as a JSON object.", valueName: "json"))
+    var data: String?
+
+    @Option(name: .long, help: ArgumentHelp("The whole payload as raw JSON, from a file or - for stdin (instead of the content options).", valueName: "file|-"))
+    var payload: String?
+
+    // MARK: Headers
+
+    @Option(name: .long, help: "apns-push-type: alert, background, voip, complication, fileprovider, mdm, location, liveactivity, pushtotalk, widgets or controls.")
+    var pushType: String?
+
+    @Option(name: .long, help: ArgumentHelp("apns-priority: 10, 5 or 1 (default 10; 5 for background).", valueName: "10|5|1"))
+    var priority: Int?
+
+    @Option(name: .long, help: ArgumentHelp("apns-expiration: UNIX seconds to keep trying until, or 0 to try once.", valueName: "unix|0"))
+    var expiration: String?
+
+    @Option(name: .long, help: "apns-collapse-id (at most 64 bytes).")
+    var collapseID: String?
+
+    @Option(name: .long, help: ArgumentHelp("apns-id to send (default: a new UUID).", valueName: "uuid"))
+    var apnsID: String?
+
+    // MARK: Behaviour
+
+    @Option(name: .long, help: ArgumentHelp("Give up after this many seconds, retries included.", valueName: "seconds"))
+    var timeout: Double = 15
+
+    @Option(name: .long, help: "Client log level (trace … critical).")
+    var logLevel = Logger.Level.error
+
+    func run() async throws {
+        let plan: Plan
+        do {
+            plan = try prepare()
+        } catch let error as InputError {
+            printError("Error: \(error)")
+            throw ExitCode.validationFailure
+        }
+        bootstrapLogging(logLevel)
+
+        var started = false
+        do {
+            let delivery = try await APNsClient.withClient(plan.configuration, logger: Logger(label: "tern.send")) { client in
+                started = true
+                return try await client.send(plan.notification)
+            }
+            print(Self.describe(delivery, sentID: plan.notification.metadata.apnsID))
+            if !delivery.isDelivered { throw ExitCode(1) }
+        } catch let error as APNsClientError {
+            if !started, error.code == .invalidCredentials || error.code == .invalidConfiguration {
+                // The client could not be built from these files: input, not a failed send.
+                let option = error.message.contains("CA") ? "--ca-file" : plan.authOption
+                printError("Error: \(option): \(error.message)")
+                throw ExitCode.validationFailure
+            }
+            printError("error  \(error)")
+            throw ExitCode(2)
+        }
+    }
+
+    // MARK: Building the request
+
+    /// A bad value, named by the option it came from.
+    struct InputError: Error, CustomStringConvertible {
+        let option: String
+        let message: String
+        init(_ option: String, _ message: String) {
+            self.option = option
+            self.message = message
+        }
+        var description: String { "\(option): \(message)" }
+    }
+
+    struct Plan {
+        var configuration: APNsClientConfiguration
+        var notification: APNsNotification
+        /// The option to name when the client refuses the credentials.
+        var authOption: String
+    }
+
+    func prepare() throws -> Plan {
+        let endpoint = try makeEndpoint()
+        let (authentication, authOption) = try makeAuthentication()
+        let notification = try makeNotification()
+        guard timeout > 0, timeout <= 3600 else { throw InputError("--timeout", "must be more than 0 and at most 3600 seconds") }
+        var configuration = APNsClientConfiguration(authentication: authentication, endpoint: endpoint)
+        configuration.connections = 1
+        let limit = Duration.milliseconds(Int64((timeout * 1000).rounded(.up)))
+        configuration.sendTimeout = limit
+        configuration.attemptTimeout = min(configuration.attemptTimeout, limit)
+        return Plan(configuration: configuration, notification: notification, authOption: authOption)
+    }
+
+    private func makeEndpoint() throws -> APNsClientConfiguration.Endpoint {
+        var trustRoots: String?
+        if let caFile {
+            let pem = try readFile(caFile, option: "--ca-file")
+            guard pem.contains("-----BEGIN CERTIFICATE-----") else {
+                throw InputError("--ca-file", "'\(caFile)' holds no PEM certificate")
+            }
+            trustRoots = pem
+        }
+        if let host {
+            if environment != nil {
+                throw InputError("--environment", "picks one of Apple's hosts; leave it out with --host")
+            }
+            guard !host.isEmpty, !host.contains(where: { $0.isWhitespace || $0 == "/" }) else {
+                throw InputError("--host", "'\(host)' is not a host name or address")
+            }
+            let port = port ?? 443
+            guard (1...65_535).contains(port) else { throw InputError("--port", "must be 1…65535, not \(port)") }
+            return .init(host: host, port: port, trustRootsPEM: trustRoots)
+        }
+        if port != nil { throw InputError("--port", "goes with --host") }
+        let environment: APNsEnvironment
+        do {
+            environment = try APNsEnvironment(self.environment ?? "development")
+        } catch {
+            throw InputError("--environment", "must be production or development, not '\(self.environment ?? "")'")
+        }
+        var endpoint = APNsClientConfiguration.Endpoint.apple(environment)
+        endpoint.trustRootsPEM = trustRoots
+        return endpoint
+    }
+
+    private func makeAuthentication() throws -> (APNsClientConfiguration.Authentication, option: String) {
+        let tokenKind = [("--key-file", keyFile), ("--key-id", keyID), ("--team-id", teamID)]
+        let certKind = [("--cert", cert), ("--cert-key", certKey)]
+        let p12Kind = [("--p12", p12), ("--passphrase", passphrase), ("--passphrase-env", passphraseEnv)]
+        let kinds = [tokenKind, certKind, p12Kind].filter { kind in kind.contains { $0.1 != nil } }
+        guard !kinds.isEmpty else {
+            throw InputError(
+                "--key-file", "credentials missing: give --key-file/--key-id/--team-id (token), --cert/--cert-key or --p12")
+        }
+        guard kinds.count == 1 else {
+            let first = kinds[0].first { $0.1 != nil }!.0
+            let second = kinds[1].first { $0.1 != nil }!.0
+            throw InputError(second, "choose one kind of authentication: \(first) and \(second) do not go together")
+        }
+        switch kinds[0][0].0 {
+        case "--key-file":
+            for (option, value) in tokenKind where value == nil {
+                throw InputError(option, "token auth needs --key-file, --key-id and --team-id")
+            }
+            let pem = try readFile(keyFile!, option: "--key-file")
+            do {
+                return (.token(try APNsSigningKey(pem: pem, keyID: keyID!, teamID: teamID!)), "--key-file")
+            } catch let error as APNsCredentialError {
+                let option = error.message.hasPrefix("key id") ? "--key-id" : error.message.hasPrefix("team id") ? "--team-id" : "--key-file"
+                throw InputError(option, option == "--key-file" ? "\(keyFile!): \(error.message)" : error.message)
+            }
+        case "--cert":
+            guard let cert else { throw InputError("--cert", "--cert-key needs --cert (the certificate, PEM)") }
+            guard let certKey else { throw InputError("--cert-key", "--cert needs --cert-key (its private key, PEM)") }
+            let chain = try readFile(cert, option: "--cert")
+            guard chain.contains("-----BEGIN CERTIFICATE-----") else { throw InputError("--cert", "'\(cert)' holds no PEM certificate") }
+            let key = try readFile(certKey, option: "--cert-key")
+            guard key.contains("PRIVATE KEY-----") else { throw InputError("--cert-key", "'\(certKey)' holds no PEM private key") }
+            return (.certificate(chainPEM: chain, privateKeyPEM: key), "--cert")
+        default:
+            guard let p12 else { throw InputError("--p12", "a passphrase needs --p12 (the PKCS#12 bundle)") }
+            if passphrase != nil, passphraseEnv != nil {
+                throw InputError("--passphrase-env", "give --passphrase or --passphrase-env, not both")
+            }
+            var secret = passphrase ?? ""
+            if let passphraseEnv {
+                guard let value = ProcessInfo.processInfo.environment[passphraseEnv] else {
+                    throw InputError("--passphrase-env", "the environment variable '\(passphraseEnv)' is not set")
+                }
+                secret = value
+            }
+            guard let bytes = FileManager.default.contents(atPath: p12) else {
+                throw InputError("--p12", "cannot read '\(p12)'")
+            }
+            return (.pkcs12(bytes: Array(bytes), passphrase: secret), "--p12")
+        }
+    }
+
+    /// Whether any option that builds the payload was given (they exclude --payload).
+    private var contentOptions: [String] {
+        var given: [String] = []
+        if alert != nil { given.append("--alert") }
+        if title != nil { given.append("--title") }
+        if subtitle != nil { given.append("--subtitle") }
+        if body != nil { given.append("--body") }
+        if badge != nil { given.append("--badge") }
+        if sound != nil { given.append("--sound") }
+        if category != nil { given.append("--category") }
+        if threadID != nil { given.append("--thread-id") }
+        if contentAvailable { given.append("--content-available") }
+        if mutableContent { given.append("--mutable-content") }
+        if data != nil { given.append("--data") }
+        return given
+    }
+
+    private func makeNotification() throws -> APNsNotification {
+        let deviceToken: DeviceToken
+        do {
+            deviceToken = try DeviceToken(hex: token, field: "--token")
+        } catch let error as APNsValidationError {
+            throw InputError("--token", error.message)
+        }
+
+        // The payload: raw, or built from the content options.
+        var built: APNsPayload?
+        var raw: [UInt8]?
+        if let payload {
+            if let other = contentOptions.first {
+                throw InputError("--payload", "holds the whole payload; it does not go with \(other)")
+            }
+            raw = try readPayload(payload)
+        } else {
+            built = try buildPayload()
+        }
+
+        // Headers.
+        var pushType = APNsPushType.alert
+        if let value = self.pushType {
+            pushType = try core("--push-type") { try APNsPushType(headerValue: value) }
+        } else if let built, built.contentAvailable, !built.isUserVisible {
+            pushType = .background
+        } else if let raw, Self.isBackgroundOnly(raw) {
+            pushType = .background
+        }
+        let priority = try self.priority.map { value in try core("--priority") { try APNsPriority(value) } }
+        let expiration = try self.expiration.map { value in try core("--expiration") { try APNsExpiration(headerValue: value) } }
+        let apnsID = try self.apnsID.map { value in try core("--apns-id") { try UUID(apnsID: value) } } ?? UUID()
+        let metadata = APNsRequestMetadata(
+            topic: topic, pushType: pushType, priority: priority, expiration: expiration ?? .none, collapseID: collapseID,
+            apnsID: apnsID)
+
+        do {
+            if let raw {
+                return try APNsNotification(deviceToken: deviceToken, metadata: metadata, rawPayload: raw)
+            }
+            return try APNsNotification(deviceToken: deviceToken, metadata: metadata, payload: built!)
+        } catch let error as APNsValidationError {
+            throw InputError(option(for: error.field, raw: raw != nil), error.message)
+        }
+    }
+
+    private func buildPayload() throws -> APNsPayload {
+        if alert != nil, title != nil || subtitle != nil || body != nil {
+            throw InputError("--alert", "use either --alert or --title/--subtitle/--body")
+        }
+        var payload = APNsPayload()
+        if let alert { payload.alert = .string(alert) }
+        if title != nil || subtitle != nil || body != nil {
+            payload.alert = APNsAlert(title: title, subtitle: subtitle, body: body)
+        }
+        payload.badge = badge
+        payload.sound = sound.map(APNsSound.named)
+        payload.category = category
+        payload.threadID = threadID
+        payload.contentAvailable = contentAvailable
+        payload.mutableContent = mutableContent
+        if let data {
+            guard let value = try? JSONValue(parsing: Data(data.utf8)) else {
+                throw InputError("--data", "not valid JSON")
+            }
+            guard case .object(let members) = value else {
+                throw InputError("--data", "must be a JSON object (its keys go beside aps)")
+            }
+            payload.custom = members
+        }
+        guard contentAvailable || payload.isUserVisible || data != nil || mutableContent else {
+            throw InputError(
+                "--alert", "nothing to send: give --alert, --title/--body, --badge, --sound, --content-available, --data or --payload")
+        }
+        return payload
+    }
+
+    private func readPayload(_ source: String) throws -> [UInt8] {
+        if source == "-" {
+            return Array(FileHandle.standardInput.readDataToEndOfFile())
+        }
+        guard let data = FileManager.default.contents(atPath: source) else {
+            throw InputError("--payload", "cannot read '\(source)'")
+        }
+        return Array(data)
+    }
+
+    /// A raw payload whose aps is content-available and nothing the user would see: a background push.
+    private static func isBackgroundOnly(_ raw: [UInt8]) -> Bool {
+        guard let aps = (try? JSONValue(parsing: Data(raw)))?["aps"], case .object(let keys) = aps else { return false }
+        guard keys["content-available"] == 1 else { return false }
+        return keys["alert"] == nil && keys["badge"] == nil && keys["sound"] == nil
+    }
+
+    /// The option a core validation error is about.
+    private func option(for field: String, raw: Bool) -> String {
+        switch field {
+        case "apns-topic": return "--topic"
+        case "apns-push-type": return "--push-type"
+        case "apns-priority": return "--priority"
+        case "apns-expiration": return "--expiration"
+        case "apns-collapse-id": return "--collapse-id"
+        case "apns-id": return "--apns-id"
+        case "aps.badge": return "--badge"
+        case "custom.aps": return "--data"
+        case "aps": return "--push-type"
+        default:
+            if raw { return "--payload" }
+            return data != nil ? "--data/--alert/--body" : "--alert/--title/--body"
+        }
+    }
+
+    private func core<T>(_ option: String, _ parse: () throws -> T) throws -> T {
+        do {
+            return try parse()
+        } catch let error as APNsValidationError {
+            throw InputError(option, error.message)
+        }
+    }
+
+    private func readFile(_ path: String, option: String) throws -> String {
+        do {
+            return try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw InputError(option, "cannot read '\(path)'")
+        }
+    }
+
+    // MARK: Output
+
+    static func describe(_ delivery: APNsDelivery, sentID: UUID) -> String {
+        let response = delivery.response
+        let apnsID = (response.apnsID ?? sentID).apnsString
+        var lines: [String]
+        if delivery.isDelivered {
+            lines = ["accepted  apns-id \(apnsID)"]
+        } else {
+            let reason = response.reason?.rawValue ?? "(no reason)"
+            lines = ["rejected  \(response.status) \(reason)  apns-id \(apnsID)"]
+        }
+        if let unique = response.apnsUniqueID { lines.append("  apns-unique-id \(unique)") }
+        if !delivery.isDelivered {
+            if let timestamp = response.timestamp { lines.append("  timestamp \(iso8601(timestamp))") }
+            lines.append("  " + advice(response))
+        }
+        if delivery.attempts > 1 { lines.append("  attempts \(delivery.attempts)") }
+        return lines.joined(separator: "\n")
+    }
+
+    static func advice(_ response: APNsResponse) -> String {
+        switch response.outcomeClass {
+        case .delivered: return "delivered"
+        case .tokenInvalid:
+            return response.status == 410
+                ? "token is invalid: remove it (unless the device registered it again after the timestamp)"
+                : "token is invalid: remove it"
+        case .requestInvalid: return "request is invalid: fix it before sending again"
+        case .credentialsInvalid: return "credentials are invalid or not allowed for this topic: fix the configuration"
+        case .retryLater: return "APNs asks to retry later (the client's retries ran out)"
+        }
+    }
+
+    static func iso8601(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        formatter.formatOptions =
+            milliseconds % 1000 == 0 ? [.withInternetDateTime] : [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
+    }
+}
+
+/// Writes a line to standard error.
+func printError(_ line: String) {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+}

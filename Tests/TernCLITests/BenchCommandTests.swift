@@ -1,0 +1,21 @@
+import Foundation
+import Testing
+
+/// `tern bench` end to end: an in-process simulator, the client over real TLS, the summary.
+struct BenchCommandTests {
+    @Test func aSmallRunDeliversEverythingAndPrintsTheSummary() throws {
+        let result = try Commands.run(Commands.tern, ["bench", "-n", "2000", "--connections", "2"], timeout: 120)
+        #expect(result.status == 0, "stdout: \(result.stdout) stderr: \(result.stderr)")
+        #expect(result.stdout.contains("result      delivered 2,000  rejected 0  errors 0"), "stdout: \(result.stdout)")
+        #expect(result.stdout.contains(" notifications/s"), "stdout: \(result.stdout)")
+        for part in ["p50 ", "p99 ", "p99.9 ", "max ", "peak RSS "] {
+            #expect(result.stdout.contains(part), "no \(part) in: \(result.stdout)")
+        }
+    }
+
+    @Test func badOptionsAreRefused() throws {
+        let result = try Commands.run(Commands.tern, ["bench", "-n", "10", "--port", "2197"])
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("--port goes with --host"), "stderr: \(result.stderr)")
+    }
+}
