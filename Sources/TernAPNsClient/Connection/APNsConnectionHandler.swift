@@ -72,6 +72,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var readSinceLastPing = true
     private var closed = false
     private var sawSettings = false
+    private var flushScheduled = false
 
     init(id: Int, settings: Settings, delegate: any APNsConnectionDelegate) {
         self.id = id
@@ -139,9 +140,18 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         streams[streamID] = pending
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
         let body = context.channel.allocator.buffer(bytes: request.payload)
-        context.writeAndFlush(
+        context.write(
             wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
             promise: nil)
+        // One flush for every request queued on the event loop meanwhile: one TLS record and one write(2) for a
+        // burst instead of one per push.
+        if !flushScheduled {
+            flushScheduled = true
+            context.eventLoop.assumeIsolated().execute { [self] in
+                self.flushScheduled = false
+                self.context?.flush()
+            }
+        }
     }
 
     /// Takes no new streams and closes once nothing is in flight (graceful shutdown).

@@ -252,7 +252,9 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
                                 HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),  // APNs never pushes
                                 HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
                                 HTTP2Setting(parameter: .enablePush, value: 0),
-                            ]))
+                            ],
+                            // The client builds every header itself; NIO's generic checks of them cost ~6% per push.
+                            headerBlockValidation: .disabled))
                     try pipeline.addHandler(APNsConnectionHandler(id: id, settings: settings, delegate: self))
                 }
             }
