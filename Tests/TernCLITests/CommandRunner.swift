@@ -103,6 +103,16 @@ final class SimulatorProcess {
         return Int(text[range.upperBound...].prefix(while: \.isNumber))
     }
 
+    /// Runs `tern simulator issue-cert` against this simulator's state folder; returns the PEM paths.
+    func issueCertificate(topic: String = "com.example.app") throws -> (certificate: String, privateKey: String) {
+        let issue = try Commands.run(Commands.tern, ["simulator", "issue-cert", "--topic", topic, "--state-dir", stateDirectory.path])
+        guard issue.status == 0 else { throw CLITestError("issue-cert failed: \(issue.stderr)") }
+        return (
+            stateDirectory.appendingPathComponent("\(topic).pem").path,
+            stateDirectory.appendingPathComponent("\(topic)-key.pem").path
+        )
+    }
+
     /// SIGINT, as Ctrl-C; returns the exit status.
     func interrupt() -> Int32 {
         process.interrupt()

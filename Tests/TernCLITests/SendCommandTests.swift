@@ -78,16 +78,12 @@ struct SendCommandTests {
     @Test func certificateAuthWithAnIssuedCertificateIsAccepted() throws {
         let simulator = try SimulatorProcess()
         defer { _ = simulator.interrupt() }
-        let issue = try Commands.run(
-            Commands.tern,
-            ["simulator", "issue-cert", "--topic", "com.example.app", "--state-dir", simulator.stateDirectory.path])
-        #expect(issue.status == 0, "issue-cert failed: \(issue.stderr)")
-        let directory = simulator.stateDirectory
+        let certificate = try simulator.issueCertificate()
         let result = try send(
             simulator,
             [
-                "--cert", directory.appendingPathComponent("com.example.app.pem").path,
-                "--cert-key", directory.appendingPathComponent("com.example.app-key.pem").path, "--alert", "Hi",
+                "--cert", certificate.certificate,
+                "--cert-key", certificate.privateKey, "--alert", "Hi",
             ])
         #expect(result.status == 0, "stderr: \(result.stderr)")
         #expect(apnsID(in: result.stdout, after: "accepted  apns-id ") != nil, "stdout: \(result.stdout)")
@@ -96,15 +92,13 @@ struct SendCommandTests {
     @Test func aPKCS12BundleWithThePassphraseFromTheEnvironmentIsAccepted() throws {
         let simulator = try SimulatorProcess()
         defer { _ = simulator.interrupt() }
-        let directory = simulator.stateDirectory
-        _ = try Commands.run(
-            Commands.tern, ["simulator", "issue-cert", "--topic", "com.example.app", "--state-dir", directory.path])
-        let bundle = directory.appendingPathComponent("push.p12").path
+        let certificate = try simulator.issueCertificate()
+        let bundle = simulator.stateDirectory.appendingPathComponent("push.p12").path
         let export = try Commands.run(
             "/usr/bin/env",
             [
-                "openssl", "pkcs12", "-export", "-in", directory.appendingPathComponent("com.example.app.pem").path,
-                "-inkey", directory.appendingPathComponent("com.example.app-key.pem").path, "-out", bundle,
+                "openssl", "pkcs12", "-export", "-in", certificate.certificate,
+                "-inkey", certificate.privateKey, "-out", bundle,
                 "-passout", "pass:s3cret-phrase",
             ])
         try #require(export.status == 0, "openssl could not make a .p12: \(export.stderr)")

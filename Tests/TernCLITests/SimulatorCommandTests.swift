@@ -59,16 +59,12 @@ struct SimulatorCommandTests {
     @Test func issuedClientCertificateAuthenticatesWithoutAToken() throws {
         let simulator = try SimulatorProcess()
         defer { _ = simulator.interrupt() }
-        let issue = try Commands.run(
-            Commands.tern,
-            ["simulator", "issue-cert", "--topic", "com.example.app", "--state-dir", simulator.stateDirectory.path])
-        #expect(issue.status == 0, "issue-cert failed: \(issue.stderr)")
-        let directory = simulator.stateDirectory
+        let certificate = try simulator.issueCertificate()
         let result = try push(
             simulator,
             extra: [
-                "--cert", directory.appendingPathComponent("com.example.app.pem").path,
-                "--key", directory.appendingPathComponent("com.example.app-key.pem").path,
+                "--cert", certificate.certificate,
+                "--key", certificate.privateKey,
             ])
         #expect(result.stdout.hasPrefix("HTTP/2 200"), "got: \(result.stdout)")
     }

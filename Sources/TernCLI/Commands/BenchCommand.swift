@@ -102,11 +102,10 @@ struct BenchCommand: AsyncParsableCommand {
         var key: APNsSigningKey?
         var trustRoots: String?
         if host != nil {
-            let pem = try readTextFile(keyFile!, option: "--key-file")
             do {
-                key = try APNsSigningKey(pem: pem, keyID: keyID!, teamID: teamID!)
-            } catch let error as APNsCredentialError {
-                throw ValidationError("--key-file \(keyFile!): \(error.message)")
+                key = try loadSigningKey(file: keyFile!, keyID: keyID!, teamID: teamID!)
+            } catch {
+                throw ValidationError(error.description)
             }
             trustRoots = try caFile.map { try readTextFile($0, option: "--ca-file") }
         }

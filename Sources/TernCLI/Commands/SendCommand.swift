@@ -193,15 +193,7 @@ struct SendCommand: AsyncParsableCommand {
     // MARK: Building the request
 
     /// A bad value, named by the option it came from.
-    struct InputError: Error, CustomStringConvertible {
-        let option: String
-        let message: String
-        init(_ option: String, _ message: String) {
-            self.option = option
-            self.message = message
-        }
-        var description: String { "\(option): \(message)" }
-    }
+    typealias InputError = CommandInputError
 
     struct Plan {
         var configuration: APNsClientConfiguration
@@ -226,7 +218,7 @@ struct SendCommand: AsyncParsableCommand {
     private func makeEndpoint() throws -> APNsClientConfiguration.Endpoint {
         var trustRoots: String?
         if let caFile {
-            let pem = try readFile(caFile, option: "--ca-file")
+            let pem = try readInputFile(caFile, option: "--ca-file")
             guard pem.contains("-----BEGIN CERTIFICATE-----") else {
                 throw InputError("--ca-file", "'\(caFile)' holds no PEM certificate")
             }
@@ -274,19 +266,13 @@ struct SendCommand: AsyncParsableCommand {
             for (option, value) in tokenKind where value == nil {
                 throw InputError(option, "token auth needs --key-file, --key-id and --team-id")
             }
-            let pem = try readFile(keyFile!, option: "--key-file")
-            do {
-                return (.token(try APNsSigningKey(pem: pem, keyID: keyID!, teamID: teamID!)), "--key-file")
-            } catch let error as APNsCredentialError {
-                let option = error.message.hasPrefix("key id") ? "--key-id" : error.message.hasPrefix("team id") ? "--team-id" : "--key-file"
-                throw InputError(option, option == "--key-file" ? "\(keyFile!): \(error.message)" : error.message)
-            }
+            return (.token(try loadSigningKey(file: keyFile!, keyID: keyID!, teamID: teamID!)), "--key-file")
         case "--cert":
             guard let cert else { throw InputError("--cert", "--cert-key needs --cert (the certificate, PEM)") }
             guard let certKey else { throw InputError("--cert-key", "--cert needs --cert-key (its private key, PEM)") }
-            let chain = try readFile(cert, option: "--cert")
+            let chain = try readInputFile(cert, option: "--cert")
             guard chain.contains("-----BEGIN CERTIFICATE-----") else { throw InputError("--cert", "'\(cert)' holds no PEM certificate") }
-            let key = try readFile(certKey, option: "--cert-key")
+            let key = try readInputFile(certKey, option: "--cert-key")
             guard key.contains("PRIVATE KEY-----") else { throw InputError("--cert-key", "'\(certKey)' holds no PEM private key") }
             return (.certificate(chainPEM: chain, privateKeyPEM: key), "--cert")
         default:
@@ -442,14 +428,6 @@ struct SendCommand: AsyncParsableCommand {
             return try parse()
         } catch let error as APNsValidationError {
             throw InputError(option, error.message)
-        }
-    }
-
-    private func readFile(_ path: String, option: String) throws -> String {
-        do {
-            return try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw InputError(option, "cannot read '\(path)'")
         }
     }
 

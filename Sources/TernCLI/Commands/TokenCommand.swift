@@ -25,12 +25,11 @@ struct TokenCommand: ParsableCommand {
     var teamID: String
 
     func run() throws {
-        let pem = try readTextFile(keyFile, option: "--key-file")
         let key: APNsSigningKey
         do {
-            key = try APNsSigningKey(pem: pem, keyID: keyID, teamID: teamID)
-        } catch let error as APNsCredentialError {
-            throw ValidationError("\(keyFile): \(error.message)")
+            key = try loadSigningKey(file: keyFile, keyID: keyID, teamID: teamID)
+        } catch {
+            throw ValidationError(error.description)
         }
         print(try key.makeToken(issuedAt: Date()).value)
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TernAPNs
 
 /// Reads a text file named on the command line, with an error that names the option.
 func readTextFile(_ path: String, option: String) throws -> String {
@@ -15,4 +16,41 @@ func displayPath(_ url: URL) -> String {
     let cwd = FileManager.default.currentDirectoryPath
     let path = url.standardizedFileURL.path
     return path.hasPrefix(cwd + "/") ? String(path.dropFirst(cwd.count + 1)) : path
+}
+
+/// Bad command-line input, naming the option at fault: printed as `--option: message`.
+struct CommandInputError: Error, CustomStringConvertible {
+    let option: String
+    let message: String
+
+    init(_ option: String, _ message: String) {
+        self.option = option
+        self.message = message
+    }
+
+    var description: String { "\(option): \(message)" }
+}
+
+/// Reads a file named by `option`.
+func readInputFile(_ path: String, option: String) throws(CommandInputError) -> String {
+    do {
+        return try String(contentsOfFile: path, encoding: .utf8)
+    } catch {
+        throw CommandInputError(option, "cannot read '\(path)'")
+    }
+}
+
+/// Loads a `.p8` provider-token key given as `--key-file/--key-id/--team-id`; the error names the option at
+/// fault and never contains the file's contents.
+func loadSigningKey(file: String, keyID: String, teamID: String) throws(CommandInputError) -> APNsSigningKey {
+    let pem = try readInputFile(file, option: "--key-file")
+    do {
+        return try APNsSigningKey(pem: pem, keyID: keyID, teamID: teamID)
+    } catch let error as APNsCredentialError {
+        if error.message.hasPrefix("key id") { throw CommandInputError("--key-id", error.message) }
+        if error.message.hasPrefix("team id") { throw CommandInputError("--team-id", error.message) }
+        throw CommandInputError("--key-file", "\(file): \(error.message)")
+    } catch {
+        throw CommandInputError("--key-file", "\(file): not a usable key")
+    }
 }
