@@ -163,7 +163,6 @@ public final class APNsClient: Service, Sendable {
                 metrics.error()
                 throw error
             }
-            pool.growIfBusy()
             attempts += 1
             metrics.attempt()
             let promise = lease.channel.eventLoop.makePromise(of: StreamOutcome.self)

@@ -90,7 +90,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ConnectionLease, any Error>) in
                 enum Next {
-                    case resume(ConnectionLease)
+                    case resume(ConnectionLease, connect: Bool)
                     case fail(any Error)
                     case wait(connect: Bool)
                 }
@@ -99,13 +99,16 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
                     // Cancelled before it could wait: `onCancel` already ran and found no waiter to fail.
                     if Task.isCancelled { return .fail(CancellationError()) }
                     if let lease = Self.lendLeastLoaded(&state) {
-                        return .resume(lease)
+                        // Grow while every open connection is busy, so load spreads over up to `connections`.
+                        return .resume(lease, connect: Self.allBusy(state) && Self.shouldConnect(state, poolSize: configuration.connections))
                     }
                     state.waiters.append(Waiter(id: waiterID, continuation: continuation))
                     return .wait(connect: Self.shouldConnect(state, poolSize: configuration.connections))
                 }
                 switch next {
-                case .resume(let lease): continuation.resume(returning: lease)
+                case .resume(let lease, let connect):
+                    continuation.resume(returning: lease)
+                    if connect { connectNow() }
                 case .fail(let error): continuation.resume(throwing: error)
                 case .wait(let connect):
                     let timer = eventLoopGroup.any().scheduleTask(deadline: deadline) { [self] in
@@ -149,16 +152,11 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         if connect { connectNow() }
     }
 
-    /// Grows the pool if every connection is busy: called after a lease, so load spreads over up to `connections`.
-    func growIfBusy() {
-        let connect = state.withLock { state -> Bool in
-            guard Self.shouldConnect(state, poolSize: configuration.connections) else { return false }
-            for entry in state.entries.values where entry.state != .draining {
-                if entry.state != .ready || entry.inFlight == 0 { return false }
-            }
-            return true
+    private static func allBusy(_ state: State) -> Bool {
+        for entry in state.entries.values where entry.state != .draining {
+            if entry.state != .ready || entry.inFlight == 0 { return false }
         }
-        if connect { connectNow() }
+        return true
     }
 
     private func failWaiter(_ id: Int, _ error: (String?) -> any Error) {

@@ -53,6 +53,8 @@ struct ConnectionAuthentication {
         let verifiedToken: VerifiedProviderToken
         // Byte comparison: `==` on strings is Unicode-aware and was a visible cost at 100k requests/s.
         if let currentToken, let verified, token.utf8.elementsEqual(currentToken.utf8) {
+            // The connection's token ages while it is reused.
+            if let reason = Self.ageRejection(verified, verifier: verifier, now: now) { return reason }
             verifiedToken = verified
         } else {
             // A token string is verified once per connection, as APNs does; later requests with the same string reuse it.
@@ -80,7 +82,6 @@ struct ConnectionAuthentication {
             if firstKey == nil { firstKey = key }
             verifiedToken = candidate
         }
-        if let reason = Self.ageRejection(verifiedToken, verifier: verifier, now: now) { return reason }
         if let bundleIDs = verifier.keys[verifiedToken.keyID]?.bundleIDs, !bundleIDs.contains(bundleID) {
             return .invalidProviderToken
         }
