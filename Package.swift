@@ -83,9 +83,15 @@ let package = Package(
             name: "TernAPNsTests",
             dependencies: ["TernAPNs"]
         ),
+        // Helpers every test target shares (timeouts).
+        .target(
+            name: "TernTestSupport",
+            path: "Tests/TernTestSupport"
+        ),
         .testTarget(
             name: "TernAPNsClientTests",
             dependencies: [
+                "TernTestSupport",
                 "TernAPNs",
                 "TernAPNsClient",
                 "TernSimulator",
@@ -97,6 +103,7 @@ let package = Package(
         .testTarget(
             name: "TernSimulatorTests",
             dependencies: [
+                "TernTestSupport",
                 "TernAPNs",
                 "TernSimulator",
                 .product(name: "NIOCore", package: "swift-nio"),

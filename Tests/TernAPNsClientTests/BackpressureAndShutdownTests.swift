@@ -3,6 +3,7 @@ import TernAPNs
 import TernAPNsClient
 import TernSimulator
 import Testing
+import TernTestSupport
 
 /// How far a lazily produced sequence ran ahead of the results `sendAll` reported.
 actor ProductionLedger {

@@ -6,6 +6,7 @@ import TernAPNs
 import TernAPNsClient
 import TernSimulator
 import Testing
+import TernTestSupport
 
 extension ClientFaultTests {
     @Suite struct Deadlines {

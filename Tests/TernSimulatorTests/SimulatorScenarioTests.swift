@@ -5,6 +5,7 @@ import NIOPosix
 import TernAPNs
 import TernSimulator
 import Testing
+import TernTestSupport
 
 @Suite("Scenarios through the in-process API")
 struct SimulatorScenarioTests {

@@ -5,6 +5,7 @@ import TernAPNs
 import TernAPNsClient
 import TernSimulator
 import Testing
+import TernTestSupport
 
 /// The client's tests against a real simulator. They run one at a time: several of them measure time (deadlines,
 /// back-off, shutdown) or push thousands of notifications, and on a small machine they would disturb each other's
@@ -158,28 +159,6 @@ struct SendOutcome: Sendable {
     }
 }
 
-/// An operation that did not finish in time.
-struct TimeoutError: Error, CustomStringConvertible {
-    let what: String
-    let seconds: Double
-    var description: String { "timed out after \(seconds) s waiting for \(what)" }
-}
-
-/// Runs `operation`, failing with ``TimeoutError`` if it takes longer than `seconds`. The operation is cancelled on
-/// timeout, so a wait that ignores cancellation still fails the test by the test's time limit.
-func withTimeout<T: Sendable>(
-    _ seconds: Double, _ what: String, _ operation: @escaping @Sendable () async throws -> T
-) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
-            throw TimeoutError(what: what, seconds: seconds)
-        }
-        defer { group.cancelAll() }
-        return try await group.next()!
-    }
-}
 
 actor ResultsBox {
     var delivered = 0

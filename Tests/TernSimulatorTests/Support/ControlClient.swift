@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import TernAPNs
+import TernTestSupport
 
 /// An answer of the control API.
 struct ControlResponse: Sendable {

@@ -6,6 +6,7 @@ import NIOPosix
 import NIOSSL
 import TernAPNs
 import TernSimulator
+import TernTestSupport
 
 /// One request as it goes on the wire: pseudo-headers (nil leaves one out), then `headers` in order, duplicates and
 /// odd values included, then the body.

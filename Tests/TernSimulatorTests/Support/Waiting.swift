@@ -1,28 +1,7 @@
 import Synchronization
 import Testing
+import TernTestSupport
 
-/// An operation that did not finish in time. Thrown (so the test fails with this text) instead of hanging.
-struct TimeoutError: Error, CustomStringConvertible {
-    let what: String
-    let seconds: Double
-    var description: String { "timed out after \(seconds) s waiting for \(what)" }
-}
-
-/// Runs `operation`, failing with ``TimeoutError`` if it takes longer than `seconds`. The operation is cancelled on
-/// timeout, so it must react to cancellation (every wait in this support code does).
-func withTimeout<T: Sendable>(
-    _ seconds: Double = 10, _ what: String, _ operation: @escaping @Sendable () async throws -> T
-) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
-            throw TimeoutError(what: what, seconds: seconds)
-        }
-        defer { group.cancelAll() }
-        return try await group.next()!
-    }
-}
 
 /// A value that changes from event-loop callbacks, and that a test can wait on until it satisfies a condition:
 /// no polling, no sleeping.
