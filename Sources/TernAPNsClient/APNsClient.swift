@@ -42,9 +42,8 @@ public struct APNsBatchResult: Sendable {
 public final class APNsClient: Service, Sendable {
     public let configuration: APNsClientConfiguration
     private let pool: APNsConnectionPool
-    private let tokens: ProviderTokenCache?
+    private let context: SendContext
     private let logger: Logger
-    private let metrics = APNsClientMetrics()
 
     public init(
         configuration: APNsClientConfiguration,
@@ -64,11 +63,12 @@ public final class APNsClient: Service, Sendable {
                 throw APNsClientError.invalidCredentials("the endpoint's trusted CA is not PEM certificates")
             }
         }
+        let tokens: ProviderTokenCache?
         switch configuration.authentication {
         case .token(let key):
-            self.tokens = ProviderTokenCache(key: key, refreshInterval: configuration.tokenRefreshInterval, clock: configuration.clock)
+            tokens = ProviderTokenCache(key: key, refreshInterval: configuration.tokenRefreshInterval, clock: configuration.clock)
         case .certificate(let chainPEM, let privateKeyPEM):
-            self.tokens = nil
+            tokens = nil
             do {
                 tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(chainPEM.utf8)).map { .certificate($0) }
                 tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(privateKeyPEM.utf8), format: .pem))
@@ -76,7 +76,7 @@ public final class APNsClient: Service, Sendable {
                 throw APNsClientError.invalidCredentials("the client certificate or its key is not PEM")
             }
         case .pkcs12(let bytes, let passphrase):
-            self.tokens = nil
+            tokens = nil
             do {
                 let bundle = try NIOSSLPKCS12Bundle(buffer: bytes, passphrase: Array(passphrase.utf8))
                 tls.certificateChain = bundle.certificateChain.map { .certificate($0) }
@@ -91,9 +91,11 @@ public final class APNsClient: Service, Sendable {
         } catch {
             throw APNsClientError.invalidCredentials("TLS cannot be set up with these credentials: \(error)")
         }
+        let metrics = APNsClientMetrics()
         self.pool = APNsConnectionPool(
             configuration: configuration, sslContext: sslContext, eventLoopGroup: eventLoopGroup, logger: logger,
             metrics: metrics)
+        self.context = SendContext(configuration: configuration, pool: pool, tokens: tokens, metrics: metrics)
     }
 
     /// Runs a client for the duration of `body`, then shuts it down gracefully.
@@ -133,144 +135,51 @@ public final class APNsClient: Service, Sendable {
     ///   the client is shut down; `CancellationError` when the calling task is cancelled while the send waits for
     ///   a stream or between retries (a request already on the wire waits for its answer).
     public func send(_ notification: APNsNotification) async throws -> APNsDelivery {
-        let started = ContinuousClock.now
-        let deadline = NIODeadline.now() + configuration.sendTimeout.timeAmount
-        let path = "/3/device/" + notification.deviceToken.hex
-        let baseHeaders = notification.metadata.headers.map { ($0.name, $0.value) }
-        var attempts = 0
-        var failures = 0
-        var unprocessed = 0
-        var lastProblem: String?
-        while true {
-            if NIODeadline.now() >= deadline {
-                metrics.error()
-                throw APNsClientError.timedOut(attempts: attempts, lastProblem: lastProblem)
+        if Task.isCancelled { throw CancellationError() }
+        let operation = SendOperation(notification, context: context)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                operation.start { continuation.resume(with: $0) }
             }
-            var headers = baseHeaders
-            var token: ProviderToken?
-            if let tokens {
-                do {
-                    token = try tokens.currentToken()
-                } catch {
-                    throw APNsClientError.invalidCredentials("the provider token cannot be signed")
-                }
-                headers.append(("authorization", token!.authorizationHeader))
-            }
-            let lease: ConnectionLease
-            do {
-                lease = try await pool.acquire(deadline: deadline)
-            } catch let error as APNsClientError {
-                metrics.error()
-                throw error
-            }
-            attempts += 1
-            metrics.attempt()
-            let promise = lease.channel.eventLoop.makePromise(of: StreamOutcome.self)
-            let remaining = deadline - NIODeadline.now()
-            let timeout = min(configuration.attemptTimeout.timeAmount, max(remaining, .milliseconds(1)))
-            let request = WireRequest(path: path, headers: headers, payload: notification.payload)
-            lease.channel.eventLoop.execute { lease.handler.value.send(request, timeout: timeout, promise: promise) }
-            let outcome = (try? await promise.futureResult.get()) ?? .failed("the connection went away")
-            pool.release(lease)
-            if case .answered(let response) = outcome, response.reason == .tooManyProviderTokenUpdates {
-                // APNs takes no new token on this connection for 20 minutes (it first saw a token less than 20
-                // minutes ago); a new connection takes the current one as its first.
-                pool.retire(lease)
-            }
-
-            let retryDelay: Duration
-            switch outcome {
-            case .answered(let response):
-                if response.isSuccess || failures + 1 >= configuration.maxAttempts || !mayRetry(response, notification) {
-                    metrics.finished(response, after: ContinuousClock.now - started)
-                    return APNsDelivery(
-                        deviceToken: notification.deviceToken, apnsID: notification.metadata.apnsID, response: response,
-                        attempts: attempts)
-                }
-                failures += 1
-                lastProblem = "\(response.status) \(response.reason?.rawValue ?? "")"
-                if response.reason == .expiredProviderToken, let token, let tokens {
-                    // Renew (no sooner than 20 minutes after the last token) and go again at once. When the cache
-                    // keeps the same token (APNs' clock is ahead of ours by more than the token's age), another try
-                    // would only be rejected again: that rejection is the answer.
-                    let renewed = try? tokens.tokenAfterRejection(of: token)
-                    guard let renewed, renewed != token else {
-                        metrics.finished(response, after: ContinuousClock.now - started)
-                        return APNsDelivery(
-                            deviceToken: notification.deviceToken, apnsID: notification.metadata.apnsID,
-                            response: response, attempts: attempts)
-                    }
-                    retryDelay = .zero
-                } else {
-                    retryDelay = configuration.retryBackoff.delay(afterFailures: failures)
-                }
-            case .unprocessed(let reason):
-                // Not processed by APNs: safe to send again, on another connection, without delay.
-                unprocessed += 1
-                lastProblem = reason
-                guard unprocessed <= 100 else {
-                    metrics.error()
-                    throw APNsClientError.connectionFailed("APNs kept refusing the request: \(reason)")
-                }
-                continue
-            case .failed(let reason):
-                failures += 1
-                lastProblem = reason
-                guard failures < configuration.maxAttempts else {
-                    metrics.error()
-                    throw APNsClientError.connectionFailed("\(attempts) attempt(s) failed; last: \(reason)")
-                }
-                retryDelay = configuration.retryBackoff.delay(afterFailures: failures)
-            case .timedOut:
-                metrics.error()
-                throw APNsClientError.timedOut(attempts: attempts, lastProblem: "no answer within \(timeout)")
-            }
-            metrics.retry()
-            if retryDelay > .zero {
-                let wait = min(retryDelay, .nanoseconds((deadline - NIODeadline.now()).nanoseconds))
-                if wait > .zero { try await Task.sleep(for: wait) }
-            }
+        } onCancel: {
+            operation.cancel()
         }
     }
 
-    /// Whether a rejection is worth another attempt: retryable by class, and the notification not yet expired.
-    private func mayRetry(_ response: APNsResponse, _ notification: APNsNotification) -> Bool {
-        guard response.outcomeClass == .retryLater else { return false }
-        switch notification.metadata.expiration {
-        case .immediately: return false
-        case .at(let date): return configuration.clock.now < date
-        case .none: return true
-        }
-    }
-
-    /// Sends every notification of `notifications` with at most `concurrency` in flight, calling `onResult` as
-    /// each completes. The sequence is read only as fast as sends complete, so a fan-out of millions never holds
-    /// more than `concurrency` notifications in memory; a slow `onResult` slows the sending down.
+    /// Sends every notification of `notifications` with at most `concurrency` in flight, calling `onResult` for
+    /// each as it completes (one call at a time, in the calling task). The sequence is read only as fast as sends
+    /// complete, so a fan-out of millions never holds more than `concurrency` notifications in memory; a slow
+    /// `onResult` slows the sending down.
+    ///
+    /// When the calling task is cancelled it stops reading the sequence, ends the sends still waiting for a stream
+    /// or a retry with ``APNsClientError/Code/cancelled``, reports every send it started and returns.
     public func sendAll<Notifications: AsyncSequence>(
         _ notifications: Notifications, concurrency: Int = 1000,
         onResult: @escaping @Sendable (APNsBatchResult) async -> Void
     ) async throws where Notifications.Element == APNsNotification {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var running = 0
-            for try await notification in notifications {
-                if running >= max(1, concurrency) {
-                    try await group.next()
-                    running -= 1
+        let limit = max(1, concurrency)
+        let window = BatchWindow(concurrency: limit)
+        try await withTaskCancellationHandler {
+            var iterator = notifications.makeAsyncIterator()
+            while !Task.isCancelled, let notification = try await iterator.next() {
+                while window.outstanding >= limit {
+                    for result in await window.next() { await onResult(result) }
                 }
-                group.addTask {
-                    let result: Result<APNsDelivery, APNsClientError>
-                    do {
-                        result = .success(try await self.send(notification))
-                    } catch let error as APNsClientError {
-                        result = .failure(error)
-                    } catch {
-                        result = .failure(APNsClientError(code: .cancelled, message: "the send was cancelled"))
-                    }
-                    await onResult(APNsBatchResult(notification: notification, result: result))
+                let operation = SendOperation(notification, context: context)
+                for result in window.add(operation) { await onResult(result) }
+                operation.start { [window] result in
+                    window.complete(operation.id, APNsBatchResult(notification: notification, result: result.mapError(Self.batchError)))
                 }
-                running += 1
             }
-            try await group.waitForAll()
+            while window.outstanding > 0 {
+                for result in await window.next() { await onResult(result) }
+            }
+        } onCancel: {
+            window.cancelAll()
         }
+    }
+
+    private static func batchError(_ error: any Error) -> APNsClientError {
+        error as? APNsClientError ?? APNsClientError(code: .cancelled, message: "the send was cancelled")
     }
 }

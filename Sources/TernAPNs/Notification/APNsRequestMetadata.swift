@@ -76,11 +76,14 @@ public struct APNsRequestMetadata: Hashable, Sendable {
 
 extension UUID {
     /// The canonical lowercase 8-4-4-4-12 form APNs documents for `apns-id`.
-    public var apnsString: String { uuidString.lowercased() }
+    public var apnsString: String {
+        let (high, low) = words
+        return UUIDText.format(high: high, low: low)
+    }
 
     /// Parses an `apns-id` header value (either case, as one APNs reply has been seen in uppercase).
     public init(apnsID value: some StringProtocol) throws {
-        guard value.utf8.count == 36, let uuid = UUID(uuidString: String(value)) else {
+        guard let uuid = UUID(apnsText: value) else {
             throw APNsValidationError(.invalidMessageID, field: "apns-id", "apns-id must be a UUID (8-4-4-4-12 hex), not '\(value)'")
         }
         self = uuid

@@ -39,7 +39,7 @@ public struct APNsResponse: Hashable, Sendable {
     /// A body that is not the documented JSON keeps the status and gets reason `unknown(<body text>)`.
     public init(status: Int, apnsID: String?, apnsUniqueID: String?, body: [UInt8]) {
         self.status = status
-        self.apnsID = apnsID.flatMap { UUID(uuidString: $0) }
+        self.apnsID = apnsID.flatMap { UUID(apnsText: $0) }
         self.apnsUniqueID = apnsUniqueID
         guard !body.isEmpty else { return }
         let decoded = try? JSONValue(parsing: Data(body))

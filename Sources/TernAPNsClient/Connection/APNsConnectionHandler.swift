@@ -21,6 +21,10 @@ struct WireRequest: Sendable {
     var path: String
     var headers: [(String, String)]
     var payload: [UInt8]
+    /// When to give up waiting for the answer (``StreamOutcome/timedOut``).
+    var deadline: NIODeadline
+    /// Called once, on the connection's event loop, with what the attempt came to.
+    var onOutcome: @Sendable (StreamOutcome) -> Void
 }
 
 /// What the pool needs to hear from a connection, on the connection's event loop.
@@ -51,12 +55,12 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     private struct Pending {
-        var promise: EventLoopPromise<StreamOutcome>
+        var onOutcome: @Sendable (StreamOutcome) -> Void
+        var deadline: NIODeadline
         var status: Int?
         var apnsID: String?
         var uniqueID: String?
         var body: [UInt8] = []
-        var timeout: Scheduled<Void>?
     }
 
     let id: Int
@@ -72,7 +76,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var readSinceLastPing = true
     private var closed = false
     private var sawSettings = false
-    private var flushScheduled = false
+    /// One timer for the whole connection, at the earliest deadline of a stream in flight (not one per stream).
+    private var timeoutTimer: Scheduled<Void>?
+    private var timeoutTimerDeadline: NIODeadline?
 
     init(id: Int, settings: Settings, delegate: any APNsConnectionDelegate) {
         self.id = id
@@ -89,6 +95,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         self.context = nil
         failAll(.failed("the connection closed"))
         pingTimer?.cancel()
+        timeoutTimer?.cancel()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -108,16 +115,21 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    /// Opens a stream and writes the request. Must run on the channel's event loop.
-    func send(_ request: WireRequest, timeout: TimeAmount, promise: EventLoopPromise<StreamOutcome>) {
-        guard let context, !closed else {
-            promise.succeed(.unprocessed("the connection is closed"))
+    /// Opens a stream per request, writes them all and flushes once: one TLS record and one `write(2)` for a burst
+    /// instead of one per push. Must run on the channel's event loop.
+    func send(_ requests: [WireRequest]) {
+        guard let context, !closed, goAwayLastStreamID == nil else {
+            // The pool must stop lending this connection before the requests go elsewhere.
+            delegate?.connectionDraining(id)
+            let reason = closed || context == nil ? "the connection is closed" : "the connection is going away"
+            for request in requests { request.onOutcome(.unprocessed(reason)) }
             return
         }
-        guard goAwayLastStreamID == nil else {
-            promise.succeed(.unprocessed("the connection is going away"))
-            return
-        }
+        for request in requests { write(request, context: context) }
+        context.flush()
+    }
+
+    private func write(_ request: WireRequest, context: ChannelHandlerContext) {
         let streamID = nextStreamID
         nextStreamID = nextStreamID.advanced(by: 2)
         var headers = HPACKHeaders()
@@ -133,25 +145,13 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             default: headers.add(name: name, value: value)
             }
         }
-        var pending = Pending(promise: promise)
-        pending.timeout = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
-            self.timeOut(streamID)
-        }
-        streams[streamID] = pending
+        streams[streamID] = Pending(onOutcome: request.onOutcome, deadline: request.deadline)
+        armTimeout(at: request.deadline, context: context)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
         let body = context.channel.allocator.buffer(bytes: request.payload)
         context.write(
             wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
             promise: nil)
-        // One flush for every request queued on the event loop meanwhile: one TLS record and one write(2) for a
-        // burst instead of one per push.
-        if !flushScheduled {
-            flushScheduled = true
-            context.eventLoop.assumeIsolated().execute { [self] in
-                self.flushScheduled = false
-                self.context?.flush()
-            }
-        }
     }
 
     /// Takes no new streams and closes once nothing is in flight (graceful shutdown).
@@ -228,25 +228,50 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     private func finish(_ streamID: HTTP2StreamID, _ outcome: StreamOutcome) {
         guard let pending = streams.removeValue(forKey: streamID) else { return }
-        pending.timeout?.cancel()
-        pending.promise.succeed(outcome)
+        pending.onOutcome(outcome)
         if goAwayLastStreamID != nil, streams.isEmpty, let context { context.close(promise: nil) }
-    }
-
-    private func timeOut(_ streamID: HTTP2StreamID) {
-        guard streams[streamID] != nil, let context else { return }
-        finish(streamID, .timedOut)
-        // Tell APNs we no longer wait, so the stream's slot frees on both sides.
-        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
     }
 
     private func failAll(_ outcome: StreamOutcome) {
         let all = streams
         streams = [:]
-        for (_, pending) in all {
-            pending.timeout?.cancel()
-            pending.promise.succeed(outcome)
+        for (_, pending) in all { pending.onOutcome(outcome) }
+    }
+
+    // MARK: Timeouts
+
+    /// Makes sure the connection's timer fires no later than `deadline`.
+    private func armTimeout(at deadline: NIODeadline, context: ChannelHandlerContext) {
+        if let armed = timeoutTimerDeadline, armed <= deadline { return }
+        timeoutTimer?.cancel()
+        timeoutTimerDeadline = deadline
+        timeoutTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+            self.timeoutTimer = nil
+            self.timeoutTimerDeadline = nil
+            self.expireStreams()
         }
+    }
+
+    /// Ends every stream past its deadline and re-arms the timer for the earliest one left.
+    private func expireStreams() {
+        guard let context else { return }
+        let now = NIODeadline.now()
+        var expired: [HTTP2StreamID] = []
+        var next: NIODeadline?
+        for (streamID, pending) in streams {
+            if pending.deadline <= now {
+                expired.append(streamID)
+            } else if next == nil || pending.deadline < next! {
+                next = pending.deadline
+            }
+        }
+        for streamID in expired {
+            finish(streamID, .timedOut)
+            // Tell APNs we no longer wait, so the stream's slot frees on both sides.
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
+        }
+        if !expired.isEmpty { context.flush() }
+        if let next { armTimeout(at: next, context: context) }
     }
 
     private func returnWindow(_ length: Int, context: ChannelHandlerContext) {

@@ -11,6 +11,37 @@ struct ConnectionLease: Sendable {
     let connectionID: Int
     let channel: any Channel
     let handler: NIOLoopBound<APNsConnectionHandler>
+    let outbox: ConnectionOutbox
+}
+
+/// Requests on their way to one connection's event loop. Callers on any thread add to it; the first request of a
+/// burst schedules one task on the loop that writes everything queued by then, so a burst costs one hop and one
+/// flush rather than one of each per push.
+final class ConnectionOutbox: Sendable {
+    private let queue = Mutex<[WireRequest]>([])
+    private let eventLoop: any EventLoop
+    private let handler: NIOLoopBound<APNsConnectionHandler>
+
+    init(eventLoop: any EventLoop, handler: NIOLoopBound<APNsConnectionHandler>) {
+        self.eventLoop = eventLoop
+        self.handler = handler
+    }
+
+    func submit(_ request: WireRequest) {
+        let first = queue.withLock { queue -> Bool in
+            queue.append(request)
+            return queue.count == 1
+        }
+        if first { eventLoop.execute { self.writeQueued() } }
+    }
+
+    private func writeQueued() {
+        let requests = queue.withLock { queue -> [WireRequest] in
+            defer { queue = [] }
+            return queue
+        }
+        handler.value.send(requests)
+    }
 }
 
 /// Long-lived HTTP/2 connections to one APNs endpoint with one credential.
@@ -43,9 +74,11 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         }
     }
 
+    typealias LeaseHandler = @Sendable (Result<ConnectionLease, any Error>) -> Void
+
     private struct Waiter {
         var id: Int
-        var continuation: CheckedContinuation<ConnectionLease, any Error>
+        var onLease: LeaseHandler
         /// Fails the waiter at its deadline; cancelled when it is served, so served waiters leave no timers behind.
         var deadlineTimer: Scheduled<Void>?
     }
@@ -54,7 +87,6 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         var entries: [Int: Entry] = [:]
         var nextID = 1
         var waiters: [Waiter] = []
-        var nextWaiterID = 1
         var consecutiveFailures = 0
         var lastConnectError: String?
         var connectScheduled = false
@@ -81,63 +113,64 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
 
     // MARK: Leasing
 
-    /// A connection with a free stream, waiting until `deadline` for one.
-    func acquire(deadline: NIODeadline) async throws -> ConnectionLease {
-        let waiterID = state.withLock { state -> Int in
-            defer { state.nextWaiterID += 1 }
-            return state.nextWaiterID
+    /// Calls `onLease` with a connection that has a free stream: at once when one is free, else when one frees up
+    /// (in order of asking), or with an error at `deadline`, at shutdown or after ``cancelWaiter(_:)``.
+    /// - Parameter id: the caller's id, unique in this pool, for ``cancelWaiter(_:)``.
+    /// - Returns: whether the caller waits (`onLease` not called yet).
+    @discardableResult
+    func acquire(id waiterID: Int, deadline: NIODeadline, _ onLease: @escaping LeaseHandler) -> Bool {
+        enum Next {
+            case lend(ConnectionLease, connect: Bool)
+            case fail(any Error)
+            case wait(connect: Bool)
         }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ConnectionLease, any Error>) in
-                enum Next {
-                    case resume(ConnectionLease, connect: Bool)
-                    case fail(any Error)
-                    case wait(connect: Bool)
-                }
-                let next = state.withLock { state -> Next in
-                    if state.shutDown { return .fail(APNsClientError.shutDown) }
-                    // Cancelled before it could wait: `onCancel` already ran and found no waiter to fail.
-                    if Task.isCancelled { return .fail(CancellationError()) }
-                    if let lease = Self.lendLeastLoaded(&state) {
-                        // Grow while every open connection is busy, so load spreads over up to `connections`.
-                        return .resume(lease, connect: Self.allBusy(state) && Self.shouldConnect(state, poolSize: configuration.connections))
-                    }
-                    state.waiters.append(Waiter(id: waiterID, continuation: continuation))
-                    return .wait(connect: Self.shouldConnect(state, poolSize: configuration.connections))
-                }
-                switch next {
-                case .resume(let lease, let connect):
-                    continuation.resume(returning: lease)
-                    if connect { connectNow() }
-                case .fail(let error): continuation.resume(throwing: error)
-                case .wait(let connect):
-                    let timer = eventLoopGroup.any().scheduleTask(deadline: deadline) { [self] in
-                        self.failWaiter(waiterID) { lastError in APNsClientError.timedOut(waitingForConnection: lastError) }
-                    }
-                    let stillWaiting = state.withLock { state -> Bool in
-                        guard let index = state.waiters.firstIndex(where: { $0.id == waiterID }) else { return false }
-                        state.waiters[index].deadlineTimer = timer
-                        return true
-                    }
-                    if !stillWaiting { timer.cancel() }
-                    if connect { connectNow() }
-                }
+        let next = state.withLock { state -> Next in
+            if state.shutDown { return .fail(APNsClientError.shutDown) }
+            if let lease = Self.lendLeastLoaded(&state) {
+                // Grow while every open connection is busy, so load spreads over up to `connections`.
+                return .lend(lease, connect: Self.allBusy(state) && Self.shouldConnect(state, poolSize: configuration.connections))
             }
-        } onCancel: {
-            failWaiter(waiterID) { _ in CancellationError() }
+            state.waiters.append(Waiter(id: waiterID, onLease: onLease))
+            return .wait(connect: Self.shouldConnect(state, poolSize: configuration.connections))
         }
+        switch next {
+        case .lend(let lease, let connect):
+            if connect { connectNow() }
+            onLease(.success(lease))
+            return false
+        case .fail(let error):
+            onLease(.failure(error))
+            return false
+        case .wait(let connect):
+            let timer = eventLoopGroup.any().scheduleTask(deadline: deadline) { [self] in
+                self.failWaiter(waiterID) { lastError in APNsClientError.timedOut(waitingForConnection: lastError) }
+            }
+            let stillWaiting = state.withLock { state -> Bool in
+                guard let index = state.waiters.firstIndex(where: { $0.id == waiterID }) else { return false }
+                state.waiters[index].deadlineTimer = timer
+                return true
+            }
+            if !stillWaiting { timer.cancel() }
+            if connect { connectNow() }
+            return true
+        }
+    }
+
+    /// Ends a waiting ``acquire(id:deadline:_:)`` with `CancellationError`; nothing happens when it is not waiting.
+    func cancelWaiter(_ id: Int) {
+        failWaiter(id) { _ in CancellationError() }
     }
 
     /// Hands a stream back; the next waiter gets it.
     func release(_ lease: ConnectionLease) {
-        let resumed = state.withLock { state -> [(CheckedContinuation<ConnectionLease, any Error>, ConnectionLease)] in
+        let served = state.withLock { state -> [(LeaseHandler, ConnectionLease)] in
             if var entry = state.entries[lease.connectionID] {
                 entry.inFlight -= 1
                 state.entries[lease.connectionID] = entry
             }
             return Self.serveWaiters(&state)
         }
-        for (continuation, lease) in resumed { continuation.resume(returning: lease) }
+        for (onLease, lease) in served { onLease(.success(lease)) }
     }
 
     /// Stops lending the lease's connection and closes it once its streams finish: APNs refuses it (a second
@@ -166,7 +199,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         }
         if let (waiter, lastError) = waiter {
             waiter.deadlineTimer?.cancel()
-            waiter.continuation.resume(throwing: error(lastError))
+            waiter.onLease(.failure(error(lastError)))
         }
     }
 
@@ -181,15 +214,18 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         return lease
     }
 
-    private static func serveWaiters(_ state: inout State) -> [(CheckedContinuation<ConnectionLease, any Error>, ConnectionLease)] {
+    private static func serveWaiters(_ state: inout State) -> [(LeaseHandler, ConnectionLease)] {
         guard !state.waiters.isEmpty else { return [] }
-        var resumed: [(CheckedContinuation<ConnectionLease, any Error>, ConnectionLease)] = []
-        while !state.waiters.isEmpty, let lease = lendLeastLoaded(&state) {
-            let waiter = state.waiters.removeFirst()
+        var served: [(LeaseHandler, ConnectionLease)] = []
+        var count = 0
+        while count < state.waiters.count, let lease = lendLeastLoaded(&state) {
+            let waiter = state.waiters[count]
             waiter.deadlineTimer?.cancel()
-            resumed.append((waiter.continuation, lease))
+            served.append((waiter.onLease, lease))
+            count += 1
         }
-        return resumed
+        state.waiters.removeFirst(count)
+        return served
     }
 
     private static func shouldConnect(_ state: State, poolSize: Int) -> Bool {
@@ -259,9 +295,11 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             .connect(host: endpoint.host, port: endpoint.port)
             .flatMap { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let handler = try channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self)
+                    let handler = NIOLoopBound(
+                        try channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self), eventLoop: channel.eventLoop)
                     return ConnectionLease(
-                        connectionID: id, channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop))
+                        connectionID: id, channel: channel, handler: handler,
+                        outbox: ConnectionOutbox(eventLoop: channel.eventLoop, handler: handler))
                 }
             }
             .whenComplete { [self] result in
@@ -273,7 +311,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     }
 
     private func connected(_ lease: ConnectionLease) {
-        let (closeNow, resumed) = state.withLock { state -> (Bool, [(CheckedContinuation<ConnectionLease, any Error>, ConnectionLease)]) in
+        let (closeNow, served) = state.withLock { state -> (Bool, [(LeaseHandler, ConnectionLease)]) in
             state.connectScheduled = false
             guard !state.shutDown, var entry = state.entries[lease.connectionID] else { return (true, []) }
             entry.lease = lease
@@ -289,7 +327,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             lease.channel.close(promise: nil)
             return
         }
-        for (continuation, lease) in resumed { continuation.resume(returning: lease) }
+        for (onLease, lease) in served { onLease(.success(lease)) }
         metrics.connectionOpened()
         logger.debug("APNs connection open", metadata: ["connection": "\(lease.connectionID)"])
         lease.channel.closeFuture.whenComplete { [self] _ in self.closed(lease.connectionID) }
@@ -334,7 +372,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     // MARK: APNsConnectionDelegate (called on the connection's event loop)
 
     func connection(_ id: Int, maxConcurrentStreamsChanged value: Int) {
-        let resumed = state.withLock { state -> [(CheckedContinuation<ConnectionLease, any Error>, ConnectionLease)] in
+        let served = state.withLock { state -> [(LeaseHandler, ConnectionLease)] in
             guard var entry = state.entries[id] else { return [] }
             entry.maxStreams = value
             entry.settingsReceived = true
@@ -346,7 +384,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             state.entries[id] = entry
             return Self.serveWaiters(&state)
         }
-        for (continuation, lease) in resumed { continuation.resume(returning: lease) }
+        for (onLease, lease) in served { onLease(.success(lease)) }
     }
 
     func connection(_ id: Int, failedWith error: any Error) {
@@ -358,6 +396,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
 
     func connectionDraining(_ id: Int) {
         let connect = state.withLock { state -> Bool in
+            guard state.entries[id] != nil, state.entries[id]?.state != .draining else { return false }
             state.entries[id]?.state = .draining
             return !state.waiters.isEmpty && Self.shouldConnect(state, poolSize: configuration.connections)
         }
@@ -375,7 +414,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         }
         for waiter in waiters {
             waiter.deadlineTimer?.cancel()
-            waiter.continuation.resume(throwing: APNsClientError.shutDown)
+            waiter.onLease(.failure(APNsClientError.shutDown))
         }
         for lease in leases {
             lease.channel.eventLoop.execute { lease.handler.value.drainAndClose() }

@@ -17,7 +17,8 @@ struct BenchCommand: AsyncParsableCommand {
             and sends it N alert notifications, each to its own device token,
             through Tern's APNs client: `sendAll` over a lazy sequence, over
             --connections HTTP/2 connections with at most --concurrency sends in
-            flight. With --host/--port/--ca-file/--key-file/--key-id/--team-id it
+            flight (default 100 per connection, the streams h2load -m 100 keeps
+            open, so the two rates compare). With --host/--port/--ca-file/--key-file/--key-id/--team-id it
             sends to a simulator running elsewhere (`tern simulator`) instead, so
             the client has the process to itself.
 
@@ -48,8 +49,10 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .long, help: "HTTP/2 connections the client opens (1…64).")
     var connections = 4
 
-    @Option(name: .long, help: "Sends in flight at once.")
-    var concurrency = 2000
+    @Option(name: .long, help: "Sends in flight at once (default: 100 per connection).")
+    var concurrency: Int?
+
+    private var inFlight: Int { concurrency ?? 100 * connections }
 
     @Option(name: .long, help: "apns-topic of every notification.")
     var topic = "com.example.app"
@@ -78,7 +81,9 @@ struct BenchCommand: AsyncParsableCommand {
     func validate() throws {
         guard count >= 1 else { throw ValidationError("-n/--count must be 1 or more") }
         guard (1...64).contains(connections) else { throw ValidationError("--connections must be 1…64") }
-        guard (1...1_000_000).contains(concurrency) else { throw ValidationError("--concurrency must be 1…1000000") }
+        if let concurrency, !(1...1_000_000).contains(concurrency) {
+            throw ValidationError("--concurrency must be 1…1000000")
+        }
         if host == nil {
             for (option, value) in [("--port", port as Any?), ("--ca-file", caFile), ("--key-file", keyFile), ("--key-id", keyID), ("--team-id", teamID)]
             where value != nil {
@@ -165,7 +170,7 @@ struct BenchCommand: AsyncParsableCommand {
             }
         }
         try await APNsClient.withClient(configuration, logger: Logger(label: "tern.bench")) { client in
-            try await client.sendAll(sequence, concurrency: concurrency) { result in
+            try await client.sendAll(sequence, concurrency: inFlight) { result in
                 stats.record(result)
             }
         }
@@ -177,7 +182,7 @@ struct BenchCommand: AsyncParsableCommand {
         let histogram = stats.histogram()
         func ms(_ nanoseconds: UInt64) -> String { String(format: "%.2f ms", Double(nanoseconds) / 1e6) }
         var lines = [
-            "tern bench: \(grouped(count)) notifications, \(connections) connection(s), \(grouped(concurrency)) in flight, "
+            "tern bench: \(grouped(count)) notifications, \(connections) connection(s), \(grouped(inFlight)) in flight, "
                 + "\(payload.count)-byte payload, \(target), TLS",
             "throughput  \(grouped(Int((Double(final.completed) / elapsed).rounded()))) notifications/s  "
                 + "(\(grouped(final.completed)) in \(String(format: "%.2f", elapsed)) s)",

@@ -1,3 +1,5 @@
+import TernAPNs
+
 /// Random version-4 UUIDs in APNs' lowercase form, made without a system call.
 ///
 /// Foundation's `UUID()` reads the kernel's random source and formats with `sprintf`; at two ids per response that
@@ -23,33 +25,6 @@ struct FastUUIDGenerator {
         var low = nextWord()
         high = (high & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000  // version 4
         low = (low & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000  // variant 10
-        let digits: StaticString = "0123456789abcdef"
-        return String(unsafeUninitializedCapacity: 36) { buffer in
-            digits.withUTF8Buffer { hex in
-                var index = 0
-                func put(_ value: UInt64, nibbles: Int) {
-                    var shift = (nibbles - 1) * 4
-                    while shift >= 0 {
-                        buffer[index] = hex[Int((value >> UInt64(shift)) & 0xf)]
-                        index += 1
-                        shift -= 4
-                    }
-                }
-                func dash() {
-                    buffer[index] = UInt8(ascii: "-")
-                    index += 1
-                }
-                put(high >> 32, nibbles: 8)
-                dash()
-                put((high >> 16) & 0xffff, nibbles: 4)
-                dash()
-                put(high & 0xffff, nibbles: 4)
-                dash()
-                put(low >> 48, nibbles: 4)
-                dash()
-                put(low & 0xffff_ffff_ffff, nibbles: 12)
-            }
-            return 36
-        }
+        return UUIDText.format(high: high, low: low)
     }
 }

@@ -1,0 +1,45 @@
+import Foundation
+import TernAPNs
+import Testing
+
+@Suite struct UUIDTextTests {
+    @Test func formattingMatchesFoundationInLowercase() {
+        for _ in 0..<1000 {
+            let uuid = UUID()
+            #expect(uuid.apnsString == uuid.uuidString.lowercased())
+        }
+        #expect(UUID(high: 0, low: 0).apnsString == "00000000-0000-0000-0000-000000000000")
+        #expect(UUID(high: .max, low: .max).apnsString == "ffffffff-ffff-ffff-ffff-ffffffffffff")
+    }
+
+    @Test func parsingRoundTripsInEitherCase() throws {
+        for _ in 0..<1000 {
+            let uuid = UUID()
+            #expect(UUID(apnsText: uuid.apnsString) == uuid)
+            #expect(UUID(apnsText: uuid.uuidString) == uuid)
+        }
+        let mixed = "7E726EBE-6e0c-4000-8000-0000000000Ff"
+        #expect(UUID(apnsText: mixed) == UUID(uuidString: mixed))
+    }
+
+    @Test(arguments: [
+        "", "7e726ebe-6e0c-4000-8000-00000000000",  // 35 characters
+        "7e726ebe-6e0c-4000-8000-0000000000000",  // 37
+        "7e726ebe6e0c-4000-8000-0000000000000-",  // dash out of place
+        "7e726ebe-6e0c-4000-8000-00000000000g",  // not hex
+        "{7e726ebe-6e0c-4000-8000-000000000000}", "7e726ebe 6e0c 4000 8000 000000000000",
+        "7e726ebe-6e0c-4000-8000-00000000000é",
+    ])
+    func malformedTextIsRejected(_ text: String) {
+        #expect(UUID(apnsText: text) == nil)
+        #expect(UUIDText.parse(text) == nil)
+        #expect(throws: APNsValidationError.self) { try UUID(apnsID: text) }
+    }
+
+    @Test func wordsAreTheBytesMostSignificantFirst() {
+        let uuid = UUID(uuidString: "01234567-89AB-CDEF-0011-223344556677")!
+        #expect(uuid.words.high == 0x0123_4567_89ab_cdef)
+        #expect(uuid.words.low == 0x0011_2233_4455_6677)
+        #expect(UUID(high: uuid.words.high, low: uuid.words.low) == uuid)
+    }
+}
