@@ -31,11 +31,19 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // HTTP/2 frames on a ByteBuffer: what the simulator's server framing and the client's framing share.
+        .target(
+            name: "TernHTTP2",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         // A local APNs: HTTP/2 over TLS, token and certificate auth, scenarios, control API.
         .target(
             name: "TernSimulator",
             dependencies: [
                 "TernAPNs",
+                "TernHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
@@ -53,9 +61,10 @@ let package = Package(
             name: "TernAPNsClient",
             dependencies: [
                 "TernAPNs",
+                "TernHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -1,7 +1,7 @@
 import NIOCore
 import NIOHPACK
-import NIOHTTP2
 import TernAPNs
+import TernHTTP2
 
 /// What one attempt on one stream came to.
 enum StreamOutcome: Sendable {
@@ -37,15 +37,15 @@ protocol APNsConnectionDelegate: AnyObject, Sendable {
     func connection(_ id: Int, failedWith error: any Error)
 }
 
-/// One HTTP/2 connection to APNs, at the frame level.
+/// One HTTP/2 connection to APNs, on ``HTTP2ClientFraming`` directly above TLS.
 ///
-/// Streams are plain dictionary entries rather than NIO child channels: a push is two or three frames each way, and
-/// the client must stay cheaper than the server it measures. `NIOHTTP2Handler` below it keeps the protocol state:
-/// stream ids, HPACK, the peer's MAX_CONCURRENT_STREAMS (it buffers new streams past the limit) and outbound flow
-/// control (DATA waits for window and streams share it).
+/// Streams are dictionary entries, not NIO child channels: a push is two frames each way, and the client must stay
+/// cheaper than the server it measures. The framing keeps the protocol state (stream ids, HPACK, flow control);
+/// this handler ties streams to the attempts waiting for them, ends them at their deadlines, watches the
+/// connection's health and reports to the pool.
 final class APNsConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     struct Settings {
         var authority: String
@@ -57,20 +57,17 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private struct Pending {
         var onOutcome: @Sendable (StreamOutcome) -> Void
         var deadline: NIODeadline
-        var status: Int?
-        var apnsID: String?
-        var uniqueID: String?
-        var body: [UInt8] = []
     }
 
     let id: Int
     private let settings: Settings
     private weak var delegate: (any APNsConnectionDelegate)?
     private var context: ChannelHandlerContext?
-    private var streams: [HTTP2StreamID: Pending] = [:]
-    private var nextStreamID = HTTP2StreamID(1)
-    private var goAwayLastStreamID: HTTP2StreamID?
-    private var unacknowledgedBytes = 0
+    private var framing: HTTP2ClientFraming
+    private var started = false
+    private var streams: [UInt32: Pending] = [:]
+    /// Set at GOAWAY (the server's) or at drain (ours): no new streams.
+    private var goingAway = false
     private var pingTimer: Scheduled<Void>?
     private var awaitingPingAck = false
     private var readSinceLastPing = true
@@ -80,15 +77,29 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var timeoutTimer: Scheduled<Void>?
     private var timeoutTimerDeadline: NIODeadline?
 
-    init(id: Int, settings: Settings, delegate: any APNsConnectionDelegate) {
+    init(id: Int, settings: Settings, delegate: any APNsConnectionDelegate, allocator: ByteBufferAllocator) {
         self.id = id
         self.settings = settings
         self.delegate = delegate
+        self.framing = HTTP2ClientFraming(allocator: allocator)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         schedulePing(context: context)
+        if context.channel.isActive { startConnection(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        startConnection(context: context)
+        context.fireChannelActive()
+    }
+
+    private func startConnection(context: ChannelHandlerContext) {
+        guard !started else { return }
+        started = true
+        framing.start()
+        writeOutput(context: context, flush: true)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -106,11 +117,6 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Stream-level errors (e.g. a stream reset by NIO's checks) close nothing; connection errors close it.
-        if let streamError = error as? NIOHTTP2Errors.StreamError {
-            finish(streamError.streamID, .failed("stream error: \(streamError.baseError)"))
-            return
-        }
         delegate?.connection(id, failedWith: error)
         context.close(promise: nil)
     }
@@ -118,118 +124,126 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// Opens a stream per request, writes them all and flushes once: one TLS record and one `write(2)` for a burst
     /// instead of one per push. Must run on the channel's event loop.
     func send(_ requests: [WireRequest]) {
-        guard let context, !closed, goAwayLastStreamID == nil else {
+        guard let context, !closed, !goingAway else {
             // The pool must stop lending this connection before the requests go elsewhere.
             delegate?.connectionDraining(id)
             let reason = closed || context == nil ? "the connection is closed" : "the connection is going away"
             for request in requests { request.onOutcome(.unprocessed(reason)) }
             return
         }
-        for request in requests { write(request, context: context) }
-        context.flush()
-    }
-
-    private func write(_ request: WireRequest, context: ChannelHandlerContext) {
-        let streamID = nextStreamID
-        nextStreamID = nextStreamID.advanced(by: 2)
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(request.headers.count + 4)
-        headers.add(name: ":method", value: "POST")
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":authority", value: settings.authority)
-        // APNs asks for the path (it holds the token) and per-push ids to stay out of the HPACK table.
-        headers.add(name: ":path", value: request.path, indexing: .nonIndexable)
-        for (name, value) in request.headers {
-            switch name {
-            case "apns-id", "apns-expiration", "apns-collapse-id": headers.add(name: name, value: value, indexing: .nonIndexable)
-            default: headers.add(name: name, value: value)
+        for request in requests {
+            var headers = HPACKHeaders()
+            headers.reserveCapacity(request.headers.count + 4)
+            headers.add(name: ":method", value: "POST")
+            headers.add(name: ":scheme", value: "https")
+            headers.add(name: ":authority", value: settings.authority)
+            // APNs asks for the path (it holds the token) and per-push ids to stay out of the HPACK table.
+            headers.add(name: ":path", value: request.path, indexing: .nonIndexable)
+            for (name, value) in request.headers {
+                switch name {
+                case "apns-id", "apns-expiration", "apns-collapse-id": headers.add(name: name, value: value, indexing: .nonIndexable)
+                default: headers.add(name: name, value: value)
+                }
             }
+            guard let streamID = framing.openStream(headers: headers, body: request.payload) else {
+                // The server's stream limit shrank under the pool's view of it: not sent, so it may go elsewhere.
+                request.onOutcome(.unprocessed("the server's stream limit is reached"))
+                continue
+            }
+            streams[streamID] = Pending(onOutcome: request.onOutcome, deadline: request.deadline)
+            armTimeout(at: request.deadline, context: context)
         }
-        streams[streamID] = Pending(onOutcome: request.onOutcome, deadline: request.deadline)
-        armTimeout(at: request.deadline, context: context)
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
-        let body = context.channel.allocator.buffer(bytes: request.payload)
-        context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
-            promise: nil)
+        writeOutput(context: context, flush: true)
     }
 
     /// Takes no new streams and closes once nothing is in flight (graceful shutdown).
     func drainAndClose() {
         guard let context, !closed else { return }
-        goAwayLastStreamID = goAwayLastStreamID ?? .rootStream
+        if !goingAway {
+            goingAway = true
+            framing.goAway()
+            writeOutput(context: context, flush: true)
+        }
         if streams.isEmpty { context.close(promise: nil) }
     }
 
     var inFlight: Int { streams.count }
 
+    private func writeOutput(context: ChannelHandlerContext, flush: Bool) {
+        if framing.output.readableBytes > 0 {
+            context.write(wrapOutboundOut(framing.output), promise: nil)
+            framing.output.clear()
+        }
+        if flush { context.flush() }
+    }
+
     // MARK: Frames
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
+        var bytes = unwrapInboundIn(data)
         readSinceLastPing = true
-        switch frame.payload {
-        case .headers(let payload):
-            guard var pending = streams[frame.streamID] else { return }
-            for (name, value, _) in payload.headers {
-                switch name {
-                case ":status": pending.status = Int(value)
-                case "apns-id": pending.apnsID = value
-                case "apns-unique-id": pending.uniqueID = value
-                default: break
-                }
+        do {
+            try framing.receive(&bytes)
+        } catch {
+            framing.goAway(code: error.code, debugData: Array(error.message.utf8.prefix(200)))
+            writeOutput(context: context, flush: true)
+            delegate?.connection(id, failedWith: error)
+            context.close(promise: nil)
+            return
+        }
+        while let event = framing.nextEvent() { handle(event, context: context) }
+        // Frames the framing answers by itself (SETTINGS and PING acks, WINDOW_UPDATE) go out with the next flush.
+        writeOutput(context: context, flush: false)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        context.flush()
+        context.fireChannelReadComplete()
+    }
+
+    private func handle(_ event: HTTP2ClientFraming.Event, context: ChannelHandlerContext) {
+        switch event {
+        case .response(let streamID, let status, let headers, let body):
+            guard let status else {
+                finish(streamID, .failed("the stream ended without a :status"))
+                return
             }
-            streams[frame.streamID] = pending
-            if payload.endStream { complete(frame.streamID) }
-        case .data(let payload):
-            returnWindow(payload.data.readableBytes + (payload.paddingBytes ?? 0), context: context)
-            guard var pending = streams[frame.streamID] else { return }
-            if case .byteBuffer(let buffer) = payload.data, pending.body.count < 4096 {
-                pending.body.append(contentsOf: buffer.readableBytesView)
-            }
-            streams[frame.streamID] = pending
-            if payload.endStream { complete(frame.streamID) }
-        case .rstStream(let code):
-            if code == .refusedStream {
-                finish(frame.streamID, .unprocessed("the server refused the stream"))
+            let response = APNsResponse(
+                status: status, apnsID: headers.first(name: "apns-id"), apnsUniqueID: headers.first(name: "apns-unique-id"),
+                body: body)
+            finish(streamID, .answered(response))
+        case .reset(let streamID, let code):
+            if code == HTTP2Wire.ErrorCode.refusedStream {
+                finish(streamID, .unprocessed("the server refused the stream"))
             } else {
-                finish(frame.streamID, .failed("the server reset the stream (\(code))"))
+                finish(streamID, .failed("the server reset the stream (error code \(code))"))
             }
         case .goAway(let lastStreamID, let code, let debugData):
-            goAwayLastStreamID = lastStreamID
-            let reason = debugData.map { String(buffer: $0) } ?? ""
+            goingAway = true
+            let reason = String(decoding: debugData, as: UTF8.self)
             // Streams above the last stream id were not processed: they go to another connection.
             for streamID in streams.keys where streamID > lastStreamID {
-                finish(streamID, .unprocessed("GOAWAY \(code) \(reason)"))
+                finish(streamID, .unprocessed("GOAWAY (error code \(code)) \(reason)"))
             }
             delegate?.connectionDraining(id)
             if streams.isEmpty { context.close(promise: nil) }
-        case .settings(.settings(let values)):
-            if let setting = values.last(where: { $0.parameter == .maxConcurrentStreams }) {
-                delegate?.connection(id, maxConcurrentStreamsChanged: setting.value)
+        case .settings(let maxConcurrentStreams):
+            if let maxConcurrentStreams {
+                delegate?.connection(id, maxConcurrentStreamsChanged: maxConcurrentStreams)
             } else if !sawSettings {
                 // No limit announced means no limit; 100 is what RFC 9113 suggests assuming.
                 delegate?.connection(id, maxConcurrentStreamsChanged: 100)
             }
             sawSettings = true
-        case .ping(_, ack: true):
+        case .pingAcknowledged:
             awaitingPingAck = false
-        default:
-            break
         }
     }
 
-    private func complete(_ streamID: HTTP2StreamID) {
-        guard let pending = streams[streamID] else { return }
-        let response = APNsResponse(
-            status: pending.status ?? 0, apnsID: pending.apnsID, apnsUniqueID: pending.uniqueID, body: pending.body)
-        finish(streamID, pending.status == nil ? .failed("the stream ended without a :status") : .answered(response))
-    }
-
-    private func finish(_ streamID: HTTP2StreamID, _ outcome: StreamOutcome) {
+    private func finish(_ streamID: UInt32, _ outcome: StreamOutcome) {
         guard let pending = streams.removeValue(forKey: streamID) else { return }
         pending.onOutcome(outcome)
-        if goAwayLastStreamID != nil, streams.isEmpty, let context { context.close(promise: nil) }
+        if goingAway, streams.isEmpty, let context { context.close(promise: nil) }
     }
 
     private func failAll(_ outcome: StreamOutcome) {
@@ -256,7 +270,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private func expireStreams() {
         guard let context else { return }
         let now = NIODeadline.now()
-        var expired: [HTTP2StreamID] = []
+        var expired: [UInt32] = []
         var next: NIODeadline?
         for (streamID, pending) in streams {
             if pending.deadline <= now {
@@ -266,22 +280,12 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             }
         }
         for streamID in expired {
-            finish(streamID, .timedOut)
             // Tell APNs we no longer wait, so the stream's slot frees on both sides.
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
+            framing.reset(streamID: streamID)
+            finish(streamID, .timedOut)
         }
-        if !expired.isEmpty { context.flush() }
+        writeOutput(context: context, flush: !expired.isEmpty)
         if let next { armTimeout(at: next, context: context) }
-    }
-
-    private func returnWindow(_ length: Int, context: ChannelHandlerContext) {
-        unacknowledgedBytes += length
-        if unacknowledgedBytes >= 32_768 {
-            context.writeAndFlush(
-                wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledgedBytes))),
-                promise: nil)
-            unacknowledgedBytes = 0
-        }
     }
 
     // MARK: Health
@@ -297,9 +301,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             }
             if !self.readSinceLastPing || self.streams.isEmpty {
                 self.awaitingPingAck = true
-                context.writeAndFlush(
-                    self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 0x7465_726e), ack: false))),
-                    promise: nil)
+                self.framing.ping(0x7465_726e)
+                self.writeOutput(context: context, flush: true)
                 context.eventLoop.assumeIsolated().scheduleTask(in: self.settings.pingTimeout) {
                     if self.awaitingPingAck, !self.closed { self.context?.close(promise: nil) }
                 }

@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import NIOCore
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import Synchronization
@@ -280,16 +279,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
                     let pipeline = channel.pipeline.syncOperations
                     try pipeline.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
                     try pipeline.addHandler(
-                        NIOHTTP2Handler(
-                            mode: .client,
-                            initialSettings: [
-                                HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),  // APNs never pushes
-                                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                                HTTP2Setting(parameter: .enablePush, value: 0),
-                            ],
-                            // The client builds every header itself; NIO's generic checks of them cost ~6% per push.
-                            headerBlockValidation: .disabled))
-                    try pipeline.addHandler(APNsConnectionHandler(id: id, settings: settings, delegate: self))
+                        APNsConnectionHandler(id: id, settings: settings, delegate: self, allocator: channel.allocator))
                 }
             }
             .connect(host: endpoint.host, port: endpoint.port)

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHPACK
+import TernHTTP2
 
 /// The server side of HTTP/2 (RFC 9113) as APNs needs it, as a state machine over bytes: feed it what the client
 /// sent, take the events (complete requests, resets), write answers, and send what it queued.
@@ -30,44 +31,13 @@ struct HTTP2ServerFraming {
     }
 
     /// A connection error: the caller sends the GOAWAY queued by ``fail(_:)`` and closes.
-    struct ConnectionError: Error {
-        var code: UInt32
-        var message: String
-    }
+    typealias ConnectionError = HTTP2ConnectionError
+    typealias ErrorCode = HTTP2Wire.ErrorCode
+    private typealias FrameType = HTTP2Wire.FrameType
+    private typealias Flag = HTTP2Wire.Flag
 
-    enum ErrorCode {
-        static let noError: UInt32 = 0x0
-        static let protocolError: UInt32 = 0x1
-        static let flowControlError: UInt32 = 0x3
-        static let streamClosed: UInt32 = 0x5
-        static let frameSizeError: UInt32 = 0x6
-        static let refusedStream: UInt32 = 0x7
-        static let compressionError: UInt32 = 0x9
-    }
-
-    private enum FrameType {
-        static let data: UInt8 = 0x0
-        static let headers: UInt8 = 0x1
-        static let priority: UInt8 = 0x2
-        static let rstStream: UInt8 = 0x3
-        static let settings: UInt8 = 0x4
-        static let ping: UInt8 = 0x6
-        static let goAway: UInt8 = 0x7
-        static let windowUpdate: UInt8 = 0x8
-        static let continuation: UInt8 = 0x9
-    }
-
-    private enum Flag {
-        static let endStream: UInt8 = 0x1
-        static let ack: UInt8 = 0x1
-        static let endHeaders: UInt8 = 0x4
-        static let padded: UInt8 = 0x8
-        static let priority: UInt8 = 0x20
-    }
-
-    private static let preface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
-    private static let maxFrameSize = 16_384
-    private static let maxWindow = Int(Int32.max)
+    private static let maxFrameSize = HTTP2Wire.defaultMaxFrameSize
+    private static let maxWindow = HTTP2Wire.maxWindow
     /// Streams a client may open before it has read our SETTINGS (the RFC's suggested minimum default).
     private static let limitBeforeSettingsAck = 100
 
@@ -152,25 +122,14 @@ struct HTTP2ServerFraming {
         events.removeAll(keepingCapacity: true)
         eventIndex = 0
         if !prefaceReceived {
-            guard input.readableBytes >= Self.preface.count else { return }
-            guard input.readBytes(length: Self.preface.count) == Self.preface else {
+            guard input.readableBytes >= HTTP2Wire.preface.count else { return }
+            guard input.readBytes(length: HTTP2Wire.preface.count) == HTTP2Wire.preface else {
                 throw ConnectionError(code: ErrorCode.protocolError, message: "not an HTTP/2 connection preface")
             }
             prefaceReceived = true
         }
-        while input.readableBytes >= 9 {
-            let start = input.readerIndex
-            let length = Int(input.getInteger(at: start, as: UInt32.self)! >> 8)
-            guard length <= Self.maxFrameSize else {
-                throw ConnectionError(code: ErrorCode.frameSizeError, message: "frame of \(length) bytes exceeds MAX_FRAME_SIZE")
-            }
-            guard input.readableBytes >= 9 + length else { break }
-            let type = input.getInteger(at: start + 3, as: UInt8.self)!
-            let flags = input.getInteger(at: start + 4, as: UInt8.self)!
-            let streamID = input.getInteger(at: start + 5, as: UInt32.self)! & 0x7fff_ffff
-            input.moveReaderIndex(forwardBy: 9)
-            var payload = input.readSlice(length: length)!
-            try handleFrame(type: type, flags: flags, streamID: streamID, payload: &payload)
+        while case (let head, var payload)? = try input.readHTTP2Frame(maxFrameSize: Self.maxFrameSize) {
+            try handleFrame(type: head.type, flags: head.flags, streamID: head.streamID, payload: &payload)
         }
         if input.readableBytes == 0 { input.clear() } else { input.discardReadBytes() }
     }
@@ -251,23 +210,7 @@ struct HTTP2ServerFraming {
         guard streamID != 0, streamID % 2 == 1 else {
             throw ConnectionError(code: ErrorCode.protocolError, message: "HEADERS on stream \(streamID)")
         }
-        var padding = 0
-        if flags & Flag.padded != 0 {
-            guard let length = payload.readInteger(as: UInt8.self) else {
-                throw ConnectionError(code: ErrorCode.frameSizeError, message: "HEADERS too short for its padding")
-            }
-            padding = Int(length)
-        }
-        if flags & Flag.priority != 0 {
-            guard payload.readableBytes >= 5 else {
-                throw ConnectionError(code: ErrorCode.frameSizeError, message: "HEADERS too short for its priority")
-            }
-            payload.moveReaderIndex(forwardBy: 5)
-        }
-        guard payload.readableBytes >= padding else {
-            throw ConnectionError(code: ErrorCode.protocolError, message: "HEADERS padding longer than the frame")
-        }
-        var block = payload.readSlice(length: payload.readableBytes - padding)!
+        var block = try HTTP2FrameHead(type: FrameType.headers, flags: flags, streamID: streamID).headerBlockFragment(of: &payload)
         if flags & Flag.endHeaders == 0 {
             continuation = (streamID, flags, block)
             return
@@ -307,8 +250,7 @@ struct HTTP2ServerFraming {
             // A stream error rather than APNs' observed GOAWAY, because a client may legally open streams before
             // it has read our first SETTINGS.
             refusedStreams += 1
-            writeFrameHeader(length: 4, type: FrameType.rstStream, flags: 0, streamID: streamID)
-            output.writeInteger(ErrorCode.refusedStream)
+            output.writeHTTP2RstStream(streamID: streamID, code: ErrorCode.refusedStream)
             return
         }
         var stream = Stream(headers: headers, receiveWindow: configuration.initialWindowSize, sendWindow: peerInitialWindow)
@@ -327,12 +269,7 @@ struct HTTP2ServerFraming {
             writeWindowUpdate(streamID: 0, increment: connectionReceiveConsumed)
             connectionReceiveConsumed = 0
         }
-        if flags & Flag.padded != 0 {
-            guard let length = payload.readInteger(as: UInt8.self), payload.readableBytes >= Int(length) else {
-                throw ConnectionError(code: ErrorCode.protocolError, message: "DATA padding longer than the frame")
-            }
-            payload = payload.readSlice(length: payload.readableBytes - Int(length))!
-        }
+        payload = try HTTP2FrameHead(type: FrameType.data, flags: flags, streamID: streamID).dataWithoutPadding(payload)
         guard var stream = streams[streamID], !stream.remoteClosed else {
             if streamID > lastClientStreamID {
                 throw ConnectionError(code: ErrorCode.protocolError, message: "DATA on idle stream \(streamID)")
@@ -411,8 +348,7 @@ struct HTTP2ServerFraming {
     private mutating func finish(_ streamID: UInt32, _ stream: Stream) {
         streams.removeValue(forKey: streamID)
         if !stream.remoteClosed {
-            writeFrameHeader(length: 4, type: FrameType.rstStream, flags: 0, streamID: streamID)
-            output.writeInteger(ErrorCode.noError)
+            output.writeHTTP2RstStream(streamID: streamID, code: ErrorCode.noError)
         }
     }
 
@@ -442,10 +378,7 @@ struct HTTP2ServerFraming {
     mutating func goAway(lastStreamID: UInt32? = nil, code: UInt32 = ErrorCode.noError, debugData: [UInt8]) {
         let last = lastStreamID ?? lastClientStreamID
         goAwayLastStreamID = last
-        writeFrameHeader(length: 8 + debugData.count, type: FrameType.goAway, flags: 0, streamID: 0)
-        output.writeInteger(last)
-        output.writeInteger(code)
-        output.writeBytes(debugData)
+        output.writeHTTP2GoAway(lastStreamID: last, code: code, debugData: debugData)
     }
 
     /// Streams at or below the GOAWAY's last stream id that still await an answer.
@@ -481,34 +414,18 @@ struct HTTP2ServerFraming {
     }
 
     private mutating func writeStringLiteral(_ string: String) {
-        let length = string.utf8.count
-        if length < 127 {
-            output.writeInteger(UInt8(length))
-        } else {
-            output.writeInteger(UInt8(0x7f))
-            var rest = length - 127
-            while rest >= 128 {
-                output.writeInteger(UInt8(rest & 0x7f | 0x80))
-                rest >>= 7
-            }
-            output.writeInteger(UInt8(rest))
-        }
-        output.writeString(string)
+        output.writeHPACKStringLiteral(string)
     }
 
     private mutating func writeWindowUpdate(streamID: UInt32, increment: Int) {
-        writeFrameHeader(length: 4, type: FrameType.windowUpdate, flags: 0, streamID: streamID)
-        output.writeInteger(UInt32(increment))
+        output.writeHTTP2WindowUpdate(streamID: streamID, increment: increment)
     }
 
     private mutating func writeSetting(_ identifier: UInt16, _ value: UInt32) {
-        output.writeInteger(identifier)
-        output.writeInteger(value)
+        output.writeHTTP2Setting(identifier, value)
     }
 
     private mutating func writeFrameHeader(length: Int, type: UInt8, flags: UInt8, streamID: UInt32) {
-        output.writeInteger(UInt32(length) << 8 | UInt32(type))
-        output.writeInteger(flags)
-        output.writeInteger(streamID)
+        output.writeHTTP2FrameHeader(length: length, type: type, flags: flags, streamID: streamID)
     }
 }

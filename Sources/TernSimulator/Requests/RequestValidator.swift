@@ -43,6 +43,18 @@ struct ConnectionAuthentication {
     }
 
     /// The provider-token rules of spec §3.1. Returns the rejection reason, or nil when the token is good.
+    /// Byte comparison with `memcmp`: `==` on strings is Unicode-aware and `elementsEqual` walks a substring's view
+    /// index by index; both were visible costs at 100k requests/s.
+    private static func sameBytes(_ text: Substring, _ other: String) -> Bool {
+        let compared = text.utf8.withContiguousStorageIfAvailable { lhs in
+            other.utf8.withContiguousStorageIfAvailable { rhs in
+                lhs.count == rhs.count && (lhs.isEmpty || memcmp(lhs.baseAddress!, rhs.baseAddress!, lhs.count) == 0)
+            }
+        }
+        if let compared, let compared { return compared }
+        return text.utf8.elementsEqual(other.utf8)
+    }
+
     mutating func checkToken(
         authorization: Substring?, bundleID: String, verifier: ProviderTokenVerifier, environment: APNsEnvironment, now: Date
     ) -> APNsReason? {
@@ -51,8 +63,7 @@ struct ConnectionAuthentication {
         guard !token.isEmpty else { return .missingProviderToken }
 
         let verifiedToken: VerifiedProviderToken
-        // Byte comparison: `==` on strings is Unicode-aware and was a visible cost at 100k requests/s.
-        if let currentToken, let verified, token.utf8.elementsEqual(currentToken.utf8) {
+        if let currentToken, let verified, Self.sameBytes(token, currentToken) {
             // The connection's token ages while it is reused.
             if let reason = Self.ageRejection(verified, verifier: verifier, now: now) { return reason }
             verifiedToken = verified
