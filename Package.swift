@@ -95,6 +95,9 @@ let package = Package(
         // Helpers every test target shares (timeouts).
         .target(
             name: "TernTestSupport",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             path: "Tests/TernTestSupport"
         ),
         .testTarget(
@@ -103,9 +106,11 @@ let package = Package(
                 "TernTestSupport",
                 "TernAPNs",
                 "TernAPNsClient",
+                "TernHTTP2",
                 "TernSimulator",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHPACK
+import TernTestSupport
 import Testing
 
 @testable import TernSimulator
@@ -8,28 +9,16 @@ import Testing
 struct HTTP2ServerFramingTests {
     // MARK: A minimal client side
 
-    struct Frame: Equatable {
-        var type: UInt8
-        var flags: UInt8
-        var streamID: UInt32
-        var payload: [UInt8]
-    }
+    typealias Frame = RawFrame
 
     static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
 
     static func frame(_ type: UInt8, flags: UInt8 = 0, stream: UInt32 = 0, _ payload: [UInt8] = []) -> [UInt8] {
-        var bytes: [UInt8] = [UInt8(payload.count >> 16 & 0xff), UInt8(payload.count >> 8 & 0xff), UInt8(payload.count & 0xff), type, flags]
-        bytes += [UInt8(stream >> 24 & 0x7f), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff)]
-        return bytes + payload
+        RawFrame.bytes(type, flags: flags, stream: stream, payload)
     }
 
     static func settings(_ values: [(UInt16, UInt32)] = [], ack: Bool = false) -> [UInt8] {
-        var payload: [UInt8] = []
-        for (identifier, value) in values {
-            payload += [UInt8(identifier >> 8), UInt8(identifier & 0xff)]
-            payload += [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
-        }
-        return frame(0x4, flags: ack ? 0x1 : 0, payload)
+        RawFrame.settings(values, ack: ack)
     }
 
     static func headerBlock(_ encoder: inout HPACKEncoder, path: String = "/3/device/abcd") throws -> [UInt8] {
@@ -66,18 +55,8 @@ struct HTTP2ServerFramingTests {
     }
 
     static func frames(_ framing: inout HTTP2ServerFraming) -> [Frame] {
-        var output = framing.output
-        framing.output.clear()
-        var frames: [Frame] = []
-        while output.readableBytes >= 9 {
-            let lengthBytes = output.readBytes(length: 3)!
-            let length = Int(lengthBytes[0]) << 16 | Int(lengthBytes[1]) << 8 | Int(lengthBytes[2])
-            let type = output.readInteger(as: UInt8.self)!
-            let flags = output.readInteger(as: UInt8.self)!
-            let stream = output.readInteger(as: UInt32.self)! & 0x7fff_ffff
-            frames.append(Frame(type: type, flags: flags, streamID: stream, payload: output.readBytes(length: length)!))
-        }
-        return frames
+        defer { framing.output.clear() }
+        return RawFrame.parse(framing.output)
     }
 
     static func requests(_ events: [HTTP2ServerFraming.Event]) -> [(stream: UInt32, headers: HPACKHeaders, body: [UInt8], tooLarge: Bool)] {
