@@ -38,6 +38,24 @@ extension ClientFaultTests {
             }
         }
 
+        @Test func aSendCancelledDuringItsRetryBackOffEndsAtOnceWithoutAnotherAttempt() async throws {
+            try await Harness.withSimulatorAndClient(configureClient: {
+                $0.retryBackoff = .init(initial: .seconds(3), maximum: .seconds(3))
+                $0.sendTimeout = .seconds(10)
+            }) { simulator, client in
+                try simulator.state.setFaults([.init(status: 503, count: 1)])
+                let sending = Task { await Harness.send(client, Harness.notification(1)) }
+                try await Harness.waitUntil("the first attempt answered 503") { simulator.state.stats().faultsInjected == 1 }
+                try await Task.sleep(for: .milliseconds(200))
+                sending.cancel()
+                let outcome = await sending.value
+                #expect(throws: CancellationError.self) { try outcome.result.get() }
+                #expect(outcome.elapsed < .seconds(1), "ended at the cancellation, not after the 3 s back-off")
+                try await Task.sleep(for: .seconds(3))
+                #expect(simulator.state.stats().requests == 1, "the back-off's attempt never went out")
+            }
+        }
+
         @Test func aSendCancelledBeforeItStartsWaitingEndsAtOnceAndIsNeverSent() async throws {
             try await Self.withBusyStream { simulator, client in
                 let cancelled = Task { await Harness.send(client, Harness.notification(1)) }
