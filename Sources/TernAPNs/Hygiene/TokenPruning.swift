@@ -1,0 +1,38 @@
+import Foundation
+
+/// The token-hygiene rule a device registry applies to APNs' answers and to the legacy feedback service.
+///
+/// A token APNs calls dead at time T (410 `Unregistered` or `ExpiredToken` with its timestamp, or a feedback tuple)
+/// may have been registered again since: the app was reinstalled and got the same token back, or the report was
+/// delayed. Apple's rule (spec §1.4 and §5): deactivate it only if it was last registered before T. A token APNs
+/// rejects outright (`BadDeviceToken`, `DeviceTokenNotForTopic`) is wrong for this app and environment whatever its
+/// history, and goes at once.
+public enum TokenPruning {
+    /// What to do with a token after an answer.
+    public enum Verdict: Equatable, Sendable {
+        /// Keep sending to it.
+        case keep
+        /// Stop sending to it until it is registered again.
+        case deactivate(reason: APNsReason)
+    }
+
+    /// The verdict for `response`, about a token last registered at `lastRegisteredAt`.
+    /// - Parameter answeredAt: when the answer arrived: the time a 410 without a timestamp stands for.
+    public static func verdict(for response: APNsResponse, lastRegisteredAt: Date, answeredAt: Date) -> Verdict {
+        guard response.outcomeClass == .tokenInvalid else { return .keep }
+        switch response.reason {
+        case .badDeviceToken?, .deviceTokenNotForTopic?:
+            return .deactivate(reason: response.reason!)
+        default:
+            let invalidSince = response.timestamp ?? answeredAt
+            guard isStale(lastRegisteredAt: lastRegisteredAt, invalidSince: invalidSince) else { return .keep }
+            return .deactivate(reason: response.reason ?? .unregistered)
+        }
+    }
+
+    /// Whether a token reported dead since `invalidSince` (a 410 timestamp, a feedback tuple's time) should go: only
+    /// when it was not registered again at or after that moment.
+    public static func isStale(lastRegisteredAt: Date, invalidSince: Date) -> Bool {
+        lastRegisteredAt < invalidSince
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import TernAPNs
+import Testing
+
+@Suite struct TokenPruningTests {
+    static let registered = Date(timeIntervalSince1970: 1_800_000_000)
+
+    static func gone(_ reason: APNsReason, at timestamp: Date?) -> APNsResponse {
+        APNsResponse(status: 410, reason: reason, timestamp: timestamp)
+    }
+
+    @Test(arguments: [APNsReason.unregistered, .expiredToken])
+    func aTokenNotRegisteredAgainAfterTheTimestampIsDeactivated(_ reason: APNsReason) {
+        let response = Self.gone(reason, at: Self.registered.addingTimeInterval(60))
+        #expect(TokenPruning.verdict(for: response, lastRegisteredAt: Self.registered, answeredAt: .now) == .deactivate(reason: reason))
+    }
+
+    @Test(arguments: [APNsReason.unregistered, .expiredToken])
+    func aTokenRegisteredAgainAfterTheTimestampIsKept(_ reason: APNsReason) {
+        let response = Self.gone(reason, at: Self.registered.addingTimeInterval(-60))
+        #expect(TokenPruning.verdict(for: response, lastRegisteredAt: Self.registered, answeredAt: .now) == .keep)
+        // Registered at the very moment APNs names: registered again, kept.
+        let same = Self.gone(reason, at: Self.registered)
+        #expect(TokenPruning.verdict(for: same, lastRegisteredAt: Self.registered, answeredAt: .now) == .keep)
+    }
+
+    @Test func aGoneAnswerWithoutTimestampCountsFromWhenItArrived() {
+        let response = Self.gone(.unregistered, at: nil)
+        let before = Self.registered.addingTimeInterval(-1)
+        let after = Self.registered.addingTimeInterval(1)
+        #expect(TokenPruning.verdict(for: response, lastRegisteredAt: Self.registered, answeredAt: after) == .deactivate(reason: .unregistered))
+        #expect(TokenPruning.verdict(for: response, lastRegisteredAt: Self.registered, answeredAt: before) == .keep)
+    }
+
+    @Test(arguments: [APNsReason.badDeviceToken, .deviceTokenNotForTopic])
+    func aTokenWrongForTheAppGoesAtOnceWhateverItsHistory(_ reason: APNsReason) {
+        let response = APNsResponse(status: 400, reason: reason)
+        let future = Date.distantFuture
+        #expect(TokenPruning.verdict(for: response, lastRegisteredAt: future, answeredAt: Self.registered) == .deactivate(reason: reason))
+    }
+
+    @Test(arguments: [
+        APNsResponse(status: 200),
+        APNsResponse(status: 400, reason: .badTopic),
+        APNsResponse(status: 403, reason: .invalidProviderToken),
+        APNsResponse(status: 429, reason: .tooManyRequests),
+        APNsResponse(status: 503, reason: .serviceUnavailable),
+        APNsResponse(status: 413, reason: .payloadTooLarge),
+    ])
+    func everyOtherAnswerKeepsTheToken(_ response: APNsResponse) {
+        #expect(TokenPruning.verdict(for: response, lastRegisteredAt: Self.registered, answeredAt: .now) == .keep)
+    }
+
+    @Test func theFeedbackRuleIsTheSameComparison() {
+        #expect(TokenPruning.isStale(lastRegisteredAt: Self.registered, invalidSince: Self.registered.addingTimeInterval(1)))
+        #expect(!TokenPruning.isStale(lastRegisteredAt: Self.registered, invalidSince: Self.registered))
+        #expect(!TokenPruning.isStale(lastRegisteredAt: Self.registered, invalidSince: Self.registered.addingTimeInterval(-1)))
+    }
+}
