@@ -22,6 +22,12 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/sql-kit.git", from: "3.36.0"),
+        .package(url: "https://github.com/vapor/sqlite-kit.git", from: "4.5.2"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         // Protocol core: values, rules, codecs and JWT. No I/O.
@@ -38,12 +44,21 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        // What Tern's JSON APIs share: the error shape, body decoding.
+        .target(
+            name: "TernWeb",
+            dependencies: [
+                "TernAPNs",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ]
+        ),
         // A local APNs: HTTP/2 over TLS, token and certificate auth, scenarios, control API.
         .target(
             name: "TernSimulator",
             dependencies: [
                 "TernAPNs",
                 "TernHTTP2",
+                "TernWeb",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
@@ -71,14 +86,46 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // What `tern serve` keeps: the storage protocol and its SQL implementation (SQLite first).
+        .target(
+            name: "TernStore",
+            dependencies: [
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "SQLiteKit", package: "sqlite-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // `tern serve`: apps, the device registry, pushes and their durable delivery, over HTTP.
+        .target(
+            name: "TernServer",
+            dependencies: [
+                "TernAPNs",
+                "TernAPNsClient",
+                "TernSimulator",
+                "TernStore",
+                "TernWeb",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The `tern` command.
         .executableTarget(
             name: "TernCLI",
             dependencies: [
                 "TernAPNs",
                 "TernAPNsClient",
+                "TernServer",
                 "TernSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -86,7 +133,20 @@ let package = Package(
         ),
         .testTarget(
             name: "TernCLITests",
-            dependencies: ["TernCLI"]
+            dependencies: ["TernCLI", "TernAPNs", "TernTestSupport"]
+        ),
+        .testTarget(
+            name: "TernServerTests",
+            dependencies: [
+                "TernServer",
+                "TernAPNs",
+                "TernTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "TernStoreTests",
+            dependencies: ["TernStore", "TernTestSupport"]
         ),
         .testTarget(
             name: "TernAPNsTests",
@@ -96,7 +156,10 @@ let package = Package(
         .target(
             name: "TernTestSupport",
             dependencies: [
+                "TernAPNs",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             path: "Tests/TernTestSupport"
         ),

@@ -7,11 +7,13 @@ struct Tern: AsyncParsableCommand {
         abstract: "Tern: a self-hosted push notification service for iOS apps.",
         discussion: """
             Start here:
+              tern serve                the push service: apps, devices, pushes (SQLite,
+                                        a built-in APNs simulator and a demo app)
               tern simulator            run a local APNs (HTTP/2, TLS) to develop and test against
               tern token --help         sign a provider token (JWT) for curl or h2load
               tern send --help          send one notification to APNs or the simulator
               tern bench --help         measure the APNs client against a simulator
             """,
-        subcommands: [SimulatorCommand.self, TokenCommand.self, SendCommand.self, BenchCommand.self]
+        subcommands: [ServeCommand.self, SimulatorCommand.self, TokenCommand.self, SendCommand.self, BenchCommand.self]
     )
 }

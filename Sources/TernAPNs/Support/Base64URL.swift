@@ -1,15 +1,15 @@
 import Foundation
 
 /// Unpadded base64url (RFC 4648 §5), as JWTs use it.
-enum Base64URL {
-    static func encode(_ bytes: some Collection<UInt8>) -> String {
+public enum Base64URL {
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
         Data(bytes).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
 
-    static func decode(_ text: some StringProtocol) -> [UInt8]? {
+    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
         guard text.utf8.allSatisfy({ byte in
             (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
                 || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")

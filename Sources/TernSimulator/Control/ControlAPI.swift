@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import TernAPNs
+import TernWeb
 
 extension SimulatorStats: ResponseEncodable {}
 extension ScenarioSnapshot: ResponseEncodable {}
@@ -164,24 +165,12 @@ enum ControlAPI {
     }
 
     private static func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: ControlRequestContext) async throws -> T {
-        guard let value = try await decode(type, request, context, allowEmpty: false) else {
-            throw ControlAPIError.badRequest(field: "body", "a JSON body is required")
-        }
-        return value
+        try await JSONBody.decode(type, from: request)
     }
 
     private static func decode<T: Decodable>(
         _ type: T.Type, _ request: Request, _ context: ControlRequestContext, allowEmpty: Bool
     ) async throws -> T? {
-        let buffer = try await request.body.collect(upTo: 1 << 20)
-        if buffer.readableBytes == 0 {
-            if allowEmpty { return nil }
-            throw ControlAPIError.badRequest(field: "body", "a JSON body is required")
-        }
-        do {
-            return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
-        } catch {
-            throw ControlAPIError(decoding: error)
-        }
+        try await JSONBody.decode(type, from: request, allowEmpty: allowEmpty)
     }
 }

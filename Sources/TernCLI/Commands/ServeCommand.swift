@@ -1,0 +1,124 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Metrics
+import Prometheus
+import TernServer
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run Tern: the push service your app backend talks to.",
+        discussion: """
+            With no options it listens on 127.0.0.1:8080, keeps its data in ./tern.db
+            (SQLite) and its server key in ./tern.key, runs an APNs simulator in this
+            process and, on the first start, creates a `demo` app that delivers to it.
+            It prints the admin token and the demo app's secrets once: keep them.
+
+            Settings come from, strongest first: these options, environment variables
+            (TERN_HTTP_PORT for http.port, TERN_ADMIN_TOKEN, TERN_SERVER_KEY, …) and
+            a JSON file given with --config, e.g.
+              {"http": {"host": "0.0.0.0", "port": 8080},
+               "database": {"path": "/var/lib/tern/tern.db"},
+               "delivery": {"concurrency": 1000}}
+            Keys: http.host, http.port, database.path, admin.token, server.key,
+            server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled,
+            delivery.pageSize, delivery.concurrency, apns.connections.
+
+            Ctrl-C (SIGINT) or SIGTERM stops it gracefully: no new requests, the page
+            of recipients in flight is delivered and recorded, the rest of a push
+            resumes at the next start.
+
+            Examples:
+              tern serve
+              tern serve --port 9000 --database /tmp/tern.db
+              TERN_ADMIN_TOKEN=$(openssl rand -hex 24) tern serve --config tern.json
+            """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("A JSON configuration file.", valueName: "file"))
+    var config: String?
+
+    @Option(name: .long, help: "Address to listen on (default 127.0.0.1).")
+    var host: String?
+
+    @Option(name: .long, help: "Port to listen on (default 8080; 0 picks a free one).")
+    var port: Int?
+
+    @Option(name: .long, help: ArgumentHelp("The SQLite database file (default ./tern.db).", valueName: "file"))
+    var database: String?
+
+    @Option(name: .long, help: ArgumentHelp("The server key file (default ./tern.key; created 0600 if missing).", valueName: "file"))
+    var serverKeyFile: String?
+
+    @Flag(name: .long, help: "Do not run the built-in APNs simulator (apps in the simulator environment cannot deliver).")
+    var noSimulator = false
+
+    @Flag(name: .long, help: "Do not create the demo app on the first start.")
+    var noDemo = false
+
+    @Option(name: .long, help: "Log level (trace … critical).")
+    var logLevel = Logger.Level.info
+
+    func run() async throws {
+        var settings: TernServerConfiguration
+        do {
+            settings = try await TernServerConfiguration.load(file: config)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        if let host { settings.host = host }
+        if let port { settings.port = port }
+        if let database { settings.databasePath = database }
+        if let serverKeyFile { settings.serverKeyFile = serverKeyFile }
+        if noSimulator { settings.simulator = false }
+        if noDemo { settings.demoApp = false }
+        do {
+            try settings.validate()
+        } catch {
+            throw ValidationError(error.description)
+        }
+
+        bootstrapLogging(logLevel)
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let server = TernServer(configuration: settings, metrics: registry, logger: Logger(label: "tern"))
+        do {
+            try await server.run { banner in
+                // Unbuffered: whoever reads stdout (a pipe, a journal) gets the banner now, not at exit.
+                FileHandle.standardOutput.write(Data(Self.describe(banner).utf8))
+            }
+        } catch let error as TernServerConfigurationError {
+            throw ValidationError(error.description)
+        }
+    }
+
+    static func describe(_ banner: TernServer.Banner) -> String {
+        var lines = ["Tern is serving on \(banner.url)  (data: \(banner.databasePath))"]
+        if let file = banner.newServerKeyFile {
+            lines.append("  server key       created in \(file): it seals the apps' APNs credentials; back it up with the database")
+        }
+        if let simulator = banner.simulator {
+            lines.append("  APNs simulator   https://127.0.0.1:\(simulator.port)" + (simulator.controlPort.map { "  (control API http://127.0.0.1:\($0))" } ?? ""))
+        }
+        if let token = banner.newAdminToken {
+            lines.append("  admin token      \(token)   (shown once; it manages apps)")
+        }
+        if let demo = banner.demo {
+            lines += [
+                "  demo app         \(TernServer.demoAppID) (topic \(TernServer.demoTopic), delivers to the simulator)",
+                "    app key        \(demo.appKey)   (for devices)",
+                "    master secret  \(demo.masterSecret)   (for your backend)",
+                "",
+                "Try it:",
+                "  curl -X PUT \(banner.url)/v1/apps/demo/devices/6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01 \\",
+                "    -H 'Authorization: Bearer \(demo.appKey)' -H 'Content-Type: application/json' \\",
+                "    -d '{\"token\": \"\(String(repeating: "ab", count: 32))\", \"environment\": \"production\", \"alias\": \"user-42\"}'",
+                "  curl -X POST '\(banner.url)/v1/apps/demo/pushes?wait=5' \\",
+                "    -H 'Authorization: Bearer \(demo.masterSecret)' -H 'Content-Type: application/json' \\",
+                "    -d '{\"audience\": {\"aliases\": [\"user-42\"]}, \"notification\": {\"title\": \"Hello\", \"body\": \"from Tern\"}}'",
+            ]
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

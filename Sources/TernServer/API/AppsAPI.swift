@@ -1,0 +1,239 @@
+import Foundation
+import Hummingbird
+import TernAPNsClient
+import TernStore
+import TernWeb
+
+/// `POST/GET/PATCH/DELETE /v1/apps[/{app}]`, with the admin token.
+struct AppsAPI {
+    let store: any TernStore
+    let authorization: Authorization
+    let serverKey: ServerKey
+    let clients: ClientDirectory
+
+    struct CreateRequest: Decodable {
+        var id: String
+        var topic: String
+        var environment: String
+        var endpoint: EndpointInput?
+        /// Required except for the `simulator` environment, where Tern makes a key the built-in simulator trusts.
+        var credentials: AppCredentials?
+        var webhookURL: String?
+    }
+
+    struct EndpointInput: Codable {
+        var host: String
+        var port: Int
+        var caPEM: String?
+    }
+
+    struct UpdateRequest: Decodable {
+        var topic: String?
+        var environment: String?
+        var endpoint: EndpointInput?
+        var credentials: AppCredentials?
+        var webhookURL: String?
+        /// Secrets to replace: `appKey`, `masterSecret`. The new ones are in the answer, once.
+        var rotate: [String]?
+    }
+
+    /// An app as the API shows it. Secrets appear only in the answer that made them.
+    struct AppView: ResponseEncodable {
+        var id: String
+        var topic: String
+        var environment: String
+        var endpoint: EndpointView?
+        var credentials: CredentialsSummary
+        var webhookURL: String?
+        var createdAt: Date
+        var updatedAt: Date
+        var appKey: String?
+        var masterSecret: String?
+    }
+
+    struct EndpointView: Codable {
+        var host: String
+        var port: Int
+        var customCA: Bool
+    }
+
+    struct AppList: ResponseEncodable {
+        var apps: [AppView]
+    }
+
+    func register(on router: Router<ServerRequestContext>) {
+        let apps = router.group("v1/apps")
+        apps.post { request, _ -> EditedResponse<AppView> in
+            try authorization.requireAdmin(request)
+            let body = try await JSONBody.decode(CreateRequest.self, from: request)
+            return EditedResponse(status: .created, response: try await create(body))
+        }
+        apps.get { request, _ -> AppList in
+            try authorization.requireAdmin(request)
+            return AppList(apps: try await store.apps().map { try view($0) })
+        }
+        apps.get(":app") { request, context -> AppView in
+            try authorization.requireAdmin(request)
+            return try view(try await app(context))
+        }
+        apps.patch(":app") { request, context -> AppView in
+            try authorization.requireAdmin(request)
+            let body = try await JSONBody.decode(UpdateRequest.self, from: request)
+            return try await update(try await app(context), body)
+        }
+        apps.delete(":app") { request, context -> HTTPResponse.Status in
+            try authorization.requireAdmin(request)
+            let id = try await app(context).id
+            _ = try await store.deleteApp(id)
+            await clients.forget(app: id)
+            return .noContent
+        }
+    }
+
+    private func app(_ context: ServerRequestContext) async throws -> AppRecord {
+        let id = context.parameters.get("app") ?? ""
+        guard let app = try await store.app(id) else { throw JSONAPIError.notFound("no app '\(id)'") }
+        return app
+    }
+
+    /// Creates an app; the answer carries its new secrets.
+    func create(_ body: CreateRequest, now: Date = Date()) async throws -> AppView {
+        try Self.validateID(body.id)
+        try Self.validateTopic(body.topic)
+        let endpoint = try Self.validate(environment: body.environment, endpoint: body.endpoint)
+        let credentials: AppCredentials
+        switch (body.credentials, body.environment) {
+        case (.some, AppEnvironment.simulator):
+            throw JSONAPIError.badRequest(field: "credentials", "apps on the built-in simulator use its key: leave credentials out")
+        case (let given?, _): credentials = given
+        case (nil, AppEnvironment.simulator): credentials = EmbeddedSimulator.credentials(serverKey)
+        case (nil, _): throw JSONAPIError.badRequest(field: "credentials", "credentials are required (token key, certificate or PKCS#12)")
+        }
+        try Self.check(credentials)
+        try Self.validateWebhook(body.webhookURL)
+        let appKey = Secrets.generate(prefix: "tak_")
+        let masterSecret = Secrets.generate(prefix: "tms_")
+        let record = AppRecord(
+            id: body.id, topic: body.topic, environment: body.environment, endpoint: endpoint,
+            sealedCredentials: AppCredentialsVault(serverKey: serverKey).seal(credentials), appKeyHash: Secrets.hash(appKey),
+            masterSecretHash: Secrets.hash(masterSecret), webhookURL: body.webhookURL, createdAt: now, updatedAt: now)
+        do {
+            try await store.createApp(record)
+        } catch StoreError.conflict {
+            throw JSONAPIError.conflict(field: "id", "an app '\(body.id)' exists already")
+        }
+        var shown = try view(record)
+        shown.appKey = appKey
+        shown.masterSecret = masterSecret
+        return shown
+    }
+
+    private func update(_ app: AppRecord, _ body: UpdateRequest) async throws -> AppView {
+        var updated = app
+        if let topic = body.topic {
+            try Self.validateTopic(topic)
+            updated.topic = topic
+        }
+        if body.environment != nil || body.endpoint != nil {
+            let environment = body.environment ?? app.environment
+            updated.endpoint = try Self.validate(
+                environment: environment,
+                endpoint: body.endpoint ?? app.endpoint.map { EndpointInput(host: $0.host, port: $0.port, caPEM: $0.caPEM) })
+            updated.environment = environment
+        }
+        if let credentials = body.credentials {
+            try Self.check(credentials)
+            updated.sealedCredentials = AppCredentialsVault(serverKey: serverKey).seal(credentials)
+        }
+        if let webhookURL = body.webhookURL {
+            try Self.validateWebhook(webhookURL)
+            updated.webhookURL = webhookURL.isEmpty ? nil : webhookURL
+        }
+        var appKey: String?
+        var masterSecret: String?
+        for (index, secret) in (body.rotate ?? []).enumerated() {
+            switch secret {
+            case "appKey":
+                appKey = Secrets.generate(prefix: "tak_")
+                updated.appKeyHash = Secrets.hash(appKey!)
+            case "masterSecret":
+                masterSecret = Secrets.generate(prefix: "tms_")
+                updated.masterSecretHash = Secrets.hash(masterSecret!)
+            default:
+                throw JSONAPIError.badRequest(field: "rotate[\(index)]", "rotate takes appKey and masterSecret, not '\(secret)'")
+            }
+        }
+        updated.updatedAt = max(Date(), app.updatedAt.addingTimeInterval(0.001))
+        try await store.updateApp(updated)
+        await clients.forget(app: app.id)
+        var shown = try view(updated)
+        shown.appKey = appKey
+        shown.masterSecret = masterSecret
+        return shown
+    }
+
+    func view(_ app: AppRecord) throws -> AppView {
+        let credentials = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
+        return AppView(
+            id: app.id, topic: app.topic, environment: app.environment,
+            endpoint: app.endpoint.map { EndpointView(host: $0.host, port: $0.port, customCA: $0.caPEM != nil) },
+            credentials: credentials.summary, webhookURL: app.webhookURL, createdAt: app.createdAt, updatedAt: app.updatedAt)
+    }
+
+    // MARK: Validation
+
+    static func validateID(_ id: String) throws(JSONAPIError) {
+        let allowed = id.utf8.allSatisfy { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "-") }
+        guard (1...64).contains(id.utf8.count), allowed, id.first != "-" else {
+            throw .badRequest(field: "id", "id must be 1-64 lowercase letters, digits or '-', not starting with '-'")
+        }
+    }
+
+    static func validateTopic(_ topic: String) throws(JSONAPIError) {
+        guard (1...255).contains(topic.utf8.count), !topic.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+            throw .badRequest(field: "topic", "topic must be the app's bundle id (1-255 characters, no spaces)")
+        }
+    }
+
+    static func validate(environment: String, endpoint: EndpointInput?) throws(JSONAPIError) -> AppRecord.Endpoint? {
+        guard AppEnvironment.all.contains(environment) else {
+            throw .badRequest(field: "environment", "environment must be one of \(AppEnvironment.all.joined(separator: ", ")), not '\(environment)'")
+        }
+        guard environment == AppEnvironment.custom else {
+            if endpoint != nil { throw .badRequest(field: "endpoint", "endpoint goes with environment custom only") }
+            return nil
+        }
+        guard let endpoint else { throw .badRequest(field: "endpoint", "environment custom needs an endpoint {host, port}") }
+        guard !endpoint.host.isEmpty, endpoint.host.utf8.count <= 253, !endpoint.host.contains(where: { $0.isWhitespace }) else {
+            throw .badRequest(field: "endpoint.host", "host must be a host name or address")
+        }
+        guard (1...65_535).contains(endpoint.port) else { throw .badRequest(field: "endpoint.port", "port must be 1-65535") }
+        if let pem = endpoint.caPEM, !pem.contains("-----BEGIN CERTIFICATE-----") {
+            throw .badRequest(field: "endpoint.caPEM", "caPEM must be PEM certificates")
+        }
+        return AppRecord.Endpoint(host: endpoint.host, port: endpoint.port, caPEM: endpoint.caPEM)
+    }
+
+    /// Credentials must build a client (the key parses, the certificate and key load, the bundle opens).
+    static func check(_ credentials: AppCredentials) throws(JSONAPIError) {
+        let authentication = try credentials.authentication()
+        do {
+            _ = try APNsClient(configuration: APNsClientConfiguration(authentication: authentication, endpoint: .production))
+        } catch {
+            let field: String
+            switch credentials {
+            case .token: field = "credentials.keyPEM"
+            case .certificate: field = "credentials.certificatePEM"
+            case .pkcs12: field = "credentials.passphrase"
+            }
+            throw .badRequest(field: field, "the credentials cannot be used: \((error as? APNsClientError)?.message ?? "unreadable")")
+        }
+    }
+
+    static func validateWebhook(_ url: String?) throws(JSONAPIError) {
+        guard let url, !url.isEmpty else { return }
+        guard url.utf8.count <= 2048, let parsed = URL(string: url), let scheme = parsed.scheme, ["http", "https"].contains(scheme), parsed.host != nil else {
+            throw .badRequest(field: "webhookURL", "webhookURL must be an http(s) URL")
+        }
+    }
+}

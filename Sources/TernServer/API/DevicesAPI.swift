@@ -1,0 +1,225 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import TernAPNs
+import TernStore
+import TernWeb
+
+/// The device registry: `PUT/GET/DELETE /v1/apps/{app}/devices/{deviceId}`, aliases, tags, listings.
+struct DevicesAPI {
+    let store: any TernStore
+    let serverKey: ServerKey
+
+    struct RegisterRequest: Decodable {
+        var token: String
+        var environment: String
+        var alias: String?
+        var tags: [String]?
+        var locale: String?
+        var timezone: String?
+        var appVersion: String?
+    }
+
+    struct TagsRequest: Decodable {
+        var add: [String]?
+        var remove: [String]?
+    }
+
+    struct DeviceView: ResponseEncodable {
+        var deviceId: String
+        var token: String
+        var environment: String
+        var alias: String?
+        var tags: [String]
+        var locale: String?
+        var timezone: String?
+        var appVersion: String?
+        var active: Bool
+        var lastRegisteredAt: Date
+        var deactivatedAt: Date?
+        var deactivationReason: String?
+        var createdAt: Date
+        /// Only in the registration's answer: what the device sends (with the app key) to act as itself.
+        var deviceSecret: String?
+
+        init(_ record: DeviceRecord, deviceSecret: String? = nil) {
+            deviceId = record.deviceID
+            token = record.token
+            environment = record.environment
+            alias = record.alias
+            tags = record.tags.sorted()
+            locale = record.locale
+            timezone = record.timezone
+            appVersion = record.appVersion
+            active = record.isActive
+            lastRegisteredAt = record.lastRegisteredAt
+            deactivatedAt = record.deactivatedAt
+            deactivationReason = record.deactivationReason
+            createdAt = record.createdAt
+            self.deviceSecret = deviceSecret
+        }
+    }
+
+    struct DeviceList: ResponseEncodable {
+        var devices: [DeviceView]
+        var next: String?
+    }
+
+    struct TokenHistoryView: ResponseEncodable {
+        struct Entry: Codable {
+            var token: String
+            var environment: String
+            var firstRegisteredAt: Date
+            var replacedAt: Date
+            var reason: String
+        }
+        var tokens: [Entry]
+    }
+
+    static let deviceSecretHeader = HTTPField.Name("X-Tern-Device-Secret")!
+
+    func register(on router: Router<ServerRequestContext>) {
+        let devices = router.group("v1/apps/:app/devices")
+        devices.put(":device") { request, context -> DeviceView in
+            let app = try await app(context)
+            _ = try Authorization.caller(request, app: app)
+            let deviceID = try Self.deviceID(context)
+            let body = try await JSONBody.decode(RegisterRequest.self, from: request, limit: 64 * 1024)
+            let registration = try Self.validate(body, deviceID: deviceID)
+            let record = try await store.register(registration, app: app.id, at: Date())
+            return DeviceView(record, deviceSecret: serverKey.deviceSecret(app: app.id, deviceID: deviceID))
+        }
+        devices.get(":device") { request, context -> DeviceView in
+            let (app, deviceID) = try await deviceCall(request, context)
+            guard let record = try await store.device(app: app.id, deviceID: deviceID) else { throw JSONAPIError.notFound("no device \(deviceID)") }
+            return DeviceView(record)
+        }
+        devices.delete(":device") { request, context -> HTTPResponse.Status in
+            let (app, deviceID) = try await deviceCall(request, context)
+            guard try await store.deleteDevice(app: app.id, deviceID: deviceID) else { throw JSONAPIError.notFound("no device \(deviceID)") }
+            return .noContent
+        }
+        devices.delete(":device/alias") { request, context -> DeviceView in
+            let (app, deviceID) = try await deviceCall(request, context)
+            guard let record = try await store.removeAlias(app: app.id, deviceID: deviceID, at: Date()) else {
+                throw JSONAPIError.notFound("no device \(deviceID)")
+            }
+            return DeviceView(record)
+        }
+        devices.patch(":device/tags") { request, context -> DeviceView in
+            let (app, deviceID) = try await deviceCall(request, context)
+            let body = try await JSONBody.decode(TagsRequest.self, from: request, limit: 64 * 1024)
+            let add = try Self.validateTags(body.add ?? [], field: "add")
+            let remove = try Self.validateTags(body.remove ?? [], field: "remove")
+            guard let record = try await store.updateTags(app: app.id, deviceID: deviceID, add: add, remove: remove, at: Date()) else {
+                throw JSONAPIError.notFound("no device \(deviceID)")
+            }
+            return DeviceView(record)
+        }
+        devices.get(":device/tokens") { request, context -> TokenHistoryView in
+            let app = try await app(context)
+            try Authorization.requireMaster(request, app: app)
+            let deviceID = try Self.deviceID(context)
+            let history = try await store.tokenHistory(app: app.id, deviceID: deviceID)
+            return TokenHistoryView(tokens: history.map {
+                .init(token: $0.token, environment: $0.environment, firstRegisteredAt: $0.firstRegisteredAt, replacedAt: $0.replacedAt, reason: $0.reason)
+            })
+        }
+        devices.get { request, context -> DeviceList in
+            let app = try await app(context)
+            try Authorization.requireMaster(request, app: app)
+            let query = request.uri.queryParameters
+            if let alias = query.get("alias") {
+                return DeviceList(devices: try await store.devices(app: app.id, alias: alias).map { DeviceView($0) }, next: nil)
+            }
+            guard let tag = query.get("tag") else {
+                throw JSONAPIError.badRequest(field: "alias", "list devices by ?alias=… or ?tag=…")
+            }
+            let limit = try Self.limit(query.get("limit"))
+            let page = try await store.devices(app: app.id, tag: tag, after: query.get("after"), limit: limit)
+            return DeviceList(devices: page.items.map { DeviceView($0) }, next: page.next)
+        }
+    }
+
+    private func app(_ context: ServerRequestContext) async throws -> AppRecord {
+        let id = context.parameters.get("app") ?? ""
+        guard let app = try await store.app(id) else { throw JSONAPIError.notFound("no app '\(id)'") }
+        return app
+    }
+
+    /// A call about one device: the master secret, or the app key with that device's secret.
+    private func deviceCall(_ request: Request, _ context: ServerRequestContext) async throws -> (AppRecord, String) {
+        let app = try await app(context)
+        let deviceID = try Self.deviceID(context)
+        switch try Authorization.caller(request, app: app) {
+        case .master:
+            break
+        case .appKey:
+            let expected = serverKey.deviceSecret(app: app.id, deviceID: deviceID)
+            guard let presented = request.headers[Self.deviceSecretHeader],
+                Secrets.matches(presented, storedHash: Secrets.hash(expected))
+            else {
+                throw JSONAPIError.forbidden("with the app key, a device acts only as itself: send its secret in X-Tern-Device-Secret")
+            }
+        }
+        return (app, deviceID)
+    }
+
+    // MARK: Validation
+
+    static func deviceID(_ context: ServerRequestContext) throws(JSONAPIError) -> String {
+        let text = context.parameters.get("device") ?? ""
+        guard let uuid = UUID(apnsText: text) else {
+            throw .badRequest(field: "deviceId", "the device id must be a UUID (8-4-4-4-12 hex), not '\(text.prefix(64))'")
+        }
+        return uuid.apnsString
+    }
+
+    static func validate(_ body: RegisterRequest, deviceID: String) throws(JSONAPIError) -> DeviceRegistration {
+        let token: DeviceToken
+        do {
+            token = try DeviceToken(hex: body.token, field: "token")
+        } catch {
+            throw .badRequest(field: "token", "token must be the device token in hex (APNs tokens are 32 bytes)")
+        }
+        guard ["production", "development"].contains(body.environment) else {
+            throw .badRequest(field: "environment", "environment must be production or development (the APNs environment of the app build)")
+        }
+        if let alias = body.alias {
+            guard (1...128).contains(alias.utf8.count), !alias.contains(where: \.isNewline) else {
+                throw .badRequest(field: "alias", "alias must be 1-128 bytes (log out with DELETE …/alias)")
+            }
+        }
+        try checkLength(body.locale, field: "locale", max: 35)
+        try checkLength(body.timezone, field: "timezone", max: 64)
+        try checkLength(body.appVersion, field: "appVersion", max: 64)
+        let tags = try body.tags.map { tags throws(JSONAPIError) in try validateTags(tags, field: "tags") }
+        return DeviceRegistration(
+            deviceID: deviceID, token: token.hex, environment: body.environment, alias: body.alias, tags: tags, locale: body.locale,
+            timezone: body.timezone, appVersion: body.appVersion)
+    }
+
+    static func validateTags(_ tags: [String], field: String) throws(JSONAPIError) -> Set<String> {
+        guard tags.count <= 100 else { throw .badRequest(field: field, "at most 100 tags") }
+        for (index, tag) in tags.enumerated() {
+            let allowed = tag.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || "-_.:".utf8.contains(byte)
+            }
+            guard (1...64).contains(tag.utf8.count), allowed else {
+                throw .badRequest(field: "\(field)[\(index)]", "a tag is 1-64 letters, digits or - _ . :")
+            }
+        }
+        return Set(tags)
+    }
+
+    private static func checkLength(_ value: String?, field: String, max: Int) throws(JSONAPIError) {
+        if let value, value.utf8.count > max { throw .badRequest(field: field, "\(field) is at most \(max) bytes") }
+    }
+
+    static func limit(_ text: String?) throws(JSONAPIError) -> Int {
+        guard let text else { return 100 }
+        guard let value = Int(text), (1...1000).contains(value) else { throw .badRequest(field: "limit", "limit must be 1-1000") }
+        return value
+    }
+}

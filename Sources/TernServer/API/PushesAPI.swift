@@ -1,0 +1,188 @@
+import Foundation
+import Hummingbird
+import TernAPNs
+import TernStore
+import TernWeb
+
+/// `POST /v1/apps/{app}/pushes` and `GET …/pushes/{id}` (master secret); `GET …/token-events`.
+struct PushesAPI {
+    let store: any TernStore
+    let dispatcher: PushDispatcher
+
+    struct PushRequest: Decodable {
+        var audience: AudienceInput
+        var notification: NotificationInput?
+        var payload: JSONValue?
+        var apns: APNsOptionsInput?
+        var idempotencyKey: String?
+    }
+
+    /// Exactly one of: `tokens`, `devices`, `aliases`, `tags` (with `match`: `any` or `all`), `all: true`.
+    struct AudienceInput: Decodable {
+        var tokens: [String]?
+        var devices: [String]?
+        var aliases: [String]?
+        var tags: [String]?
+        var match: String?
+        var all: Bool?
+    }
+
+    struct PushView: ResponseEncodable {
+        var id: String
+        var status: String
+        var idempotencyKey: String?
+        var counts: Counts
+        var createdAt: Date
+        var finishedAt: Date?
+        var failures: [FailureView]?
+        var nextFailures: String?
+
+        struct Counts: Codable {
+            var targeted: Int
+            var accepted: Int
+            var failed: Int
+            var pruned: Int
+            var failedByReason: [String: Int]
+        }
+    }
+
+    struct FailureView: Codable {
+        var deviceId: String?
+        var token: String
+        var status: Int?
+        var reason: String
+        var at: Date
+    }
+
+    struct TokenEventList: ResponseEncodable {
+        struct Event: Codable {
+            var id: Int64
+            var deviceId: String
+            var token: String
+            var reason: String
+            var apnsTimestamp: Date?
+            var occurredAt: Date
+        }
+        var events: [Event]
+        var next: String?
+    }
+
+    static let maxListedRecipients = 10_000
+
+    func register(on router: Router<ServerRequestContext>) {
+        let pushes = router.group("v1/apps/:app")
+        pushes.post("pushes") { request, context -> EditedResponse<PushView> in
+            let app = try await app(context)
+            try Authorization.requireMaster(request, app: app)
+            let wait = try Self.wait(request.uri.queryParameters.get("wait"))
+            let body = try await JSONBody.decode(PushRequest.self, from: request, limit: 1 << 20)
+            let audience = try Self.audience(body.audience)
+            let content = try PushContent.render(notification: body.notification, payload: body.payload, options: body.apns, topic: app.topic)
+            if let key = body.idempotencyKey, !(1...128).contains(key.utf8.count) {
+                throw JSONAPIError.badRequest(field: "idempotencyKey", "idempotencyKey must be 1-128 bytes")
+            }
+            let record = PushRecord(
+                id: UUID().apnsString, appID: app.id, idempotencyKey: body.idempotencyKey, audience: audience,
+                notification: Array(try JSONEncoder().encode(content)), createdAt: Date())
+            var (push, created) = try await store.createPush(record)
+            if created { dispatcher.wake() }
+            if let wait {
+                let deadline = ContinuousClock.now + wait
+                while push.status != .completed, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                    push = try await store.push(app: app.id, id: push.id) ?? push
+                }
+            }
+            let status: HTTPResponse.Status = push.status == .completed ? (created ? .created : .ok) : .accepted
+            return EditedResponse(status: status, response: try await view(push, withFailures: push.status == .completed))
+        }
+        pushes.get("pushes/:push") { request, context -> PushView in
+            let app = try await app(context)
+            try Authorization.requireMaster(request, app: app)
+            let id = context.parameters.get("push") ?? ""
+            guard let push = try await store.push(app: app.id, id: id) else { throw JSONAPIError.notFound("no push \(id)") }
+            let query = request.uri.queryParameters
+            return try await view(push, withFailures: true, after: query.get("failuresAfter"), limit: try DevicesAPI.limit(query.get("limit")))
+        }
+        pushes.get("token-events") { request, context -> TokenEventList in
+            let app = try await app(context)
+            try Authorization.requireMaster(request, app: app)
+            let query = request.uri.queryParameters
+            var after: Int64?
+            if let text = query.get("after") {
+                guard let value = Int64(text), value >= 0 else { throw JSONAPIError.badRequest(field: "after", "after is an event id") }
+                after = value
+            }
+            let limit = try DevicesAPI.limit(query.get("limit"))
+            let events = try await store.tokenEvents(app: app.id, after: after, limit: limit)
+            return TokenEventList(
+                events: events.map {
+                    .init(id: $0.id, deviceId: $0.deviceID, token: $0.token, reason: $0.reason, apnsTimestamp: $0.apnsTimestamp, occurredAt: $0.occurredAt)
+                },
+                next: events.count == limit ? events.last.map { String($0.id) } : nil)
+        }
+    }
+
+    private func app(_ context: ServerRequestContext) async throws -> AppRecord {
+        let id = context.parameters.get("app") ?? ""
+        guard let app = try await store.app(id) else { throw JSONAPIError.notFound("no app '\(id)'") }
+        return app
+    }
+
+    private func view(_ push: PushRecord, withFailures: Bool, after: String? = nil, limit: Int = 100) async throws -> PushView {
+        var failures: [FailureView]?
+        var next: String?
+        if withFailures {
+            let page = try await store.failures(pushID: push.id, after: after, limit: limit)
+            failures = page.items.map { FailureView(deviceId: $0.deviceID, token: $0.token, status: $0.status, reason: $0.reason, at: $0.at) }
+            next = page.next
+        }
+        let counts = push.counts
+        return PushView(
+            id: push.id, status: push.status.rawValue, idempotencyKey: push.idempotencyKey,
+            counts: .init(targeted: counts.targeted, accepted: counts.accepted, failed: counts.failed, pruned: counts.pruned, failedByReason: counts.failedByReason),
+            createdAt: push.createdAt, finishedAt: push.finishedAt, failures: failures, nextFailures: next)
+    }
+
+    // MARK: Validation
+
+    static func wait(_ text: String?) throws(JSONAPIError) -> Duration? {
+        guard let text else { return nil }
+        guard let seconds = Double(text), seconds.isFinite, (0...60).contains(seconds) else {
+            throw .badRequest(field: "wait", "wait is 0-60 seconds")
+        }
+        return .milliseconds(Int64(seconds * 1000))
+    }
+
+    static func audience(_ input: AudienceInput) throws(JSONAPIError) -> Audience {
+        let given = [input.tokens != nil, input.devices != nil, input.aliases != nil, input.tags != nil, input.all != nil].filter { $0 }.count
+        guard given == 1 else {
+            throw .badRequest(field: "audience", "give exactly one of tokens, devices, aliases, tags, all")
+        }
+        if input.match != nil, input.tags == nil { throw .badRequest(field: "audience.match", "match goes with tags") }
+        func list(_ values: [String], _ field: String, _ check: (String) -> String?) throws(JSONAPIError) -> [String] {
+            guard (1...maxListedRecipients).contains(values.count) else {
+                throw .badRequest(field: "audience.\(field)", "give 1-\(maxListedRecipients) \(field) (use tags or all for more)")
+            }
+            var result: [String] = []
+            for (index, value) in values.enumerated() {
+                guard let normalised = check(value) else {
+                    throw .badRequest(field: "audience.\(field)[\(index)]", "not a valid \(field.dropLast()): '\(value.prefix(80))'")
+                }
+                result.append(normalised)
+            }
+            return Array(Set(result)).sorted()
+        }
+        if let tokens = input.tokens { return .tokens(try list(tokens, "tokens") { try? DeviceToken(hex: $0).hex }) }
+        if let devices = input.devices { return .devices(try list(devices, "devices") { UUID(apnsText: $0)?.apnsString }) }
+        if let aliases = input.aliases { return .aliases(try list(aliases, "aliases") { (1...128).contains($0.utf8.count) ? $0 : nil }) }
+        if let tags = input.tags {
+            let match = input.match ?? "any"
+            guard match == "any" || match == "all" else { throw .badRequest(field: "audience.match", "match is any or all") }
+            let valid = try list(tags, "tags") { (try? DevicesAPI.validateTags([$0], field: "tags")) != nil ? $0 : nil }
+            return .tags(valid, all: match == "all")
+        }
+        guard input.all == true else { throw .badRequest(field: "audience.all", "all must be true") }
+        return .everyone
+    }
+}

@@ -1,0 +1,31 @@
+import Hummingbird
+import Prometheus
+import TernStore
+
+/// `/health` (the process answers), `/ready` (and its store does), `/metrics` (Prometheus text).
+struct SystemAPI {
+    let store: any TernStore
+    let registry: PrometheusCollectorRegistry?
+
+    struct Status: ResponseEncodable {
+        var status: String
+    }
+
+    func register(on router: Router<ServerRequestContext>) {
+        router.get("health") { _, _ in Status(status: "ok") }
+        router.get("ready") { _, _ -> EditedResponse<Status> in
+            do {
+                try await store.ping()
+                return EditedResponse(status: .ok, response: Status(status: "ready"))
+            } catch {
+                return EditedResponse(status: .serviceUnavailable, response: Status(status: "store unavailable"))
+            }
+        }
+        router.get("metrics") { _, _ -> Response in
+            var bytes: [UInt8] = []
+            registry?.emit(into: &bytes)
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+        }
+    }
+}

@@ -1,0 +1,37 @@
+import Foundation
+import Logging
+import TernAPNs
+import TernAPNsClient
+import TernSimulator
+
+/// The APNs simulator `tern serve` runs in its own process for apps in the `simulator` environment (the demo app
+/// first of all), so a fresh machine delivers end to end with no Apple credentials.
+enum EmbeddedSimulator {
+    static let demoKeyID = "TERNDEMO01"
+    static let demoTeamID = "TERNTEAM01"
+
+    /// The credentials of an app on the built-in simulator: the token key it trusts.
+    static func credentials(_ serverKey: ServerKey) -> AppCredentials {
+        let key = serverKey.simulatorSigningKey(keyID: demoKeyID, teamID: demoTeamID)
+        return .token(keyPEM: key.pemRepresentation, keyID: key.keyID, teamID: key.teamID)
+    }
+
+    /// A simulator on a free loopback port that trusts the simulator key of `serverKey`, with its CA kept in
+    /// `stateDirectory`.
+    static func configuration(serverKey: ServerKey, stateDirectory: URL) throws -> APNsSimulator.Configuration {
+        try FileManager.default.createDirectory(at: stateDirectory, withIntermediateDirectories: true)
+        var configuration = APNsSimulator.Configuration(
+            certificateAuthority: try SimulatorCertificateAuthority.loadOrCreate(in: stateDirectory))
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        configuration.controlPort = 0
+        configuration.environment = .production
+        let key = serverKey.simulatorSigningKey(keyID: demoKeyID, teamID: demoTeamID)
+        configuration.tokenKeys = [ProviderTokenKey(keyID: key.keyID, teamID: key.teamID, publicKey: key.publicKey)]
+        return configuration
+    }
+
+    static func endpoint(of simulator: APNsSimulator) -> APNsClientConfiguration.Endpoint {
+        APNsClientConfiguration.Endpoint(host: "127.0.0.1", port: simulator.port, trustRootsPEM: simulator.certificateAuthority.certificatePEM)
+    }
+}

@@ -1,0 +1,27 @@
+import Crypto
+import Foundation
+import TernAPNs
+
+/// Random bearer secrets (admin token, app keys, master secrets) and how they are kept: only their SHA-256 is
+/// stored, and presented secrets are compared with it in constant time.
+enum Secrets {
+    /// A new secret: `prefix` then 32 random bytes in base64url (256 bits; a hash of it cannot be brute-forced).
+    static func generate(prefix: String) -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return prefix + Base64URL.encode(bytes)
+    }
+
+    static func hash(_ secret: String) -> [UInt8] {
+        Array(SHA256.hash(data: Array(secret.utf8)))
+    }
+
+    /// Whether `secret` hashes to `storedHash`, in time that does not depend on where they differ.
+    static func matches(_ secret: String, storedHash: [UInt8]) -> Bool {
+        let presented = hash(secret)
+        guard presented.count == storedHash.count else { return false }
+        var difference: UInt8 = 0
+        for index in presented.indices { difference |= presented[index] ^ storedHash[index] }
+        return difference == 0
+    }
+}

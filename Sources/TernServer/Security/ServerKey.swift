@@ -1,0 +1,79 @@
+import Crypto
+import Foundation
+import TernAPNs
+
+/// The server's own secret: it seals apps' APNs credentials at rest (AES-256-GCM) and derives device secrets.
+///
+/// It never goes into the database (a stolen database alone opens nothing): it comes from configuration
+/// (`server.key`, base64 of 32 bytes) or from a key file that the first start creates with mode 0600.
+struct ServerKey: Sendable {
+    /// Raw bytes: this swift-crypto's `SymmetricKey` is not `Sendable`.
+    private let bytes: [UInt8]
+    private var key: SymmetricKey { SymmetricKey(data: bytes) }
+
+    init(bytes: [UInt8]) throws(ServerKeyError) {
+        guard bytes.count == 32 else { throw ServerKeyError("the server key must be 32 bytes, not \(bytes.count)") }
+        self.bytes = bytes
+    }
+
+    /// The key in `base64`, as configured.
+    init(base64: String) throws(ServerKeyError) {
+        guard let bytes = Data(base64Encoded: base64.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw ServerKeyError("the server key is not base64")
+        }
+        try self.init(bytes: Array(bytes))
+    }
+
+    /// The key in `file`, created (random, mode 0600) when the file does not exist.
+    /// - Returns: the key and whether it was created now.
+    static func loadOrCreate(file: URL) throws(ServerKeyError) -> (key: ServerKey, created: Bool) {
+        if let text = try? String(contentsOf: file, encoding: .utf8) {
+            return (try ServerKey(base64: text), false)
+        }
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let created = FileManager.default.createFile(
+            atPath: file.path, contents: Data((Data(bytes).base64EncodedString() + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        guard created else { throw ServerKeyError("cannot create the server key file \(file.path)") }
+        return (try ServerKey(bytes: bytes), true)
+    }
+
+    /// `plaintext` sealed: nonce, ciphertext and tag in one blob.
+    func seal(_ plaintext: [UInt8]) -> [UInt8] {
+        // AES-GCM with a random nonce cannot fail for in-memory data of this size.
+        Array(try! AES.GCM.seal(plaintext, using: key).combined!)
+    }
+
+    func open(_ sealed: [UInt8]) throws(ServerKeyError) -> [UInt8] {
+        do {
+            return Array(try AES.GCM.open(AES.GCM.SealedBox(combined: sealed), using: key))
+        } catch {
+            throw ServerKeyError("sealed data does not open with this server key (was the key changed?)")
+        }
+    }
+
+    /// The token key of apps on the built-in simulator: derived from the server key, so the simulator trusts one key
+    /// from its start on and apps created later use it too.
+    func simulatorSigningKey(keyID: String, teamID: String) -> APNsSigningKey {
+        var counter: UInt8 = 0
+        while true {
+            let seed = HMAC<SHA256>.authenticationCode(for: Array("simulator-key:".utf8) + [counter], using: key)
+            // A 256-bit value is a valid P-256 scalar except with probability about 2^-32; try the next one then.
+            if let privateKey = try? P256.Signing.PrivateKey(rawRepresentation: Array(seed)) {
+                return APNsSigningKey(privateKey: privateKey, keyID: keyID, teamID: teamID)
+            }
+            counter &+= 1
+        }
+    }
+
+    /// The secret of one device of one app: the same on every registration, never stored.
+    func deviceSecret(app: String, deviceID: String) -> String {
+        let mac = HMAC<SHA256>.authenticationCode(for: Array("device:\(app):\(deviceID)".utf8), using: key)
+        return "tds_" + Base64URL.encode(Array(mac))
+    }
+}
+
+struct ServerKeyError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

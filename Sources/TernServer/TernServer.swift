@@ -1,0 +1,237 @@
+import Foundation
+import Hummingbird
+import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+import TernAPNs
+import TernSimulator
+import TernStore
+import UnixSignals
+
+/// `tern serve`: the HTTP API, the push dispatcher, and (for apps in the `simulator` environment) the APNs
+/// simulator, in one process on one store.
+public final class TernServer: Sendable {
+    /// What a start has to tell its operator, once.
+    public struct Banner: Sendable {
+        /// The address the API listens on.
+        public var url: String
+        /// The admin token, when this start generated it (it is stored only as a hash).
+        public var newAdminToken: String?
+        /// The demo app's secrets, when this start created it.
+        public var demo: (appKey: String, masterSecret: String)?
+        /// The built-in simulator's HTTP/2 and control ports, when it runs.
+        public var simulator: (port: Int, controlPort: Int?)?
+        public var databasePath: String
+        /// Where the server key is, when it was created now.
+        public var newServerKeyFile: String?
+    }
+
+    public static let demoAppID = "demo"
+    public static let demoTopic = "com.example.tern.demo"
+
+    private let configuration: TernServerConfiguration
+    private let logger: Logger
+    private let registry: PrometheusCollectorRegistry?
+    private let port = Mutex<Int?>(nil)
+    private let services = Mutex<ServiceGroup?>(nil)
+
+    /// - Parameter metrics: the registry `/metrics` shows; the caller bootstraps swift-metrics with it (once per
+    ///   process).
+    public init(configuration: TernServerConfiguration, metrics: PrometheusCollectorRegistry?, logger: Logger) {
+        self.configuration = configuration
+        self.registry = metrics
+        self.logger = logger
+    }
+
+    /// The API's port, once it listens.
+    public var boundPort: Int? { port.withLock { $0 } }
+
+    /// Stops a running server as SIGTERM would: gracefully.
+    public func shutdown() async {
+        await services.withLock { $0 }?.triggerGracefulShutdown()
+    }
+
+    /// Opens the store, prepares keys and the demo app, serves until SIGINT/SIGTERM (or `shutdown` is triggered
+    /// on the returned group), then drains: the API stops taking requests, the dispatcher records the page in
+    /// flight, the APNs clients finish their streams.
+    /// - Parameter onReady: called once everything listens.
+    public func run(
+        gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint], onReady: @escaping @Sendable (Banner) -> Void
+    ) async throws {
+        try configuration.validate()
+        let store = try await SQLStore.openSQLite(path: configuration.databasePath, logger: logger)
+        do {
+            try await serve(store: store, gracefulShutdownSignals: gracefulShutdownSignals, onReady: onReady)
+            try await store.close()
+        } catch {
+            try? await store.close()
+            throw error
+        }
+    }
+
+    private func serve(
+        store: any TernStore, gracefulShutdownSignals: [UnixSignal], onReady: @escaping @Sendable (Banner) -> Void
+    ) async throws {
+        try await store.migrate()
+        let (serverKey, newKeyFile) = try loadServerKey()
+        let newAdminToken = try await prepareAdminToken(store)
+        let adminTokenHash = try await adminTokenHash(store)
+
+        let simulator: APNsSimulator?
+        if configuration.simulator {
+            let simulatorConfiguration = try EmbeddedSimulator.configuration(
+                serverKey: serverKey, stateDirectory: URL(fileURLWithPath: configuration.simulatorStateDirectory, isDirectory: true))
+            var simulatorLogger = logger
+            simulatorLogger.logLevel = max(logger.logLevel, .warning)
+            simulator = APNsSimulator(configuration: simulatorConfiguration, logger: simulatorLogger)
+        } else {
+            simulator = nil
+        }
+
+        let clients = ClientDirectory(
+            serverKey: serverKey, simulatorEndpoint: nil, connections: configuration.apnsConnections, logger: logger)
+        let dispatcher = PushDispatcher(
+            store: store, clients: clients,
+            settings: .init(pageSize: configuration.deliveryPageSize, concurrency: configuration.deliveryConcurrency), logger: logger)
+        let apps = AppsAPI(store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients)
+        var demo: (appKey: String, masterSecret: String)?
+        if configuration.demoApp, configuration.simulator, try await store.apps().isEmpty {
+            let created = try await apps.create(
+                .init(id: Self.demoAppID, topic: Self.demoTopic, environment: AppEnvironment.simulator, endpoint: nil, credentials: nil, webhookURL: nil))
+            demo = (created.appKey!, created.masterSecret!)
+        }
+
+        let router = Router(context: ServerRequestContext.self)
+        router.middlewares.add(ErrorLoggingMiddleware(logger: logger))
+        SystemAPI(store: store, registry: registry).register(on: router)
+        apps.register(on: router)
+        DevicesAPI(store: store, serverKey: serverKey).register(on: router)
+        PushesAPI(store: store, dispatcher: dispatcher).register(on: router)
+
+        let listening = ReadySignal()
+        let application = Application(
+            router: router,
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "tern"),
+            onServerRunning: { [self] channel in
+                self.port.withLock { $0 = channel.localAddress?.port }
+                listening.signal()
+            },
+            logger: logger)
+
+        var services: [any Service] = []
+        if let simulator { services.append(simulator) }
+        // Pushes left from an earlier run wait for the simulator their apps may deliver to.
+        services.append(DispatcherService(dispatcher: dispatcher, clients: clients) {
+            if let simulator {
+                try await simulator.waitUntilReady()
+                await clients.useSimulator(EmbeddedSimulator.endpoint(of: simulator))
+            }
+        })
+        services.append(application)
+        let group = ServiceGroup(
+            configuration: .init(services: services, gracefulShutdownSignals: gracefulShutdownSignals, logger: logger))
+        self.services.withLock { $0 = group }
+
+        let demoSecrets = demo
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            tasks.addTask { [configuration] in
+                if let simulator { try await simulator.waitUntilReady() }
+                await listening.wait()
+                let bound = self.boundPort ?? configuration.port
+                onReady(Banner(
+                    url: "http://\(configuration.host):\(bound)", newAdminToken: newAdminToken, demo: demoSecrets,
+                    simulator: simulator.map { ($0.port, $0.controlPort) }, databasePath: configuration.databasePath,
+                    newServerKeyFile: newKeyFile))
+            }
+            try await tasks.waitForAll()
+        }
+    }
+
+    private func loadServerKey() throws -> (ServerKey, String?) {
+        if let text = configuration.serverKey { return (try ServerKey(base64: text), nil) }
+        let (key, created) = try ServerKey.loadOrCreate(file: URL(fileURLWithPath: configuration.serverKeyFile))
+        return (key, created ? configuration.serverKeyFile : nil)
+    }
+
+    private static let adminTokenSetting = "admin.tokenHash"
+
+    /// The configured admin token's hash is stored; with none configured, the first start generates one.
+    /// - Returns: the token, when generated now (to print once).
+    private func prepareAdminToken(_ store: any TernStore) async throws -> String? {
+        if let token = configuration.adminToken {
+            try await store.setSetting(Self.adminTokenSetting, to: Data(Secrets.hash(token)).base64EncodedString())
+            return nil
+        }
+        let token = Secrets.generate(prefix: "tat_")
+        let hash = Data(Secrets.hash(token)).base64EncodedString()
+        let stored = try await store.initializeSetting(Self.adminTokenSetting, to: hash)
+        return stored == hash ? token : nil
+    }
+
+    private func adminTokenHash(_ store: any TernStore) async throws -> [UInt8] {
+        guard let text = try await store.setting(Self.adminTokenSetting), let bytes = Data(base64Encoded: text) else {
+            throw TernServerConfigurationError("the stored admin token is unreadable")
+        }
+        return Array(bytes)
+    }
+}
+
+/// Runs the dispatcher and, once it stopped, closes the APNs clients (their in-flight streams finish first).
+private struct DispatcherService: Service {
+    let dispatcher: PushDispatcher
+    let clients: ClientDirectory
+    let prepare: @Sendable () async throws -> Void
+
+    func run() async throws {
+        try await prepare()
+        try await dispatcher.run()
+        await clients.shutdown()
+    }
+}
+
+/// Fires once: the API listens.
+private final class ReadySignal: Sendable {
+    private let state = Mutex<(ready: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func signal() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.ready = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.ready { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+}
+
+/// Logs server errors (5xx, unexpected throws) once, without request bodies or secrets.
+private struct ErrorLoggingMiddleware<Context: RequestContext>: RouterMiddleware {
+    let logger: Logger
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as any HTTPResponseError {
+            if error.status.code >= 500 {
+                logger.error("request failed", metadata: ["path": "\(request.uri.path)", "error": "\(error)"])
+            }
+            throw error
+        } catch {
+            logger.error("request failed", metadata: ["path": "\(request.uri.path)", "error": "\(String(describing: type(of: error)))"])
+            throw error
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import Configuration
+import Foundation
+import Logging
+import SystemPackage
+
+/// Everything `tern serve` can be told. The defaults run a working service on a fresh machine: 127.0.0.1:8080,
+/// SQLite in `./tern.db`, the server key in `./tern.key`, the built-in APNs simulator and a `demo` app on it.
+public struct TernServerConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    /// 0 picks a free port (tests).
+    public var port = 8080
+    /// The SQLite database file.
+    public var databasePath = "tern.db"
+    /// The admin token. When nil, the first start generates one, stores its hash and prints it once.
+    public var adminToken: String?
+    /// The server key (base64 of 32 bytes). When nil, it is read from (or created in) `serverKeyFile`.
+    public var serverKey: String?
+    public var serverKeyFile = "tern.key"
+    /// Run the APNs simulator in-process for apps in the `simulator` environment.
+    public var simulator = true
+    /// Where the built-in simulator keeps its CA.
+    public var simulatorStateDirectory = ".tern/simulator"
+    /// Create the `demo` app (on the simulator) when there are no apps yet.
+    public var demoApp = true
+    /// Recipients read from the store and recorded per checkpoint.
+    public var deliveryPageSize = 2000
+    /// Notifications in flight per push.
+    public var deliveryConcurrency = 1000
+    /// HTTP/2 connections per app and APNs environment.
+    public var apnsConnections = 2
+
+    public init() {}
+
+    /// Checks ranges; the message names the setting.
+    public func validate() throws(TernServerConfigurationError) {
+        guard (0...65_535).contains(port) else { throw .init("http.port must be 0-65535, not \(port)") }
+        guard !databasePath.isEmpty else { throw .init("database.path must not be empty") }
+        if let adminToken, adminToken.utf8.count < 16 {
+            throw .init("admin.token must be at least 16 characters (it guards every app)")
+        }
+        guard (1...100_000).contains(deliveryPageSize) else { throw .init("delivery.pageSize must be 1-100000") }
+        guard (1...100_000).contains(deliveryConcurrency) else { throw .init("delivery.concurrency must be 1-100000") }
+        guard (1...64).contains(apnsConnections) else { throw .init("apns.connections must be 1-64") }
+    }
+}
+
+public struct TernServerConfigurationError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension TernServerConfiguration {
+    /// The settings from a JSON file (optional) and the environment (`TERN_HTTP_PORT` for `http.port`, …), the
+    /// environment winning; what neither sets keeps its default. Keys: `http.host`, `http.port`, `database.path`,
+    /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
+    /// `demo.enabled`, `delivery.pageSize`, `delivery.concurrency`, `apns.connections`.
+    public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
+        var providers: [any ConfigProvider] = [
+            EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY"]))
+                .prefixKeys(with: "tern")
+        ]
+        if let file {
+            guard FileManager.default.fileExists(atPath: file) else { throw TernServerConfigurationError("no configuration file \(file)") }
+            do {
+                providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(file)))
+            } catch {
+                throw TernServerConfigurationError("\(file) is not a JSON configuration: \(error)")
+            }
+        }
+        let reader = ConfigReader(providers: providers)
+        var configuration = TernServerConfiguration()
+        configuration.host = reader.string(forKey: "http.host") ?? configuration.host
+        configuration.port = reader.int(forKey: "http.port") ?? configuration.port
+        configuration.databasePath = reader.string(forKey: "database.path") ?? configuration.databasePath
+        configuration.adminToken = reader.string(forKey: "admin.token", isSecret: true)
+        configuration.serverKey = reader.string(forKey: "server.key", isSecret: true)
+        configuration.serverKeyFile = reader.string(forKey: "server.keyFile") ?? configuration.serverKeyFile
+        configuration.simulator = reader.bool(forKey: "simulator.enabled") ?? configuration.simulator
+        configuration.simulatorStateDirectory = reader.string(forKey: "simulator.stateDirectory") ?? configuration.simulatorStateDirectory
+        configuration.demoApp = reader.bool(forKey: "demo.enabled") ?? configuration.demoApp
+        configuration.deliveryPageSize = reader.int(forKey: "delivery.pageSize") ?? configuration.deliveryPageSize
+        configuration.deliveryConcurrency = reader.int(forKey: "delivery.concurrency") ?? configuration.deliveryConcurrency
+        configuration.apnsConnections = reader.int(forKey: "apns.connections") ?? configuration.apnsConnections
+        return configuration
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+
+/// A push as stored: who it goes to, what it says (opaque to the store), and how far delivery got.
+public struct PushRecord: Sendable, Equatable {
+    public enum Status: String, Sendable, Equatable {
+        /// Stored, not yet picked up by a dispatcher.
+        case pending
+        /// A dispatcher is sending it; ``PushRecord/cursor`` says how far it got.
+        case sending
+        /// Every recipient has a result.
+        case completed
+    }
+
+    /// A UUID, lowercase.
+    public var id: String
+    public var appID: String
+    /// A repeat of the same key for the same app returns this push instead of making another.
+    public var idempotencyKey: String?
+    public var audience: Audience
+    /// The notification as the server encoded it (payload and APNs options); the store keeps the bytes.
+    public var notification: [UInt8]
+    public var status: Status
+    public var counts: PushCounts
+    /// The last recipient key whose result is recorded: delivery resumes after it.
+    public var cursor: String?
+    public var createdAt: Date
+    public var finishedAt: Date?
+
+    public init(
+        id: String, appID: String, idempotencyKey: String?, audience: Audience, notification: [UInt8], status: Status = .pending,
+        counts: PushCounts = PushCounts(), cursor: String? = nil, createdAt: Date, finishedAt: Date? = nil
+    ) {
+        self.id = id
+        self.appID = appID
+        self.idempotencyKey = idempotencyKey
+        self.audience = audience
+        self.notification = notification
+        self.status = status
+        self.counts = counts
+        self.cursor = cursor
+        self.createdAt = createdAt
+        self.finishedAt = finishedAt
+    }
+}
+
+/// How a push's recipients fared so far.
+public struct PushCounts: Sendable, Equatable {
+    /// Recipients whose result is recorded (accepted + failed).
+    public var targeted = 0
+    public var accepted = 0
+    public var failed = 0
+    /// Failed recipients whose token was deactivated because of the answer.
+    public var pruned = 0
+    /// Failures by APNs reason or client error code.
+    public var failedByReason: [String: Int] = [:]
+
+    public init(targeted: Int = 0, accepted: Int = 0, failed: Int = 0, pruned: Int = 0, failedByReason: [String: Int] = [:]) {
+        self.targeted = targeted
+        self.accepted = accepted
+        self.failed = failed
+        self.pruned = pruned
+        self.failedByReason = failedByReason
+    }
+}
+
+/// One device token a push goes to, from the registry (or given directly by a `tokens` audience).
+public struct Recipient: Sendable, Equatable {
+    /// The key the audience is paged by (and the push's cursor): the device id, or the token for a `tokens` audience.
+    public var key: String
+    public var deviceID: String?
+    public var token: String
+    public var environment: String?
+    public var lastRegisteredAt: Date?
+
+    public init(key: String, deviceID: String?, token: String, environment: String?, lastRegisteredAt: Date?) {
+        self.key = key
+        self.deviceID = deviceID
+        self.token = token
+        self.environment = environment
+        self.lastRegisteredAt = lastRegisteredAt
+    }
+}
+
+/// A recipient whose notification was not delivered.
+public struct PushFailure: Sendable, Equatable {
+    public var deviceID: String?
+    public var token: String
+    /// The HTTP status from APNs, or nil for a client error (timeout, connection failure).
+    public var status: Int?
+    /// APNs' reason, or the client error's code.
+    public var reason: String
+    public var at: Date
+
+    public init(deviceID: String?, token: String, status: Int?, reason: String, at: Date) {
+        self.deviceID = deviceID
+        self.token = token
+        self.status = status
+        self.reason = reason
+        self.at = at
+    }
+}
+
+/// The results of a run of consecutive recipients, recorded together.
+public struct PushProgress: Sendable, Equatable {
+    public var accepted: Int
+    public var failures: [PushFailure]
+    /// How many of the failures pruned a token.
+    public var pruned: Int
+    /// The last recipient key covered: the new cursor.
+    public var cursor: String
+
+    public init(accepted: Int, failures: [PushFailure], pruned: Int, cursor: String) {
+        self.accepted = accepted
+        self.failures = failures
+        self.pruned = pruned
+        self.cursor = cursor
+    }
+}

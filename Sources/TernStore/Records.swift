@@ -1,0 +1,189 @@
+import Foundation
+
+/// An app: one bundle id with its APNs credentials and the two secrets that guard its API.
+public struct AppRecord: Sendable, Equatable {
+    /// The app's name in URLs: lowercase letters, digits and `-`, 1-64 characters.
+    public var id: String
+    /// The bundle id (`apns-topic` base).
+    public var topic: String
+    /// `production`, `development`, or `custom` (then ``endpoint`` says where).
+    public var environment: String
+    public var endpoint: Endpoint?
+    /// The APNs credentials, sealed (AES-GCM) with the server key; the store never sees them in clear.
+    public var sealedCredentials: [UInt8]
+    /// SHA-256 of the app key (shipped inside the mobile app: registration, its own inbox).
+    public var appKeyHash: [UInt8]
+    /// SHA-256 of the master secret (the app's backend: sending, reading everything).
+    public var masterSecretHash: [UInt8]
+    /// Where token events are POSTed, if anywhere.
+    public var webhookURL: String?
+    public var createdAt: Date
+    public var updatedAt: Date
+
+    /// A custom APNs endpoint (such as a simulator).
+    public struct Endpoint: Sendable, Equatable {
+        public var host: String
+        public var port: Int
+        /// PEM of the CA to trust for it, if not the system's.
+        public var caPEM: String?
+
+        public init(host: String, port: Int, caPEM: String?) {
+            self.host = host
+            self.port = port
+            self.caPEM = caPEM
+        }
+    }
+
+    public init(
+        id: String, topic: String, environment: String, endpoint: Endpoint?, sealedCredentials: [UInt8], appKeyHash: [UInt8],
+        masterSecretHash: [UInt8], webhookURL: String?, createdAt: Date, updatedAt: Date
+    ) {
+        self.id = id
+        self.topic = topic
+        self.environment = environment
+        self.endpoint = endpoint
+        self.sealedCredentials = sealedCredentials
+        self.appKeyHash = appKeyHash
+        self.masterSecretHash = masterSecretHash
+        self.webhookURL = webhookURL
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+}
+
+/// What a device sends when it registers (`PUT /v1/apps/{app}/devices/{deviceId}`), already validated.
+public struct DeviceRegistration: Sendable, Equatable {
+    /// A UUID the app keeps in the keychain, lowercase.
+    public var deviceID: String
+    /// The APNs device token, lowercase hex.
+    public var token: String
+    /// `production` or `development`: which APNs environment issued the token.
+    public var environment: String
+    /// The app's user id. nil leaves the device's alias as it is; use ``TernStore/removeAlias(app:deviceID:at:)``
+    /// to log out.
+    public var alias: String?
+    /// nil leaves the tags as they are; a set replaces them.
+    public var tags: Set<String>?
+    public var locale: String?
+    public var timezone: String?
+    public var appVersion: String?
+
+    public init(
+        deviceID: String, token: String, environment: String, alias: String? = nil, tags: Set<String>? = nil, locale: String? = nil,
+        timezone: String? = nil, appVersion: String? = nil
+    ) {
+        self.deviceID = deviceID
+        self.token = token
+        self.environment = environment
+        self.alias = alias
+        self.tags = tags
+        self.locale = locale
+        self.timezone = timezone
+        self.appVersion = appVersion
+    }
+}
+
+/// A device as the registry keeps it: exactly one current token.
+public struct DeviceRecord: Sendable, Equatable {
+    public var appID: String
+    public var deviceID: String
+    public var token: String
+    public var environment: String
+    public var alias: String?
+    public var tags: Set<String>
+    public var locale: String?
+    public var timezone: String?
+    public var appVersion: String?
+    /// The last time the device registered this token (the pruning rule compares APNs' timestamps with it).
+    public var lastRegisteredAt: Date
+    /// nil while the token is live; set when APNs (or the feedback service) reported it dead.
+    public var deactivatedAt: Date?
+    public var deactivationReason: String?
+    public var createdAt: Date
+
+    public var isActive: Bool { deactivatedAt == nil }
+
+    public init(
+        appID: String, deviceID: String, token: String, environment: String, alias: String?, tags: Set<String>, locale: String?,
+        timezone: String?, appVersion: String?, lastRegisteredAt: Date, deactivatedAt: Date?, deactivationReason: String?,
+        createdAt: Date
+    ) {
+        self.appID = appID
+        self.deviceID = deviceID
+        self.token = token
+        self.environment = environment
+        self.alias = alias
+        self.tags = tags
+        self.locale = locale
+        self.timezone = timezone
+        self.appVersion = appVersion
+        self.lastRegisteredAt = lastRegisteredAt
+        self.deactivatedAt = deactivatedAt
+        self.deactivationReason = deactivationReason
+        self.createdAt = createdAt
+    }
+}
+
+/// A token a device had before its current one.
+public struct TokenHistoryEntry: Sendable, Equatable {
+    public var token: String
+    public var environment: String
+    public var firstRegisteredAt: Date
+    public var replacedAt: Date
+    /// Why it stopped being the device's token: `replaced` (the device registered a new one) or `moved` (another
+    /// device id registered it).
+    public var reason: String
+
+    public init(token: String, environment: String, firstRegisteredAt: Date, replacedAt: Date, reason: String) {
+        self.token = token
+        self.environment = environment
+        self.firstRegisteredAt = firstRegisteredAt
+        self.replacedAt = replacedAt
+        self.reason = reason
+    }
+}
+
+/// A token deactivation, for `GET /v1/apps/{app}/token-events` and the webhook.
+public struct TokenEvent: Sendable, Equatable {
+    /// Increasing per store; the listing's cursor.
+    public var id: Int64
+    public var appID: String
+    public var deviceID: String
+    public var token: String
+    /// The APNs reason (`Unregistered`, `BadDeviceToken`, …) or `Feedback`.
+    public var reason: String
+    /// APNs' "invalid since" timestamp, when it gave one.
+    public var apnsTimestamp: Date?
+    public var occurredAt: Date
+
+    public init(id: Int64, appID: String, deviceID: String, token: String, reason: String, apnsTimestamp: Date?, occurredAt: Date) {
+        self.id = id
+        self.appID = appID
+        self.deviceID = deviceID
+        self.token = token
+        self.reason = reason
+        self.apnsTimestamp = apnsTimestamp
+        self.occurredAt = occurredAt
+    }
+}
+
+/// Who a push goes to.
+public enum Audience: Sendable, Equatable {
+    case tokens([String])
+    case devices([String])
+    case aliases([String])
+    /// Devices with any (`all == false`) or all of the tags.
+    case tags([String], all: Bool)
+    case everyone
+}
+
+/// A page of a listing, with the cursor for the next one (nil when this is the last).
+public struct Page<Item: Sendable>: Sendable {
+    public var items: [Item]
+    public var next: String?
+
+    public init(items: [Item], next: String?) {
+        self.items = items
+        self.next = next
+    }
+}

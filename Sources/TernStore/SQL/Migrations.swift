@@ -1,0 +1,178 @@
+import Foundation
+import SQLKit
+
+/// Where SQLite and PostgreSQL spell the store's SQL differently; everything else is shared.
+///
+/// PostgreSQL will need `BYTEA`, `BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY` and a plain `BEGIN`, and text
+/// keys compared byte by byte (`COLLATE "C"`), as SQLite does, so keyset pages and list audiences agree on order.
+struct SQLFlavor: Sendable {
+    /// The column type for byte arrays.
+    var bytes: String
+    /// An increasing 64-bit key, never reused, so an id is a cursor.
+    var serialPrimaryKey: String
+    /// Starts a transaction that will write.
+    var beginTransaction: String
+
+    static let sqlite = SQLFlavor(
+        bytes: "BLOB",
+        serialPrimaryKey: "INTEGER PRIMARY KEY AUTOINCREMENT",
+        // Takes the write lock up front, so a transaction never fails halfway on another process's lock.
+        beginTransaction: "BEGIN IMMEDIATE"
+    )
+}
+
+/// One step of the schema. Never edit a step that has shipped: add one.
+struct Migration: Sendable {
+    var version: Int
+    var name: String
+    var statements: [String]
+}
+
+extension SQLStore {
+    /// Brings the schema up to date, each missing step in its own transaction, recorded in `schema_migrations`.
+    public func migrate() async throws {
+        let flavor = self.flavor
+        let logger = self.logger
+        try await exclusive { db in
+            try await db.raw("""
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    version INTEGER PRIMARY KEY,
+                    name TEXT NOT NULL,
+                    applied_at BIGINT NOT NULL
+                )
+                """).run()
+            let applied = Set(try await db.raw("SELECT version FROM schema_migrations").all(decodingColumn: "version", as: Int.self))
+            for migration in Self.migrations(flavor) where !applied.contains(migration.version) {
+                try await Self.inTransaction(db, begin: flavor.beginTransaction) { db in
+                    for statement in migration.statements {
+                        try await db.raw(SQLQueryString(statement)).run()
+                    }
+                    try await db.raw("""
+                        INSERT INTO schema_migrations (version, name, applied_at)
+                        VALUES (\(bind: migration.version), \(bind: migration.name), \(bind: Date().milliseconds))
+                        """).run()
+                }
+                logger.debug("applied schema migration", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
+            }
+        }
+    }
+
+    /// The schema's steps, in order.
+    ///
+    /// Dates are BIGINT milliseconds since 1970. Byte columns may hold NULL for an empty array: SQLite binds an empty
+    /// blob as NULL. Tags live in their own table, indexed, so a tag's devices page without scanning the registry.
+    static func migrations(_ flavor: SQLFlavor) -> [Migration] {
+        [
+            Migration(version: 1, name: "settings, registry and pushes", statements: [
+                "CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+                """
+                CREATE TABLE apps (
+                    id TEXT PRIMARY KEY,
+                    topic TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    endpoint_host TEXT,
+                    endpoint_port INTEGER,
+                    endpoint_ca_pem TEXT,
+                    sealed_credentials \(flavor.bytes),
+                    app_key_hash \(flavor.bytes),
+                    master_secret_hash \(flavor.bytes),
+                    webhook_url TEXT,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE devices (
+                    app_id TEXT NOT NULL REFERENCES apps (id) ON DELETE CASCADE,
+                    device_id TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    alias TEXT,
+                    locale TEXT,
+                    timezone TEXT,
+                    app_version TEXT,
+                    token_registered_at BIGINT NOT NULL,
+                    last_registered_at BIGINT NOT NULL,
+                    deactivated_at BIGINT,
+                    deactivation_reason TEXT,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, device_id),
+                    UNIQUE (app_id, token)
+                )
+                """,
+                "CREATE INDEX devices_by_alias ON devices (app_id, alias, device_id) WHERE alias IS NOT NULL",
+                """
+                CREATE TABLE device_tags (
+                    app_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    tag TEXT NOT NULL,
+                    PRIMARY KEY (app_id, device_id, tag),
+                    FOREIGN KEY (app_id, device_id) REFERENCES devices (app_id, device_id) ON DELETE CASCADE
+                )
+                """,
+                "CREATE INDEX device_tags_by_tag ON device_tags (app_id, tag, device_id)",
+                // Keyed by device id, not tied to a device row: a device that lost its token to another id is gone,
+                // but its history says where the token went.
+                """
+                CREATE TABLE token_history (
+                    id \(flavor.serialPrimaryKey),
+                    app_id TEXT NOT NULL REFERENCES apps (id) ON DELETE CASCADE,
+                    device_id TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    first_registered_at BIGINT NOT NULL,
+                    replaced_at BIGINT NOT NULL,
+                    reason TEXT NOT NULL
+                )
+                """,
+                "CREATE INDEX token_history_by_device ON token_history (app_id, device_id, id)",
+                """
+                CREATE TABLE token_events (
+                    id \(flavor.serialPrimaryKey),
+                    app_id TEXT NOT NULL REFERENCES apps (id) ON DELETE CASCADE,
+                    device_id TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    reason TEXT NOT NULL,
+                    apns_timestamp BIGINT,
+                    occurred_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX token_events_by_app ON token_events (app_id, id)",
+                """
+                CREATE TABLE pushes (
+                    id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL REFERENCES apps (id) ON DELETE CASCADE,
+                    idempotency_key TEXT,
+                    audience TEXT NOT NULL,
+                    notification \(flavor.bytes),
+                    status TEXT NOT NULL,
+                    targeted INTEGER NOT NULL,
+                    accepted INTEGER NOT NULL,
+                    failed INTEGER NOT NULL,
+                    pruned INTEGER NOT NULL,
+                    failed_by_reason TEXT NOT NULL,
+                    cursor_key TEXT,
+                    created_at BIGINT NOT NULL,
+                    started_at BIGINT,
+                    finished_at BIGINT,
+                    UNIQUE (app_id, idempotency_key)
+                )
+                """,
+                "CREATE INDEX pushes_unfinished ON pushes (created_at, id) WHERE status <> 'completed'",
+                """
+                CREATE TABLE push_failures (
+                    id \(flavor.serialPrimaryKey),
+                    push_id TEXT NOT NULL REFERENCES pushes (id) ON DELETE CASCADE,
+                    device_id TEXT,
+                    token TEXT NOT NULL,
+                    status INTEGER,
+                    reason TEXT NOT NULL,
+                    failed_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX push_failures_by_push ON push_failures (push_id, id)",
+            ]),
+        ]
+    }
+}

@@ -1,0 +1,781 @@
+import Foundation
+import Logging
+import SQLKit
+
+/// A ``TernStore`` in SQL that SQLite and PostgreSQL both understand.
+///
+/// Calls take turns on the connection: a transaction's statements never interleave with another call's.
+public final class SQLStore: TernStore {
+    let database: any SQLDatabase
+    let flavor: SQLFlavor
+    let logger: Logger
+    private let lock = AsyncLock()
+    private let closeDatabase: @Sendable () async throws -> Void
+
+    init(database: any SQLDatabase, flavor: SQLFlavor, logger: Logger, close: @escaping @Sendable () async throws -> Void) {
+        self.database = database
+        self.flavor = flavor
+        self.logger = logger
+        self.closeDatabase = close
+    }
+
+    public func ping() async throws {
+        try await exclusive { db in try await db.raw("SELECT 1").run() }
+    }
+
+    public func close() async throws {
+        try await lock.withLock { try await closeDatabase() }
+    }
+
+    // MARK: Settings
+
+    public func setting(_ key: String) async throws -> String? {
+        try await exclusive { db in
+            try await db.raw("SELECT value FROM settings WHERE name = \(bind: key)").first(decodingColumn: "value", as: String.self)
+        }
+    }
+
+    public func setSetting(_ key: String, to value: String) async throws {
+        try await transaction { db in
+            try await db.raw("""
+                INSERT INTO settings (name, value) VALUES (\(bind: key), \(bind: value))
+                ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                """).run()
+        }
+    }
+
+    public func initializeSetting(_ key: String, to value: String) async throws -> String {
+        try await transaction { db in
+            try await db.raw("INSERT INTO settings (name, value) VALUES (\(bind: key), \(bind: value)) ON CONFLICT (name) DO NOTHING").run()
+            guard let current = try await db.raw("SELECT value FROM settings WHERE name = \(bind: key)")
+                .first(decodingColumn: "value", as: String.self)
+            else { throw StoreError.notFound("setting \(key)") }
+            return current
+        }
+    }
+
+    // MARK: Apps
+
+    public func createApp(_ app: AppRecord) async throws {
+        try await transaction { db in
+            let endpoint = app.endpoint
+            let inserted = try await db.raw("""
+                INSERT INTO apps (id, topic, environment, endpoint_host, endpoint_port, endpoint_ca_pem, sealed_credentials,
+                    app_key_hash, master_secret_hash, webhook_url, created_at, updated_at)
+                VALUES (\(bind: app.id), \(bind: app.topic), \(bind: app.environment), \(bind: endpoint?.host),
+                    \(bind: endpoint?.port), \(bind: endpoint?.caPEM), \(bind: Data(app.sealedCredentials)),
+                    \(bind: Data(app.appKeyHash)), \(bind: Data(app.masterSecretHash)), \(bind: app.webhookURL),
+                    \(bind: app.createdAt.milliseconds), \(bind: app.updatedAt.milliseconds))
+                ON CONFLICT (id) DO NOTHING
+                RETURNING id
+                """).first()
+            guard inserted != nil else { throw StoreError.conflict("app \(app.id)") }
+        }
+    }
+
+    public func app(_ id: String) async throws -> AppRecord? {
+        try await exclusive { db in
+            try await db.raw("SELECT \(unsafeRaw: Columns.app) FROM apps WHERE id = \(bind: id)").first().map(AppRecord.init(row:))
+        }
+    }
+
+    public func apps() async throws -> [AppRecord] {
+        try await exclusive { db in
+            try await db.raw("SELECT \(unsafeRaw: Columns.app) FROM apps ORDER BY id").all().map(AppRecord.init(row:))
+        }
+    }
+
+    public func updateApp(_ app: AppRecord) async throws {
+        try await transaction { db in
+            let endpoint = app.endpoint
+            let updated = try await db.raw("""
+                UPDATE apps SET topic = \(bind: app.topic), environment = \(bind: app.environment),
+                    endpoint_host = \(bind: endpoint?.host), endpoint_port = \(bind: endpoint?.port),
+                    endpoint_ca_pem = \(bind: endpoint?.caPEM), sealed_credentials = \(bind: Data(app.sealedCredentials)),
+                    app_key_hash = \(bind: Data(app.appKeyHash)), master_secret_hash = \(bind: Data(app.masterSecretHash)),
+                    webhook_url = \(bind: app.webhookURL), updated_at = \(bind: app.updatedAt.milliseconds)
+                WHERE id = \(bind: app.id)
+                RETURNING id
+                """).first()
+            guard updated != nil else { throw StoreError.notFound("app \(app.id)") }
+        }
+    }
+
+    public func deleteApp(_ id: String) async throws -> Bool {
+        // Devices, token history, events, pushes and failures go with it: ON DELETE CASCADE.
+        try await transaction { db in
+            try await db.raw("DELETE FROM apps WHERE id = \(bind: id) RETURNING id").first() != nil
+        }
+    }
+
+    // MARK: Device registry
+
+    public func register(_ registration: DeviceRegistration, app: String, at: Date) async throws -> DeviceRecord {
+        try await transaction { db in
+            try await Self.requireApp(app, db)
+            let deviceID = registration.deviceID
+            let token = registration.token
+            let now = at.milliseconds
+
+            // The token moves here: the device that had it lost its id (a cleared keychain), so it goes, tags and
+            // alias with it. Its history keeps the token, so support can still follow it.
+            try await db.raw("""
+                INSERT INTO token_history (app_id, device_id, token, environment, first_registered_at, replaced_at, reason)
+                SELECT app_id, device_id, token, environment, token_registered_at, \(bind: now), 'moved'
+                FROM devices WHERE app_id = \(bind: app) AND token = \(bind: token) AND device_id <> \(bind: deviceID)
+                """).run()
+            try await db.raw("""
+                DELETE FROM devices WHERE app_id = \(bind: app) AND token = \(bind: token) AND device_id <> \(bind: deviceID)
+                """).run()
+
+            // This device's old token, if it had another one, goes to its history.
+            try await db.raw("""
+                INSERT INTO token_history (app_id, device_id, token, environment, first_registered_at, replaced_at, reason)
+                SELECT app_id, device_id, token, environment, token_registered_at, \(bind: now), 'replaced'
+                FROM devices WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND token <> \(bind: token)
+                """).run()
+
+            guard let row = try await db.raw("""
+                INSERT INTO devices (app_id, device_id, token, environment, alias, locale, timezone, app_version,
+                    token_registered_at, last_registered_at, created_at, updated_at)
+                VALUES (\(bind: app), \(bind: deviceID), \(bind: token), \(bind: registration.environment),
+                    \(bind: registration.alias), \(bind: registration.locale), \(bind: registration.timezone),
+                    \(bind: registration.appVersion), \(bind: now), \(bind: now), \(bind: now), \(bind: now))
+                ON CONFLICT (app_id, device_id) DO UPDATE SET
+                    token = excluded.token,
+                    environment = excluded.environment,
+                    alias = COALESCE(excluded.alias, devices.alias),
+                    locale = excluded.locale,
+                    timezone = excluded.timezone,
+                    app_version = excluded.app_version,
+                    token_registered_at = CASE WHEN devices.token = excluded.token
+                        THEN devices.token_registered_at ELSE excluded.token_registered_at END,
+                    last_registered_at = excluded.last_registered_at,
+                    deactivated_at = NULL,
+                    deactivation_reason = NULL,
+                    updated_at = excluded.updated_at
+                RETURNING \(unsafeRaw: Columns.device)
+                """).first()
+            else { throw StoreError.notFound("device \(deviceID)") }
+
+            if let tags = registration.tags {
+                try await db.raw("DELETE FROM device_tags WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)").run()
+                try await Self.insertTags(tags, app: app, deviceID: deviceID, db)
+            }
+            return try DeviceRecord(row: row, tags: try await Self.tags(app: app, deviceIDs: [deviceID], db)[deviceID] ?? [])
+        }
+    }
+
+    public func device(app: String, deviceID: String) async throws -> DeviceRecord? {
+        try await exclusive { db in try await Self.device(app: app, deviceID: deviceID, db) }
+    }
+
+    public func deleteDevice(app: String, deviceID: String) async throws -> Bool {
+        try await transaction { db in
+            // History outlives a device that lost its token to another id, not one deleted on purpose.
+            try await db.raw("DELETE FROM token_history WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)").run()
+            return try await db.raw("""
+                DELETE FROM devices WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) RETURNING device_id
+                """).first() != nil
+        }
+    }
+
+    public func removeAlias(app: String, deviceID: String, at: Date) async throws -> DeviceRecord? {
+        try await transaction { db in
+            try await db.raw("""
+                UPDATE devices SET alias = NULL, updated_at = \(bind: at.milliseconds)
+                WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)
+                """).run()
+            return try await Self.device(app: app, deviceID: deviceID, db)
+        }
+    }
+
+    public func updateTags(
+        app: String, deviceID: String, add: Set<String>, remove: Set<String>, at: Date
+    ) async throws -> DeviceRecord? {
+        try await transaction { db in
+            let touched = try await db.raw("""
+                UPDATE devices SET updated_at = \(bind: at.milliseconds)
+                WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)
+                RETURNING device_id
+                """).first()
+            guard touched != nil else { return nil }
+            try await Self.insertTags(add, app: app, deviceID: deviceID, db)
+            // Removals apply last: a tag both added and removed ends up removed.
+            if !remove.isEmpty {
+                try await db.raw("""
+                    DELETE FROM device_tags
+                    WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND tag IN (\(binds: remove.sorted()))
+                    """).run()
+            }
+            return try await Self.device(app: app, deviceID: deviceID, db)
+        }
+    }
+
+    public func devices(app: String, alias: String) async throws -> [DeviceRecord] {
+        try await exclusive { db in
+            let rows = try await db.raw("""
+                SELECT \(unsafeRaw: Columns.device) FROM devices
+                WHERE app_id = \(bind: app) AND alias = \(bind: alias)
+                ORDER BY device_id
+                """).all()
+            return try await Self.devices(rows: rows, app: app, db)
+        }
+    }
+
+    public func devices(app: String, tag: String, after cursor: String?, limit: Int) async throws -> Page<DeviceRecord> {
+        let limit = max(limit, 1)
+        return try await exclusive { db in
+            // Walks the tag's index in device id order: one row past the page says whether there is another.
+            let rows = try await db.raw("""
+                SELECT \(unsafeRaw: Columns.device(in: "d")) FROM device_tags t
+                JOIN devices d ON d.app_id = t.app_id AND d.device_id = t.device_id
+                WHERE t.app_id = \(bind: app) AND t.tag = \(bind: tag) AND t.device_id > \(bind: cursor ?? "")
+                ORDER BY t.device_id
+                LIMIT \(bind: limit + 1)
+                """).all()
+            let devices = try await Self.devices(rows: rows.prefix(limit), app: app, db)
+            return Page(items: devices, next: rows.count > limit ? devices.last?.deviceID : nil)
+        }
+    }
+
+    public func tokenHistory(app: String, deviceID: String) async throws -> [TokenHistoryEntry] {
+        try await exclusive { db in
+            try await db.raw("""
+                SELECT token, environment, first_registered_at, replaced_at, reason FROM token_history
+                WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)
+                ORDER BY id
+                """).all().map(TokenHistoryEntry.init(row:))
+        }
+    }
+
+    // MARK: Token hygiene
+
+    public func deactivateToken(
+        app: String, token: String, reason: String, invalidSince: Date?, apnsTimestamp: Date?, at: Date
+    ) async throws -> TokenEvent? {
+        try await transaction { db in
+            var update: SQLQueryString = """
+                UPDATE devices SET deactivated_at = \(bind: at.milliseconds), deactivation_reason = \(bind: reason),
+                    updated_at = \(bind: at.milliseconds)
+                WHERE app_id = \(bind: app) AND token = \(bind: token) AND deactivated_at IS NULL
+                """
+            if let invalidSince {
+                // A registration after APNs' verdict proves the token alive again.
+                update += " AND last_registered_at < \(bind: invalidSince.milliseconds)"
+            }
+            update += " RETURNING device_id"
+            guard let deactivated = try await db.raw(update).first() else { return nil }
+            let deviceID = try deactivated.decode(column: "device_id", as: String.self)
+            guard let event = try await db.raw("""
+                INSERT INTO token_events (app_id, device_id, token, reason, apns_timestamp, occurred_at)
+                VALUES (\(bind: app), \(bind: deviceID), \(bind: token), \(bind: reason),
+                    \(bind: apnsTimestamp?.milliseconds), \(bind: at.milliseconds))
+                RETURNING \(unsafeRaw: Columns.tokenEvent)
+                """).first()
+            else { return nil }
+            return try TokenEvent(row: event)
+        }
+    }
+
+    public func tokenEvents(app: String, after: Int64?, limit: Int) async throws -> [TokenEvent] {
+        try await exclusive { db in
+            try await db.raw("""
+                SELECT \(unsafeRaw: Columns.tokenEvent) FROM token_events
+                WHERE app_id = \(bind: app) AND id > \(bind: after ?? 0)
+                ORDER BY id
+                LIMIT \(bind: max(limit, 1))
+                """).all().map(TokenEvent.init(row:))
+        }
+    }
+
+    // MARK: Pushes
+
+    public func createPush(_ push: PushRecord) async throws -> (push: PushRecord, created: Bool) {
+        try await transaction { db in
+            try await Self.requireApp(push.appID, db)
+            let counts = push.counts
+            // DO NOTHING on either key: a reused idempotency key returns the first push, a reused id is a conflict.
+            let inserted = try await db.raw("""
+                INSERT INTO pushes (id, app_id, idempotency_key, audience, notification, status, targeted, accepted,
+                    failed, pruned, failed_by_reason, cursor_key, created_at, finished_at)
+                VALUES (\(bind: push.id), \(bind: push.appID), \(bind: push.idempotencyKey),
+                    \(bind: try StoredAudience.encode(push.audience)), \(bind: Data(push.notification)),
+                    \(bind: push.status.rawValue), \(bind: counts.targeted), \(bind: counts.accepted), \(bind: counts.failed),
+                    \(bind: counts.pruned), \(bind: try JSON.encode(counts.failedByReason)), \(bind: push.cursor),
+                    \(bind: push.createdAt.milliseconds), \(bind: push.finishedAt?.milliseconds))
+                ON CONFLICT DO NOTHING
+                RETURNING \(unsafeRaw: Columns.push)
+                """).first()
+            if let inserted { return (try PushRecord(row: inserted), true) }
+            if let key = push.idempotencyKey, let first = try await db.raw("""
+                SELECT \(unsafeRaw: Columns.push) FROM pushes
+                WHERE app_id = \(bind: push.appID) AND idempotency_key = \(bind: key)
+                """).first()
+            {
+                return (try PushRecord(row: first), false)
+            }
+            throw StoreError.conflict("push \(push.id)")
+        }
+    }
+
+    public func push(app: String, id: String) async throws -> PushRecord? {
+        try await exclusive { db in
+            try await db.raw("""
+                SELECT \(unsafeRaw: Columns.push) FROM pushes WHERE app_id = \(bind: app) AND id = \(bind: id)
+                """).first().map(PushRecord.init(row:))
+        }
+    }
+
+    public func unfinishedPushes(limit: Int) async throws -> [PushRecord] {
+        try await exclusive { db in
+            try await db.raw("""
+                SELECT \(unsafeRaw: Columns.push) FROM pushes
+                WHERE status <> 'completed'
+                ORDER BY created_at, id
+                LIMIT \(bind: max(limit, 1))
+                """).all().map(PushRecord.init(row:))
+        }
+    }
+
+    public func startPush(id: String, at: Date) async throws {
+        try await transaction { db in
+            let started = try await db.raw("""
+                UPDATE pushes SET status = 'sending', started_at = COALESCE(started_at, \(bind: at.milliseconds))
+                WHERE id = \(bind: id)
+                RETURNING id
+                """).first()
+            guard started != nil else { throw StoreError.notFound("push \(id)") }
+        }
+    }
+
+    public func recipients(app: String, audience: Audience, after cursor: String?, limit: Int) async throws -> Page<Recipient> {
+        let limit = max(limit, 1)
+        return try await exclusive { db in
+            switch audience {
+            case .tokens(let tokens):
+                return try await Self.pageThroughKeys(tokens, after: cursor, limit: limit) { chunk in
+                    try await Self.tokenRecipients(chunk, app: app, db)
+                }
+            case .devices(let deviceIDs):
+                return try await Self.pageThroughKeys(deviceIDs, after: cursor, limit: limit) { chunk in
+                    let found = try await Self.deviceRecipients(
+                        app: app, after: nil, limit: chunk.count, where: "device_id IN (\(binds: chunk))", db
+                    )
+                    let byKey = Dictionary(uniqueKeysWithValues: found.map { ($0.key, $0) })
+                    return chunk.compactMap { byKey[$0] }
+                }
+            case .aliases(let aliases):
+                guard !aliases.isEmpty else { return Page(items: [], next: nil) }
+                return try await Self.devicePage(app: app, after: cursor, limit: limit, where: "alias IN (\(binds: aliases))", db)
+            case .tags(let tags, all: false):
+                guard !tags.isEmpty else { return Page(items: [], next: nil) }
+                return try await Self.devicePage(app: app, after: cursor, limit: limit, where: """
+                    EXISTS (SELECT 1 FROM device_tags t WHERE t.app_id = devices.app_id AND t.device_id = devices.device_id
+                        AND t.tag IN (\(binds: tags)))
+                    """, db)
+            case .tags(let tags, all: true):
+                // No tags at all would match every device; an empty condition sends to nobody, not to everyone.
+                let tags = Set(tags)
+                guard !tags.isEmpty else { return Page(items: [], next: nil) }
+                return try await Self.devicePage(app: app, after: cursor, limit: limit, where: """
+                    (SELECT COUNT(*) FROM device_tags t WHERE t.app_id = devices.app_id AND t.device_id = devices.device_id
+                        AND t.tag IN (\(binds: tags.sorted()))) >= 1
+                    """, db)
+            case .everyone:
+                return try await Self.devicePage(app: app, after: cursor, limit: limit, where: nil, db)
+            }
+        }
+    }
+
+    public func recordProgress(pushID: String, _ progress: PushProgress) async throws {
+        try await transaction { db in
+            guard let row = try await db.raw("SELECT failed_by_reason FROM pushes WHERE id = \(bind: pushID)").first() else {
+                throw StoreError.notFound("push \(pushID)")
+            }
+            var failedByReason = try JSON.decode([String: Int].self, try row.decode(column: "failed_by_reason", as: String.self))
+            for failure in progress.failures {
+                failedByReason[failure.reason, default: 0] += 1
+            }
+            try await db.raw("""
+                UPDATE pushes SET
+                    targeted = targeted + \(bind: progress.accepted + progress.failures.count),
+                    accepted = accepted + \(bind: progress.accepted),
+                    failed = failed + \(bind: progress.failures.count),
+                    pruned = pruned + \(bind: progress.pruned),
+                    failed_by_reason = \(bind: try JSON.encode(failedByReason)),
+                    cursor_key = \(bind: progress.cursor)
+                WHERE id = \(bind: pushID)
+                """).run()
+            // In slices, to stay well under the database's limit on bound parameters.
+            for start in stride(from: 0, to: progress.failures.count, by: 100) {
+                let rows = progress.failures[start..<min(start + 100, progress.failures.count)].map { failure -> SQLQueryString in
+                    """
+                    (\(bind: pushID), \(bind: failure.deviceID), \(bind: failure.token), \(bind: failure.status),
+                        \(bind: failure.reason), \(bind: failure.at.milliseconds))
+                    """
+                }
+                try await db.raw("""
+                    INSERT INTO push_failures (push_id, device_id, token, status, reason, failed_at)
+                    VALUES \(rows.joined(separator: ", "))
+                    """).run()
+            }
+        }
+    }
+
+    public func completePush(id: String, at: Date) async throws {
+        try await transaction { db in
+            let completed = try await db.raw("""
+                UPDATE pushes SET status = 'completed', finished_at = \(bind: at.milliseconds)
+                WHERE id = \(bind: id)
+                RETURNING id
+                """).first()
+            guard completed != nil else { throw StoreError.notFound("push \(id)") }
+        }
+    }
+
+    public func failures(pushID: String, after cursor: String?, limit: Int) async throws -> Page<PushFailure> {
+        // The cursor is a failure's row id. One that is not ours gives an empty last page rather than a fresh start,
+        // which could loop a client forever.
+        let after: Int64
+        if let cursor {
+            guard let id = Int64(cursor) else { return Page(items: [], next: nil) }
+            after = id
+        } else {
+            after = 0
+        }
+        let limit = max(limit, 1)
+        return try await exclusive { db in
+            let rows = try await db.raw("""
+                SELECT id, device_id, token, status, reason, failed_at FROM push_failures
+                WHERE push_id = \(bind: pushID) AND id > \(bind: after)
+                ORDER BY id
+                LIMIT \(bind: limit + 1)
+                """).all()
+            let page = rows.prefix(limit)
+            let next = rows.count > limit ? try page.last.map { String(try $0.decode(column: "id", as: Int64.self)) } : nil
+            return Page(items: try page.map(PushFailure.init(row:)), next: next)
+        }
+    }
+}
+
+// MARK: - Sessions and transactions
+
+extension SQLStore {
+    /// Runs `body` alone on the connection.
+    func exclusive<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        try await database.withSession(body)
+    }
+
+    /// Runs `body` alone on the connection, in one transaction: committed if it returns, rolled back if it throws.
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        let begin = flavor.beginTransaction
+        return try await exclusive { db in try await Self.inTransaction(db, begin: begin, body) }
+    }
+
+    static func inTransaction<T: Sendable>(
+        _ db: any SQLDatabase, begin: String, _ body: @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
+        try await db.raw(SQLQueryString(begin)).run()
+        do {
+            let result = try await body(db)
+            try await db.raw("COMMIT").run()
+            return result
+        } catch {
+            // The original error says what went wrong; a failed rollback (the connection is gone) adds nothing.
+            try? await db.raw("ROLLBACK").run()
+            throw error
+        }
+    }
+}
+
+// MARK: - Queries shared by several calls
+
+extension SQLStore {
+    static func requireApp(_ id: String, _ db: any SQLDatabase) async throws {
+        guard try await db.raw("SELECT id FROM apps WHERE id = \(bind: id)").first() != nil else {
+            throw StoreError.notFound("app \(id)")
+        }
+    }
+
+    static func device(app: String, deviceID: String, _ db: any SQLDatabase) async throws -> DeviceRecord? {
+        let rows = try await db.raw("""
+            SELECT \(unsafeRaw: Columns.device) FROM devices WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)
+            """).all()
+        return try await devices(rows: rows, app: app, db).first
+    }
+
+    /// Device rows with their tags, fetched in one more query.
+    static func devices(rows: some Collection<any SQLRow>, app: String, _ db: any SQLDatabase) async throws -> [DeviceRecord] {
+        guard !rows.isEmpty else { return [] }
+        let deviceIDs = try rows.map { try $0.decode(column: "device_id", as: String.self) }
+        let tags = try await tags(app: app, deviceIDs: deviceIDs, db)
+        return try zip(rows, deviceIDs).map { row, deviceID in try DeviceRecord(row: row, tags: tags[deviceID] ?? []) }
+    }
+
+    static func tags(app: String, deviceIDs: [String], _ db: any SQLDatabase) async throws -> [String: Set<String>] {
+        let rows = try await db.raw("""
+            SELECT device_id, tag FROM device_tags WHERE app_id = \(bind: app) AND device_id IN (\(binds: deviceIDs))
+            """).all()
+        var tags: [String: Set<String>] = [:]
+        for row in rows {
+            tags[try row.decode(column: "device_id", as: String.self), default: []].insert(try row.decode(column: "tag", as: String.self))
+        }
+        return tags
+    }
+
+    static func insertTags(_ tags: Set<String>, app: String, deviceID: String, _ db: any SQLDatabase) async throws {
+        guard !tags.isEmpty else { return }
+        let rows = tags.sorted().map { tag -> SQLQueryString in "(\(bind: app), \(bind: deviceID), \(bind: tag))" }
+        try await db.raw("""
+            INSERT INTO device_tags (app_id, device_id, tag) VALUES \(rows.joined(separator: ", ")) ON CONFLICT DO NOTHING
+            """).run()
+    }
+
+    /// A page of active devices matching `condition`, keyed and ordered by device id.
+    static func devicePage(
+        app: String, after cursor: String?, limit: Int, where condition: SQLQueryString?, _ db: any SQLDatabase
+    ) async throws -> Page<Recipient> {
+        let recipients = try await deviceRecipients(app: app, after: cursor, limit: limit + 1, where: condition, db)
+        let items = Array(recipients.prefix(limit))
+        return Page(items: items, next: recipients.count > limit ? items.last?.key : nil)
+    }
+
+    static func deviceRecipients(
+        app: String, after cursor: String?, limit: Int, where condition: SQLQueryString?, _ db: any SQLDatabase
+    ) async throws -> [Recipient] {
+        var query: SQLQueryString = """
+            SELECT device_id, token, environment, last_registered_at FROM devices
+            WHERE app_id = \(bind: app) AND deactivated_at IS NULL
+            """
+        if let cursor { query += " AND device_id >= \(bind: cursor)" }
+        if let condition { query += " AND (\(condition))" }
+        query += " ORDER BY device_id LIMIT \(bind: limit)"
+        return try await db.raw(query).all().map { row in
+            let deviceID = try row.decode(column: "device_id", as: String.self)
+            return Recipient(
+                key: deviceID, deviceID: deviceID, token: try row.decode(column: "token", as: String.self),
+                environment: try row.decode(column: "environment", as: String.self),
+                lastRegisteredAt: try row.date("last_registered_at")
+            )
+        }
+    }
+
+    /// The given tokens as recipients: registered ones with their device, unknown ones bare, deactivated ones left out.
+    static func tokenRecipients(_ tokens: [String], app: String, _ db: any SQLDatabase) async throws -> [Recipient] {
+        let rows = try await db.raw("""
+            SELECT device_id, token, environment, last_registered_at, deactivated_at FROM devices
+            WHERE app_id = \(bind: app) AND token IN (\(binds: tokens))
+            """).all()
+        var registered: [String: any SQLRow] = [:]
+        for row in rows {
+            registered[try row.decode(column: "token", as: String.self)] = row
+        }
+        return try tokens.compactMap { token in
+            guard let row = registered[token] else {
+                return Recipient(key: token, deviceID: nil, token: token, environment: nil, lastRegisteredAt: nil)
+            }
+            guard try row.optionalDate("deactivated_at") == nil else { return nil }
+            return Recipient(
+                key: token, deviceID: try row.decode(column: "device_id", as: String.self), token: token,
+                environment: try row.decode(column: "environment", as: String.self),
+                lastRegisteredAt: try row.date("last_registered_at")
+            )
+        }
+    }
+
+    /// Pages through an audience given as a list of keys, a slice of the sorted list per query, so a long list is
+    /// never one huge statement. `fetch` returns the slice's recipients in the slice's order, skipping keys that have
+    /// none. One recipient past the page says whether there is another.
+    static func pageThroughKeys(
+        _ keys: [String], after cursor: String?, limit: Int, fetch: ([String]) async throws -> [Recipient]
+    ) async throws -> Page<Recipient> {
+        // Byte order, as SQL compares keys, so the list and the registry agree on what comes after the cursor.
+        var remaining = Set(keys).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }[...]
+        if let cursor {
+            remaining = remaining.drop { !cursor.utf8.lexicographicallyPrecedes($0.utf8) }
+        }
+        var found: [Recipient] = []
+        while found.count <= limit, !remaining.isEmpty {
+            let slice = Array(remaining.prefix(500))
+            remaining = remaining.dropFirst(slice.count)
+            found += try await fetch(slice)
+        }
+        let items = Array(found.prefix(limit))
+        return Page(items: items, next: found.count > limit ? items.last?.key : nil)
+    }
+}
+
+// MARK: - Rows
+
+/// The column lists the row decoders below expect.
+enum Columns {
+    static let app = """
+        id, topic, environment, endpoint_host, endpoint_port, endpoint_ca_pem, sealed_credentials, app_key_hash, \
+        master_secret_hash, webhook_url, created_at, updated_at
+        """
+    static let deviceNames = [
+        "app_id", "device_id", "token", "environment", "alias", "locale", "timezone", "app_version", "last_registered_at",
+        "deactivated_at", "deactivation_reason", "created_at",
+    ]
+    static let device = deviceNames.joined(separator: ", ")
+    static func device(in table: String) -> String { deviceNames.map { "\(table).\($0)" }.joined(separator: ", ") }
+    static let tokenEvent = "id, app_id, device_id, token, reason, apns_timestamp, occurred_at"
+    static let push = """
+        id, app_id, idempotency_key, audience, notification, status, targeted, accepted, failed, pruned, \
+        failed_by_reason, cursor_key, created_at, finished_at
+        """
+}
+
+extension AppRecord {
+    init(row: any SQLRow) throws {
+        let endpoint = try row.decode(column: "endpoint_host", as: String?.self).map { host in
+            Endpoint(
+                host: host, port: try row.decode(column: "endpoint_port", as: Int.self),
+                caPEM: try row.decode(column: "endpoint_ca_pem", as: String?.self)
+            )
+        }
+        self.init(
+            id: try row.decode(column: "id", as: String.self), topic: try row.decode(column: "topic", as: String.self),
+            environment: try row.decode(column: "environment", as: String.self), endpoint: endpoint,
+            sealedCredentials: try row.bytes("sealed_credentials"), appKeyHash: try row.bytes("app_key_hash"),
+            masterSecretHash: try row.bytes("master_secret_hash"), webhookURL: try row.decode(column: "webhook_url", as: String?.self),
+            createdAt: try row.date("created_at"), updatedAt: try row.date("updated_at")
+        )
+    }
+}
+
+extension DeviceRecord {
+    init(row: any SQLRow, tags: Set<String>) throws {
+        self.init(
+            appID: try row.decode(column: "app_id", as: String.self), deviceID: try row.decode(column: "device_id", as: String.self),
+            token: try row.decode(column: "token", as: String.self), environment: try row.decode(column: "environment", as: String.self),
+            alias: try row.decode(column: "alias", as: String?.self), tags: tags,
+            locale: try row.decode(column: "locale", as: String?.self), timezone: try row.decode(column: "timezone", as: String?.self),
+            appVersion: try row.decode(column: "app_version", as: String?.self), lastRegisteredAt: try row.date("last_registered_at"),
+            deactivatedAt: try row.optionalDate("deactivated_at"),
+            deactivationReason: try row.decode(column: "deactivation_reason", as: String?.self), createdAt: try row.date("created_at")
+        )
+    }
+}
+
+extension TokenHistoryEntry {
+    init(row: any SQLRow) throws {
+        self.init(
+            token: try row.decode(column: "token", as: String.self), environment: try row.decode(column: "environment", as: String.self),
+            firstRegisteredAt: try row.date("first_registered_at"), replacedAt: try row.date("replaced_at"),
+            reason: try row.decode(column: "reason", as: String.self)
+        )
+    }
+}
+
+extension TokenEvent {
+    init(row: any SQLRow) throws {
+        self.init(
+            id: try row.decode(column: "id", as: Int64.self), appID: try row.decode(column: "app_id", as: String.self),
+            deviceID: try row.decode(column: "device_id", as: String.self), token: try row.decode(column: "token", as: String.self),
+            reason: try row.decode(column: "reason", as: String.self), apnsTimestamp: try row.optionalDate("apns_timestamp"),
+            occurredAt: try row.date("occurred_at")
+        )
+    }
+}
+
+extension PushRecord {
+    init(row: any SQLRow) throws {
+        let status = try row.decode(column: "status", as: String.self)
+        guard let status = Status(rawValue: status) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown push status \(status)"))
+        }
+        self.init(
+            id: try row.decode(column: "id", as: String.self), appID: try row.decode(column: "app_id", as: String.self),
+            idempotencyKey: try row.decode(column: "idempotency_key", as: String?.self),
+            audience: try StoredAudience.decode(try row.decode(column: "audience", as: String.self)),
+            notification: try row.bytes("notification"), status: status,
+            counts: PushCounts(
+                targeted: try row.decode(column: "targeted", as: Int.self), accepted: try row.decode(column: "accepted", as: Int.self),
+                failed: try row.decode(column: "failed", as: Int.self), pruned: try row.decode(column: "pruned", as: Int.self),
+                failedByReason: try JSON.decode([String: Int].self, try row.decode(column: "failed_by_reason", as: String.self))
+            ),
+            cursor: try row.decode(column: "cursor_key", as: String?.self), createdAt: try row.date("created_at"),
+            finishedAt: try row.optionalDate("finished_at")
+        )
+    }
+}
+
+extension PushFailure {
+    init(row: any SQLRow) throws {
+        self.init(
+            deviceID: try row.decode(column: "device_id", as: String?.self), token: try row.decode(column: "token", as: String.self),
+            status: try row.decode(column: "status", as: Int?.self), reason: try row.decode(column: "reason", as: String.self),
+            at: try row.date("failed_at")
+        )
+    }
+}
+
+extension SQLRow {
+    func date(_ column: String) throws -> Date {
+        Date(milliseconds: try decode(column: column, as: Int64.self))
+    }
+
+    func optionalDate(_ column: String) throws -> Date? {
+        try decode(column: column, as: Int64?.self).map(Date.init(milliseconds:))
+    }
+
+    /// A BLOB (BYTEA) column; SQLite may hand back an empty one as NULL.
+    func bytes(_ column: String) throws -> [UInt8] {
+        [UInt8](try decode(column: column, as: Data?.self) ?? Data())
+    }
+}
+
+extension Date {
+    /// Milliseconds since 1970, as stored. Rounded to the nearest, so a date read back stores the same again.
+    var milliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+
+    init(milliseconds: Int64) {
+        self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
+    }
+}
+
+// MARK: - Text columns
+
+/// How an ``Audience`` is kept in a TEXT column.
+struct StoredAudience: Codable {
+    var kind: String
+    var values: [String]?
+    var all: Bool?
+
+    static func encode(_ audience: Audience) throws -> String {
+        let stored = switch audience {
+        case .tokens(let tokens): StoredAudience(kind: "tokens", values: tokens)
+        case .devices(let deviceIDs): StoredAudience(kind: "devices", values: deviceIDs)
+        case .aliases(let aliases): StoredAudience(kind: "aliases", values: aliases)
+        case .tags(let tags, let all): StoredAudience(kind: "tags", values: tags, all: all)
+        case .everyone: StoredAudience(kind: "everyone")
+        }
+        return try JSON.encode(stored)
+    }
+
+    static func decode(_ text: String) throws -> Audience {
+        let stored = try JSON.decode(StoredAudience.self, text)
+        switch (stored.kind, stored.values) {
+        case ("tokens", let tokens?): return .tokens(tokens)
+        case ("devices", let deviceIDs?): return .devices(deviceIDs)
+        case ("aliases", let aliases?): return .aliases(aliases)
+        case ("tags", let tags?): return .tags(tags, all: stored.all ?? false)
+        case ("everyone", _): return .everyone
+        default: throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown audience \(text)"))
+        }
+    }
+}
+
+enum JSON {
+    static func encode(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
+        try JSONDecoder().decode(type, from: Data(text.utf8))
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+
+/// Why a store call failed in a way the caller should tell apart.
+public enum StoreError: Error, Equatable, Sendable {
+    /// A record with that key exists already.
+    case conflict(String)
+    /// No such record.
+    case notFound(String)
+}
+
+/// Everything `tern serve` keeps: apps, the device registry, token events and pushes.
+///
+/// One protocol, one shared conformance test suite; SQLite is the embedded implementation, PostgreSQL the one for
+/// several nodes. Every mutating call is one transaction: it happens whole or not at all. Dates are stored with
+/// millisecond precision.
+public protocol TernStore: Sendable {
+    /// Creates or upgrades the schema. Safe to call on every start.
+    func migrate() async throws
+    /// Whether the store answers (for `/ready`).
+    func ping() async throws
+    func close() async throws
+
+    // MARK: Settings
+
+    /// A server-wide setting (such as the admin token's hash), or nil.
+    func setting(_ key: String) async throws -> String?
+    func setSetting(_ key: String, to value: String) async throws
+    /// Stores `value` unless the key has a value already. - Returns: the value in force afterwards.
+    func initializeSetting(_ key: String, to value: String) async throws -> String
+
+    // MARK: Apps
+
+    /// - Throws: ``StoreError/conflict(_:)`` if the id is taken.
+    func createApp(_ app: AppRecord) async throws
+    func app(_ id: String) async throws -> AppRecord?
+    func apps() async throws -> [AppRecord]
+    /// Replaces every field but `id` and `createdAt`. - Throws: ``StoreError/notFound(_:)``.
+    func updateApp(_ app: AppRecord) async throws
+    /// Deletes the app with its devices, token events and pushes. Returns false if there was no such app.
+    func deleteApp(_ id: String) async throws -> Bool
+
+    // MARK: Device registry
+
+    /// Registers a device, applying the registry's rules in one transaction:
+    /// - the device id has exactly one current token: a new token replaces the old one, which goes to the device's
+    ///   token history (reason `replaced`);
+    /// - a token belongs to one device: registered under another device id, it moves there and the device that had
+    ///   it is removed (its id was lost, e.g. a cleared keychain);
+    /// - registering again sets `lastRegisteredAt` to `at` and reactivates a deactivated token;
+    /// - a non-nil alias binds the device to it (unbinding the old one); non-nil tags replace the device's tags.
+    /// - Throws: ``StoreError/notFound(_:)`` for an unknown app.
+    func register(_ registration: DeviceRegistration, app: String, at: Date) async throws -> DeviceRecord
+    func device(app: String, deviceID: String) async throws -> DeviceRecord?
+    /// Returns false if there was no such device.
+    func deleteDevice(app: String, deviceID: String) async throws -> Bool
+    /// Unbinds the device from its alias (logout). Returns the device, or nil if there is none.
+    func removeAlias(app: String, deviceID: String, at: Date) async throws -> DeviceRecord?
+    /// Adds and removes tags. Returns the device, or nil if there is none.
+    func updateTags(app: String, deviceID: String, add: Set<String>, remove: Set<String>, at: Date) async throws -> DeviceRecord?
+    /// The devices bound to an alias (active or not), by device id.
+    func devices(app: String, alias: String) async throws -> [DeviceRecord]
+    /// The devices with a tag, by device id, `limit` at a time after the cursor.
+    func devices(app: String, tag: String, after cursor: String?, limit: Int) async throws -> Page<DeviceRecord>
+    /// The tokens the device had before its current one, oldest first.
+    func tokenHistory(app: String, deviceID: String) async throws -> [TokenHistoryEntry]
+
+    // MARK: Token hygiene
+
+    /// Deactivates the device that holds `token`, if any, and records a token event. With `invalidSince` (a 410 or
+    /// feedback timestamp) only a token last registered before that moment is deactivated; without it, at once.
+    /// The check and the update are one statement, so a registration racing with it is never lost.
+    /// - Returns: the event, or nil when nothing was deactivated (unknown token, already inactive, or registered
+    ///   again since `invalidSince`).
+    func deactivateToken(
+        app: String, token: String, reason: String, invalidSince: Date?, apnsTimestamp: Date?, at: Date
+    ) async throws -> TokenEvent?
+    /// Token events after the cursor (an event id), oldest first.
+    func tokenEvents(app: String, after: Int64?, limit: Int) async throws -> [TokenEvent]
+
+    // MARK: Pushes
+
+    /// Stores a push. With an idempotency key already used by the app, stores nothing and returns that push.
+    /// - Returns: the stored push and whether it is new.
+    func createPush(_ push: PushRecord) async throws -> (push: PushRecord, created: Bool)
+    func push(app: String, id: String) async throws -> PushRecord?
+    /// Pushes not completed (pending or sending), oldest first: what a dispatcher has to do, after a restart too.
+    func unfinishedPushes(limit: Int) async throws -> [PushRecord]
+    /// Marks a push as being sent.
+    func startPush(id: String, at: Date) async throws
+    /// The audience's recipients after the cursor, by key, `limit` at a time: active devices only (a `tokens`
+    /// audience lists the given tokens, minus those registered and deactivated). Never the whole audience at once.
+    func recipients(app: String, audience: Audience, after cursor: String?, limit: Int) async throws -> Page<Recipient>
+    /// Records a run of results and moves the push's cursor, in one transaction.
+    func recordProgress(pushID: String, _ progress: PushProgress) async throws
+    func completePush(id: String, at: Date) async throws
+    /// A push's failures, `limit` at a time; the cursor is opaque.
+    func failures(pushID: String, after cursor: String?, limit: Int) async throws -> Page<PushFailure>
+}

@@ -1,0 +1,118 @@
+import Foundation
+import Hummingbird
+import TernAPNs
+
+/// An error that knows which input field it is about, so an API can name it.
+public protocol FieldError: Error {
+    var field: String { get }
+    var message: String { get }
+}
+
+extension APNsValidationError: FieldError {}
+
+/// The one error shape of Tern's JSON APIs: `{"error": "...", "message": "...", "field": "..."}` with a 4xx or 5xx
+/// status. `field` names the input at fault (`token`, `audience.aliases[2]`, `body`) when there is one.
+public struct JSONAPIError: HTTPResponseError, CustomStringConvertible {
+    public let status: HTTPResponse.Status
+    public let error: String
+    public let message: String
+    public let field: String?
+
+    public init(status: HTTPResponse.Status, error: String, message: String, field: String? = nil) {
+        self.status = status
+        self.error = error
+        self.message = message
+        self.field = field
+    }
+
+    public var description: String { "\(status.code) \(error): \(message)" + (field.map { " (\($0))" } ?? "") }
+
+    public static func badRequest(field: String?, _ message: String) -> JSONAPIError {
+        JSONAPIError(status: .badRequest, error: "badRequest", message: message, field: field)
+    }
+
+    public static func notFound(_ message: String) -> JSONAPIError {
+        JSONAPIError(status: .notFound, error: "notFound", message: message)
+    }
+
+    public static func unauthorized(_ message: String) -> JSONAPIError {
+        JSONAPIError(status: .unauthorized, error: "unauthorized", message: message)
+    }
+
+    public static func forbidden(_ message: String) -> JSONAPIError {
+        JSONAPIError(status: .forbidden, error: "forbidden", message: message)
+    }
+
+    public static func conflict(field: String?, _ message: String) -> JSONAPIError {
+        JSONAPIError(status: .conflict, error: "conflict", message: message, field: field)
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var object: [String: JSONValue] = ["error": .string(error), "message": .string(message)]
+        if let field { object["field"] = .string(field) }
+        let body = try JSONValue.object(object).serialized()
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+extension JSONAPIError {
+    /// Turns a JSON decoding failure (or a ``FieldError``) into a 400 that names the field.
+    public init(decoding error: any Error) {
+        switch error {
+        case let error as JSONAPIError:
+            self = error
+        case DecodingError.keyNotFound(let key, let context):
+            self = .badRequest(field: Self.path(context.codingPath + [key]), "missing field")
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+            let field = context.codingPath.isEmpty ? "body" : Self.path(context.codingPath)
+            self = .badRequest(field: field, "wrong type: \(context.debugDescription)")
+        case DecodingError.dataCorrupted(let context):
+            let field = context.codingPath.isEmpty ? "body" : Self.path(context.codingPath)
+            self = .badRequest(field: field, "not valid: \(context.debugDescription)")
+        case let error as any FieldError:
+            self = .badRequest(field: error.field, error.message)
+        default:
+            self = .badRequest(field: "body", "the body is not the JSON this endpoint takes")
+        }
+    }
+
+    /// `a.b[2].c` for a coding path.
+    public static func path(_ codingPath: [any CodingKey]) -> String {
+        codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+    }
+}
+
+/// Reading JSON request bodies with errors that name the field.
+public enum JSONBody {
+    /// Decodes the body as `T`; a missing or malformed body is a 400 naming the field, a body over `limit` a 413.
+    public static func decode<T: Decodable>(
+        _ type: T.Type, from request: Request, limit: Int = 1 << 20, allowEmpty: Bool = false
+    ) async throws -> T? {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: limit)
+        } catch {
+            throw JSONAPIError(
+                status: .contentTooLarge, error: "payloadTooLarge", message: "the body is larger than \(limit) bytes", field: "body")
+        }
+        if buffer.readableBytes == 0 {
+            if allowEmpty { return nil }
+            throw JSONAPIError.badRequest(field: "body", "a JSON body is required")
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+        } catch {
+            throw JSONAPIError(decoding: error)
+        }
+    }
+
+    /// Decodes a required body.
+    public static func decode<T: Decodable>(_ type: T.Type, from request: Request, limit: Int = 1 << 20) async throws -> T {
+        guard let value = try await decode(type, from: request, limit: limit, allowEmpty: false) else {
+            throw JSONAPIError.badRequest(field: "body", "a JSON body is required")
+        }
+        return value
+    }
+}

@@ -1,0 +1,154 @@
+import Foundation
+import TernAPNs
+import TernTestSupport
+import Testing
+
+/// `tern serve` as a process: the README's first start, graceful stop, bad settings, and a push that survives
+/// SIGKILL.
+@Suite(.serialized) struct ServeCommandTests {
+    static func folder() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("tern-serve-\(UUID().uuidString)")
+    }
+
+    static func device(_ number: Int) -> String { String(format: "6f1c1f9e-8d7a-4d44-9d2e-%012x", number) }
+    static func token(_ number: Int) -> String { String(repeating: "cd", count: 28) + String(format: "%08x", number) }
+
+    @Test func theFirstStartCreatesTheDemoAppThatDeliversAndCtrlCStopsCleanly() async throws {
+        let folder = Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let serve = try ServeProcess(folder: folder)
+        let appKey = try #require(serve.value(after: "app key"))
+        let masterSecret = try #require(serve.value(after: "master secret"))
+        #expect(serve.value(after: "admin token")?.hasPrefix("tat_") == true)
+        #expect(serve.banner.contains("curl -X PUT"))
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("tern.db").path))
+        let keyAttributes = try FileManager.default.attributesOfItem(atPath: folder.appendingPathComponent("tern.key").path)
+        #expect((keyAttributes[.posixPermissions] as? Int) == 0o600)
+
+        let device = serve.client(bearer: appKey)
+        for number in 1...2 {
+            let registered = try await device.put(
+                "/v1/apps/demo/devices/\(Self.device(number))", #"{"token": "\#(Self.token(number))", "environment": "production", "alias": "user-42"}"#)
+            #expect(registered.status == 200)
+        }
+        let push = try await serve.client(bearer: masterSecret).post(
+            "/v1/apps/demo/pushes?wait=10", #"{"audience": {"aliases": ["user-42"]}, "notification": {"title": "Hello"}}"#)
+        #expect(push.status == 201)
+        #expect(try push.json()["counts"]?["accepted"] == .int(2))
+        #expect(serve.interrupt() == 0)
+
+        // A second start keeps the data and prints no secrets.
+        let again = try ServeProcess(folder: folder)
+        #expect(again.value(after: "app key") == nil)
+        #expect(again.value(after: "admin token") == nil)
+        let device1 = try await again.client(bearer: masterSecret).get("/v1/apps/demo/devices/\(Self.device(1))")
+        #expect(device1.status == 200)
+        #expect(again.interrupt() == 0)
+    }
+
+    @Test func badSettingsEndWithAMessageAndExitStatus() throws {
+        let folder = Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let badPort = try Commands.run(Commands.tern, ["serve", "--port", "70000"])
+        #expect(badPort.status != 0)
+        #expect(badPort.stderr.contains("http.port"))
+        let missing = try Commands.run(Commands.tern, ["serve", "--config", folder.appendingPathComponent("nope.json").path])
+        #expect(missing.status != 0)
+        #expect(missing.stderr.contains("nope.json"))
+        let weakToken = try Commands.run(Commands.tern, ["serve", "--port", "0"], environment: ["TERN_ADMIN_TOKEN": "short"])
+        #expect(weakToken.status != 0)
+        #expect(weakToken.stderr.contains("admin.token"))
+        #expect(!weakToken.stderr.contains("short"), "the secret itself is not echoed")
+    }
+
+    /// Issue: a process killed in the middle of a large push finishes it after restart without losing a recipient;
+    /// re-sent recipients are at most the page in flight.
+    @Test func aPushInterruptedBySIGKILLFinishesAfterRestartWithNoRecipientLost() async throws {
+        let folder = Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // A simulator in its own process, so what it received survives the server's death.
+        let simulator = try SimulatorProcess()
+        let control = HTTPTestClient(port: simulator.controlPort)
+        let admin = "admin-token-for-the-crash-test"
+        let pageSize = 300
+        let environment = ["TERN_ADMIN_TOKEN": admin, "TERN_DELIVERY_PAGESIZE": "\(pageSize)", "TERN_DELIVERY_CONCURRENCY": "50"]
+        var serve = try ServeProcess(folder: folder, arguments: ["--no-demo"], environment: environment)
+
+        let keyPEM = try String(contentsOf: simulator.stateDirectory.appendingPathComponent("SIMKEY0001.p8"), encoding: .utf8)
+        let caPEM = try String(contentsOf: simulator.stateDirectory.appendingPathComponent("ca.pem"), encoding: .utf8)
+        func escaped(_ text: String) -> String { text.replacingOccurrences(of: "\n", with: "\\n") }
+        let created = try await serve.client(bearer: admin).post("/v1/apps", """
+            {"id": "shop", "topic": "com.example.app", "environment": "custom",
+             "endpoint": {"host": "127.0.0.1", "port": \(simulator.port), "caPEM": "\(escaped(caPEM))"},
+             "credentials": {"type": "token", "keyPEM": "\(escaped(keyPEM))", "keyID": "SIMKEY0001", "teamID": "SIMTEAM001"}}
+            """)
+        #expect(created.status == 201, "\(created.text)")
+        let app = try created.json()
+        let appKey = try #require(app["appKey"].flatMap { if case .string(let s) = $0 { s } else { nil } })
+        let master = try #require(app["masterSecret"].flatMap { if case .string(let s) = $0 { s } else { nil } })
+
+        let count = 3000
+        let registrar = serve.client(bearer: appKey)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    let client = registrar
+                    for number in stride(from: worker, to: count, by: 8) {
+                        let response = try await client.put(
+                            "/v1/apps/shop/devices/\(Self.device(number))",
+                            #"{"token": "\#(Self.token(number))", "environment": "production", "tags": ["all"]}"#)
+                        guard response.status == 200 else { throw CLITestError("registration \(number): \(response.text)") }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        // 20 ms per request and 50 in flight: about 2,500 a second, so the kill lands mid-push.
+        _ = try await control.put("/scenario/latency", #"{"fixedMilliseconds": 20}"#)
+        let accepted = try await serve.client(bearer: master).post(
+            "/v1/apps/shop/pushes", #"{"audience": {"tags": ["all"]}, "notification": {"title": "Sale"}}"#)
+        #expect(accepted.status == 202)
+        let pushID = try #require(try accepted.json()["id"].flatMap { if case .string(let s) = $0 { s } else { nil } })
+
+        // Wait until some pages are recorded, then kill without warning.
+        var targeted = 0
+        let deadline = Date().addingTimeInterval(30)
+        while targeted < 2 * pageSize, Date() < deadline {
+            let state = try await serve.client(bearer: master).get("/v1/apps/shop/pushes/\(pushID)").json()
+            if case .int(let value)? = state["counts"]?["targeted"] { targeted = value }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(targeted >= 2 * pageSize && targeted < count, "killed mid-push at \(targeted) of \(count)")
+        serve.kill()
+
+        serve = try ServeProcess(folder: folder, arguments: ["--no-demo"], environment: environment)
+        var status = ""
+        var final: JSONValue = .null
+        let finish = Date().addingTimeInterval(60)
+        while status != "completed", Date() < finish {
+            final = try await serve.client(bearer: master).get("/v1/apps/shop/pushes/\(pushID)").json()
+            if case .string(let value)? = final["status"] { status = value }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(status == "completed")
+        #expect(final["counts"]?["targeted"] == .int(count))
+        #expect(final["counts"]?["accepted"] == .int(count))
+        #expect(serve.interrupt() == 0)
+
+        // Every device got it; repeats are only what was in flight when the process died.
+        var received: [String: Int] = [:]
+        var after = 0
+        while true {
+            let page = try await control.get("/notifications?after=\(after)&limit=10000").json()
+            guard case .array(let items)? = page["items"], !items.isEmpty else { break }
+            for item in items { if case .string(let token)? = item["token"] { received[token, default: 0] += 1 } }
+            guard case .int(let next)? = page["next"] else { break }
+            after = next
+        }
+        #expect(received.count == count, "every recipient reached")
+        let repeats = received.values.reduce(0) { $0 + ($1 - 1) }
+        #expect(repeats <= pageSize, "\(repeats) repeats; at most the page in flight")
+        #expect(simulator.interrupt() == 0)
+    }
+}

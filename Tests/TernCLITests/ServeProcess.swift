@@ -1,0 +1,75 @@
+import Foundation
+import TernTestSupport
+
+/// A `tern serve` process in its own working folder (database, server key, simulator state), on a free port.
+final class ServeProcess {
+    let process = Process()
+    let folder: URL
+    private let output = Pipe()
+    private(set) var banner = ""
+    private(set) var port = 0
+
+    /// - Parameter environment: added to this process's (e.g. `TERN_ADMIN_TOKEN`).
+    init(folder: URL, arguments: [String] = [], environment: [String: String] = [:]) throws {
+        self.folder = folder
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        process.executableURL = URL(fileURLWithPath: Commands.tern)
+        process.arguments = ["serve", "--port", "0", "--log-level", "warning"] + arguments
+        process.currentDirectoryURL = folder
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        try readBanner()
+    }
+
+    /// Reads stdout until the banner is complete, within 30 seconds.
+    private func readBanner() throws {
+        let deadline = Date().addingTimeInterval(30)
+        let handle = output.fileHandleForReading
+        while !(banner.contains("Tern is serving") && (banner.hasSuffix("\n"))), Date() < deadline {
+            let chunk = handle.availableData
+            if chunk.isEmpty { break }
+            banner += String(decoding: chunk, as: UTF8.self)
+            // The demo block ends with the push example.
+            if banner.contains("Tern is serving"), !banner.contains("demo app") || banner.contains("pushes?wait") { break }
+        }
+        guard let range = banner.range(of: "http://127.0.0.1:"), let port = Int(banner[range.upperBound...].prefix(while: \.isNumber)) else {
+            process.terminate()
+            throw CLITestError("tern serve printed no address; output was:\n\(banner)")
+        }
+        self.port = port
+    }
+
+    /// A value printed after `label` in the banner (the demo's secrets, the admin token).
+    func value(after label: String) -> String? {
+        guard let line = banner.split(separator: "\n").first(where: { $0.contains(label) }) else { return nil }
+        return line.split(separator: " ").first(where: { $0.hasPrefix("t") && $0.contains("_") }).map(String.init)
+    }
+
+    func client(bearer: String?) -> HTTPTestClient { HTTPTestClient(port: port, bearer: bearer) }
+
+    /// SIGINT, as Ctrl-C; returns the exit status.
+    func interrupt() -> Int32 {
+        process.interrupt()
+        return wait()
+    }
+
+    /// SIGKILL: no chance to finish anything.
+    func kill() {
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        _ = wait()
+    }
+
+    private func wait() -> Int32 {
+        let deadline = Date().addingTimeInterval(20)
+        while process.isRunning, Date() < deadline { usleep(20_000) }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning { process.terminate() }
+    }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import NIOHTTP1
+import TernAPNs
+import TernTestSupport
+import Testing
+
+/// Every endpoint checks its secret, and bad input is a 4xx naming the field with nothing stored.
+@Suite(.serialized) struct AuthAndInputTests {
+    /// An app's endpoints, with who may call them.
+    static let masterOnly: [(HTTPMethod, String, String?)] = [
+        (.POST, "/v1/apps/demo/pushes", Fixture.push(audience: #"{"all": true}"#)),
+        (.GET, "/v1/apps/demo/pushes/00000000-0000-4000-8000-000000000000", nil),
+        (.GET, "/v1/apps/demo/token-events", nil),
+        (.GET, "/v1/apps/demo/devices?alias=u", nil),
+        (.GET, "/v1/apps/demo/devices/\(Fixture.device(1))/tokens", nil),
+        (.GET, "/v1/apps/demo/devices/\(Fixture.device(1))", nil),
+        (.DELETE, "/v1/apps/demo/devices/\(Fixture.device(1))/alias", nil),
+    ]
+
+    @Test func everyAppEndpointRefusesAMissingOrWrongSecretAndAnotherAppsKey() async throws {
+        try await ServerHarness.withServer { server in
+            let other = try await server.admin.post("/v1/apps", #"{"id": "other", "topic": "com.example.other", "environment": "simulator"}"#)
+            #expect(other.status == 201)
+            let otherMaster = try other.json()["masterSecret"]?.string
+            let endpoints = Self.masterOnly + [(.PUT, "/v1/apps/demo/devices/\(Fixture.device(1))", Fixture.registration(token: Fixture.token(1)))]
+            for (method, path, body) in endpoints {
+                for bearer in [nil, "tms_wrong", otherMaster, RunningServer.adminToken] {
+                    let response = try await server.api.with(bearer: bearer).send(method, path, body: body)
+                    #expect(response.status == 401, "\(method) \(path) with \(bearer ?? "no secret") answered \(response.status)")
+                    #expect(try response.json()["error"]?.string == "unauthorized")
+                }
+            }
+            #expect(try await server.arrivals().isEmpty)
+        }
+    }
+
+    @Test func theAppKeyCannotDoWhatNeedsTheMasterSecret() async throws {
+        try await ServerHarness.withServer { server in
+            try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "u")
+            for (method, path, body) in Self.masterOnly where !path.hasSuffix("/alias") && !path.hasSuffix(Fixture.device(1)) {
+                let response = try await server.device.send(method, path, body: body)
+                #expect(response.status == 403, "\(method) \(path) with the app key answered \(response.status)")
+            }
+            // A device acts as itself with its secret, and only as itself.
+            let registered = try await server.register(Fixture.device(2), token: Fixture.token(2), alias: "v")
+            let secret = try #require(registered["deviceSecret"]?.string)
+            let own = try await server.device.send(.GET, "/v1/apps/demo/devices/\(Fixture.device(2))", headers: [("X-Tern-Device-Secret", secret)])
+            #expect(own.status == 200)
+            let otherDevice = try await server.device.send(.GET, "/v1/apps/demo/devices/\(Fixture.device(1))", headers: [("X-Tern-Device-Secret", secret)])
+            #expect(otherDevice.status == 403)
+            let noSecret = try await server.device.get("/v1/apps/demo/devices/\(Fixture.device(2))")
+            #expect(noSecret.status == 403)
+            #expect(try await server.arrivals().isEmpty)
+        }
+    }
+
+    @Test func appManagementNeedsTheAdminToken() async throws {
+        try await ServerHarness.withServer { server in
+            let bearers: [String?] = [nil, "tat_wrong", server.master.bearer, server.device.bearer]
+            for bearer in bearers {
+                let client = server.api.with(bearer: bearer)
+                let list = try await client.get("/v1/apps")
+                let create = try await client.post("/v1/apps", #"{"id": "x", "topic": "t", "environment": "simulator"}"#)
+                let delete = try await client.delete("/v1/apps/demo")
+                let statuses: [Int] = [list.status, create.status, delete.status]
+                #expect(statuses == [401, 401, 401])
+            }
+            let still = try await server.admin.get("/v1/apps/demo")
+            #expect(still.status == 200)
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"token": "xyz", "environment": "production"}"#, "token"),
+        (#"{"token": "\#(Fixture.token(1))", "environment": "staging"}"#, "environment"),
+        (#"{"token": "\#(Fixture.token(1))"}"#, "environment"),
+        (#"{"environment": "production"}"#, "token"),
+        (#"{"token": "\#(Fixture.token(1))", "environment": "production", "alias": "\#(String(repeating: "a", count: 129))"}"#, "alias"),
+        (#"{"token": "\#(Fixture.token(1))", "environment": "production", "tags": ["ok", "not ok"]}"#, "tags[1]"),
+        (#"{"token": "\#(Fixture.token(1))", "environment": "production", "locale": "\#(String(repeating: "x", count: 36))"}"#, "locale"),
+        (#"{"token": 12, "environment": "production"}"#, "token"),
+        (#"{"token": "\#(Fixture.token(1))", "environment": "production""#, "body"),
+        ("", "body"),
+    ])
+    func aBadRegistrationIsA400NamingTheFieldAndStoresNothing(_ body: String, _ field: String) async throws {
+        try await ServerHarness.withServer { server in
+            let response = try await server.device.send(.PUT, "/v1/apps/demo/devices/\(Fixture.device(1))", body: body)
+            #expect(response.status == 400, "\(response.text)")
+            #expect(try response.json()["field"]?.string == field, "\(response.text)")
+            #expect(try await server.master.get("/v1/apps/demo/devices/\(Fixture.device(1))").status == 404)
+        }
+    }
+
+    @Test func unknownAppsAndMalformedIdsAreClearErrors() async throws {
+        try await ServerHarness.withServer { server in
+            let unknown = try await server.device.put("/v1/apps/nope/devices/\(Fixture.device(1))", Fixture.registration(token: Fixture.token(1)))
+            #expect(unknown.status == 404)
+            let badID = try await server.device.put("/v1/apps/demo/devices/not-a-uuid", Fixture.registration(token: Fixture.token(1)))
+            #expect(badID.status == 400)
+            #expect(try badID.json()["field"]?.string == "deviceId")
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"audience": {"aliases": ["u"], "all": true}, "notification": {"title": "x"}}"#, "audience"),
+        (#"{"audience": {}, "notification": {"title": "x"}}"#, "audience"),
+        (#"{"audience": {"tokens": ["zz"]}, "notification": {"title": "x"}}"#, "audience.tokens[0]"),
+        (#"{"audience": {"devices": ["nope"]}, "notification": {"title": "x"}}"#, "audience.devices[0]"),
+        (#"{"audience": {"tags": ["a"], "match": "most"}, "notification": {"title": "x"}}"#, "audience.match"),
+        (#"{"audience": {"all": true}}"#, "notification"),
+        (#"{"audience": {"all": true}, "notification": {"title": "x"}, "apns": {"priority": 7}}"#, "apns.priority"),
+        (#"{"audience": {"all": true}, "notification": {"title": "x"}, "apns": {"pushType": "fax"}}"#, "apns.pushType"),
+        (#"{"audience": {"all": true}, "notification": {"title": "x"}, "apns": {"collapseID": "\#(String(repeating: "c", count: 65))"}}"#, "apns.collapseID"),
+        (#"{"audience": {"all": true}, "notification": {"body": "\#(String(repeating: "b", count: 5000))"}}"#, "notification"),
+        (#"{"audience": {"all": true}, "payload": {"aps": 3}}"#, "payload.aps"),
+        (#"{"audience": {"all": true}, "notification": {"title": "x"}, "idempotencyKey": ""}"#, "idempotencyKey"),
+    ])
+    func aBadPushIsA400NamingTheFieldAndSendsNothing(_ body: String, _ field: String) async throws {
+        try await ServerHarness.withServer { server in
+            try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "u")
+            let response = try await server.master.post("/v1/apps/demo/pushes", body)
+            #expect(response.status == 400, "\(response.text)")
+            #expect(try response.json()["field"]?.string == field, "\(response.text)")
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(try await server.arrivals().isEmpty)
+        }
+    }
+}

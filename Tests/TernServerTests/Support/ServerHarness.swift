@@ -1,0 +1,91 @@
+import Foundation
+import Logging
+import TernAPNs
+import TernServer
+import TernTestSupport
+import Testing
+
+/// A running `tern serve` (in-process, port 0, its own temporary folder) with the demo app on the built-in simulator.
+struct RunningServer: Sendable {
+    let server: TernServer
+    let banner: TernServer.Banner
+    let folder: URL
+    /// The API with the admin token.
+    let admin: HTTPTestClient
+    /// The API with the demo app's master secret.
+    let master: HTTPTestClient
+    /// The API with the demo app's app key.
+    let device: HTTPTestClient
+    /// The built-in simulator's control API.
+    let simulator: HTTPTestClient
+
+    static let adminToken = "test-admin-token-0123456789"
+
+    var api: HTTPTestClient { admin.with(bearer: nil) }
+}
+
+enum ServerHarness {
+    /// Runs a server for `body` and stops it gracefully afterwards; `configure` adjusts the defaults.
+    static func withServer<T: Sendable>(
+        folder given: URL? = nil,
+        configure: (inout TernServerConfiguration) -> Void = { _ in },
+        _ body: (RunningServer) async throws -> T
+    ) async throws -> T {
+        let folder = given ?? FileManager.default.temporaryDirectory.appendingPathComponent("tern-server-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        var configuration = TernServerConfiguration()
+        configuration.port = 0
+        configuration.databasePath = folder.appendingPathComponent("tern.db").path
+        configuration.serverKeyFile = folder.appendingPathComponent("tern.key").path
+        configuration.simulatorStateDirectory = folder.appendingPathComponent("simulator").path
+        configuration.adminToken = RunningServer.adminToken
+        configure(&configuration)
+        var logger = Logger(label: "tern.test")
+        logger.logLevel = .warning
+        let server = TernServer(configuration: configuration, metrics: nil, logger: logger)
+        let ready = AsyncStream.makeStream(of: TernServer.Banner.self)
+        let serving = Task {
+            try await server.run(gracefulShutdownSignals: []) { banner in
+                ready.continuation.yield(banner)
+                ready.continuation.finish()
+            }
+        }
+        do {
+            let banner = try await withTimeout(30, "the server to start") {
+                var iterator = ready.stream.makeAsyncIterator()
+                guard let banner = await iterator.next() else { throw HTTPTestClientError(description: "the server stopped before it was ready") }
+                return banner
+            }
+            let port = server.boundPort!
+            let state = running(server, banner, folder: folder, port: port)
+            let result = try await body(state)
+            await server.shutdown()
+            try await withTimeout(20, "the server to stop") { try await serving.value }
+            if given == nil { try? FileManager.default.removeItem(at: folder) }
+            return result
+        } catch {
+            await server.shutdown()
+            serving.cancel()
+            _ = try? await serving.value
+            if given == nil { try? FileManager.default.removeItem(at: folder) }
+            throw error
+        }
+    }
+
+    private static func running(_ server: TernServer, _ banner: TernServer.Banner, folder: URL, port: Int) -> RunningServer {
+        // The demo's secrets are printed on the first start only; a restarted server (same folder) reuses them.
+        let file = folder.appendingPathComponent("demo-secrets.txt")
+        var secrets = banner.demo
+        if let demo = banner.demo {
+            try? "\(demo.appKey)\n\(demo.masterSecret)\n".write(to: file, atomically: true, encoding: .utf8)
+        } else if let lines = try? String(contentsOf: file, encoding: .utf8).split(separator: "\n"), lines.count == 2 {
+            secrets = (String(lines[0]), String(lines[1]))
+        }
+        return RunningServer(
+            server: server, banner: banner, folder: folder,
+            admin: HTTPTestClient(port: port, bearer: RunningServer.adminToken),
+            master: HTTPTestClient(port: port, bearer: secrets?.masterSecret),
+            device: HTTPTestClient(port: port, bearer: secrets?.appKey),
+            simulator: HTTPTestClient(port: banner.simulator?.controlPort ?? 0))
+    }
+}

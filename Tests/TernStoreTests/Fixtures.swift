@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+import TernStore
+
+/// A date at millisecond precision, as the store keeps dates: `ms` milliseconds after a fixed moment in 2025.
+func time(_ ms: Int64) -> Date {
+    Date(timeIntervalSince1970: Double(1_750_000_000_000 + ms) / 1000)
+}
+
+func makeApp(_ id: String = "demo", at created: Date = time(0)) -> AppRecord {
+    AppRecord(
+        id: id, topic: "com.example.\(id)", environment: "production", endpoint: nil, sealedCredentials: [1, 2, 3],
+        appKeyHash: Array(repeating: 0xAA, count: 32), masterSecretHash: Array(repeating: 0xBB, count: 32), webhookURL: nil,
+        createdAt: created, updatedAt: created
+    )
+}
+
+func registration(
+    _ deviceID: String, token: String, alias: String? = nil, tags: Set<String>? = nil, environment: String = "production"
+) -> DeviceRegistration {
+    DeviceRegistration(deviceID: deviceID, token: token, environment: environment, alias: alias, tags: tags)
+}
+
+func makePush(
+    _ id: String, app: String = "demo", key: String? = nil, audience: Audience = .everyone, at created: Date = time(0)
+) -> PushRecord {
+    PushRecord(
+        id: id, appID: app, idempotencyKey: key, audience: audience, notification: Array("{\"aps\":{}}".utf8), createdAt: created
+    )
+}
+
+func failure(_ token: String, reason: String = "BadDeviceToken", status: Int? = 400, at: Date = time(0)) -> PushFailure {
+    PushFailure(deviceID: "device-\(token)", token: token, status: status, reason: reason, at: at)
+}
+
+/// A zero-padded name, so string order is number order: `numbered("device", 7)` is `device-0007`.
+func numbered(_ prefix: String, _ n: Int) -> String {
+    "\(prefix)-" + String(repeating: "0", count: max(0, 4 - String(n).count)) + String(n)
+}
+
+extension StoreError {
+    var isNotFound: Bool {
+        if case .notFound = self { true } else { false }
+    }
+
+    var isConflict: Bool {
+        if case .conflict = self { true } else { false }
+    }
+}
+
+/// Every recipient of an audience, page by page, checking that no page is longer than `limit`.
+func allRecipients(
+    _ store: any TernStore, app: String = "demo", _ audience: Audience, limit: Int, sourceLocation: SourceLocation = #_sourceLocation
+) async throws -> [Recipient] {
+    var recipients: [Recipient] = []
+    var cursor: String?
+    for _ in 0..<10_000 {
+        let page = try await store.recipients(app: app, audience: audience, after: cursor, limit: limit)
+        #expect(page.items.count <= limit, "a page is longer than its limit", sourceLocation: sourceLocation)
+        recipients += page.items
+        guard let next = page.next else { return recipients }
+        #expect(next == page.items.last?.key, "the cursor is not the page's last key", sourceLocation: sourceLocation)
+        cursor = next
+    }
+    Issue.record("paging never ended", sourceLocation: sourceLocation)
+    return recipients
+}

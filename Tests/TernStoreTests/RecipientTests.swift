@@ -1,0 +1,145 @@
+import Foundation
+import Testing
+import TernStore
+
+@Suite("Recipients")
+struct RecipientTests {
+    /// dev-a…dev-e in app `demo` (dev-d deactivated), and in app `other` a device that would match everything.
+    private func seed(_ store: any TernStore) async throws {
+        try await store.createApp(makeApp("demo"))
+        try await store.createApp(makeApp("other"))
+        _ = try await store.register(registration("dev-c", token: "tc", alias: "bob", tags: ["sports"]), app: "demo", at: time(3))
+        _ = try await store.register(registration("dev-a", token: "ta", alias: "alice", tags: ["news", "sports"]), app: "demo", at: time(1))
+        _ = try await store.register(registration("dev-e", token: "te"), app: "demo", at: time(5))
+        _ = try await store.register(
+            registration("dev-b", token: "tb", alias: "alice", tags: ["news"], environment: "development"), app: "demo", at: time(2)
+        )
+        _ = try await store.register(registration("dev-d", token: "td", alias: "carol", tags: ["news", "sports"]), app: "demo", at: time(4))
+        _ = try await store.deactivateToken(app: "demo", token: "td", reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: time(9))
+        _ = try await store.register(
+            registration("dev-0", token: "t0", alias: "alice", tags: ["news", "sports"]), app: "other", at: time(1)
+        )
+    }
+
+    @Test("a devices audience lists the given active devices, by device id, each once", arguments: StoreFactory.all)
+    func devicesAudience(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await seed(store)
+            let recipients = try await allRecipients(store, .devices(["dev-c", "dev-a", "dev-d", "dev-zz", "dev-a", "dev-0"]), limit: 10)
+            #expect(recipients == [
+                Recipient(key: "dev-a", deviceID: "dev-a", token: "ta", environment: "production", lastRegisteredAt: time(1)),
+                Recipient(key: "dev-c", deviceID: "dev-c", token: "tc", environment: "production", lastRegisteredAt: time(3)),
+            ])
+        }
+    }
+
+    @Test("an aliases audience lists the aliases' active devices", arguments: StoreFactory.all)
+    func aliasesAudience(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await seed(store)
+            let recipients = try await allRecipients(store, .aliases(["carol", "alice", "bob", "nobody"]), limit: 10)
+            #expect(recipients.map(\.key) == ["dev-a", "dev-b", "dev-c"])
+            #expect(recipients[1] == Recipient(key: "dev-b", deviceID: "dev-b", token: "tb", environment: "development", lastRegisteredAt: time(2)))
+        }
+    }
+
+    @Test("a tags(any) audience lists a device with two of the tags once", arguments: StoreFactory.all)
+    func tagsAnyAudience(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await seed(store)
+            #expect(try await allRecipients(store, .tags(["news", "sports"], all: false), limit: 10).map(\.key) == ["dev-a", "dev-b", "dev-c"])
+            #expect(try await allRecipients(store, .tags(["news", "sports"], all: false), limit: 1).map(\.key) == ["dev-a", "dev-b", "dev-c"])
+            #expect(try await allRecipients(store, .tags(["news"], all: false), limit: 10).map(\.key) == ["dev-a", "dev-b"])
+            #expect(try await allRecipients(store, .tags([], all: false), limit: 10).isEmpty)
+        }
+    }
+
+    @Test("a tags(all) audience lists the devices with every one of the tags", arguments: StoreFactory.all)
+    func tagsAllAudience(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await seed(store)
+            #expect(try await allRecipients(store, .tags(["news", "sports"], all: true), limit: 10).map(\.key) == ["dev-a"])
+            #expect(try await allRecipients(store, .tags(["sports", "news", "sports"], all: true), limit: 10).map(\.key) == ["dev-a"])
+            #expect(try await allRecipients(store, .tags(["sports"], all: true), limit: 10).map(\.key) == ["dev-a", "dev-c"])
+            #expect(try await allRecipients(store, .tags(["news", "nope"], all: true), limit: 10).isEmpty)
+            #expect(try await allRecipients(store, .tags([], all: true), limit: 10).isEmpty, "no tags is nobody, not everyone")
+        }
+    }
+
+    @Test("everyone is every active device of the app", arguments: StoreFactory.all)
+    func everyoneAudience(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await seed(store)
+            #expect(try await allRecipients(store, .everyone, limit: 10).map(\.key) == ["dev-a", "dev-b", "dev-c", "dev-e"])
+            #expect(try await allRecipients(store, .everyone, limit: 2).map(\.key) == ["dev-a", "dev-b", "dev-c", "dev-e"])
+        }
+    }
+
+    @Test("a tokens audience lists the tokens by token, minus registered-and-deactivated ones", arguments: StoreFactory.all)
+    func tokensAudience(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await seed(store)
+            let recipients = try await allRecipients(store, .tokens(["te", "unknown", "td", "ta", "te", "t0"]), limit: 10)
+            #expect(recipients == [
+                // t0 is registered in another app only: for this app it is an unknown token.
+                Recipient(key: "t0", deviceID: nil, token: "t0", environment: nil, lastRegisteredAt: nil),
+                Recipient(key: "ta", deviceID: "dev-a", token: "ta", environment: "production", lastRegisteredAt: time(1)),
+                Recipient(key: "te", deviceID: "dev-e", token: "te", environment: "production", lastRegisteredAt: time(5)),
+                Recipient(key: "unknown", deviceID: nil, token: "unknown", environment: nil, lastRegisteredAt: nil),
+            ])
+        }
+    }
+
+    @Test("a page after the cursor starts past it; the last page has no next", arguments: StoreFactory.all)
+    func cursorSemantics(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await seed(store)
+            let first = try await store.recipients(app: "demo", audience: .everyone, after: nil, limit: 2)
+            #expect(first.items.map(\.key) == ["dev-a", "dev-b"])
+            #expect(first.next == "dev-b")
+            let second = try await store.recipients(app: "demo", audience: .everyone, after: "dev-b", limit: 2)
+            #expect(second.items.map(\.key) == ["dev-c", "dev-e"])
+            #expect(second.next == nil, "no device after dev-e")
+            // A cursor between keys works too (a device deleted since the page was read).
+            #expect(try await store.recipients(app: "demo", audience: .everyone, after: "dev-bb", limit: 10).items.map(\.key) == ["dev-c", "dev-e"])
+            #expect(try await store.recipients(app: "demo", audience: .tokens(["ta", "tb", "tc"]), after: "ta", limit: 10).items.map(\.key) == ["tb", "tc"])
+            #expect(try await store.recipients(app: "demo", audience: .devices(["dev-a", "dev-c"]), after: "dev-a", limit: 10).items.map(\.key) == ["dev-c"])
+        }
+    }
+
+    @Test("long audiences page completely, in key order, each recipient once", arguments: StoreFactory.all)
+    func longAudiences(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            var active: [String] = []
+            for n in 0..<1_200 where n % 2 == 0 {
+                let deviceID = numbered("device", n)
+                _ = try await store.register(
+                    registration(deviceID, token: numbered("token", n), alias: "user-\(n % 5)", tags: n % 4 == 0 ? ["a", "b"] : ["b"]),
+                    app: "demo", at: time(1)
+                )
+                if n % 10 == 6 {
+                    _ = try await store.deactivateToken(app: "demo", token: numbered("token", n), reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: time(2))
+                } else {
+                    active.append(deviceID)
+                }
+            }
+
+            // Lists longer than one query's slice, given out of order, with devices that are not registered.
+            let everyDeviceID = (0..<1_200).map { numbered("device", $0) }.reversed()
+            let devices = try await allRecipients(store, .devices(Array(everyDeviceID)), limit: 100)
+            #expect(devices.map(\.key) == active)
+
+            let tokens = try await allRecipients(store, .tokens((0..<1_200).map { numbered("token", $0) }.shuffled()), limit: 100)
+            let expectedTokens = (0..<1_200).filter { $0 % 2 == 1 || $0 % 10 != 6 }.map { numbered("token", $0) }
+            #expect(tokens.map(\.key) == expectedTokens)
+            #expect(tokens.filter { $0.deviceID != nil }.count == active.count)
+
+            #expect(try await allRecipients(store, .everyone, limit: 100).map(\.key) == active)
+            #expect(try await allRecipients(store, .tags(["a", "b"], all: false), limit: 100).map(\.key) == active)
+            let withBothTags = active.filter { Int($0.dropFirst("device-".count))! % 4 == 0 }
+            #expect(try await allRecipients(store, .tags(["a", "b"], all: true), limit: 100).map(\.key) == withBothTags)
+            #expect(try await allRecipients(store, .aliases((0..<5).map { "user-\($0)" }), limit: 100).map(\.key) == active)
+        }
+    }
+}

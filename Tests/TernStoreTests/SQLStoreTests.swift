@@ -1,0 +1,205 @@
+import Foundation
+import Synchronization
+import Logging
+import SQLKit
+import Testing
+import TernTestSupport
+@testable import TernStore
+
+/// What only the SQL implementation has: its schema, its SQLite file, its transactions.
+@Suite("SQLStore on SQLite")
+struct SQLStoreTests {
+    /// Runs `body` with the store in `directory`'s database file, closed afterwards whatever happens.
+    private static func withStore(
+        in directory: TemporaryDirectory, migrated: Bool = true, _ body: (SQLStore) async throws -> Void
+    ) async throws {
+        let store = try await SQLStore.openSQLite(path: directory.path("tern.sqlite"), logger: Logger(label: "tern.store.tests"))
+        do {
+            if migrated { try await store.migrate() }
+            try await body(store)
+        } catch {
+            try? await store.close()
+            throw error
+        }
+        try await store.close()
+    }
+
+    private static func count(_ table: String, _ store: SQLStore) async throws -> Int {
+        try await store.database.raw("SELECT COUNT(*) AS n FROM \(ident: table)").first(decodingColumn: "n", as: Int.self) ?? -1
+    }
+
+    @Test("migrate records each migration once and is safe to run again")
+    func migrateIsIdempotent() async throws {
+        let directory = try TemporaryDirectory()
+        defer { try? directory.remove() }
+        try await Self.withStore(in: directory) { store async throws in
+            try await store.migrate()
+            let versions = try await store.database.raw("SELECT version FROM schema_migrations ORDER BY version")
+                .all(decodingColumn: "version", as: Int.self)
+            #expect(versions == SQLStore.migrations(.sqlite).map(\.version))
+            #expect(versions == Array(1...versions.count), "versions are numbered 1, 2, 3…")
+        }
+    }
+
+    @Test("data survives closing and reopening the file")
+    func reopenKeepsData() async throws {
+        let directory = try TemporaryDirectory()
+        defer { try? directory.remove() }
+        try await Self.withStore(in: directory) { store async throws in
+            try await store.createApp(makeApp())
+            _ = try await store.register(registration("d1", token: "t1", alias: "alice"), app: "demo", at: time(1))
+        }
+        try await Self.withStore(in: directory) { store async throws in
+            #expect(try await store.device(app: "demo", deviceID: "d1")?.alias == "alice")
+            #expect(try await Self.count("schema_migrations", store) == SQLStore.migrations(.sqlite).count)
+        }
+    }
+
+    @Test("the connection runs in WAL mode with foreign keys and a busy timeout")
+    func pragmas() async throws {
+        let directory = try TemporaryDirectory()
+        defer { try? directory.remove() }
+        try await Self.withStore(in: directory, migrated: false) { store async throws in
+            let db = store.database
+            #expect(try await db.raw("PRAGMA journal_mode").first(decodingColumn: "journal_mode", as: String.self) == "wal")
+            #expect(try await db.raw("PRAGMA foreign_keys").first(decodingColumn: "foreign_keys", as: Int.self) == 1)
+            #expect(try await db.raw("PRAGMA busy_timeout").first(decodingColumn: "timeout", as: Int.self) == 5000)
+            #expect(try await db.raw("PRAGMA synchronous").first(decodingColumn: "synchronous", as: Int.self) == 1, "1 is NORMAL")
+        }
+    }
+
+    @Test("a transaction that fails midway leaves nothing written, and the store goes on")
+    func failedTransactionRollsBack() async throws {
+        struct Boom: Error {}
+        let directory = try TemporaryDirectory()
+        defer { try? directory.remove() }
+        try await Self.withStore(in: directory) { store async throws in
+            await #expect(throws: Boom.self) {
+                try await store.transaction { db in
+                    try await db.raw("INSERT INTO settings (name, value) VALUES ('half', 'written')").run()
+                    try await db.raw("""
+                        INSERT INTO apps (id, topic, environment, created_at, updated_at) VALUES ('demo', 't', 'production', 0, 0)
+                        """).run()
+                    throw Boom()
+                }
+            }
+
+            #expect(try await store.setting("half") == nil)
+            #expect(try await store.app("demo") == nil)
+            // The lock was released and no transaction is left open: a normal call commits.
+            try await withTimeout(5, "a call after the failed transaction") { try await store.createApp(makeApp("next")) }
+            #expect(try await store.app("next") != nil)
+        }
+    }
+
+    @Test("a failing statement inside a transaction rolls back the statements before it")
+    func failingStatementRollsBack() async throws {
+        let directory = try TemporaryDirectory()
+        defer { try? directory.remove() }
+        try await Self.withStore(in: directory) { store async throws in
+            await #expect(throws: (any Error).self) {
+                try await store.transaction { db in
+                    try await db.raw("INSERT INTO settings (name, value) VALUES ('half', 'written')").run()
+                    // Violates the foreign key: there is no such app.
+                    try await db.raw("""
+                        INSERT INTO pushes (id, app_id, audience, status, targeted, accepted, failed, pruned, failed_by_reason, created_at)
+                        VALUES ('p', 'ghost', '{}', 'pending', 0, 0, 0, 0, '{}', 0)
+                        """).run()
+                }
+            }
+            #expect(try await store.setting("half") == nil)
+        }
+    }
+}
+
+@Suite("AsyncLock")
+struct AsyncLockTests {
+    @Test("holders never overlap")
+    func mutualExclusion() async throws {
+        let lock = AsyncLock()
+        let inside = Counter()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<100 {
+                group.addTask {
+                    try await lock.withLock {
+                        inside.add(1)
+                        await Task.yield()
+                        inside.add(-1)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(inside.maximum == 1)
+    }
+
+    @Test("waiters get the lock in the order they asked")
+    func firstComeFirstServed() async throws {
+        let lock = AsyncLock()
+        let order = Recorder()
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await lock.withLock { for await _ in gate {} } }
+            try await Task.sleep(for: .milliseconds(50))
+            for n in 0..<5 {
+                group.addTask { try await lock.withLock { order.append(n) } }
+                // Each waiter queues before the next one asks.
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            open.finish()
+            try await group.waitForAll()
+        }
+        #expect(order.values == [0, 1, 2, 3, 4])
+    }
+
+    @Test("a waiter cancelled before its turn leaves the queue, and the lock still passes on")
+    func cancelledWaiterDoesNotDeadlock() async throws {
+        let lock = AsyncLock()
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        let holder = Task { try await lock.withLock { for await _ in gate {} } }
+        try await Task.sleep(for: .milliseconds(50))
+
+        let waiter = Task { try await lock.withLock { "ran" } }
+        try await Task.sleep(for: .milliseconds(50))
+        waiter.cancel()
+        let result = await withTimeoutResult { try await waiter.value }
+        #expect(result is CancellationError, "the cancelled waiter gives up at once, while the lock is still held")
+
+        open.finish()
+        try await holder.value
+        let next = try await withTimeout(5, "the lock after a cancelled waiter") { try await lock.withLock { "next" } }
+        #expect(next == "next")
+    }
+
+    /// The error `operation` throws within 5 seconds, or the timeout.
+    private func withTimeoutResult(_ operation: @escaping @Sendable () async throws -> String) async -> (any Error)? {
+        do {
+            _ = try await withTimeout(5, "the cancelled waiter", operation)
+            return nil
+        } catch {
+            return error
+        }
+    }
+}
+
+/// A count of tasks inside, remembering the most at once.
+private final class Counter: Sendable {
+    private let state = Mutex((current: 0, maximum: 0))
+
+    func add(_ delta: Int) {
+        state.withLock { state in
+            state.current += delta
+            state.maximum = max(state.maximum, state.current)
+        }
+    }
+
+    var maximum: Int { state.withLock { $0.maximum } }
+}
+
+private final class Recorder: Sendable {
+    private let state = Mutex<[Int]>([])
+
+    func append(_ value: Int) { state.withLock { $0.append(value) } }
+
+    var values: [Int] { state.withLock { $0 } }
+}

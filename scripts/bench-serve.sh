@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Measures `tern serve` on its embedded defaults (SQLite, built-in simulator):
+#   1. device registration throughput and latency with wrk (PUT /v1/apps/demo/devices/{id}, app key);
+#   2. one push to a tag audience of N registered devices, end to end (POST …/pushes?wait=…), with the server's
+#      peak RSS.
+#
+#   scripts/bench-serve.sh                    # 100,000 devices, 30 s of registrations
+#   DEVICES=20000 DURATION=10 scripts/bench-serve.sh
+#
+# Needs wrk (Debian: wrk); installs it when missing. Everything runs on loopback and stops by itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEVICES=${DEVICES:-100000}
+DURATION=${DURATION:-30}
+CONNECTIONS=${CONNECTIONS:-32}
+SCRATCH=${SCRATCH:-.build}
+
+need() { command -v "$1" >/dev/null 2>&1; }
+if ! need wrk; then
+  echo "installing wrk…" >&2
+  apt-get update -qq && apt-get install -y -qq wrk >/dev/null
+fi
+
+echo "building tern (release)…" >&2
+swift build -c release --scratch-path "$SCRATCH" --product tern >&2
+TERN="$(pwd)/$SCRATCH/release/tern"
+
+work=$(mktemp -d)
+pid=""
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+(cd "$work" && exec env TERN_ADMIN_TOKEN=bench-admin-token-0123456789 "$TERN" serve --port 0 --log-level warning >serve.out 2>serve.err) &
+pid=$!
+for _ in $(seq 1 300); do
+  grep -q 'pushes?wait' "$work/serve.out" 2>/dev/null && break
+  sleep 0.1
+done
+url=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.out" | head -1)
+app_key=$(grep 'app key' "$work/serve.out" | awk '{print $3}')
+master=$(grep 'master secret' "$work/serve.out" | awk '{print $3}')
+[ -n "$url" ] && [ -n "$app_key" ] || { echo "tern serve did not start:" >&2; cat "$work/serve.err" >&2; exit 1; }
+echo "tern serve at $url (pid $pid, data in $work)" >&2
+
+# Each wrk thread registers its own devices: ids and tokens from a per-thread counter, all tagged "bench".
+# Past QUOTA registrations per thread it only asks GET /health, so exactly DEVICES devices end up registered
+# when QUOTA × threads = DEVICES (phase 2); phase 1 uses an unlimited quota.
+cat >"$work/register.lua" <<'LUA'
+local counter = 0
+local thread_id = 0
+local threads = {}
+local quota = tonumber(os.getenv("QUOTA") or "0")
+local key = os.getenv("APP_KEY")
+function setup(thread)
+  thread:set("tid", #threads)
+  table.insert(threads, thread)
+end
+function init(args)
+  thread_id = tid
+end
+function request()
+  if quota > 0 and counter >= quota then
+    return wrk.format("GET", "/health")
+  end
+  local n = thread_id * 100000000 + counter
+  counter = counter + 1
+  local id = string.format("6f1c1f9e-8d7a-4d44-%04x-%012x", thread_id, counter)
+  local token = string.format("%056x%08x", thread_id, counter)
+  local body = '{"token":"' .. token .. '","environment":"production","tags":["bench"]}'
+  return wrk.format("PUT", "/v1/apps/demo/devices/" .. id,
+    {["Authorization"] = "Bearer " .. key, ["Content-Type"] = "application/json"}, body)
+end
+LUA
+
+echo "── registrations: wrk -t2 -c$CONNECTIONS -d${DURATION}s" >&2
+reg=$(cd "$work" && APP_KEY=$app_key wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s register.lua "$url")
+echo "$reg" >&2
+reg_rate=$(awk '/Requests\/sec/ {print $2}' <<<"$reg")
+reg_p50=$(awk '$1=="50%" {print $2}' <<<"$reg")
+reg_p99=$(awk '$1=="99%" {print $2}' <<<"$reg")
+non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$reg")
+
+# Phase 2: a fresh server state for an exact audience of DEVICES devices.
+kill -INT "$pid"; wait "$pid" || true
+rm -f "$work"/tern.db*
+(cd "$work" && exec env TERN_ADMIN_TOKEN=bench-admin-token-0123456789 "$TERN" serve --port 0 --log-level warning >serve.out 2>serve.err) &
+pid=$!
+for _ in $(seq 1 300); do
+  grep -q 'pushes?wait' "$work/serve.out" 2>/dev/null && break
+  sleep 0.1
+done
+url=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.out" | head -1)
+app_key=$(grep 'app key' "$work/serve.out" | awk '{print $3}')
+master=$(grep 'master secret' "$work/serve.out" | awk '{print $3}')
+
+echo "── registering $DEVICES devices" >&2
+(cd "$work" && QUOTA=$((DEVICES / 2)) APP_KEY=$app_key wrk -t2 -c"$CONNECTIONS" -d"$((DEVICES / 1500 + 10))s" -s register.lua "$url" >/dev/null)
+rss_before=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+
+echo "── one push to tag 'bench'" >&2
+push=$(curl -s -w '\n%{time_total}' -X POST "$url/v1/apps/demo/pushes?wait=60" -H "Authorization: Bearer $master" \
+  -H 'Content-Type: application/json' -d '{"audience": {"tags": ["bench"]}, "notification": {"title": "Benchmark", "body": "one push to every device"}}')
+push_time=$(tail -1 <<<"$push")
+push_json=$(head -1 <<<"$push")
+echo "$push_json" | head -c 400 >&2; echo >&2
+targeted=$(grep -o '"targeted":[0-9]*' <<<"$push_json" | cut -d: -f2)
+accepted=$(grep -o '"accepted":[0-9]*' <<<"$push_json" | cut -d: -f2)
+status=$(grep -o '"status":"[a-z]*"' <<<"$push_json" | cut -d'"' -f4)
+peak=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+
+echo
+echo "| measurement | result |"
+echo "|---|---|"
+echo "| registrations/s (wrk, $CONNECTIONS connections, ${DURATION} s) | $reg_rate |"
+echo "| registration latency p50 / p99 | $reg_p50 / $reg_p99 |"
+echo "| registrations answered non-2xx | ${non2xx:-0} |"
+echo "| push to $DEVICES devices (tag), POST to completed | ${push_time} s ($status; targeted $targeted, accepted $accepted) |"
+echo "| server RSS before the push / peak | $((rss_before / 1024)) MiB / $((peak / 1024)) MiB |"
