@@ -146,7 +146,12 @@ let package = Package(
         ),
         .testTarget(
             name: "TernStoreTests",
-            dependencies: ["TernStore", "TernTestSupport"]
+            dependencies: [
+                "TernStore",
+                "TernTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SQLKit", package: "sql-kit"),
+            ]
         ),
         .testTarget(
             name: "TernAPNsTests",

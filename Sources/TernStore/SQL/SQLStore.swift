@@ -380,7 +380,7 @@ public final class SQLStore: TernStore {
                 guard !tags.isEmpty else { return Page(items: [], next: nil) }
                 return try await Self.devicePage(app: app, after: cursor, limit: limit, where: """
                     (SELECT COUNT(*) FROM device_tags t WHERE t.app_id = devices.app_id AND t.device_id = devices.device_id
-                        AND t.tag IN (\(binds: tags.sorted()))) >= 1
+                        AND t.tag IN (\(binds: tags.sorted()))) = \(bind: tags.count)
                     """, db)
             case .everyone:
                 return try await Self.devicePage(app: app, after: cursor, limit: limit, where: nil, db)
@@ -464,7 +464,9 @@ public final class SQLStore: TernStore {
 extension SQLStore {
     /// Runs `body` alone on the connection.
     func exclusive<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        try await database.withSession(body)
+        try await lock.withLock {
+            try await database.withSession(body)
+        }
     }
 
     /// Runs `body` alone on the connection, in one transaction: committed if it returns, rolled back if it throws.
@@ -548,7 +550,7 @@ extension SQLStore {
             SELECT device_id, token, environment, last_registered_at FROM devices
             WHERE app_id = \(bind: app) AND deactivated_at IS NULL
             """
-        if let cursor { query += " AND device_id >= \(bind: cursor)" }
+        if let cursor { query += " AND device_id > \(bind: cursor)" }
         if let condition { query += " AND (\(condition))" }
         query += " ORDER BY device_id LIMIT \(bind: limit)"
         return try await db.raw(query).all().map { row in
