@@ -92,9 +92,11 @@ public final class TernServer: Sendable {
 
         let clients = ClientDirectory(
             serverKey: serverKey, simulatorEndpoint: nil, connections: configuration.apnsConnections, logger: logger)
+        let webhooks = WebhookSender(store: store, serverKey: serverKey, logger: logger)
         let dispatcher = PushDispatcher(
             store: store, clients: clients,
-            settings: .init(pageSize: configuration.deliveryPageSize, concurrency: configuration.deliveryConcurrency), logger: logger)
+            settings: .init(pageSize: configuration.deliveryPageSize, concurrency: configuration.deliveryConcurrency),
+            onTokensPruned: { webhooks.wake() }, logger: logger)
         let apps = AppsAPI(store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients)
         var demo: (appKey: String, masterSecret: String)?
         if configuration.demoApp, configuration.simulator, try await store.apps().isEmpty {
@@ -129,6 +131,7 @@ public final class TernServer: Sendable {
                 await clients.useSimulator(EmbeddedSimulator.endpoint(of: simulator))
             }
         })
+        services.append(webhooks)
         services.append(application)
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: gracefulShutdownSignals, logger: logger))

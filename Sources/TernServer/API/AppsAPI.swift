@@ -49,6 +49,8 @@ struct AppsAPI {
         var updatedAt: Date
         var appKey: String?
         var masterSecret: String?
+        /// The key webhook requests are signed with (`X-Tern-Signature`); shown when a webhook URL is set.
+        var webhookSecret: String?
     }
 
     struct EndpointView: Codable {
@@ -116,7 +118,8 @@ struct AppsAPI {
         let record = AppRecord(
             id: body.id, topic: body.topic, environment: body.environment, endpoint: endpoint,
             sealedCredentials: AppCredentialsVault(serverKey: serverKey).seal(credentials), appKeyHash: Secrets.hash(appKey),
-            masterSecretHash: Secrets.hash(masterSecret), webhookURL: body.webhookURL, createdAt: now, updatedAt: now)
+            masterSecretHash: Secrets.hash(masterSecret), webhookURL: body.webhookURL.flatMap { $0.isEmpty ? nil : $0 }, createdAt: now,
+            updatedAt: now)
         do {
             try await store.createApp(record)
         } catch StoreError.conflict {
@@ -125,6 +128,7 @@ struct AppsAPI {
         var shown = try view(record)
         shown.appKey = appKey
         shown.masterSecret = masterSecret
+        if record.webhookURL != nil { shown.webhookSecret = serverKey.webhookSecret(app: record.id) }
         return shown
     }
 
@@ -169,6 +173,7 @@ struct AppsAPI {
         var shown = try view(updated)
         shown.appKey = appKey
         shown.masterSecret = masterSecret
+        if body.webhookURL != nil, updated.webhookURL != nil { shown.webhookSecret = serverKey.webhookSecret(app: updated.id) }
         return shown
     }
 

@@ -25,6 +25,7 @@ final class PushDispatcher: Service {
     private let store: any TernStore
     private let clients: ClientDirectory
     private let settings: Settings
+    private let onTokensPruned: @Sendable () -> Void
     private let logger: Logger
     private let doorbell = Doorbell()
     private let stopping = Atomic<Bool>(false)
@@ -33,10 +34,15 @@ final class PushDispatcher: Service {
     private let recipientsFailed = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "failed")])
     private let tokensPruned = Counter(label: "tern_tokens_pruned_total")
 
-    init(store: any TernStore, clients: ClientDirectory, settings: Settings, logger: Logger) {
+    /// - Parameter onTokensPruned: called after a page that deactivated tokens (the webhook sender looks then).
+    init(
+        store: any TernStore, clients: ClientDirectory, settings: Settings, onTokensPruned: @escaping @Sendable () -> Void = {},
+        logger: Logger
+    ) {
         self.store = store
         self.clients = clients
         self.settings = settings
+        self.onTokensPruned = onTokensPruned
         self.logger = logger
     }
 
@@ -89,6 +95,7 @@ final class PushDispatcher: Service {
             recipientsAccepted.increment(by: progress.accepted)
             recipientsFailed.increment(by: progress.failures.count)
             tokensPruned.increment(by: progress.pruned)
+            if progress.pruned > 0 { onTokensPruned() }
             cursor = last.key
             if page.next == nil { break }
         }

@@ -66,6 +66,12 @@ struct ServerKey: Sendable {
         }
     }
 
+    /// The key an app's webhook requests are signed with: derived, so it needs no storage.
+    func webhookSecret(app: String) -> String {
+        let mac = HMAC<SHA256>.authenticationCode(for: Array("webhook:\(app)".utf8), using: key)
+        return "tws_" + Base64URL.encode(Array(mac))
+    }
+
     /// The secret of one device of one app: the same on every registration, never stored.
     func deviceSecret(app: String, deviceID: String) -> String {
         let mac = HMAC<SHA256>.authenticationCode(for: Array("device:\(app):\(deviceID)".utf8), using: key)

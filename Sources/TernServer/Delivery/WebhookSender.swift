@@ -1,0 +1,122 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+import TernAPNs
+import TernStore
+
+/// POSTs each app's token events to its webhook URL: in order, at least once, signed.
+///
+/// Per app, events after the last acknowledged one go out in batches (`{"app": …, "events": [...]}`); a 2xx answer
+/// moves the app's cursor (kept in the store, so a restart neither loses nor repeats acknowledged events). Any
+/// other answer, or none within the timeout, is retried with exponential back-off (1 s doubling to 5 min) while
+/// the events wait. The `X-Tern-Signature` header is `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`
+/// keyed with the app's webhook secret, so the receiver can check origin and freshness.
+final class WebhookSender: Service {
+    static let signatureHeader = "X-Tern-Signature"
+
+    private let store: any TernStore
+    private let serverKey: ServerKey
+    private let logger: Logger
+    private let pollInterval: Duration
+    private let doorbell = Doorbell()
+    private let stopping = Atomic<Bool>(false)
+    /// Per app: failures in a row and when to try again.
+    private let backoff = Mutex<[String: (failures: Int, next: ContinuousClock.Instant)]>([:])
+
+    init(store: any TernStore, serverKey: ServerKey, pollInterval: Duration = .seconds(1), logger: Logger) {
+        self.store = store
+        self.serverKey = serverKey
+        self.pollInterval = pollInterval
+        self.logger = logger
+    }
+
+    /// New events were recorded: look now.
+    func wake() { doorbell.ring() }
+
+    func run() async throws {
+        var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow
+        configuration.timeout = .init(connect: .seconds(5), read: .seconds(10))
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        await withGracefulShutdownHandler {
+            while !stopping.load(ordering: .relaxed) {
+                do {
+                    for app in try await store.apps() where app.webhookURL != nil && !stopping.load(ordering: .relaxed) {
+                        await deliver(app, using: http)
+                    }
+                } catch {
+                    logger.error("cannot read apps for webhooks", metadata: ["error": "\(error)"])
+                }
+                await doorbell.wait(upTo: pollInterval)
+            }
+        } onGracefulShutdown: {
+            self.stopping.store(true, ordering: .relaxed)
+            self.doorbell.ring()
+        }
+        try? await http.shutdown()
+    }
+
+    private func deliver(_ app: AppRecord, using http: HTTPClient) async {
+        guard let url = app.webhookURL else { return }
+        if let wait = backoff.withLock({ $0[app.id] }), ContinuousClock.now < wait.next { return }
+        let cursorKey = "webhook.cursor.\(app.id)"
+        do {
+            var cursor = Int64(try await store.setting(cursorKey) ?? "") ?? 0
+            while !stopping.load(ordering: .relaxed) {
+                let events = try await store.tokenEvents(app: app.id, after: cursor, limit: 100)
+                guard let last = events.last else { return }
+                let body = try Self.body(app: app.id, events: events)
+                var request = HTTPClientRequest(url: url)
+                request.method = .POST
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.headers.add(name: "User-Agent", value: "tern-webhook")
+                request.headers.add(name: Self.signatureHeader, value: Self.signature(body: body, secret: serverKey.webhookSecret(app: app.id), at: Date()))
+                request.body = .bytes(ByteBuffer(bytes: body))
+                let response = try await http.execute(request, timeout: .seconds(15))
+                guard (200..<300).contains(response.status.code) else {
+                    throw WebhookError("the receiver answered \(response.status.code)")
+                }
+                cursor = last.id
+                try await store.setSetting(cursorKey, to: String(cursor))
+                backoff.withLock { $0[app.id] = nil }
+            }
+        } catch {
+            let delay = backoff.withLock { state -> Duration in
+                let failures = (state[app.id]?.failures ?? 0) + 1
+                let delay = Duration.seconds(min(300, 1 << min(failures - 1, 9)))
+                state[app.id] = (failures, ContinuousClock.now + delay)
+                return delay
+            }
+            logger.warning(
+                "webhook delivery failed; will retry", metadata: ["app": "\(app.id)", "retryIn": "\(delay)", "error": "\(error)"])
+        }
+    }
+
+    static func body(app: String, events: [TokenEvent]) throws -> [UInt8] {
+        let items: [JSONValue] = events.map { event in
+            var object: [String: JSONValue] = [
+                "id": .int(Int(event.id)), "deviceId": .string(event.deviceID), "token": .string(event.token),
+                "reason": .string(event.reason), "occurredAt": .int(Int(event.occurredAt.timeIntervalSince1970 * 1000)),
+            ]
+            if let timestamp = event.apnsTimestamp { object["apnsTimestamp"] = .int(Int(timestamp.timeIntervalSince1970 * 1000)) }
+            return .object(object)
+        }
+        return try JSONValue.object(["app": .string(app), "type": "token.deactivated", "events": .array(items)]).serialized()
+    }
+
+    /// `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`.
+    static func signature(body: [UInt8], secret: String, at date: Date) -> String {
+        let timestamp = String(Int(date.timeIntervalSince1970))
+        let mac = HMAC<SHA256>.authenticationCode(for: Array("\(timestamp).".utf8) + body, using: SymmetricKey(data: Array(secret.utf8)))
+        return "t=\(timestamp),v1=" + mac.map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+private struct WebhookError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

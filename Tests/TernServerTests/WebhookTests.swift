@@ -1,0 +1,106 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import Synchronization
+import TernAPNs
+import TernTestSupport
+import Testing
+
+/// Token events go to the app's webhook: signed, retried until acknowledged, not repeated after.
+@Suite(.serialized) struct WebhookTests {
+    /// A webhook receiver on a free port that fails its first `failures` requests with 500.
+    final class Receiver: Sendable {
+        struct Received: Sendable {
+            var signature: String?
+            var body: [UInt8]
+            var answered: Int
+        }
+
+        let received = Mutex<[Received]>([])
+        let failures: Int
+
+        init(failures: Int) { self.failures = failures }
+
+        func run(_ body: (Int) async throws -> Void) async throws {
+            let router = Router()
+            router.post("hook") { request, _ -> HTTPResponse.Status in
+                let bytes = Array(try await request.body.collect(upTo: 1 << 20).readableBytesView)
+                let signature = request.headers[HTTPField.Name("X-Tern-Signature")!]
+                return self.received.withLock { received in
+                    let status: HTTPResponse.Status = received.count < self.failures ? .internalServerError : .ok
+                    received.append(Received(signature: signature, body: bytes, answered: Int(status.code)))
+                    return status
+                }
+            }
+            let port = Mutex<Int?>(nil)
+            var logger = Logger(label: "receiver")
+            logger.logLevel = .error
+            let app = Application(
+                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: logger)
+            let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                let deadline = ContinuousClock.now + .seconds(10)
+                while port.withLock({ $0 }) == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+                do {
+                    try await body(try #require(port.withLock { $0 }))
+                } catch {
+                    await group.triggerGracefulShutdown()
+                    throw error
+                }
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+            }
+        }
+    }
+
+    @Test func aPrunedTokenIsPostedSignedAndRetriedUntilAcknowledged() async throws {
+        let receiver = Receiver(failures: 2)
+        try await receiver.run { port in
+            try await ServerHarness.withServer { server in
+                let patched = try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": "http://127.0.0.1:\#(port)/hook"}"#)
+                #expect(patched.status == 200)
+                let secret = try #require(try patched.json()["webhookSecret"]?.string)
+
+                try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "u")
+                let later = Int64((Date().timeIntervalSince1970 + 60) * 1000)
+                _ = try await server.simulator.post("/tokens/\(Fixture.token(1))/unregister", #"{"timestamp": \#(later)}"#)
+                let push = try await server.push(Fixture.push(audience: #"{"aliases": ["u"]}"#))
+                #expect(push[path: "counts.pruned"]?.int == 1)
+
+                // Two 500s, then a 200: back-off of about 1 s and 2 s.
+                let deadline = ContinuousClock.now + .seconds(15)
+                while receiver.received.withLock({ $0.last?.answered }) != 200, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                let attempts = receiver.received.withLock { $0 }
+                try #require(attempts.count == 3, "\(attempts.map(\.answered))")
+                #expect(Set(attempts.map(\.body)).count == 1, "every attempt carries the same events")
+                let event = try JSONValue(parsing: Data(attempts[2].body))
+                #expect(event["app"]?.string == "demo")
+                #expect(event["events"]?.arrayFirst?["token"]?.string == Fixture.token(1))
+                #expect(event["events"]?.arrayFirst?["reason"]?.string == "Unregistered")
+                #expect(event["events"]?.arrayFirst?["apnsTimestamp"]?.int == Int(later))
+
+                // The signature is HMAC-SHA256(secret, "<t>.<body>").
+                let header = try #require(attempts[2].signature)
+                let parts = Dictionary(uniqueKeysWithValues: header.split(separator: ",").map { part in
+                    let pair = part.split(separator: "=", maxSplits: 1)
+                    return (String(pair[0]), String(pair[1]))
+                })
+                let timestamp = try #require(parts["t"])
+                let expected = HMAC<SHA256>.authenticationCode(
+                    for: Array("\(timestamp).".utf8) + attempts[2].body, using: SymmetricKey(data: Array(secret.utf8)))
+                #expect(parts["v1"] == expected.map { String(format: "%02x", $0) }.joined())
+
+                // Acknowledged events are not sent again.
+                try await Task.sleep(for: .milliseconds(2500))
+                #expect(receiver.received.withLock { $0.count } == 3)
+            }
+        }
+    }
+}
