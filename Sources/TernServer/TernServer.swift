@@ -97,7 +97,9 @@ public final class TernServer: Sendable {
             store: store, clients: clients,
             settings: .init(pageSize: configuration.deliveryPageSize, concurrency: configuration.deliveryConcurrency),
             onTokensPruned: { webhooks.wake() }, logger: logger)
-        let apps = AppsAPI(store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients)
+        let cache = AppCache(store: store)
+        let apps = AppsAPI(
+            store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache)
         var demo: (appKey: String, masterSecret: String)?
         if configuration.demoApp, configuration.simulator, try await store.apps().isEmpty {
             let created = try await apps.create(
@@ -109,8 +111,8 @@ public final class TernServer: Sendable {
         router.middlewares.add(ErrorLoggingMiddleware(logger: logger))
         SystemAPI(store: store, registry: registry).register(on: router)
         apps.register(on: router)
-        DevicesAPI(store: store, serverKey: serverKey).register(on: router)
-        PushesAPI(store: store, dispatcher: dispatcher).register(on: router)
+        DevicesAPI(store: store, apps: cache, serverKey: serverKey).register(on: router)
+        PushesAPI(store: store, apps: cache, dispatcher: dispatcher).register(on: router)
 
         let listening = ReadySignal()
         let application = Application(

@@ -50,4 +50,62 @@ struct ConsistencyTests {
             #expect(try await store.devices(app: "demo", alias: "user-3").count == 29)
         }
     }
+
+    /// Registrations that arrive together are written together; the registry's rules still hold as if one by one.
+    @Test("one device registered concurrently with many tokens keeps one, the rest in its history", arguments: StoreFactory.all)
+    func concurrentTokensForOneDevice(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            let tokens = (0..<30).map { numbered("token", $0) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (n, token) in tokens.enumerated() {
+                    group.addTask { _ = try await store.register(registration("d1", token: token), app: "demo", at: time(Int64(n))) }
+                }
+                try await group.waitForAll()
+            }
+            let device = try #require(try await store.device(app: "demo", deviceID: "d1"))
+            let history = try await store.tokenHistory(app: "demo", deviceID: "d1")
+            #expect(tokens.contains(device.token))
+            #expect(history.count == 29)
+            #expect(Set(history.map(\.token) + [device.token]) == Set(tokens), "every token is current or in history, once")
+            #expect(history.allSatisfy { $0.reason == "replaced" })
+        }
+    }
+
+    @Test("one token registered concurrently under many device ids ends on exactly one", arguments: StoreFactory.all)
+    func concurrentDevicesForOneToken(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            let deviceIDs = (0..<30).map { numbered("device", $0) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (n, deviceID) in deviceIDs.enumerated() {
+                    group.addTask { _ = try await store.register(registration(deviceID, token: "shared", tags: ["t"]), app: "demo", at: time(Int64(n))) }
+                }
+                try await group.waitForAll()
+            }
+            var holders: [String] = []
+            for deviceID in deviceIDs where try await store.device(app: "demo", deviceID: deviceID) != nil { holders.append(deviceID) }
+            #expect(holders.count == 1)
+            #expect(try await store.devices(app: "demo", tag: "t", after: nil, limit: 100).items.map(\.deviceID) == holders)
+        }
+    }
+
+    @Test("a token moving to a device while its holder registers a new one lands as in either order", arguments: StoreFactory.all)
+    func movingTokenAndItsHolderTogether(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            _ = try await store.register(registration("d2", token: "t2"), app: "demo", at: time(1))
+            for round in 0..<20 {
+                // d1 takes t2 from d2 while d2 moves on to a fresh token; any order ends with d1:t2 and d2:fresh.
+                let fresh = numbered("fresh", round)
+                async let first = store.register(registration("d1", token: "t2"), app: "demo", at: time(Int64(10 + round)))
+                async let second = store.register(registration("d2", token: fresh), app: "demo", at: time(Int64(10 + round)))
+                _ = try await (first, second)
+                #expect(try await store.device(app: "demo", deviceID: "d1")?.token == "t2")
+                #expect(try await store.device(app: "demo", deviceID: "d2")?.token == fresh)
+                // Set up the next round: d2 holds t2 again.
+                _ = try await store.register(registration("d2", token: "t2"), app: "demo", at: time(Int64(40 + round)))
+            }
+        }
+    }
 }

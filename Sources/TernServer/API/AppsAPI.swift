@@ -10,6 +10,7 @@ struct AppsAPI {
     let authorization: Authorization
     let serverKey: ServerKey
     let clients: ClientDirectory
+    let cache: AppCache
 
     struct CreateRequest: Decodable {
         var id: String
@@ -87,6 +88,7 @@ struct AppsAPI {
             try authorization.requireAdmin(request)
             let id = try await app(context).id
             _ = try await store.deleteApp(id)
+            cache.evict(id)
             await clients.forget(app: id)
             return .noContent
         }
@@ -169,6 +171,7 @@ struct AppsAPI {
         }
         updated.updatedAt = max(Date(), app.updatedAt.addingTimeInterval(0.001))
         try await store.updateApp(updated)
+        cache.evict(app.id)
         await clients.forget(app: app.id)
         var shown = try view(updated)
         shown.appKey = appKey

@@ -8,6 +8,7 @@ import TernWeb
 /// The device registry: `PUT/GET/DELETE /v1/apps/{app}/devices/{deviceId}`, aliases, tags, listings.
 struct DevicesAPI {
     let store: any TernStore
+    let apps: AppCache
     let serverKey: ServerKey
 
     struct RegisterRequest: Decodable {
@@ -143,7 +144,7 @@ struct DevicesAPI {
 
     private func app(_ context: ServerRequestContext) async throws -> AppRecord {
         let id = context.parameters.get("app") ?? ""
-        guard let app = try await store.app(id) else { throw JSONAPIError.notFound("no app '\(id)'") }
+        guard let app = try await apps.app(id) else { throw JSONAPIError.notFound("no app '\(id)'") }
         return app
     }
 

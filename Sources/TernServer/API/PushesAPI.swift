@@ -7,6 +7,7 @@ import TernWeb
 /// `POST /v1/apps/{app}/pushes` and `GET …/pushes/{id}` (master secret); `GET …/token-events`.
 struct PushesAPI {
     let store: any TernStore
+    let apps: AppCache
     let dispatcher: PushDispatcher
 
     struct PushRequest: Decodable {
@@ -125,7 +126,7 @@ struct PushesAPI {
 
     private func app(_ context: ServerRequestContext) async throws -> AppRecord {
         let id = context.parameters.get("app") ?? ""
-        guard let app = try await store.app(id) else { throw JSONAPIError.notFound("no app '\(id)'") }
+        guard let app = try await apps.app(id) else { throw JSONAPIError.notFound("no app '\(id)'") }
         return app
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SQLKit
+import Synchronization
 
 /// A ``TernStore`` in SQL that SQLite and PostgreSQL both understand.
 ///
@@ -10,6 +11,8 @@ public final class SQLStore: TernStore {
     let flavor: SQLFlavor
     let logger: Logger
     private let lock = AsyncLock()
+    /// Registrations waiting for the next group commit (`SQLStore+Registration.swift`).
+    let registrationQueue = Mutex<[PendingRegistration]>([])
     private let closeDatabase: @Sendable () async throws -> Void
 
     init(database: any SQLDatabase, flavor: SQLFlavor, logger: Logger, close: @escaping @Sendable () async throws -> Void) {
@@ -109,62 +112,6 @@ public final class SQLStore: TernStore {
     }
 
     // MARK: Device registry
-
-    public func register(_ registration: DeviceRegistration, app: String, at: Date) async throws -> DeviceRecord {
-        try await transaction { db in
-            try await Self.requireApp(app, db)
-            let deviceID = registration.deviceID
-            let token = registration.token
-            let now = at.milliseconds
-
-            // The token moves here: the device that had it lost its id (a cleared keychain), so it goes, tags and
-            // alias with it. Its history keeps the token, so support can still follow it.
-            try await db.raw("""
-                INSERT INTO token_history (app_id, device_id, token, environment, first_registered_at, replaced_at, reason)
-                SELECT app_id, device_id, token, environment, token_registered_at, \(bind: now), 'moved'
-                FROM devices WHERE app_id = \(bind: app) AND token = \(bind: token) AND device_id <> \(bind: deviceID)
-                """).run()
-            try await db.raw("""
-                DELETE FROM devices WHERE app_id = \(bind: app) AND token = \(bind: token) AND device_id <> \(bind: deviceID)
-                """).run()
-
-            // This device's old token, if it had another one, goes to its history.
-            try await db.raw("""
-                INSERT INTO token_history (app_id, device_id, token, environment, first_registered_at, replaced_at, reason)
-                SELECT app_id, device_id, token, environment, token_registered_at, \(bind: now), 'replaced'
-                FROM devices WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND token <> \(bind: token)
-                """).run()
-
-            guard let row = try await db.raw("""
-                INSERT INTO devices (app_id, device_id, token, environment, alias, locale, timezone, app_version,
-                    token_registered_at, last_registered_at, created_at, updated_at)
-                VALUES (\(bind: app), \(bind: deviceID), \(bind: token), \(bind: registration.environment),
-                    \(bind: registration.alias), \(bind: registration.locale), \(bind: registration.timezone),
-                    \(bind: registration.appVersion), \(bind: now), \(bind: now), \(bind: now), \(bind: now))
-                ON CONFLICT (app_id, device_id) DO UPDATE SET
-                    token = excluded.token,
-                    environment = excluded.environment,
-                    alias = COALESCE(excluded.alias, devices.alias),
-                    locale = excluded.locale,
-                    timezone = excluded.timezone,
-                    app_version = excluded.app_version,
-                    token_registered_at = CASE WHEN devices.token = excluded.token
-                        THEN devices.token_registered_at ELSE excluded.token_registered_at END,
-                    last_registered_at = excluded.last_registered_at,
-                    deactivated_at = NULL,
-                    deactivation_reason = NULL,
-                    updated_at = excluded.updated_at
-                RETURNING \(unsafeRaw: Columns.device)
-                """).first()
-            else { throw StoreError.notFound("device \(deviceID)") }
-
-            if let tags = registration.tags {
-                try await db.raw("DELETE FROM device_tags WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)").run()
-                try await Self.insertTags(tags, app: app, deviceID: deviceID, db)
-            }
-            return try DeviceRecord(row: row, tags: try await Self.tags(app: app, deviceIDs: [deviceID], db)[deviceID] ?? [])
-        }
-    }
 
     public func device(app: String, deviceID: String) async throws -> DeviceRecord? {
         try await exclusive { db in try await Self.device(app: app, deviceID: deviceID, db) }

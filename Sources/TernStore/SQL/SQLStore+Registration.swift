@@ -1,0 +1,202 @@
+import Foundation
+import SQLKit
+import Synchronization
+
+/// Device registration with group commit.
+///
+/// Registrations arriving while the connection is busy queue up; the next caller to get the connection writes all
+/// that are queued in one transaction, with a fixed number of multi-row statements whatever their count. A
+/// statement costs a thread hand-off on SQLite (and a round trip on PostgreSQL), far more than the rows it writes,
+/// so this is what lets registrations scale. The rules are those of ``TernStore/register(_:app:at:)``; they hold
+/// as if the registrations ran one after another, in arrival order.
+extension SQLStore {
+    /// A registration waiting for a group commit, and where its result goes.
+    final class PendingRegistration: Sendable {
+        let registration: DeviceRegistration
+        let app: String
+        let at: Date
+        let result = Mutex<Result<DeviceRecord, any Error>?>(nil)
+
+        init(_ registration: DeviceRegistration, app: String, at: Date) {
+            self.registration = registration
+            self.app = app
+            self.at = at
+        }
+    }
+
+    /// The largest group written in one transaction (bounded binds per statement).
+    static let largestRegistrationGroup = 200
+
+    public func register(_ registration: DeviceRegistration, app: String, at: Date) async throws -> DeviceRecord {
+        let pending = PendingRegistration(registration, app: app, at: at)
+        registrationQueue.withLock { $0.append(pending) }
+        try await exclusive { db in
+            // Whoever holds the connection writes everything queued, this one included unless an earlier holder
+            // already did.
+            let queued = self.registrationQueue.withLock { queue in
+                defer { queue.removeAll(keepingCapacity: true) }
+                return queue
+            }
+            await self.write(queued, db)
+        }
+        guard let result = pending.result.withLock({ $0 }) else {
+            throw StoreError.notFound("registration of device \(registration.deviceID) was not written")
+        }
+        return try result.get()
+    }
+
+    /// Writes queued registrations in groups: consecutive ones for one app that share no device id and no token.
+    /// A group that fails is written again one registration at a time, so one bad registration (an unknown app)
+    /// fails alone.
+    private func write(_ queued: [PendingRegistration], _ db: any SQLDatabase) async {
+        var start = 0
+        while start < queued.count {
+            var end = start
+            var deviceIDs: Set<String> = []
+            var tokens: Set<String> = []
+            while end < queued.count, end - start < Self.largestRegistrationGroup, queued[end].app == queued[start].app,
+                !deviceIDs.contains(queued[end].registration.deviceID), !tokens.contains(queued[end].registration.token)
+            {
+                deviceIDs.insert(queued[end].registration.deviceID)
+                tokens.insert(queued[end].registration.token)
+                end += 1
+            }
+            let group = Array(queued[start..<end])
+            do {
+                let records = try await Self.inTransaction(db, begin: flavor.beginTransaction) { db in
+                    try await Self.registerGroup(group, db)
+                }
+                for (pending, record) in zip(group, records) { pending.result.withLock { $0 = .success(record) } }
+            } catch {
+                for pending in group {
+                    do {
+                        let record = try await Self.inTransaction(db, begin: flavor.beginTransaction) { db in
+                            try await Self.registerGroup([pending], db)[0]
+                        }
+                        pending.result.withLock { $0 = .success(record) }
+                    } catch {
+                        pending.result.withLock { $0 = .failure(error) }
+                    }
+                }
+            }
+            start = end
+        }
+    }
+
+    /// One group's statements, inside a transaction. The group is for one app and its device ids and tokens are
+    /// distinct. - Returns: the devices, in the group's order.
+    private static func registerGroup(_ group: [PendingRegistration], _ db: any SQLDatabase) async throws -> [DeviceRecord] {
+        let app = group[0].app
+        try await requireApp(app, db)
+        let deviceIDs = group.map(\.registration.deviceID)
+        let tokens = group.map(\.registration.token)
+
+        // Who has these device ids and these tokens now.
+        let rows = try await db.raw("""
+            SELECT device_id, token, environment, token_registered_at FROM devices
+            WHERE app_id = \(bind: app) AND (device_id IN (\(binds: deviceIDs)) OR token IN (\(binds: tokens)))
+            """).all()
+        let current = try rows.map { row in
+            CurrentDevice(
+                deviceID: try row.decode(column: "device_id", as: String.self), token: try row.decode(column: "token", as: String.self),
+                environment: try row.decode(column: "environment", as: String.self),
+                tokenRegisteredAt: try row.decode(column: "token_registered_at", as: Int64.self))
+        }
+        let byDevice = Dictionary(current.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
+        let byToken = Dictionary(current.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
+        let groupDevices = Set(deviceIDs)
+
+        var history: [SQLQueryString] = []
+        var movedAway: [String] = []
+        for pending in group {
+            let registration = pending.registration
+            let now = pending.at.milliseconds
+            // The token moves here: the device that had it lost its id (a cleared keychain), so it goes, tags and
+            // alias with it; its history keeps the token, so support can still follow it.
+            if let holder = byToken[registration.token], holder.deviceID != registration.deviceID {
+                guard !groupDevices.contains(holder.deviceID) else {
+                    // The holder registers in this group too: only one-by-one order says what happens.
+                    throw GroupConflict()
+                }
+                movedAway.append(holder.deviceID)
+                history.append(historyRow(app: app, holder, replacedAt: now, reason: "moved"))
+            }
+            // This device's old token, if it had another one, goes to its history.
+            if let old = byDevice[registration.deviceID], old.token != registration.token {
+                history.append(historyRow(app: app, old, replacedAt: now, reason: "replaced"))
+            }
+        }
+        if !history.isEmpty {
+            try await db.raw("""
+                INSERT INTO token_history (app_id, device_id, token, environment, first_registered_at, replaced_at, reason)
+                VALUES \(history.joined(separator: ", "))
+                """).run()
+        }
+        if !movedAway.isEmpty {
+            try await db.raw("DELETE FROM devices WHERE app_id = \(bind: app) AND device_id IN (\(binds: movedAway))").run()
+        }
+
+        let values = group.map { pending -> SQLQueryString in
+            let registration = pending.registration
+            let now = pending.at.milliseconds
+            return """
+                (\(bind: app), \(bind: registration.deviceID), \(bind: registration.token), \(bind: registration.environment),
+                \(bind: registration.alias), \(bind: registration.locale), \(bind: registration.timezone),
+                \(bind: registration.appVersion), \(bind: now), \(bind: now), \(bind: now), \(bind: now))
+                """
+        }
+        let upserted = try await db.raw("""
+            INSERT INTO devices (app_id, device_id, token, environment, alias, locale, timezone, app_version,
+                token_registered_at, last_registered_at, created_at, updated_at)
+            VALUES \(values.joined(separator: ", "))
+            ON CONFLICT (app_id, device_id) DO UPDATE SET
+                token = excluded.token,
+                environment = excluded.environment,
+                alias = COALESCE(excluded.alias, devices.alias),
+                locale = excluded.locale,
+                timezone = excluded.timezone,
+                app_version = excluded.app_version,
+                token_registered_at = CASE WHEN devices.token = excluded.token
+                    THEN devices.token_registered_at ELSE excluded.token_registered_at END,
+                last_registered_at = excluded.last_registered_at,
+                deactivated_at = NULL,
+                deactivation_reason = NULL,
+                updated_at = excluded.updated_at
+            RETURNING \(unsafeRaw: Columns.device)
+            """).all()
+
+        let retagged = group.filter { $0.registration.tags != nil }.map(\.registration)
+        if !retagged.isEmpty {
+            try await db.raw("""
+                DELETE FROM device_tags WHERE app_id = \(bind: app) AND device_id IN (\(binds: retagged.map(\.deviceID)))
+                """).run()
+            let tagRows = retagged.flatMap { registration in
+                (registration.tags ?? []).sorted().map { tag -> SQLQueryString in "(\(bind: app), \(bind: registration.deviceID), \(bind: tag))" }
+            }
+            if !tagRows.isEmpty {
+                try await db.raw("INSERT INTO device_tags (app_id, device_id, tag) VALUES \(tagRows.joined(separator: ", "))").run()
+            }
+        }
+        let records = try await devices(rows: upserted, app: app, db)
+        let byID = Dictionary(records.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
+        return try group.map { pending in
+            guard let record = byID[pending.registration.deviceID] else { throw StoreError.notFound("device \(pending.registration.deviceID)") }
+            return record
+        }
+    }
+
+    private static func historyRow(app: String, _ entry: CurrentDevice, replacedAt: Int64, reason: String) -> SQLQueryString {
+        "(\(bind: app), \(bind: entry.deviceID), \(bind: entry.token), \(bind: entry.environment), \(bind: entry.tokenRegisteredAt), \(bind: replacedAt), \(bind: reason))"
+    }
+
+    /// Registrations of one group depend on each other; the group is written one by one instead.
+    private struct GroupConflict: Error {}
+}
+
+/// A device row's token as it was before a registration, for its history.
+private struct CurrentDevice {
+    var deviceID: String
+    var token: String
+    var environment: String
+    var tokenRegisteredAt: Int64
+}
