@@ -10,45 +10,63 @@ import Synchronization
 /// so this is what lets registrations scale. The rules are those of ``TernStore/register(_:app:at:)``; they hold
 /// as if the registrations ran one after another, in arrival order.
 extension SQLStore {
-    /// A registration waiting for a group commit, and where its result goes.
-    final class PendingRegistration: Sendable {
+    /// A registration waiting for a group commit, and whom to tell.
+    struct PendingRegistration: Sendable {
         let registration: DeviceRegistration
         let app: String
         let at: Date
-        let result = Mutex<Result<DeviceRecord, any Error>?>(nil)
+        let continuation: CheckedContinuation<DeviceRecord, any Error>
+    }
 
-        init(_ registration: DeviceRegistration, app: String, at: Date) {
-            self.registration = registration
-            self.app = app
-            self.at = at
-        }
+    /// The registrations waiting, and whether a writer is draining them.
+    struct RegistrationQueue {
+        var waiting: [PendingRegistration] = []
+        var writing = false
     }
 
     /// The largest group written in one transaction (bounded binds per statement).
     static let largestRegistrationGroup = 200
 
+    /// Queues the registration; the store's one writer task writes queued registrations in groups and answers each.
+    /// A cancelled caller's registration is written all the same.
     public func register(_ registration: DeviceRegistration, app: String, at: Date) async throws -> DeviceRecord {
-        let pending = PendingRegistration(registration, app: app, at: at)
-        registrationQueue.withLock { $0.append(pending) }
-        try await exclusive { db in
-            // Whoever holds the connection writes everything queued, this one included unless an earlier holder
-            // already did.
-            let queued = self.registrationQueue.withLock { queue in
-                defer { queue.removeAll(keepingCapacity: true) }
-                return queue
+        try await withCheckedThrowingContinuation { continuation in
+            let startWriter = registrationQueue.withLock { queue -> Bool in
+                queue.waiting.append(PendingRegistration(registration: registration, app: app, at: at, continuation: continuation))
+                guard !queue.writing else { return false }
+                queue.writing = true
+                return true
             }
-            await self.write(queued, db)
+            if startWriter { Task(executorPreference: WriterExecutor.shared) { await self.drainRegistrations() } }
         }
-        guard let result = pending.result.withLock({ $0 }) else {
-            throw StoreError.notFound("registration of device \(registration.deviceID) was not written")
+    }
+
+    /// Writes what is queued, then what queued meanwhile, until the queue is empty.
+    private func drainRegistrations() async {
+        while true {
+            let queued = registrationQueue.withLock { queue -> [PendingRegistration] in
+                let taken = queue.waiting
+                queue.waiting.removeAll(keepingCapacity: true)
+                if taken.isEmpty { queue.writing = false }
+                return taken
+            }
+            guard !queued.isEmpty else { return }
+            let results: [Result<DeviceRecord, any Error>]
+            do {
+                results = try await exclusive { db in await self.write(queued, db) }
+            } catch {
+                results = Array(repeating: .failure(error), count: queued.count)
+            }
+            for (pending, result) in zip(queued, results) { pending.continuation.resume(with: result) }
         }
-        return try result.get()
     }
 
     /// Writes queued registrations in groups: consecutive ones for one app that share no device id and no token.
     /// A group that fails is written again one registration at a time, so one bad registration (an unknown app)
     /// fails alone.
-    private func write(_ queued: [PendingRegistration], _ db: any SQLDatabase) async {
+    private func write(_ queued: [PendingRegistration], _ db: any SQLDatabase) async -> [Result<DeviceRecord, any Error>] {
+        var results: [Result<DeviceRecord, any Error>] = []
+        results.reserveCapacity(queued.count)
         var start = 0
         while start < queued.count {
             var end = start
@@ -66,21 +84,22 @@ extension SQLStore {
                 let records = try await Self.inTransaction(db, begin: flavor.beginTransaction) { db in
                     try await Self.registerGroup(group, db)
                 }
-                for (pending, record) in zip(group, records) { pending.result.withLock { $0 = .success(record) } }
+                results += records.map { .success($0) }
             } catch {
                 for pending in group {
                     do {
                         let record = try await Self.inTransaction(db, begin: flavor.beginTransaction) { db in
                             try await Self.registerGroup([pending], db)[0]
                         }
-                        pending.result.withLock { $0 = .success(record) }
+                        results.append(.success(record))
                     } catch {
-                        pending.result.withLock { $0 = .failure(error) }
+                        results.append(.failure(error))
                     }
                 }
             }
             start = end
         }
+        return results
     }
 
     /// One group's statements, inside a transaction. The group is for one app and its device ids and tokens are
@@ -92,15 +111,20 @@ extension SQLStore {
         let tokens = group.map(\.registration.token)
 
         // Who has these device ids and these tokens now.
+        // Two indexed lookups: with OR, SQLite would scan the app's devices.
         let rows = try await db.raw("""
-            SELECT device_id, token, environment, token_registered_at FROM devices
-            WHERE app_id = \(bind: app) AND (device_id IN (\(binds: deviceIDs)) OR token IN (\(binds: tokens)))
+            SELECT device_id, token, environment, token_registered_at, alias, created_at FROM devices
+            WHERE app_id = \(bind: app) AND device_id IN (\(binds: deviceIDs))
+            UNION
+            SELECT device_id, token, environment, token_registered_at, alias, created_at FROM devices
+            WHERE app_id = \(bind: app) AND token IN (\(binds: tokens))
             """).all()
         let current = try rows.map { row in
             CurrentDevice(
                 deviceID: try row.decode(column: "device_id", as: String.self), token: try row.decode(column: "token", as: String.self),
                 environment: try row.decode(column: "environment", as: String.self),
-                tokenRegisteredAt: try row.decode(column: "token_registered_at", as: Int64.self))
+                tokenRegisteredAt: try row.decode(column: "token_registered_at", as: Int64.self),
+                alias: try row.decode(column: "alias", as: String?.self), createdAt: try row.decode(column: "created_at", as: Int64.self))
         }
         let byDevice = Dictionary(current.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
         let byToken = Dictionary(current.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
@@ -145,7 +169,9 @@ extension SQLStore {
                 \(bind: registration.appVersion), \(bind: now), \(bind: now), \(bind: now), \(bind: now))
                 """
         }
-        let upserted = try await db.raw("""
+        // No RETURNING: every returned row costs a thread hand-off in SQLiteNIO; the records are known from the
+        // rows read above and the registrations.
+        try await db.raw("""
             INSERT INTO devices (app_id, device_id, token, environment, alias, locale, timezone, app_version,
                 token_registered_at, last_registered_at, created_at, updated_at)
             VALUES \(values.joined(separator: ", "))
@@ -162,8 +188,7 @@ extension SQLStore {
                 deactivated_at = NULL,
                 deactivation_reason = NULL,
                 updated_at = excluded.updated_at
-            RETURNING \(unsafeRaw: Columns.device)
-            """).all()
+            """).run()
 
         let retagged = group.filter { $0.registration.tags != nil }.map(\.registration)
         if !retagged.isEmpty {
@@ -177,11 +202,18 @@ extension SQLStore {
                 try await db.raw("INSERT INTO device_tags (app_id, device_id, tag) VALUES \(tagRows.joined(separator: ", "))").run()
             }
         }
-        let records = try await devices(rows: upserted, app: app, db)
-        let byID = Dictionary(records.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
-        return try group.map { pending in
-            guard let record = byID[pending.registration.deviceID] else { throw StoreError.notFound("device \(pending.registration.deviceID)") }
-            return record
+        // Tags kept from before: only for devices that existed and were registered without tags.
+        let keptTags = group.filter { $0.registration.tags == nil && byDevice[$0.registration.deviceID] != nil }.map(\.registration.deviceID)
+        let oldTags = keptTags.isEmpty ? [:] : try await tags(app: app, deviceIDs: keptTags, db)
+        return group.map { pending in
+            let registration = pending.registration
+            let before = byDevice[registration.deviceID]
+            return DeviceRecord(
+                appID: app, deviceID: registration.deviceID, token: registration.token, environment: registration.environment,
+                alias: registration.alias ?? before?.alias, tags: registration.tags ?? oldTags[registration.deviceID] ?? [],
+                locale: registration.locale, timezone: registration.timezone, appVersion: registration.appVersion,
+                lastRegisteredAt: Date(milliseconds: pending.at.milliseconds), deactivatedAt: nil, deactivationReason: nil,
+                createdAt: before.map { Date(milliseconds: $0.createdAt) } ?? Date(milliseconds: pending.at.milliseconds))
         }
     }
 
@@ -199,4 +231,6 @@ private struct CurrentDevice {
     var token: String
     var environment: String
     var tokenRegisteredAt: Int64
+    var alias: String?
+    var createdAt: Int64
 }

@@ -12,7 +12,7 @@ public final class SQLStore: TernStore {
     let logger: Logger
     private let lock = AsyncLock()
     /// Registrations waiting for the next group commit (`SQLStore+Registration.swift`).
-    let registrationQueue = Mutex<[PendingRegistration]>([])
+    let registrationQueue = Mutex(RegistrationQueue())
     private let closeDatabase: @Sendable () async throws -> Void
 
     init(database: any SQLDatabase, flavor: SQLFlavor, logger: Logger, close: @escaping @Sendable () async throws -> Void) {
