@@ -47,8 +47,9 @@ master=$(grep 'master secret' "$work/serve.out" | awk '{print $3}')
 echo "tern serve at $url (pid $pid, data in $work)" >&2
 
 # Each wrk thread registers its own devices: ids and tokens from a per-thread counter, all tagged "bench".
-# Past QUOTA registrations per thread it only asks GET /health, so exactly DEVICES devices end up registered
-# when QUOTA × threads = DEVICES (phase 2); phase 1 uses an unlimited quota.
+# With QUOTA set (phase 2) a thread sends QUOTA registrations, then only GET /health, so exactly QUOTA × threads
+# devices end up registered if wrk runs long enough (its duration comes from phase 1's rate, with a margin);
+# phase 1 runs for DURATION without a quota.
 cat >"$work/register.lua" <<'LUA'
 local counter = 0
 local thread_id = 0
@@ -66,7 +67,6 @@ function request()
   if quota > 0 and counter >= quota then
     return wrk.format("GET", "/health")
   end
-  local n = thread_id * 100000000 + counter
   counter = counter + 1
   local id = string.format("6f1c1f9e-8d7a-4d44-%04x-%012x", thread_id, counter)
   local token = string.format("%056x%08x", thread_id, counter)
@@ -98,7 +98,8 @@ app_key=$(grep 'app key' "$work/serve.out" | awk '{print $3}')
 master=$(grep 'master secret' "$work/serve.out" | awk '{print $3}')
 
 echo "── registering $DEVICES devices" >&2
-(cd "$work" && QUOTA=$((DEVICES / 2)) APP_KEY=$app_key wrk -t2 -c"$CONNECTIONS" -d"$((DEVICES / 1500 + 10))s" -s register.lua "$url" >/dev/null)
+seconds=$(awk -v n="$DEVICES" -v r="$reg_rate" 'BEGIN {printf "%d", n / (r * 0.5) + 10}')
+(cd "$work" && QUOTA=$((DEVICES / 2)) APP_KEY=$app_key wrk -t2 -c"$CONNECTIONS" -d"${seconds}s" -s register.lua "$url" >/dev/null)
 rss_before=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
 
 echo "── one push to tag 'bench'" >&2
@@ -118,5 +119,5 @@ echo "|---|---|"
 echo "| registrations/s (wrk, $CONNECTIONS connections, ${DURATION} s) | $reg_rate |"
 echo "| registration latency p50 / p99 | $reg_p50 / $reg_p99 |"
 echo "| registrations answered non-2xx | ${non2xx:-0} |"
-echo "| push to $DEVICES devices (tag), POST to completed | ${push_time} s ($status; targeted $targeted, accepted $accepted) |"
+echo "| push to the $targeted devices of a tag (of $DEVICES registered), POST to completed | ${push_time} s ($status; accepted $accepted) |"
 echo "| server RSS before the push / peak | $((rss_before / 1024)) MiB / $((peak / 1024)) MiB |"
