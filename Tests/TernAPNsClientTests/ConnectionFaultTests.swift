@@ -20,7 +20,9 @@ extension ClientFaultTests {
                 #expect(await results.delivered == count)
                 let stats = simulator.state.stats()
                 #expect(stats.goAwaysSent >= 5, "GOAWAY was not exercised")
-                #expect(stats.connectionsOpened > stats.goAwaysSent)
+                // Connections that got GOAWAY were replaced while work remained (10,000 delivered, each connection sent
+                // away after about 1000 streams); the last one may end with its GOAWAY, so opened ≥ GOAWAYs, not >.
+                #expect(stats.connectionsOpened >= stats.goAwaysSent)
                 #expect(stats.accepted == count)
                 let arrivals = Harness.arrivalsByToken(simulator)
                 #expect(arrivals.count == count)
