@@ -65,7 +65,8 @@ public struct PushCounts: Sendable, Equatable {
 
 /// One device token a push goes to, from the registry (or given directly by a `tokens` audience).
 public struct Recipient: Sendable, Equatable {
-    /// The key the audience is paged by (and the push's cursor): the device id, or the token for a `tokens` audience.
+    /// The key the audience is paged by (and the push's cursor): the device id; the token for a `tokens` audience; the
+    /// alias and the device id for an `aliases` audience.
     public var key: String
     public var deviceID: String?
     public var token: String

@@ -37,9 +37,14 @@ struct RecipientTests {
     func aliasesAudience(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
             try await seed(store)
-            let recipients = try await allRecipients(store, .aliases(["carol", "alice", "bob", "nobody"]), limit: 10)
-            #expect(recipients.map(\.key) == ["dev-a", "dev-b", "dev-c"])
-            #expect(recipients[1] == Recipient(key: "dev-b", deviceID: "dev-b", token: "tb", environment: "development", lastRegisteredAt: time(2)))
+            for limit in [1, 2, 10] {
+                let recipients = try await allRecipients(store, .aliases(["carol", "alice", "bob", "nobody", "alice"]), limit: limit)
+                #expect(recipients.map(\.deviceID) == ["dev-a", "dev-b", "dev-c"], "limit \(limit)")
+                #expect(Set(recipients.map(\.key)).count == 3, "limit \(limit)")
+                let second = try #require(recipients.dropFirst().first)
+                #expect(second.deviceID == "dev-b" && second.token == "tb" && second.environment == "development")
+                #expect(second.lastRegisteredAt == time(2))
+            }
         }
     }
 
@@ -61,6 +66,8 @@ struct RecipientTests {
             #expect(try await allRecipients(store, .tags(["news", "sports"], all: true), limit: 10).map(\.key) == ["dev-a"])
             #expect(try await allRecipients(store, .tags(["sports", "news", "sports"], all: true), limit: 10).map(\.key) == ["dev-a"])
             #expect(try await allRecipients(store, .tags(["sports"], all: true), limit: 10).map(\.key) == ["dev-a", "dev-c"])
+            #expect(try await allRecipients(store, .tags(["sports"], all: true), limit: 1).map(\.key) == ["dev-a", "dev-c"])
+            #expect(try await allRecipients(store, .tags(["news", "sports"], all: true), limit: 1).map(\.key) == ["dev-a"])
             #expect(try await allRecipients(store, .tags(["news", "nope"], all: true), limit: 10).isEmpty)
             #expect(try await allRecipients(store, .tags([], all: true), limit: 10).isEmpty, "no tags is nobody, not everyone")
         }
@@ -139,7 +146,11 @@ struct RecipientTests {
             #expect(try await allRecipients(store, .tags(["a", "b"], all: false), limit: 100).map(\.key) == active)
             let withBothTags = active.filter { Int($0.dropFirst("device-".count))! % 4 == 0 }
             #expect(try await allRecipients(store, .tags(["a", "b"], all: true), limit: 100).map(\.key) == withBothTags)
-            #expect(try await allRecipients(store, .aliases((0..<5).map { "user-\($0)" }), limit: 100).map(\.key) == active)
+            // An aliases audience pages by alias, then device id.
+            let byAlias = (0..<5).flatMap { user in active.filter { Int($0.dropFirst("device-".count))! % 5 == user } }
+            let aliases = try await allRecipients(store, .aliases((0..<5).map { "user-\($0)" }.reversed()), limit: 100)
+            #expect(aliases.map(\.deviceID) == byAlias)
+            #expect(Set(aliases.map(\.key)).count == active.count)
         }
     }
 }

@@ -111,11 +111,13 @@ extension SQLStore {
         let tokens = group.map(\.registration.token)
 
         // Who has these device ids and these tokens now.
-        // Two indexed lookups: with OR, SQLite would scan the app's devices.
+        // Two indexed lookups, a row that matches both comes twice (the dictionaries below keep one). With OR, or
+        // with UNION (which SQLite 3.54 merges in device-id order, reading the token side through the device-id
+        // index), SQLite scans the app's devices: registrations then slow down as the registry grows.
         let rows = try await db.raw("""
             SELECT device_id, token, environment, token_registered_at, alias, created_at FROM devices
             WHERE app_id = \(bind: app) AND device_id IN (\(binds: deviceIDs))
-            UNION
+            UNION ALL
             SELECT device_id, token, environment, token_registered_at, alias, created_at FROM devices
             WHERE app_id = \(bind: app) AND token IN (\(binds: tokens))
             """).all()

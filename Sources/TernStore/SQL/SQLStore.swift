@@ -313,22 +313,26 @@ public final class SQLStore: TernStore {
                     return chunk.compactMap { byKey[$0] }
                 }
             case .aliases(let aliases):
-                guard !aliases.isEmpty else { return Page(items: [], next: nil) }
-                return try await Self.devicePage(app: app, after: cursor, limit: limit, where: "alias IN (\(binds: aliases))", db)
+                return try await Self.aliasPage(aliases, app: app, after: cursor, limit: limit, db)
             case .tags(let tags, all: false):
-                guard !tags.isEmpty else { return Page(items: [], next: nil) }
-                return try await Self.devicePage(app: app, after: cursor, limit: limit, where: """
-                    EXISTS (SELECT 1 FROM device_tags t WHERE t.app_id = devices.app_id AND t.device_id = devices.device_id
-                        AND t.tag IN (\(binds: tags)))
-                    """, db)
+                // Each tag's first devices after the cursor, from the tag's index; merged, they hold the page.
+                var found: [String: Recipient] = [:]
+                for tag in Set(tags) {
+                    for recipient in try await Self.taggedRecipients(app: app, tag: tag, alsoTagged: [], after: cursor, limit: limit + 1, db) {
+                        found[recipient.key] = recipient
+                    }
+                }
+                let merged = found.values.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.prefix(limit + 1)
+                let items = Array(merged.prefix(limit))
+                return Page(items: items, next: merged.count > limit ? items.last?.key : nil)
             case .tags(let tags, all: true):
                 // No tags at all would match every device; an empty condition sends to nobody, not to everyone.
-                let tags = Set(tags)
-                guard !tags.isEmpty else { return Page(items: [], next: nil) }
-                return try await Self.devicePage(app: app, after: cursor, limit: limit, where: """
-                    (SELECT COUNT(*) FROM device_tags t WHERE t.app_id = devices.app_id AND t.device_id = devices.device_id
-                        AND t.tag IN (\(binds: tags.sorted()))) = \(bind: tags.count)
-                    """, db)
+                let tags = Set(tags).sorted()
+                guard let first = tags.first else { return Page(items: [], next: nil) }
+                let found = try await Self.taggedRecipients(
+                    app: app, tag: first, alsoTagged: Array(tags.dropFirst()), after: cursor, limit: limit + 1, db)
+                let items = Array(found.prefix(limit))
+                return Page(items: items, next: found.count > limit ? items.last?.key : nil)
             case .everyone:
                 return try await Self.devicePage(app: app, after: cursor, limit: limit, where: nil, db)
             }
@@ -481,6 +485,70 @@ extension SQLStore {
             """).run()
     }
 
+    /// Active devices with `tag` (and every one of `alsoTagged`) after the cursor, by device id. Walks the tag's index,
+    /// so a page costs its own rows however many devices the app has.
+    static func taggedRecipients(
+        app: String, tag: String, alsoTagged: [String], after cursor: String?, limit: Int, _ db: any SQLDatabase
+    ) async throws -> [Recipient] {
+        var query: SQLQueryString = """
+            SELECT d.device_id, d.token, d.environment, d.last_registered_at FROM device_tags t
+            JOIN devices d ON d.app_id = t.app_id AND d.device_id = t.device_id
+            WHERE t.app_id = \(bind: app) AND t.tag = \(bind: tag) AND t.device_id > \(bind: cursor ?? "")
+                AND d.deactivated_at IS NULL
+            """
+        if !alsoTagged.isEmpty {
+            query += """
+                 AND (SELECT COUNT(*) FROM device_tags u WHERE u.app_id = t.app_id AND u.device_id = t.device_id
+                    AND u.tag IN (\(binds: alsoTagged))) = \(bind: alsoTagged.count)
+                """
+        }
+        query += " ORDER BY t.device_id LIMIT \(bind: limit)"
+        return try await db.raw(query).all().map(Recipient.init(deviceRow:))
+    }
+
+    /// A page of an aliases audience, ordered by alias, then device id, so each alias is read from the alias index.
+    /// The key (and cursor) is the alias and the device id joined by ``aliasKeySeparator``.
+    static func aliasPage(
+        _ aliases: [String], app: String, after cursor: String?, limit: Int, _ db: any SQLDatabase
+    ) async throws -> Page<Recipient> {
+        // Byte order, as SQL compares them, so the list and the index agree on what comes after the cursor.
+        var remaining = Set(aliases).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }[...]
+        var found: [Recipient] = []
+        func add(_ rows: [any SQLRow]) throws {
+            for row in rows {
+                var recipient = try Recipient(deviceRow: row)
+                recipient.key = try row.decode(column: "alias", as: String.self) + aliasKeySeparator + recipient.key
+                found.append(recipient)
+            }
+        }
+        if let cursor, let split = cursor.lastIndex(of: Character(aliasKeySeparator)) {
+            // The rest of the cursor's alias, then the aliases after it.
+            let alias = String(cursor[..<split])
+            let deviceID = String(cursor[cursor.index(after: split)...])
+            remaining = remaining.drop { !alias.utf8.lexicographicallyPrecedes($0.utf8) }
+            try add(try await db.raw("""
+                SELECT device_id, token, environment, last_registered_at, alias FROM devices
+                WHERE app_id = \(bind: app) AND alias = \(bind: alias) AND device_id > \(bind: deviceID) AND deactivated_at IS NULL
+                ORDER BY device_id LIMIT \(bind: limit + 1)
+                """).all())
+        }
+        while found.count <= limit, !remaining.isEmpty {
+            let slice = Array(remaining.prefix(500))
+            remaining = remaining.dropFirst(slice.count)
+            try add(try await db.raw("""
+                SELECT device_id, token, environment, last_registered_at, alias FROM devices
+                WHERE app_id = \(bind: app) AND alias IN (\(binds: slice)) AND deactivated_at IS NULL
+                ORDER BY alias, device_id LIMIT \(bind: limit + 1 - found.count)
+                """).all())
+        }
+        let items = Array(found.prefix(limit))
+        return Page(items: items, next: found.count > limit ? items.last?.key : nil)
+    }
+
+    /// Joins an alias and a device id in an aliases audience's keys: a control character, which no alias of a real
+    /// app holds (the key is split at its last one, so even such an alias pages correctly).
+    static let aliasKeySeparator = "\u{1F}"
+
     /// A page of active devices matching `condition`, keyed and ordered by device id.
     static func devicePage(
         app: String, after cursor: String?, limit: Int, where condition: SQLQueryString?, _ db: any SQLDatabase
@@ -500,14 +568,7 @@ extension SQLStore {
         if let cursor { query += " AND device_id > \(bind: cursor)" }
         if let condition { query += " AND (\(condition))" }
         query += " ORDER BY device_id LIMIT \(bind: limit)"
-        return try await db.raw(query).all().map { row in
-            let deviceID = try row.decode(column: "device_id", as: String.self)
-            return Recipient(
-                key: deviceID, deviceID: deviceID, token: try row.decode(column: "token", as: String.self),
-                environment: try row.decode(column: "environment", as: String.self),
-                lastRegisteredAt: try row.date("last_registered_at")
-            )
-        }
+        return try await db.raw(query).all().map(Recipient.init(deviceRow:))
     }
 
     /// The given tokens as recipients: registered ones with their device, unknown ones bare, deactivated ones left out.
@@ -590,6 +651,18 @@ extension AppRecord {
             sealedCredentials: try row.bytes("sealed_credentials"), appKeyHash: try row.bytes("app_key_hash"),
             masterSecretHash: try row.bytes("master_secret_hash"), webhookURL: try row.decode(column: "webhook_url", as: String?.self),
             createdAt: try row.date("created_at"), updatedAt: try row.date("updated_at")
+        )
+    }
+}
+
+extension Recipient {
+    /// A device row as a recipient keyed by its device id: `device_id, token, environment, last_registered_at`.
+    init(deviceRow row: any SQLRow) throws {
+        let deviceID = try row.decode(column: "device_id", as: String.self)
+        self.init(
+            key: deviceID, deviceID: deviceID, token: try row.decode(column: "token", as: String.self),
+            environment: try row.decode(column: "environment", as: String.self),
+            lastRegisteredAt: try row.date("last_registered_at")
         )
     }
 }
