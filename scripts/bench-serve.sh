@@ -7,7 +7,8 @@
 #   scripts/bench-serve.sh                    # 100,000 devices, 30 s of registrations
 #   DEVICES=20000 DURATION=10 scripts/bench-serve.sh
 #
-# Needs wrk (Debian: wrk); installs it when missing. Everything runs on loopback and stops by itself.
+# Needs wrk (Debian: wrk); installs it when missing. Everything runs on loopback and stops by itself; KEEP=1 keeps
+# the data folder (its path is printed) to look at the database afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +34,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+[ -n "${KEEP:-}" ] && trap 'kill "$pid" 2>/dev/null || true; echo "kept $work" >&2' EXIT
 
 (cd "$work" && exec env TERN_ADMIN_TOKEN=bench-admin-token-0123456789 "$TERN" serve --port 0 --log-level warning >serve.out 2>serve.err) &
 pid=$!
@@ -64,7 +66,9 @@ function init(args)
   thread_id = tid
 end
 function request()
-  if quota > 0 and counter >= quota then
+  -- wrk calls request() once on its first thread to check the script, and sends nothing for that call.
+  local sent = counter - (thread_id == 0 and 1 or 0)
+  if quota > 0 and sent >= quota then
     return wrk.format("GET", "/health")
   end
   counter = counter + 1
@@ -99,7 +103,7 @@ master=$(grep 'master secret' "$work/serve.out" | awk '{print $3}')
 
 echo "── registering $DEVICES devices" >&2
 seconds=$(awk -v n="$DEVICES" -v r="$reg_rate" 'BEGIN {printf "%d", n / (r * 0.5) + 10}')
-(cd "$work" && QUOTA=$((DEVICES / 2)) APP_KEY=$app_key wrk -t2 -c"$CONNECTIONS" -d"${seconds}s" -s register.lua "$url" >/dev/null)
+(cd "$work" && QUOTA=$((DEVICES / 2)) APP_KEY=$app_key wrk -t2 -c"$CONNECTIONS" -d"${seconds}s" -s register.lua "$url" >&2)
 rss_before=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
 
 echo "── one push to tag 'bench'" >&2

@@ -13,9 +13,9 @@ extension SQLStore {
             for pragma in [
                 "journal_mode = WAL", "synchronous = NORMAL", "foreign_keys = ON", "busy_timeout = 5000",
                 // Registrations and audience pages look devices up at random: with SQLite's default 2 MB page cache
-                // most lookups read their pages back from the file (a system call each). 64 MiB holds the indexes
-                // of a few hundred thousand devices; memory-mapped reads avoid copying the rest.
-                "cache_size = -65536", "mmap_size = 268435456",
+                // most lookups read their pages back from the file. 32 MiB holds the indexes of a few hundred
+                // thousand devices.
+                "cache_size = -32768",
             ] {
                 try await database.raw("PRAGMA \(unsafeRaw: pragma)").run()
             }
