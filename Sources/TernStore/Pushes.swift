@@ -53,13 +53,19 @@ public struct PushCounts: Sendable, Equatable {
     public var pruned = 0
     /// Failures by APNs reason or client error code.
     public var failedByReason: [String: Int] = [:]
+    /// Older inbox messages deleted to keep recipients' inboxes within the app's cap.
+    public var inboxDropped = 0
 
-    public init(targeted: Int = 0, accepted: Int = 0, failed: Int = 0, pruned: Int = 0, failedByReason: [String: Int] = [:]) {
+    public init(
+        targeted: Int = 0, accepted: Int = 0, failed: Int = 0, pruned: Int = 0, failedByReason: [String: Int] = [:],
+        inboxDropped: Int = 0
+    ) {
         self.targeted = targeted
         self.accepted = accepted
         self.failed = failed
         self.pruned = pruned
         self.failedByReason = failedByReason
+        self.inboxDropped = inboxDropped
     }
 }
 
@@ -72,13 +78,16 @@ public struct Recipient: Sendable, Equatable {
     public var token: String
     public var environment: String?
     public var lastRegisteredAt: Date?
+    /// The device's alias (its user), if it has one: whose inbox and badge counter the device shares.
+    public var alias: String?
 
-    public init(key: String, deviceID: String?, token: String, environment: String?, lastRegisteredAt: Date?) {
+    public init(key: String, deviceID: String?, token: String, environment: String?, lastRegisteredAt: Date?, alias: String? = nil) {
         self.key = key
         self.deviceID = deviceID
         self.token = token
         self.environment = environment
         self.lastRegisteredAt = lastRegisteredAt
+        self.alias = alias
     }
 }
 
@@ -109,11 +118,14 @@ public struct PushProgress: Sendable, Equatable {
     public var pruned: Int
     /// The last recipient key covered: the new cursor.
     public var cursor: String
+    /// Older inbox messages the cap deleted for this run's recipients.
+    public var inboxDropped: Int
 
-    public init(accepted: Int, failures: [PushFailure], pruned: Int, cursor: String) {
+    public init(accepted: Int, failures: [PushFailure], pruned: Int, cursor: String, inboxDropped: Int = 0) {
         self.accepted = accepted
         self.failures = failures
         self.pruned = pruned
         self.cursor = cursor
+        self.inboxDropped = inboxDropped
     }
 }

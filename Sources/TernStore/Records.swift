@@ -17,8 +17,18 @@ public struct AppRecord: Sendable, Equatable {
     public var masterSecretHash: [UInt8]
     /// Where token events are POSTed, if anywhere.
     public var webhookURL: String?
+    /// The longest a push may keep its message in the inbox, in seconds.
+    public var inboxMaxTTL: Int = AppRecord.defaultInboxMaxTTL
+    /// The most unexpired messages one user's (or alias-less device's) inbox keeps; the oldest go first.
+    public var inboxCap: Int = AppRecord.defaultInboxCap
     public var createdAt: Date
     public var updatedAt: Date
+
+    /// How long a push's inbox message stays when the push does not say: 72 hours.
+    public static let defaultInboxTTL = 72 * 3600
+    /// The app-level maximum unless set: 30 days, also the highest it can be set to.
+    public static let defaultInboxMaxTTL = 30 * 24 * 3600
+    public static let defaultInboxCap = 1000
 
     /// A custom APNs endpoint (such as a simulator).
     public struct Endpoint: Sendable, Equatable {

@@ -95,4 +95,29 @@ public protocol TernStore: Sendable {
     func completePush(id: String, at: Date) async throws
     /// A push's failures, `limit` at a time; the cursor is opaque.
     func failures(pushID: String, after cursor: String?, limit: Int) async throws -> Page<PushFailure>
+
+    // MARK: Inbox and badges
+
+    /// Puts the message in each owner's inbox (storing the message once), unread, after the owner's newest message.
+    /// Idempotent: an owner that has the message already is left as it is, so a page sent again after a crash adds
+    /// nothing. Each inbox then keeps at most `cap` unexpired messages: the oldest beyond it are deleted.
+    /// - Returns: how many messages the cap deleted.
+    func deliverToInbox(_ message: InboxMessage, owners: [InboxOwner], cap: Int, at: Date) async throws -> Int
+    /// The badge each owner's devices get for push `pushID`, in one transaction:
+    /// - `.unread`: the owner's unread, unexpired messages at `at`;
+    /// - `.increment(n)`: the owner's counter plus n, stored; once per push and owner (asked again, the same value);
+    /// - `.set(n)`: n, stored as the owner's counter.
+    func badges(app: String, owners: [InboxOwner], pushID: String, change: BadgeChange, at: Date) async throws -> [InboxOwner: Int]
+    /// The owner's unexpired messages after the cursor (a sequence), oldest first, `limit` at a time.
+    func inbox(app: String, owner: InboxOwner, after cursor: Int64?, limit: Int, at: Date) async throws -> Page<InboxItem>
+    /// The owner's unread, unexpired messages.
+    func unreadCount(app: String, owner: InboxOwner, at: Date) async throws -> Int
+    /// Marks as read the owner's messages up to and including `upTo` (a message id in this inbox) and those in
+    /// `ids`; ids not in the inbox are ignored. - Returns: how many messages went from unread to read.
+    func markRead(app: String, owner: InboxOwner, upTo: String?, ids: [String], at: Date) async throws -> Int
+    /// Removes a message from one inbox. Returns false if it was not there.
+    func deleteFromInbox(app: String, owner: InboxOwner, messageID: String) async throws -> Bool
+    /// Deletes up to `limit` inbox entries that expired before `before`, and messages no inbox holds any more.
+    /// - Returns: how many entries were deleted (less than `limit`: nothing expired is left).
+    func purgeExpiredInbox(before: Date, limit: Int) async throws -> Int
 }
