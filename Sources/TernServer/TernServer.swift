@@ -62,11 +62,19 @@ public final class TernServer: Sendable {
     ) async throws {
         try configuration.validate()
         let store = try await SQLStore.openSQLite(path: configuration.databasePath, logger: logger)
+        // Closed in a task of its own: a cancelled run must still close the database.
+        let close: @Sendable () async -> Void = { [logger] in
+            do {
+                try await Task { try await store.close() }.value
+            } catch {
+                logger.error("cannot close the database", metadata: ["error": "\(error)"])
+            }
+        }
         do {
             try await serve(store: store, gracefulShutdownSignals: gracefulShutdownSignals, onReady: onReady)
-            try await store.close()
+            await close()
         } catch {
-            try? await store.close()
+            await close()
             throw error
         }
     }
@@ -95,8 +103,11 @@ public final class TernServer: Sendable {
         let webhooks = WebhookSender(store: store, serverKey: serverKey, logger: logger)
         let dispatcher = PushDispatcher(
             store: store, clients: clients,
-            settings: .init(pageSize: configuration.deliveryPageSize, concurrency: configuration.deliveryConcurrency),
+            settings: .init(
+                pageSize: configuration.deliveryPageSize, concurrency: configuration.deliveryConcurrency,
+                pushConcurrency: configuration.deliveryPushes, ordering: configuration.deliveryOrdering),
             onTokensPruned: { webhooks.wake() }, logger: logger)
+        let badgeUpdates = BadgeUpdates(store: store, clients: clients, order: dispatcher.order, logger: logger)
         let cache = AppCache(store: store)
         let apps = AppsAPI(
             store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache)
@@ -113,6 +124,7 @@ public final class TernServer: Sendable {
         apps.register(on: router)
         DevicesAPI(store: store, apps: cache, serverKey: serverKey).register(on: router)
         PushesAPI(store: store, apps: cache, dispatcher: dispatcher).register(on: router)
+        InboxAPI(store: store, apps: cache, serverKey: serverKey, badgeUpdates: badgeUpdates).register(on: router)
 
         let listening = ReadySignal()
         let application = Application(
@@ -134,6 +146,7 @@ public final class TernServer: Sendable {
             }
         })
         services.append(webhooks)
+        services.append(InboxSweeper(store: store, interval: .seconds(configuration.inboxSweepInterval), logger: logger))
         services.append(application)
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: gracefulShutdownSignals, logger: logger))

@@ -28,6 +28,13 @@ public struct TernServerConfiguration: Sendable {
     public var deliveryConcurrency = 1000
     /// HTTP/2 connections per app and APNs environment.
     public var apnsConnections = 2
+    /// At most one notification per device token in flight, in order (badges never jump). Off: full concurrency
+    /// per token too.
+    public var deliveryOrdering = true
+    /// Pushes sent at the same time.
+    public var deliveryPushes = 32
+    /// How often expired inbox messages are deleted, in seconds.
+    public var inboxSweepInterval = 60
 
     public init() {}
 
@@ -41,6 +48,8 @@ public struct TernServerConfiguration: Sendable {
         guard (1...100_000).contains(deliveryPageSize) else { throw .init("delivery.pageSize must be 1-100000") }
         guard (1...100_000).contains(deliveryConcurrency) else { throw .init("delivery.concurrency must be 1-100000") }
         guard (1...64).contains(apnsConnections) else { throw .init("apns.connections must be 1-64") }
+        guard (1...1024).contains(deliveryPushes) else { throw .init("delivery.pushes must be 1-1024") }
+        guard (1...86_400).contains(inboxSweepInterval) else { throw .init("inbox.sweepInterval must be 1-86400 seconds") }
     }
 }
 
@@ -53,7 +62,8 @@ extension TernServerConfiguration {
     /// The settings from a JSON file (optional) and the environment (`TERN_HTTP_PORT` for `http.port`, …), the
     /// environment winning; what neither sets keeps its default. Keys: `http.host`, `http.port`, `database.path`,
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
-    /// `demo.enabled`, `delivery.pageSize`, `delivery.concurrency`, `apns.connections`.
+    /// `demo.enabled`, `delivery.pageSize`, `delivery.concurrency`, `delivery.ordering`, `delivery.pushes`,
+    /// `apns.connections`, `inbox.sweepInterval`.
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
         var providers: [any ConfigProvider] = [
             EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY"]))
@@ -81,6 +91,9 @@ extension TernServerConfiguration {
         configuration.deliveryPageSize = reader.int(forKey: "delivery.pageSize") ?? configuration.deliveryPageSize
         configuration.deliveryConcurrency = reader.int(forKey: "delivery.concurrency") ?? configuration.deliveryConcurrency
         configuration.apnsConnections = reader.int(forKey: "apns.connections") ?? configuration.apnsConnections
+        configuration.deliveryOrdering = reader.bool(forKey: "delivery.ordering") ?? configuration.deliveryOrdering
+        configuration.deliveryPushes = reader.int(forKey: "delivery.pushes") ?? configuration.deliveryPushes
+        configuration.inboxSweepInterval = reader.int(forKey: "inbox.sweepInterval") ?? configuration.inboxSweepInterval
         return configuration
     }
 }

@@ -27,8 +27,8 @@ struct RecipientTests {
             try await seed(store)
             let recipients = try await allRecipients(store, .devices(["dev-c", "dev-a", "dev-d", "dev-zz", "dev-a", "dev-0"]), limit: 10)
             #expect(recipients == [
-                Recipient(key: "dev-a", deviceID: "dev-a", token: "ta", environment: "production", lastRegisteredAt: time(1)),
-                Recipient(key: "dev-c", deviceID: "dev-c", token: "tc", environment: "production", lastRegisteredAt: time(3)),
+                Recipient(key: "dev-a", deviceID: "dev-a", token: "ta", environment: "production", lastRegisteredAt: time(1), alias: "alice"),
+                Recipient(key: "dev-c", deviceID: "dev-c", token: "tc", environment: "production", lastRegisteredAt: time(3), alias: "bob"),
             ])
         }
     }
@@ -43,7 +43,7 @@ struct RecipientTests {
                 #expect(Set(recipients.map(\.key)).count == 3, "limit \(limit)")
                 let second = try #require(recipients.dropFirst().first)
                 #expect(second.deviceID == "dev-b" && second.token == "tb" && second.environment == "development")
-                #expect(second.lastRegisteredAt == time(2))
+                #expect(second.lastRegisteredAt == time(2) && second.alias == "alice")
             }
         }
     }
@@ -90,7 +90,7 @@ struct RecipientTests {
             #expect(recipients == [
                 // t0 is registered in another app only: for this app it is an unknown token.
                 Recipient(key: "t0", deviceID: nil, token: "t0", environment: nil, lastRegisteredAt: nil),
-                Recipient(key: "ta", deviceID: "dev-a", token: "ta", environment: "production", lastRegisteredAt: time(1)),
+                Recipient(key: "ta", deviceID: "dev-a", token: "ta", environment: "production", lastRegisteredAt: time(1), alias: "alice"),
                 Recipient(key: "te", deviceID: "dev-e", token: "te", environment: "production", lastRegisteredAt: time(5)),
                 Recipient(key: "unknown", deviceID: nil, token: "unknown", environment: nil, lastRegisteredAt: nil),
             ])

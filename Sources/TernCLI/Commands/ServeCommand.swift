@@ -23,7 +23,9 @@ struct ServeCommand: AsyncParsableCommand {
                "delivery": {"concurrency": 1000}}
             Keys: http.host, http.port, database.path, admin.token, server.key,
             server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled,
-            delivery.pageSize, delivery.concurrency, apns.connections.
+            delivery.pageSize, delivery.concurrency, delivery.pushes, delivery.ordering
+            (one notification per device in flight, so badges never jump: default
+            true), apns.connections, inbox.sweepInterval (seconds).
 
             Ctrl-C (SIGINT) or SIGTERM stops it gracefully: no new requests, the page
             of recipients in flight is delivered and recorded, the rest of a push

@@ -20,6 +20,10 @@ struct AppsAPI {
         /// Required except for the `simulator` environment, where Tern makes a key the built-in simulator trusts.
         var credentials: AppCredentials?
         var webhookURL: String?
+        /// Seconds a push may keep its inbox message at most (default and highest: 30 days).
+        var inboxMaxTTL: Int?
+        /// Unexpired messages one user's inbox keeps at most (default 1,000); the oldest go first.
+        var inboxCap: Int?
     }
 
     struct EndpointInput: Codable {
@@ -34,6 +38,10 @@ struct AppsAPI {
         var endpoint: EndpointInput?
         var credentials: AppCredentials?
         var webhookURL: String?
+        /// Seconds a push may keep its inbox message at most (default and highest: 30 days).
+        var inboxMaxTTL: Int?
+        /// Unexpired messages one user's inbox keeps at most (default 1,000); the oldest go first.
+        var inboxCap: Int?
         /// Secrets to replace: `appKey`, `masterSecret`. The new ones are in the answer, once.
         var rotate: [String]?
     }
@@ -46,6 +54,8 @@ struct AppsAPI {
         var endpoint: EndpointView?
         var credentials: CredentialsSummary
         var webhookURL: String?
+        var inboxMaxTTL: Int
+        var inboxCap: Int
         var createdAt: Date
         var updatedAt: Date
         var appKey: String?
@@ -117,11 +127,13 @@ struct AppsAPI {
         try Self.validateWebhook(body.webhookURL)
         let appKey = Secrets.generate(prefix: "tak_")
         let masterSecret = Secrets.generate(prefix: "tms_")
-        let record = AppRecord(
+        var record = AppRecord(
             id: body.id, topic: body.topic, environment: body.environment, endpoint: endpoint,
             sealedCredentials: AppCredentialsVault(serverKey: serverKey).seal(credentials), appKeyHash: Secrets.hash(appKey),
             masterSecretHash: Secrets.hash(masterSecret), webhookURL: body.webhookURL.flatMap { $0.isEmpty ? nil : $0 }, createdAt: now,
             updatedAt: now)
+        record.inboxMaxTTL = try Self.validateInboxMaxTTL(body.inboxMaxTTL) ?? record.inboxMaxTTL
+        record.inboxCap = try Self.validateInboxCap(body.inboxCap) ?? record.inboxCap
         do {
             try await store.createApp(record)
         } catch StoreError.conflict {
@@ -155,6 +167,8 @@ struct AppsAPI {
             try Self.validateWebhook(webhookURL)
             updated.webhookURL = webhookURL.isEmpty ? nil : webhookURL
         }
+        updated.inboxMaxTTL = try Self.validateInboxMaxTTL(body.inboxMaxTTL) ?? updated.inboxMaxTTL
+        updated.inboxCap = try Self.validateInboxCap(body.inboxCap) ?? updated.inboxCap
         var appKey: String?
         var masterSecret: String?
         for (index, secret) in (body.rotate ?? []).enumerated() {
@@ -185,7 +199,8 @@ struct AppsAPI {
         return AppView(
             id: app.id, topic: app.topic, environment: app.environment,
             endpoint: app.endpoint.map { EndpointView(host: $0.host, port: $0.port, customCA: $0.caPEM != nil) },
-            credentials: credentials.summary, webhookURL: app.webhookURL, createdAt: app.createdAt, updatedAt: app.updatedAt)
+            credentials: credentials.summary, webhookURL: app.webhookURL, inboxMaxTTL: app.inboxMaxTTL, inboxCap: app.inboxCap,
+            createdAt: app.createdAt, updatedAt: app.updatedAt)
     }
 
     // MARK: Validation
@@ -236,6 +251,20 @@ struct AppsAPI {
             }
             throw .badRequest(field: field, "the credentials cannot be used: \((error as? APNsClientError)?.message ?? "unreadable")")
         }
+    }
+
+    static func validateInboxMaxTTL(_ value: Int?) throws(JSONAPIError) -> Int? {
+        guard let value else { return nil }
+        guard (60...AppRecord.defaultInboxMaxTTL).contains(value) else {
+            throw .badRequest(field: "inboxMaxTTL", "inboxMaxTTL is 60-\(AppRecord.defaultInboxMaxTTL) seconds (at most 30 days)")
+        }
+        return value
+    }
+
+    static func validateInboxCap(_ value: Int?) throws(JSONAPIError) -> Int? {
+        guard let value else { return nil }
+        guard (1...100_000).contains(value) else { throw .badRequest(field: "inboxCap", "inboxCap is 1-100000 messages") }
+        return value
     }
 
     static func validateWebhook(_ url: String?) throws(JSONAPIError) {

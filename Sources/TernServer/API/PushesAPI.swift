@@ -15,6 +15,7 @@ struct PushesAPI {
         var notification: NotificationInput?
         var payload: JSONValue?
         var apns: APNsOptionsInput?
+        var inbox: InboxInput?
         var idempotencyKey: String?
     }
 
@@ -44,6 +45,8 @@ struct PushesAPI {
             var failed: Int
             var pruned: Int
             var failedByReason: [String: Int]
+            /// Older inbox messages deleted to keep recipients' inboxes within the app's cap.
+            var inboxDropped: Int
         }
     }
 
@@ -78,12 +81,15 @@ struct PushesAPI {
             let wait = try Self.wait(request.uri.queryParameters.get("wait"))
             let body = try await JSONBody.decode(PushRequest.self, from: request, limit: 1 << 20)
             let audience = try Self.audience(body.audience)
-            let content = try PushContent.render(notification: body.notification, payload: body.payload, options: body.apns, topic: app.topic)
+            let id = UUID().apnsString
+            let content = try PushContent.render(
+                notification: body.notification, payload: body.payload, options: body.apns, topic: app.topic, inbox: body.inbox,
+                pushID: id, app: app)
             if let key = body.idempotencyKey, !(1...128).contains(key.utf8.count) {
                 throw JSONAPIError.badRequest(field: "idempotencyKey", "idempotencyKey must be 1-128 bytes")
             }
             let record = PushRecord(
-                id: UUID().apnsString, appID: app.id, idempotencyKey: body.idempotencyKey, audience: audience,
+                id: id, appID: app.id, idempotencyKey: body.idempotencyKey, audience: audience,
                 notification: Array(try JSONEncoder().encode(content)), createdAt: Date())
             var (push, created) = try await store.createPush(record)
             if created { dispatcher.wake() }
@@ -141,7 +147,8 @@ struct PushesAPI {
         let counts = push.counts
         return PushView(
             id: push.id, status: push.status.rawValue, idempotencyKey: push.idempotencyKey,
-            counts: .init(targeted: counts.targeted, accepted: counts.accepted, failed: counts.failed, pruned: counts.pruned, failedByReason: counts.failedByReason),
+            counts: .init(targeted: counts.targeted, accepted: counts.accepted, failed: counts.failed, pruned: counts.pruned, failedByReason: counts.failedByReason,
+                inboxDropped: counts.inboxDropped),
             createdAt: push.createdAt, finishedAt: push.finishedAt, failures: failures, nextFailures: next)
     }
 

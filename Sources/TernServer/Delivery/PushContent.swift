@@ -1,5 +1,6 @@
 import Foundation
 import TernAPNs
+import TernStore
 import TernWeb
 
 /// The `notification` object of a push request: the common `aps` keys and custom data beside `aps`.
@@ -7,7 +8,7 @@ struct NotificationInput: Codable, Sendable {
     var title: String?
     var subtitle: String?
     var body: String?
-    var badge: Int?
+    var badge: BadgeInput?
     var sound: String?
     var category: String?
     var threadID: String?
@@ -16,6 +17,72 @@ struct NotificationInput: Codable, Sendable {
     var interruptionLevel: String?
     /// Keys beside `aps`.
     var data: [String: JSONValue]?
+}
+
+/// `notification.badge`: a number (sets it), `"unread"` (the user's unread inbox messages when sent) or `"+N"` (the
+/// user's stored counter plus N).
+enum BadgeInput: Codable, Sendable, Equatable {
+    case change(BadgeChange)
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let number = try? container.decode(Int.self) {
+            guard (0...99_999).contains(number) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "badge must be 0-99999")
+            }
+            self = .change(.set(number))
+            return
+        }
+        if let text = try? container.decode(String.self) {
+            if text == "unread" {
+                self = .change(.unread)
+                return
+            }
+            if text.hasPrefix("+"), let step = Int(text.dropFirst()), (1...99_999).contains(step) {
+                self = .change(.increment(step))
+                return
+            }
+        }
+        throw DecodingError.dataCorruptedError(in: container, debugDescription: "badge is a number, \"unread\" or \"+N\" (N 1-99999)")
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .change(.set(let number)): try container.encode(number)
+        case .change(.unread): try container.encode("unread")
+        case .change(.increment(let step)): try container.encode("+\(step)")
+        }
+    }
+
+    var change: BadgeChange {
+        switch self { case .change(let change): change }
+    }
+}
+
+extension BadgeChange {
+    /// Whether each recipient's value is known only when it is sent (not written in the push's payload).
+    var isPerRecipient: Bool {
+        switch self {
+        case .unread, .increment: true
+        case .set: false
+        }
+    }
+}
+
+/// The `inbox` object of a push request: keep the message for the app to pull.
+struct InboxInput: Codable, Sendable {
+    /// Seconds to keep it: default 72 hours, at most the app's `inboxMaxTTL`.
+    var ttl: Int?
+}
+
+/// What a push keeps in its recipients' inboxes.
+struct InboxContent: Codable, Sendable, Equatable {
+    var ttl: Int
+    var title: String?
+    var body: String?
+    /// The custom data as a JSON object, or nil.
+    var data: String?
 }
 
 /// The `apns` object of a push request.
@@ -37,10 +104,55 @@ struct PushContent: Codable, Sendable, Equatable {
     var priority: Int
     var expiration: Int64?
     var collapseID: String?
+    /// How each recipient's badge is set, when the server computes it (`unread`, `+N`) or stores it (a number, also
+    /// in the payload). Nil: the payload says.
+    var badge: BadgeChange?
+    /// The message to keep in the recipients' inboxes, if the push asked for it.
+    var inbox: InboxContent?
+
+    /// The key beside `aps` that carries the push's inbox message id: `{"tern": {"messageId": "…"}}`.
+    static let customKey = "tern"
 
     /// Renders and checks a request's `notification` or raw `payload` with its `apns` options for `topic`.
     /// - Throws: a 400 naming the field at fault.
     static func render(
+        notification: NotificationInput?, payload: JSONValue?, options: APNsOptionsInput?, topic: String,
+        inbox: InboxInput? = nil, pushID: String = "", app: AppRecord? = nil
+    ) throws(JSONAPIError) -> PushContent {
+        var inboxContent: InboxContent?
+        if let inbox {
+            guard let notification else {
+                throw .badRequest(field: "inbox", "an inbox message needs a notification (title, body, data), not a raw payload")
+            }
+            let maxTTL = app?.inboxMaxTTL ?? AppRecord.defaultInboxMaxTTL
+            let ttl = inbox.ttl ?? min(AppRecord.defaultInboxTTL, maxTTL)
+            guard (1...maxTTL).contains(ttl) else {
+                throw .badRequest(field: "inbox.ttl", "inbox.ttl is 1-\(maxTTL) seconds (the app's inboxMaxTTL)")
+            }
+            if notification.data?[customKey] != nil {
+                throw .badRequest(field: "notification.data.\(customKey)", "'\(customKey)' carries the inbox message id: use another key")
+            }
+            var data: String?
+            if let custom = notification.data, !custom.isEmpty {
+                data = (try? JSONValue.object(custom).serialized()).map { String(decoding: $0, as: UTF8.self) }
+            }
+            inboxContent = InboxContent(ttl: ttl, title: notification.title, body: notification.body, data: data)
+        }
+        var content = try renderPayload(
+            notification: notification.map { notification in
+                var notification = notification
+                if inboxContent != nil {
+                    notification.data = (notification.data ?? [:]).merging([customKey: .object(["messageId": .string(pushID)])]) { $1 }
+                }
+                return notification
+            },
+            payload: payload, options: options, topic: topic)
+        content.inbox = inboxContent
+        content.badge = notification?.badge?.change
+        return content
+    }
+
+    private static func renderPayload(
         notification: NotificationInput?, payload: JSONValue?, options: APNsOptionsInput?, topic: String
     ) throws(JSONAPIError) -> PushContent {
         let pushType: APNsPushType
@@ -71,7 +183,14 @@ struct PushContent: Codable, Sendable, Equatable {
         do {
             switch (notification, payload) {
             case (let notification?, nil):
-                rendered = try APNsNotification(deviceToken: sample, metadata: metadata, payload: try build(notification))
+                var built = try build(notification)
+                // A badge the server computes per recipient goes in at sending: check the size with the widest one.
+                if let change = notification.badge?.change, change.isPerRecipient {
+                    built.badge = 99_999
+                    _ = try APNsNotification(deviceToken: sample, metadata: metadata, payload: built)
+                    built.badge = nil
+                }
+                rendered = try APNsNotification(deviceToken: sample, metadata: metadata, payload: built)
             case (nil, let payload?):
                 rendered = try APNsNotification(deviceToken: sample, metadata: metadata, rawPayload: try payload.serialized())
             case (nil, nil):
@@ -96,7 +215,7 @@ struct PushContent: Codable, Sendable, Equatable {
         if input.title != nil || input.subtitle != nil || input.body != nil {
             payload.alert = APNsAlert(title: input.title, subtitle: input.subtitle, body: input.body)
         }
-        payload.badge = input.badge
+        if case .change(.set(let number))? = input.badge { payload.badge = number }
         payload.sound = input.sound.map(APNsSound.named)
         payload.category = input.category
         payload.threadID = input.threadID
@@ -134,13 +253,23 @@ struct PushContent: Codable, Sendable, Equatable {
         }
     }
 
-    /// The notification for one recipient, with a fresh `apns-id`.
-    func notification(to token: DeviceToken, topic: String, pushID: String) -> APNsNotification {
+    /// The payload with `aps.badge` set to `badge`.
+    func payload(badge: Int) -> [UInt8] {
+        guard case .object(var root)? = try? JSONValue(parsing: payload) else { return Array(payload) }
+        guard case .object(var aps)? = root["aps"] ?? .object([:]) else { return Array(payload) }
+        aps["badge"] = .int(badge)
+        root["aps"] = .object(aps)
+        return (try? JSONValue.object(root).serialized()) ?? Array(payload)
+    }
+
+    /// The notification for one recipient, with a fresh `apns-id`; `payload` replaces the push's (a badge set for
+    /// this recipient).
+    func notification(to token: DeviceToken, topic: String, pushID: String, payload: [UInt8]? = nil) -> APNsNotification {
         let pushType = (try? APNsPushType(headerValue: self.pushType)) ?? .alert
         let expiration = self.expiration.flatMap { try? APNsExpiration(headerValue: String($0)) } ?? .none
         let metadata = APNsRequestMetadata(
             topic: topic + (pushType.topicSuffix ?? ""), pushType: pushType, priority: try? APNsPriority(priority),
             expiration: expiration, collapseID: collapseID ?? pushID)
-        return APNsNotification(unchecked: token, metadata: metadata, payload: Array(payload))
+        return APNsNotification(unchecked: token, metadata: metadata, payload: payload ?? Array(self.payload))
     }
 }

@@ -9,15 +9,21 @@ import TernStore
 
 /// Delivers stored pushes, page by page, so a restart resumes where the last recorded page ended.
 ///
-/// For each unfinished push (oldest first) it reads the audience from the store `pageSize` recipients at a time
-/// (never the whole audience), sends the page through the app's APNs clients with at most `concurrency` in flight,
-/// applies the pruning rule to dead tokens, and records the page's results and the new cursor in one transaction.
-/// A process killed mid-push re-sends at most the page it was on; the push id is the notifications'
-/// `apns-collapse-id` unless the caller chose one, so a device shows such a repeat once.
+/// Up to `pushConcurrency` unfinished pushes at once (oldest first). For each it reads the audience from the store
+/// `pageSize` recipients at a time (never the whole audience), keeps the inbox message and works out badges, sends
+/// the page through the app's APNs clients with at most `concurrency` in flight (one per device token at a time,
+/// in order, unless `ordering` is off), applies the pruning rule to dead tokens, and records the page's results and
+/// the new cursor in one transaction. A process killed mid-push re-sends at most the page each push was on; the
+/// push id is the notifications' `apns-collapse-id` unless the caller chose one, so a device shows such a repeat
+/// once.
 final class PushDispatcher: Service {
     struct Settings: Sendable {
         var pageSize = 2000
         var concurrency = 1000
+        /// Pushes sent at once (oldest first).
+        var pushConcurrency = 32
+        /// At most one notification per device token in flight, in order (see ``DeliveryOrder``).
+        var ordering = true
         /// How often to look for work when nothing woke the dispatcher.
         var pollInterval: Duration = .seconds(1)
     }
@@ -28,6 +34,12 @@ final class PushDispatcher: Service {
     private let onTokensPruned: @Sendable () -> Void
     private let logger: Logger
     private let doorbell = Doorbell()
+    /// Each token's line; shared with the badge updates sent after inbox reads.
+    let order = DeliveryOrder()
+    /// One page at a time counts badges and queues notifications, so lines follow the order badges were counted.
+    private let admission = AdmissionQueue()
+    /// The pushes being sent now.
+    private let running = Mutex<Set<String>>([])
     private let stopping = Atomic<Bool>(false)
     private let pushesCompleted = Counter(label: "tern_pushes_completed_total")
     private let recipientsAccepted = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "accepted")])
@@ -51,34 +63,51 @@ final class PushDispatcher: Service {
 
     func run() async throws {
         await withGracefulShutdownHandler {
-            while !stopping.load(ordering: .relaxed) {
-                let pushes: [PushRecord]
-                do {
-                    pushes = try await store.unfinishedPushes(limit: 16)
-                } catch {
-                    logger.error("cannot read pushes from the store", metadata: ["error": "\(error)"])
-                    pushes = []
-                }
-                for push in pushes where !stopping.load(ordering: .relaxed) {
+            await withDiscardingTaskGroup { group in
+                while !stopping.load(ordering: .relaxed) {
+                    let pushes: [PushRecord]
                     do {
-                        try await deliver(push)
+                        pushes = try await store.unfinishedPushes(limit: settings.pushConcurrency * 2)
                     } catch {
-                        logger.error("push delivery interrupted", metadata: ["push": "\(push.id)", "error": "\(error)"])
+                        logger.error("cannot read pushes from the store", metadata: ["error": "\(error)"])
+                        pushes = []
                     }
-                }
-                if pushes.isEmpty, !stopping.load(ordering: .relaxed) {
-                    await doorbell.wait(upTo: settings.pollInterval)
+                    // Oldest first, up to pushConcurrency at once; a push already being sent is not started again.
+                    for push in pushes where !stopping.load(ordering: .relaxed) {
+                        let start = self.running.withLock { running -> Bool in
+                            guard running.count < settings.pushConcurrency, !running.contains(push.id) else { return false }
+                            running.insert(push.id)
+                            return true
+                        }
+                        guard start else { continue }
+                        let place = admission.reserve()
+                        group.addTask {
+                            do {
+                                try await self.deliver(push, place: place)
+                            } catch {
+                                self.logger.error("push delivery interrupted", metadata: ["push": "\(push.id)", "error": "\(error)"])
+                            }
+                            _ = self.running.withLock { $0.remove(push.id) }
+                            self.doorbell.ring()
+                        }
+                    }
+                    if !stopping.load(ordering: .relaxed) {
+                        await doorbell.wait(upTo: settings.pollInterval)
+                    }
                 }
             }
         } onGracefulShutdown: {
-            // The page in flight finishes and is recorded; the rest resumes at the next start.
+            // The pages in flight finish and are recorded; the rest resumes at the next start.
             self.stopping.store(true, ordering: .relaxed)
             self.doorbell.ring()
         }
     }
 
-    /// Sends one push from its cursor to the end of its audience (or until shutdown).
-    func deliver(_ push: PushRecord) async throws {
+    /// Sends one push from its cursor to the end of its audience (or until shutdown). `place` is its first page's
+    /// place in the admission queue.
+    func deliver(_ push: PushRecord, place: UInt64) async throws {
+        var firstPlace: UInt64? = place
+        defer { if let firstPlace { admission.give(up: firstPlace) } }
         guard let app = try await store.app(push.appID) else {
             try await store.completePush(id: push.id, at: Date())
             return
@@ -89,7 +118,9 @@ final class PushDispatcher: Service {
         while !stopping.load(ordering: .relaxed) {
             let page = try await store.recipients(app: app.id, audience: push.audience, after: cursor, limit: settings.pageSize)
             guard let last = page.items.last else { break }
-            var progress = await send(page.items, app: app, content: content, pushID: push.id)
+            let pagePlace = firstPlace ?? admission.reserve()
+            firstPlace = nil
+            var progress = try await send(page.items, app: app, content: content, pushID: push.id, place: pagePlace)
             progress.cursor = last.key
             try await store.recordProgress(pushID: push.id, progress)
             recipientsAccepted.increment(by: progress.accepted)
@@ -106,52 +137,100 @@ final class PushDispatcher: Service {
     }
 
     /// Sends one page and classifies every result.
-    private func send(_ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String) async -> PushProgress {
-        var byEnvironment: [String: [Recipient]] = [:]
-        for recipient in recipients { byEnvironment[recipient.environment ?? app.environment, default: []].append(recipient) }
+    ///
+    /// First, one page at a time across all pushes: the inbox message goes into the recipients' inboxes, their
+    /// badges are worked out, and every notification takes its place in its token's line. Taken together, that
+    /// makes a device's notifications leave in the order their badges were counted. Then the page is sent.
+    private func send(
+        _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, place: UInt64
+    ) async throws -> PushProgress {
         let tally = Tally()
+        var clientsByEnvironment: [String: APNsClient] = [:]
+        var reachable: [Recipient] = []
+        for recipient in recipients {
+            let environment = recipient.environment ?? app.environment
+            if clientsByEnvironment[environment] == nil {
+                do {
+                    clientsByEnvironment[environment] = try await clients.client(for: app, tokenEnvironment: environment)
+                } catch {
+                    logger.error("no APNs client for the app", metadata: ["app": "\(app.id)", "error": "\(error)"])
+                }
+            }
+            guard clientsByEnvironment[environment] != nil, let token = try? DeviceToken(hex: recipient.token) else {
+                tally.fail(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "clientUnavailable", at: Date()))
+                continue
+            }
+            _ = token
+            reachable.append(recipient)
+        }
+
+        let batches = try await admission.admit(place) {
+            try await self.admit(reachable, app: app, content: content, pushID: pushID, into: tally)
+        }
+        let byToken = Dictionary(reachable.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
         await withTaskGroup(of: Void.self) { group in
-            for (environment, share) in byEnvironment {
+            for (environment, batch) in batches {
+                guard let client = clientsByEnvironment[environment] else { continue }
                 group.addTask {
-                    await self.send(share, environment: environment, app: app, content: content, pushID: pushID, into: tally)
+                    await OrderedBatch.send(batch, client: client, order: self.order, concurrency: self.settings.concurrency) { notification, outcome in
+                        guard let recipient = byToken[notification.deviceToken.hex] else { return }
+                        await self.record(outcome, recipient: recipient, app: app, into: tally)
+                    }
                 }
             }
         }
         return tally.progress()
     }
 
-    private func send(
-        _ recipients: [Recipient], environment: String, app: AppRecord, content: PushContent, pushID: String, into tally: Tally
-    ) async {
-        let byToken = Dictionary(recipients.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
-        let client: APNsClient
-        do {
-            client = try await clients.client(for: app, tokenEnvironment: environment)
-        } catch {
-            let now = Date()
-            for recipient in recipients {
-                tally.fail(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "clientUnavailable", at: now))
+    /// Inbox, badges and places in line for a page's recipients. - Returns: the notifications by environment.
+    private func admit(
+        _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, into tally: Tally
+    ) async throws -> [String: [QueuedNotification]] {
+        let now = Date()
+        let owners = recipients.compactMap { recipient in recipient.deviceID.map { InboxOwner(deviceID: $0, alias: recipient.alias) } }
+        let distinctOwners = Array(Set(owners))
+        if let inbox = content.inbox, !distinctOwners.isEmpty {
+            let message = InboxMessage(
+                id: pushID, appID: app.id, title: inbox.title, body: inbox.body, data: inbox.data, createdAt: now,
+                expiresAt: now.addingTimeInterval(TimeInterval(inbox.ttl)))
+            tally.dropped(try await store.deliverToInbox(message, owners: distinctOwners, cap: app.inboxCap, at: now))
+        }
+        var badges: [InboxOwner: Int] = [:]
+        if let change = content.badge, !distinctOwners.isEmpty {
+            badges = try await store.badges(app: app.id, owners: distinctOwners, pushID: pushID, change: change, at: now)
+        }
+        var payloads: [Int: [UInt8]] = [:]
+        var batches: [String: [QueuedNotification]] = [:]
+        for recipient in recipients {
+            guard let token = try? DeviceToken(hex: recipient.token) else { continue }
+            var payload: [UInt8]?
+            if content.badge?.isPerRecipient == true, let deviceID = recipient.deviceID,
+                let badge = badges[InboxOwner(deviceID: deviceID, alias: recipient.alias)]
+            {
+                if payloads[badge] == nil { payloads[badge] = content.payload(badge: badge) }
+                payload = payloads[badge]
             }
-            logger.error("no APNs client for the app", metadata: ["app": "\(app.id)", "error": "\(error)"])
-            return
+            let notification = content.notification(to: token, topic: app.topic, pushID: pushID, payload: payload)
+            let ticket = settings.ordering ? order.enqueue(token.hex) : nil
+            batches[recipient.environment ?? app.environment, default: []].append(QueuedNotification(notification: notification, ticket: ticket))
         }
-        let notifications = recipients.compactMap { recipient -> APNsNotification? in
-            guard let token = try? DeviceToken(hex: recipient.token) else { return nil }
-            return content.notification(to: token, topic: app.topic, pushID: pushID)
-        }
-        do {
-            try await client.sendAll(notifications.async, concurrency: settings.concurrency) { result in
-                guard let recipient = byToken[result.notification.deviceToken.hex] else { return }
-                await self.record(result, recipient: recipient, app: app, into: tally)
-            }
-        } catch {
-            logger.error("sending a page failed", metadata: ["push": "\(pushID)", "error": "\(error)"])
-        }
+        return batches
     }
 
-    private func record(_ result: APNsBatchResult, recipient: Recipient, app: AppRecord, into tally: Tally) async {
+    private func record(_ outcome: BatchOutcome, recipient: Recipient, app: AppRecord, into tally: Tally) async {
         let now = Date()
-        switch result.result {
+        let result: Result<APNsDelivery, APNsClientError>
+        switch outcome {
+        case .sent(let sent):
+            result = sent
+        case .superseded:
+            tally.accept()
+            return
+        case .notSent:
+            tally.fail(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "notSent", at: now))
+            return
+        }
+        switch result {
         case .success(let delivery) where delivery.isDelivered:
             tally.accept()
         case .success(let delivery):
@@ -184,10 +263,12 @@ private final class Tally: Sendable {
         var accepted = 0
         var failures: [PushFailure] = []
         var pruned = 0
+        var inboxDropped = 0
     }
 
     private let state = Mutex(State())
 
+    func dropped(_ count: Int) { state.withLock { $0.inboxDropped += count } }
     func accept() { state.withLock { $0.accepted += 1 } }
 
     func fail(_ failure: PushFailure, pruned: Bool = false) {
@@ -198,16 +279,8 @@ private final class Tally: Sendable {
     }
 
     func progress() -> PushProgress {
-        state.withLock { PushProgress(accepted: $0.accepted, failures: $0.failures, pruned: $0.pruned, cursor: "") }
-    }
-}
-
-extension Array where Element: Sendable {
-    /// The elements as an async sequence, for `sendAll`.
-    var async: AsyncStream<Element> {
-        AsyncStream { continuation in
-            for element in self { continuation.yield(element) }
-            continuation.finish()
+        state.withLock {
+            PushProgress(accepted: $0.accepted, failures: $0.failures, pruned: $0.pruned, cursor: "", inboxDropped: $0.inboxDropped)
         }
     }
 }

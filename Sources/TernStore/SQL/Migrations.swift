@@ -173,6 +173,58 @@ extension SQLStore {
                 """,
                 "CREATE INDEX push_failures_by_push ON push_failures (push_id, id)",
             ]),
+            // An owner is a user (`a:` and the alias) or an alias-less device (`d:` and its id). A message is stored
+            // once per push; each inbox holding it has an entry with its own sequence (the listing's cursor) and a
+            // copy of the expiry, so listing and sweeping need no join.
+            Migration(version: 2, name: "inbox and badges", statements: [
+                """
+                CREATE TABLE inbox_messages (
+                    id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL REFERENCES apps (id) ON DELETE CASCADE,
+                    title TEXT,
+                    body TEXT,
+                    data TEXT,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE inbox_entries (
+                    app_id TEXT NOT NULL REFERENCES apps (id) ON DELETE CASCADE,
+                    owner TEXT NOT NULL,
+                    sequence BIGINT NOT NULL,
+                    message_id TEXT NOT NULL REFERENCES inbox_messages (id) ON DELETE CASCADE,
+                    expires_at BIGINT NOT NULL,
+                    read_at BIGINT,
+                    PRIMARY KEY (app_id, owner, sequence),
+                    UNIQUE (app_id, owner, message_id)
+                )
+                """,
+                "CREATE INDEX inbox_entries_by_expiry ON inbox_entries (expires_at)",
+                "CREATE INDEX inbox_entries_by_message ON inbox_entries (message_id)",
+                // The last sequence given out (never reused) and the stored badge counter.
+                """
+                CREATE TABLE inbox_owners (
+                    app_id TEXT NOT NULL REFERENCES apps (id) ON DELETE CASCADE,
+                    owner TEXT NOT NULL,
+                    last_sequence BIGINT NOT NULL,
+                    badge BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, owner)
+                )
+                """,
+                // A `+N` badge counted once per push and owner, so a page sent again counts nothing twice.
+                """
+                CREATE TABLE push_badges (
+                    push_id TEXT NOT NULL REFERENCES pushes (id) ON DELETE CASCADE,
+                    owner TEXT NOT NULL,
+                    value BIGINT NOT NULL,
+                    PRIMARY KEY (push_id, owner)
+                )
+                """,
+                "ALTER TABLE apps ADD COLUMN inbox_max_ttl BIGINT NOT NULL DEFAULT \(AppRecord.defaultInboxMaxTTL)",
+                "ALTER TABLE apps ADD COLUMN inbox_cap BIGINT NOT NULL DEFAULT \(AppRecord.defaultInboxCap)",
+                "ALTER TABLE pushes ADD COLUMN inbox_dropped BIGINT NOT NULL DEFAULT 0",
+            ]),
         ]
     }
 }

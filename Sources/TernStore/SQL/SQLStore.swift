@@ -64,11 +64,11 @@ public final class SQLStore: TernStore {
             let endpoint = app.endpoint
             let inserted = try await db.raw("""
                 INSERT INTO apps (id, topic, environment, endpoint_host, endpoint_port, endpoint_ca_pem, sealed_credentials,
-                    app_key_hash, master_secret_hash, webhook_url, created_at, updated_at)
+                    app_key_hash, master_secret_hash, webhook_url, inbox_max_ttl, inbox_cap, created_at, updated_at)
                 VALUES (\(bind: app.id), \(bind: app.topic), \(bind: app.environment), \(bind: endpoint?.host),
                     \(bind: endpoint?.port), \(bind: endpoint?.caPEM), \(bind: Data(app.sealedCredentials)),
                     \(bind: Data(app.appKeyHash)), \(bind: Data(app.masterSecretHash)), \(bind: app.webhookURL),
-                    \(bind: app.createdAt.milliseconds), \(bind: app.updatedAt.milliseconds))
+                    \(bind: app.inboxMaxTTL), \(bind: app.inboxCap), \(bind: app.createdAt.milliseconds), \(bind: app.updatedAt.milliseconds))
                 ON CONFLICT (id) DO NOTHING
                 RETURNING id
                 """).first()
@@ -96,7 +96,8 @@ public final class SQLStore: TernStore {
                     endpoint_host = \(bind: endpoint?.host), endpoint_port = \(bind: endpoint?.port),
                     endpoint_ca_pem = \(bind: endpoint?.caPEM), sealed_credentials = \(bind: Data(app.sealedCredentials)),
                     app_key_hash = \(bind: Data(app.appKeyHash)), master_secret_hash = \(bind: Data(app.masterSecretHash)),
-                    webhook_url = \(bind: app.webhookURL), updated_at = \(bind: app.updatedAt.milliseconds)
+                    webhook_url = \(bind: app.webhookURL), inbox_max_ttl = \(bind: app.inboxMaxTTL), inbox_cap = \(bind: app.inboxCap),
+                    updated_at = \(bind: app.updatedAt.milliseconds)
                 WHERE id = \(bind: app.id)
                 RETURNING id
                 """).first()
@@ -354,6 +355,7 @@ public final class SQLStore: TernStore {
                     accepted = accepted + \(bind: progress.accepted),
                     failed = failed + \(bind: progress.failures.count),
                     pruned = pruned + \(bind: progress.pruned),
+                    inbox_dropped = inbox_dropped + \(bind: progress.inboxDropped),
                     failed_by_reason = \(bind: try JSON.encode(failedByReason)),
                     cursor_key = \(bind: progress.cursor)
                 WHERE id = \(bind: pushID)
@@ -491,7 +493,7 @@ extension SQLStore {
         app: String, tag: String, alsoTagged: [String], after cursor: String?, limit: Int, _ db: any SQLDatabase
     ) async throws -> [Recipient] {
         var query: SQLQueryString = """
-            SELECT d.device_id, d.token, d.environment, d.last_registered_at FROM device_tags t
+            SELECT d.device_id, d.token, d.environment, d.last_registered_at, d.alias FROM device_tags t
             JOIN devices d ON d.app_id = t.app_id AND d.device_id = t.device_id
             WHERE t.app_id = \(bind: app) AND t.tag = \(bind: tag) AND t.device_id > \(bind: cursor ?? "")
                 AND d.deactivated_at IS NULL
@@ -562,7 +564,7 @@ extension SQLStore {
         app: String, after cursor: String?, limit: Int, where condition: SQLQueryString?, _ db: any SQLDatabase
     ) async throws -> [Recipient] {
         var query: SQLQueryString = """
-            SELECT device_id, token, environment, last_registered_at FROM devices
+            SELECT device_id, token, environment, last_registered_at, alias FROM devices
             WHERE app_id = \(bind: app) AND deactivated_at IS NULL
             """
         if let cursor { query += " AND device_id > \(bind: cursor)" }
@@ -574,7 +576,7 @@ extension SQLStore {
     /// The given tokens as recipients: registered ones with their device, unknown ones bare, deactivated ones left out.
     static func tokenRecipients(_ tokens: [String], app: String, _ db: any SQLDatabase) async throws -> [Recipient] {
         let rows = try await db.raw("""
-            SELECT device_id, token, environment, last_registered_at, deactivated_at FROM devices
+            SELECT device_id, token, environment, last_registered_at, deactivated_at, alias FROM devices
             WHERE app_id = \(bind: app) AND token IN (\(binds: tokens))
             """).all()
         var registered: [String: any SQLRow] = [:]
@@ -589,7 +591,7 @@ extension SQLStore {
             return Recipient(
                 key: token, deviceID: try row.decode(column: "device_id", as: String.self), token: token,
                 environment: try row.decode(column: "environment", as: String.self),
-                lastRegisteredAt: try row.date("last_registered_at")
+                lastRegisteredAt: try row.date("last_registered_at"), alias: try row.decode(column: "alias", as: String?.self)
             )
         }
     }
@@ -622,7 +624,7 @@ extension SQLStore {
 enum Columns {
     static let app = """
         id, topic, environment, endpoint_host, endpoint_port, endpoint_ca_pem, sealed_credentials, app_key_hash, \
-        master_secret_hash, webhook_url, created_at, updated_at
+        master_secret_hash, webhook_url, inbox_max_ttl, inbox_cap, created_at, updated_at
         """
     static let deviceNames = [
         "app_id", "device_id", "token", "environment", "alias", "locale", "timezone", "app_version", "last_registered_at",
@@ -633,7 +635,7 @@ enum Columns {
     static let tokenEvent = "id, app_id, device_id, token, reason, apns_timestamp, occurred_at"
     static let push = """
         id, app_id, idempotency_key, audience, notification, status, targeted, accepted, failed, pruned, \
-        failed_by_reason, cursor_key, created_at, finished_at
+        failed_by_reason, inbox_dropped, cursor_key, created_at, finished_at
         """
 }
 
@@ -652,17 +654,19 @@ extension AppRecord {
             masterSecretHash: try row.bytes("master_secret_hash"), webhookURL: try row.decode(column: "webhook_url", as: String?.self),
             createdAt: try row.date("created_at"), updatedAt: try row.date("updated_at")
         )
+        inboxMaxTTL = try row.decode(column: "inbox_max_ttl", as: Int.self)
+        inboxCap = try row.decode(column: "inbox_cap", as: Int.self)
     }
 }
 
 extension Recipient {
-    /// A device row as a recipient keyed by its device id: `device_id, token, environment, last_registered_at`.
+    /// A device row as a recipient keyed by its device id: `device_id, token, environment, last_registered_at, alias`.
     init(deviceRow row: any SQLRow) throws {
         let deviceID = try row.decode(column: "device_id", as: String.self)
         self.init(
             key: deviceID, deviceID: deviceID, token: try row.decode(column: "token", as: String.self),
             environment: try row.decode(column: "environment", as: String.self),
-            lastRegisteredAt: try row.date("last_registered_at")
+            lastRegisteredAt: try row.date("last_registered_at"), alias: try row.decode(column: "alias", as: String?.self)
         )
     }
 }
@@ -716,7 +720,8 @@ extension PushRecord {
             counts: PushCounts(
                 targeted: try row.decode(column: "targeted", as: Int.self), accepted: try row.decode(column: "accepted", as: Int.self),
                 failed: try row.decode(column: "failed", as: Int.self), pruned: try row.decode(column: "pruned", as: Int.self),
-                failedByReason: try JSON.decode([String: Int].self, try row.decode(column: "failed_by_reason", as: String.self))
+                failedByReason: try JSON.decode([String: Int].self, try row.decode(column: "failed_by_reason", as: String.self)),
+                inboxDropped: try row.decode(column: "inbox_dropped", as: Int.self)
             ),
             cursor: try row.decode(column: "cursor_key", as: String?.self), createdAt: try row.date("created_at"),
             finishedAt: try row.optionalDate("finished_at")

@@ -1,0 +1,157 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import TernAPNs
+import TernStore
+import TernWeb
+
+/// The message inbox: `GET /v1/apps/{app}/inbox`, `POST …/inbox/read`, `DELETE …/inbox/{messageId}`.
+///
+/// A device reads its user's inbox (its alias's, or its own while it has none) with the app key, its id
+/// (`?deviceId=`) and its device secret (`X-Tern-Device-Secret`), so one user cannot read another's. The backend
+/// (master secret) reads anyone's: `?alias=` or `?deviceId=`.
+struct InboxAPI {
+    let store: any TernStore
+    let apps: AppCache
+    let serverKey: ServerKey
+    let badgeUpdates: BadgeUpdates
+
+    struct MessageView: Codable {
+        var id: String
+        var sequence: Int64
+        var title: String?
+        var body: String?
+        var data: JSONValue?
+        var createdAt: Date
+        var expiresAt: Date
+        var read: Bool
+        var readAt: Date?
+    }
+
+    struct InboxView: ResponseEncodable {
+        var messages: [MessageView]
+        /// The cursor for the next page (`?after=`), if there is one.
+        var next: String?
+        var unread: Int
+    }
+
+    struct ReadRequest: Decodable {
+        /// Marks this message and every older one read.
+        var upTo: String?
+        var ids: [String]?
+        /// Sends the user's devices their new unread count as a silent badge update (default true).
+        var updateBadge: Bool?
+    }
+
+    struct ReadView: ResponseEncodable {
+        var marked: Int
+        var unread: Int
+    }
+
+    func register(on router: Router<ServerRequestContext>) {
+        let inbox = router.group("v1/apps/:app/inbox")
+        inbox.get { request, context -> InboxView in
+            let (app, owner) = try await caller(request, context)
+            let query = request.uri.queryParameters
+            var after: Int64?
+            if let text = query.get("after") {
+                guard let value = Int64(text), value >= 0 else {
+                    throw JSONAPIError.badRequest(field: "after", "after is the cursor from the last page (a number)")
+                }
+                after = value
+            }
+            let limit = try DevicesAPI.limit(query.get("limit"))
+            let now = Date()
+            let page = try await store.inbox(app: app.id, owner: owner, after: after, limit: limit, at: now)
+            return InboxView(
+                messages: page.items.map(Self.view), next: page.next,
+                unread: try await store.unreadCount(app: app.id, owner: owner, at: now))
+        }
+        inbox.post("read") { request, context -> ReadView in
+            let (app, owner) = try await caller(request, context)
+            let body = try await JSONBody.decode(ReadRequest.self, from: request, limit: 1 << 20)
+            guard body.upTo != nil || body.ids != nil else {
+                throw JSONAPIError.badRequest(field: "upTo", "give upTo (a message id) or ids")
+            }
+            let upTo = try body.upTo.map { id throws(JSONAPIError) in try Self.messageID(id, field: "upTo") }
+            guard (body.ids ?? []).count <= 1000 else { throw JSONAPIError.badRequest(field: "ids", "at most 1000 ids at once") }
+            var ids: [String] = []
+            for (index, id) in (body.ids ?? []).enumerated() { ids.append(try Self.messageID(id, field: "ids[\(index)]")) }
+            let now = Date()
+            let marked = try await store.markRead(app: app.id, owner: owner, upTo: upTo, ids: ids, at: now)
+            if marked > 0, body.updateBadge ?? true { badgeUpdates.schedule(app: app, owner: owner) }
+            return ReadView(marked: marked, unread: try await store.unreadCount(app: app.id, owner: owner, at: now))
+        }
+        inbox.delete(":message") { request, context -> HTTPResponse.Status in
+            let (app, owner) = try await caller(request, context)
+            let id = try Self.messageID(context.parameters.get("message") ?? "", field: "messageId")
+            guard try await store.deleteFromInbox(app: app.id, owner: owner, messageID: id) else {
+                throw JSONAPIError.notFound("no message \(id) in this inbox")
+            }
+            return .noContent
+        }
+    }
+
+    /// The app and whose inbox the request is about, after checking the caller may read it.
+    private func caller(_ request: Request, _ context: ServerRequestContext) async throws -> (AppRecord, InboxOwner) {
+        let appID = context.parameters.get("app") ?? ""
+        guard let app = try await apps.app(appID) else { throw JSONAPIError.notFound("no app '\(appID)'") }
+        let query = request.uri.queryParameters
+        let alias = query.get("alias")
+        if let alias, !(1...128).contains(alias.utf8.count) { throw JSONAPIError.badRequest(field: "alias", "alias must be 1-128 bytes") }
+        var deviceID: String?
+        if let text = query.get("deviceId") {
+            guard let uuid = UUID(apnsText: text) else {
+                throw JSONAPIError.badRequest(field: "deviceId", "the device id must be a UUID (8-4-4-4-12 hex)")
+            }
+            deviceID = uuid.apnsString
+        }
+        switch try Authorization.caller(request, app: app) {
+        case .master:
+            switch (alias, deviceID) {
+            case (let alias?, nil):
+                return (app, .alias(alias))
+            case (nil, let deviceID?):
+                return (app, try await owner(of: deviceID, app: app))
+            default:
+                throw JSONAPIError.badRequest(field: "alias", "give alias or deviceId: whose inbox")
+            }
+        case .appKey:
+            guard let deviceID else {
+                throw JSONAPIError.badRequest(field: "deviceId", "a device reads its inbox with ?deviceId= and its X-Tern-Device-Secret")
+            }
+            let expected = serverKey.deviceSecret(app: app.id, deviceID: deviceID)
+            guard let presented = request.headers[DevicesAPI.deviceSecretHeader],
+                Secrets.matches(presented, storedHash: Secrets.hash(expected))
+            else {
+                throw JSONAPIError.forbidden("with the app key, a device reads only its own inbox: send its secret in X-Tern-Device-Secret")
+            }
+            let owner = try await owner(of: deviceID, app: app)
+            if let alias, owner != .alias(alias) {
+                throw JSONAPIError.forbidden("a device reads only its own user's inbox")
+            }
+            return (app, owner)
+        }
+    }
+
+    private func owner(of deviceID: String, app: AppRecord) async throws -> InboxOwner {
+        guard let device = try await store.device(app: app.id, deviceID: deviceID) else {
+            throw JSONAPIError.notFound("no device \(deviceID)")
+        }
+        return InboxOwner(deviceID: device.deviceID, alias: device.alias)
+    }
+
+    /// A message id in the form it is stored in.
+    private static func messageID(_ id: String, field: String) throws(JSONAPIError) -> String {
+        guard let uuid = UUID(apnsText: id) else { throw .badRequest(field: field, "a message id is a UUID (the push's id)") }
+        return uuid.apnsString
+    }
+
+    private static func view(_ item: InboxItem) -> MessageView {
+        let message = item.message
+        return MessageView(
+            id: message.id, sequence: item.sequence, title: message.title, body: message.body,
+            data: message.data.flatMap { try? JSONValue(parsing: Data($0.utf8)) }, createdAt: message.createdAt,
+            expiresAt: message.expiresAt, read: item.readAt != nil, readAt: item.readAt)
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import Logging
+import Synchronization
+import TernAPNs
+import TernAPNsClient
+import TernStore
+
+/// Silent badge updates after inbox reads: each user's devices get their unread count (`content-available`,
+/// priority 5).
+///
+/// Reads are gathered for `delay` first, so a burst of reads by one user makes one update per device; an update
+/// still waiting behind a notification in flight to the same device is replaced by a newer one (``DeliveryOrder``).
+/// Best effort: updates not sent when the server stops are not kept.
+final class BadgeUpdates: Sendable {
+    private struct Pending {
+        var apps: [String: AppRecord] = [:]
+        var owners: [String: Set<InboxOwner>] = [:]
+        var flushScheduled = false
+    }
+
+    private let store: any TernStore
+    private let clients: ClientDirectory
+    private let order: DeliveryOrder
+    private let delay: Duration
+    private let logger: Logger
+    private let pending = Mutex(Pending())
+
+    init(store: any TernStore, clients: ClientDirectory, order: DeliveryOrder, delay: Duration = .milliseconds(200), logger: Logger) {
+        self.store = store
+        self.clients = clients
+        self.order = order
+        self.delay = delay
+        self.logger = logger
+    }
+
+    /// Sends the owner's devices their unread count soon.
+    func schedule(app: AppRecord, owner: InboxOwner) {
+        let startFlush = pending.withLock { pending -> Bool in
+            pending.apps[app.id] = app
+            pending.owners[app.id, default: []].insert(owner)
+            defer { pending.flushScheduled = true }
+            return !pending.flushScheduled
+        }
+        guard startFlush else { return }
+        Task {
+            try? await Task.sleep(for: delay)
+            await flush()
+        }
+    }
+
+    private func flush() async {
+        let taken = pending.withLock { pending -> Pending in
+            defer { pending = Pending() }
+            return pending
+        }
+        for (appID, owners) in taken.owners {
+            guard let app = taken.apps[appID] else { continue }
+            for owner in owners {
+                do {
+                    try await update(owner, app: app)
+                } catch {
+                    logger.warning("badge update not sent", metadata: ["app": "\(appID)", "error": "\(error)"])
+                }
+            }
+        }
+    }
+
+    private func update(_ owner: InboxOwner, app: AppRecord) async throws {
+        let unread = try await store.unreadCount(app: app.id, owner: owner, at: Date())
+        let devices: [DeviceRecord]
+        switch owner {
+        case .alias(let alias): devices = try await store.devices(app: app.id, alias: alias)
+        case .device(let deviceID): devices = try await store.device(app: app.id, deviceID: deviceID).map { [$0] } ?? []
+        }
+        var payload = APNsPayload()
+        payload.badge = unread
+        payload.contentAvailable = true
+        let metadata = APNsRequestMetadata(topic: app.topic, pushType: .alert, priority: .throttled)
+        // A badge with content-available and no alert: shown without a banner, and priority 5 (APNs allows no
+        // badge on a `background` push).
+        var notifications: [(environment: String, notification: APNsNotification)] = []
+        for device in devices where device.deactivatedAt == nil {
+            guard let token = try? DeviceToken(hex: device.token) else { continue }
+            notifications.append((device.environment, try APNsNotification(deviceToken: token, metadata: metadata, payload: payload)))
+        }
+        // Places in line only once nothing can fail before sending.
+        var byEnvironment: [String: [QueuedNotification]] = [:]
+        for (environment, notification) in notifications {
+            byEnvironment[environment, default: []].append(
+                QueuedNotification(notification: notification, ticket: order.enqueue(notification.deviceToken.hex, badgeOnly: true)))
+        }
+        for (environment, batch) in byEnvironment {
+            let client: APNsClient
+            do {
+                client = try await clients.client(for: app, tokenEnvironment: environment)
+            } catch {
+                // The tickets still hand on their turn.
+                await Self.release(batch, order: order)
+                throw error
+            }
+            await OrderedBatch.send(batch, client: client, order: order, concurrency: 100) { _, _ in }
+        }
+    }
+
+    /// Hands on the turns of tickets that will not be sent.
+    private static func release(_ batch: [QueuedNotification], order: DeliveryOrder) async {
+        for item in batch {
+            guard let ticket = item.ticket else { continue }
+            if case .go = await order.turn(ticket) { order.finish(ticket.token) }
+        }
+    }
+}

@@ -1,0 +1,44 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import TernStore
+
+/// Deletes expired inbox messages every `interval`, in batches. Listings leave them out the moment they expire;
+/// this only frees the space.
+final class InboxSweeper: Service {
+    static let batch = 1000
+
+    private let store: any TernStore
+    private let interval: Duration
+    private let logger: Logger
+
+    init(store: any TernStore, interval: Duration, logger: Logger) {
+        self.store = store
+        self.interval = interval
+        self.logger = logger
+    }
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            await sweep()
+            try? await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
+        }
+    }
+
+    /// Deletes everything that expired by now. - Returns: how many inbox entries were deleted.
+    @discardableResult
+    func sweep(now: Date = Date()) async -> Int {
+        var total = 0
+        do {
+            while true {
+                let deleted = try await store.purgeExpiredInbox(before: now, limit: Self.batch)
+                total += deleted
+                if deleted < Self.batch { break }
+            }
+        } catch {
+            logger.error("cannot sweep expired inbox messages", metadata: ["error": "\(error)"])
+        }
+        if total > 0 { logger.info("expired inbox messages deleted", metadata: ["entries": "\(total)"]) }
+        return total
+    }
+}
