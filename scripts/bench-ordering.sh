@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Measures per-device ordering in `tern serve` (SQLite, built-in simulator):
-#   1. DEVICES devices × PUSHES rapid pushes each, badge "+1" and an inbox message, with the simulator answering after
-#      0-50 ms and 4 connections: badge inversions in the simulator's arrival log, messages in the inboxes — with
-#      ordering on (the default) and off;
+#   1. DEVICES devices × PUSHES rapid pushes each, badge "+1" and an inbox message, sent by SENDERS clients (each one
+#      device's pushes back to back), with the simulator answering after 0-50 ms and 4 connections: badge inversions
+#      in the simulator's arrival log, duplicates, messages in the inboxes — with ordering on (the default) and off;
 #   2. the cost of ordering for pushes to distinct devices: one push to a tag of TAGGED devices, three times each with
 #      ordering on and off (same database), medians.
 #
@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 
 DEVICES=${DEVICES:-1000}
 PUSHES=${PUSHES:-20}
+# Clients sending the pushes: each sends one device's pushes back to back, so with few clients a device's pushes
+# are in the dispatcher at the same time (what ordering is for).
+SENDERS=${SENDERS:-4}
 TAGGED=${TAGGED:-20000}
 SCRATCH=${SCRATCH:-.build}
 
@@ -22,6 +25,8 @@ TERN="$(pwd)/$SCRATCH/release/tern"
 
 work=$(mktemp -d)
 pid=""
+app_key=""
+master=""
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
   rm -rf "$work"
@@ -35,13 +40,17 @@ start() {
     "$TERN" serve --port 0 --log-level warning >serve.out 2>serve.err) &
   pid=$!
   for _ in $(seq 1 300); do
-    grep -q 'control API' "$2/serve.out" 2>/dev/null && grep -q 'Try it' "$2/serve.out" 2>/dev/null && break
+    grep -q 'control API' "$2/serve.out" 2>/dev/null && break
     sleep 0.1
   done
-  url=$(grep -o 'http://127.0.0.1:[0-9]*' "$2/serve.out" | head -1)
-  control=$(grep -o 'control API http://127.0.0.1:[0-9]*' "$2/serve.out" | awk '{print $3}')
-  app_key=$(grep 'app key' "$2/serve.out" | awk '{print $3}')
-  master=$(grep 'master secret' "$2/serve.out" | awk '{print $3}')
+  sleep 0.5
+  url=$(grep -o 'http://127.0.0.1:[0-9]*' "$2/serve.out" | head -1 || true)
+  control=$(grep -o 'control API http://127.0.0.1:[0-9]*' "$2/serve.out" | awk '{print $3}' || true)
+  # The demo app's secrets are printed on the folder's first start only.
+  if grep -q 'app key' "$2/serve.out"; then
+    app_key=$(grep 'app key' "$2/serve.out" | awk '{print $3}')
+    master=$(grep 'master secret' "$2/serve.out" | awk '{print $3}')
+  fi
   [ -n "$url" ] && [ -n "$app_key" ] && [ -n "$control" ] || { echo "tern serve did not start:" >&2; cat "$2/serve.err" >&2; exit 1; }
 }
 stop() { kill -INT "$pid"; wait "$pid" || true; pid=""; }
@@ -49,7 +58,7 @@ stop() { kill -INT "$pid"; wait "$pid" || true; pid=""; }
 for ordering in true false; do
   echo "── $DEVICES devices × $PUSHES rapid pushes, ordering $ordering" >&2
   start "$ordering" "$work/rapid-$ordering"
-  result=$(python3 scripts/bench_ordering.py rapid "$url" "$master" "$app_key" "$control" "$DEVICES" "$PUSHES")
+  result=$(python3 scripts/bench_ordering.py rapid "$url" "$master" "$app_key" "$control" "$DEVICES" "$PUSHES" "$SENDERS")
   echo "$result" >&2
   eval "rapid_$ordering='$result'"
   stop
@@ -78,6 +87,7 @@ echo "| measurement | ordering on | ordering off |"
 echo "|---|---|---|"
 echo "| notifications arrived (of $((DEVICES * PUSHES))) | $(field "$rapid_true" arrived) | $(field "$rapid_false" arrived) |"
 echo "| badge inversions (devices with any) | $(field "$rapid_true" inversions) ($(field "$rapid_true" devicesWithInversions)) | $(field "$rapid_false" inversions) ($(field "$rapid_false" devicesWithInversions)) |"
+echo "| notifications sent twice | $(field "$rapid_true" duplicates) | $(field "$rapid_false" duplicates) |"
 echo "| messages in the inboxes | $(field "$rapid_true" messagesInInboxes) | $(field "$rapid_false" messagesInInboxes) |"
 echo "| seconds to create / to deliver all | $(field "$rapid_true" secondsToCreate) / $(field "$rapid_true" secondsToDeliver) | $(field "$rapid_false" secondsToCreate) / $(field "$rapid_false" secondsToDeliver) |"
 echo "| push to $TAGGED distinct devices, median of 3 (s) | $wide_true | $wide_false |"

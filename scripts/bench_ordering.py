@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Drives one `tern serve` for scripts/bench-ordering.sh (standard library only).
 
-  bench_ordering.py rapid URL MASTER APP_KEY CONTROL DEVICES PUSHES
+  bench_ordering.py rapid URL MASTER APP_KEY CONTROL DEVICES PUSHES SENDERS
       registers DEVICES devices (alias user-N), sets the simulator's latency to 0-50 ms, sends PUSHES pushes to each
-      device as fast as they are accepted (each with badge "+1" and an inbox message; one device's pushes one after
-      another, devices in parallel), waits until the simulator has them all, then counts badge inversions per device
+      device as fast as they are accepted (each with badge "+1" and an inbox message; SENDERS clients, each sending
+      one device's pushes back to back), waits until the simulator has them all, then counts badge inversions per device
       in the simulator's arrival log and checks every message is in its user's inbox.
   bench_ordering.py register URL APP_KEY COUNT TAG
       registers COUNT devices with TAG.
@@ -61,7 +61,7 @@ def arrivals(control):
         after = page["next"]
 
 
-def rapid(url, master, app_key, control, devices, pushes):
+def rapid(url, master, app_key, control, devices, pushes, senders):
     numbers = range(1, devices + 1)
     register(url, app_key, numbers)
     call("PUT", control + "/scenario/latency", body={"minMilliseconds": 0, "maxMilliseconds": 50})
@@ -74,7 +74,7 @@ def rapid(url, master, app_key, control, devices, pushes):
                 "notification": {"title": "message %d" % index, "badge": "+1"}})
 
     started = time.monotonic()
-    with ThreadPoolExecutor(32) as pool:
+    with ThreadPoolExecutor(senders) as pool:
         list(pool.map(sends, numbers))
     created = time.monotonic() - started
     expected = devices * pushes
@@ -92,10 +92,12 @@ def rapid(url, master, app_key, control, devices, pushes):
         by_token.setdefault(item["token"], []).append(badge)
     inversions = 0
     devices_with_inversions = 0
+    duplicates = 0
     for badges in by_token.values():
         bad = sum(1 for a, b in zip(badges, badges[1:]) if b is None or a is None or b <= a)
         inversions += bad
         devices_with_inversions += 1 if bad else 0
+        duplicates += len(badges) - len(set(badges))
 
     in_inbox = 0
     def inbox_count(n):
@@ -106,7 +108,7 @@ def rapid(url, master, app_key, control, devices, pushes):
     call("DELETE", control + "/scenario/latency")
     return {
         "devices": devices, "pushesPerDevice": pushes, "arrived": len(got), "expected": expected,
-        "inversions": inversions, "devicesWithInversions": devices_with_inversions,
+        "inversions": inversions, "devicesWithInversions": devices_with_inversions, "duplicates": duplicates,
         "messagesInInboxes": in_inbox, "secondsToCreate": round(created, 2), "secondsToDeliver": round(delivered, 2),
     }
 
@@ -114,8 +116,8 @@ def rapid(url, master, app_key, control, devices, pushes):
 def main():
     mode = sys.argv[1]
     if mode == "rapid":
-        url, master, app_key, control, devices, pushes = sys.argv[2:8]
-        print(json.dumps(rapid(url, master, app_key, control, int(devices), int(pushes))))
+        url, master, app_key, control, devices, pushes, senders = sys.argv[2:9]
+        print(json.dumps(rapid(url, master, app_key, control, int(devices), int(pushes), int(senders))))
     elif mode == "register":
         url, app_key, count, tag = sys.argv[2:6]
         started = time.monotonic()
@@ -124,7 +126,7 @@ def main():
     elif mode == "push":
         url, master, tag = sys.argv[2:5]
         started = time.monotonic()
-        status, push = call("POST", url + "/v1/apps/demo/pushes?wait=120", master, {
+        status, push = call("POST", url + "/v1/apps/demo/pushes?wait=60", master, {
             "audience": {"tags": [tag]}, "notification": {"title": "to everyone", "badge": 1}})
         elapsed = time.monotonic() - started
         print(json.dumps({"status": push["status"], "accepted": push["counts"]["accepted"], "seconds": round(elapsed, 3)}))

@@ -105,9 +105,11 @@ final class PushDispatcher: Service {
 
     /// Sends one push from its cursor to the end of its audience (or until shutdown). `place` is its first page's
     /// place in the admission queue.
-    func deliver(_ push: PushRecord, place: UInt64) async throws {
+    func deliver(_ listed: PushRecord, place: UInt64) async throws {
         var firstPlace: UInt64? = place
         defer { if let firstPlace { admission.give(up: firstPlace) } }
+        // Read again: the list may predate a run of this push that finished since (its cursor moved, or it completed).
+        guard let push = try await store.push(app: listed.appID, id: listed.id), push.status != .completed else { return }
         guard let app = try await store.app(push.appID) else {
             try await store.completePush(id: push.id, at: Date())
             return

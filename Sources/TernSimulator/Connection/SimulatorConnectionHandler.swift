@@ -129,17 +129,20 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
             case .goAway(let reason):
                 send(
                     streamID, apnsID: request.apnsID, rejection: decision.rejection, delay: decision.delayMilliseconds,
-                    thenGoAway: reason, context: context)
+                    thenGoAway: reason, arrival: decision.logWhenAnswered ? request : nil, context: context)
             case .none:
-                send(streamID, apnsID: request.apnsID, rejection: decision.rejection, delay: decision.delayMilliseconds, context: context)
+                send(
+                    streamID, apnsID: request.apnsID, rejection: decision.rejection, delay: decision.delayMilliseconds,
+                    arrival: decision.logWhenAnswered ? request : nil, context: context)
             }
         }
     }
 
     /// Answers now or after `delay` ms; with `thenGoAway`, GOAWAY follows that answer (the scenario's Nth stream).
+    /// `arrival`, a delayed accepted notification, is logged when it is answered.
     private func send(
         _ streamID: UInt32, apnsID: String, rejection: (reason: APNsReason, timestamp: Date?)?, delay: Int,
-        thenGoAway goAwayReason: String? = nil, context: ChannelHandlerContext
+        thenGoAway goAwayReason: String? = nil, arrival: AcceptedRequest? = nil, context: ChannelHandlerContext
     ) {
         guard delay > 0 else {
             respond(streamID, apnsID: apnsID, rejection: rejection)
@@ -153,6 +156,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
         context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(delay))) {
             self.pendingResponses -= 1
             guard !self.closed else { return }
+            if let arrival { self.state.recordArrival(arrival, connection: self.connectionID, stream: Int(streamID)) }
             self.respond(streamID, apnsID: apnsID, rejection: rejection)
             if let goAwayReason { self.sendGoAway(reason: goAwayReason, context: context) }
             self.flush(context: context)

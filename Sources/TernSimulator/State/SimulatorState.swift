@@ -34,6 +34,9 @@ struct StateDecision {
     var rejection: (reason: APNsReason, timestamp: Date?)?
     var delayMilliseconds: Int
     var connectionAction: ConnectionAction
+    /// Accepted with a delay: log the arrival (``SimulatorState/recordArrival(_:connection:stream:)``) when the
+    /// delay is over, as that is when APNs would hand it to the device.
+    var logWhenAnswered = false
 }
 
 /// Everything the simulator's connections share: token registry, scenarios, the arrival log and counters.
@@ -149,11 +152,24 @@ public final class SimulatorState: Sendable {
                 }
             }
             state.stats.accepted += 1
-            let receivedAt = Int64((now.timeIntervalSince1970 * 1000).rounded())
-            state.log.append { sequence in
-                LogEntry(sequence: sequence, receivedAt: receivedAt, connection: connection, stream: stream, request: request)
+            guard delay == 0 else {
+                return StateDecision(rejection: nil, delayMilliseconds: delay, connectionAction: action, logWhenAnswered: true)
             }
+            Self.log(request, connection: connection, stream: stream, at: now, in: &state)
             return StateDecision(rejection: nil, delayMilliseconds: delay, connectionAction: action)
+        }
+    }
+
+    /// Logs an accepted notification whose answer was delayed, now that it is answered.
+    func recordArrival(_ request: AcceptedRequest, connection: Int, stream: Int) {
+        let now = clock.now
+        inner.withLock { Self.log(request, connection: connection, stream: stream, at: now, in: &$0) }
+    }
+
+    private static func log(_ request: AcceptedRequest, connection: Int, stream: Int, at now: Date, in state: inout Inner) {
+        let receivedAt = Int64((now.timeIntervalSince1970 * 1000).rounded())
+        state.log.append { sequence in
+            LogEntry(sequence: sequence, receivedAt: receivedAt, connection: connection, stream: stream, request: request)
         }
     }
 
