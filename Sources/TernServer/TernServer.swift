@@ -107,7 +107,9 @@ public final class TernServer: Sendable {
                 pageSize: configuration.deliveryPageSize, concurrency: configuration.deliveryConcurrency,
                 pushConcurrency: configuration.deliveryPushes, ordering: configuration.deliveryOrdering),
             onTokensPruned: { webhooks.wake() }, logger: logger)
-        let badgeUpdates = BadgeUpdates(store: store, clients: clients, order: dispatcher.order, logger: logger)
+        let badgeUpdates = BadgeUpdates(
+            store: store, clients: clients, order: dispatcher.order, delay: .milliseconds(configuration.inboxBadgeUpdateDelay),
+            logger: logger)
         let cache = AppCache(store: store)
         let apps = AppsAPI(
             store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache)

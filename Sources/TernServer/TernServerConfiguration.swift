@@ -35,6 +35,9 @@ public struct TernServerConfiguration: Sendable {
     public var deliveryPushes = 32
     /// How often expired inbox messages are deleted, in seconds.
     public var inboxSweepInterval = 60
+    /// How long reads are gathered before the silent badge update they cause, in milliseconds: a burst of reads
+    /// within it makes one update per device.
+    public var inboxBadgeUpdateDelay = 500
 
     public init() {}
 
@@ -50,6 +53,7 @@ public struct TernServerConfiguration: Sendable {
         guard (1...64).contains(apnsConnections) else { throw .init("apns.connections must be 1-64") }
         guard (1...1024).contains(deliveryPushes) else { throw .init("delivery.pushes must be 1-1024") }
         guard (1...86_400).contains(inboxSweepInterval) else { throw .init("inbox.sweepInterval must be 1-86400 seconds") }
+        guard (0...60_000).contains(inboxBadgeUpdateDelay) else { throw .init("inbox.badgeUpdateDelay must be 0-60000 ms") }
     }
 }
 
@@ -63,7 +67,7 @@ extension TernServerConfiguration {
     /// environment winning; what neither sets keeps its default. Keys: `http.host`, `http.port`, `database.path`,
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.pageSize`, `delivery.concurrency`, `delivery.ordering`, `delivery.pushes`,
-    /// `apns.connections`, `inbox.sweepInterval`.
+    /// `apns.connections`, `inbox.sweepInterval`, `inbox.badgeUpdateDelay`.
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
         var providers: [any ConfigProvider] = [
             EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY"]))
@@ -94,6 +98,7 @@ extension TernServerConfiguration {
         configuration.deliveryOrdering = reader.bool(forKey: "delivery.ordering") ?? configuration.deliveryOrdering
         configuration.deliveryPushes = reader.int(forKey: "delivery.pushes") ?? configuration.deliveryPushes
         configuration.inboxSweepInterval = reader.int(forKey: "inbox.sweepInterval") ?? configuration.inboxSweepInterval
+        configuration.inboxBadgeUpdateDelay = reader.int(forKey: "inbox.badgeUpdateDelay") ?? configuration.inboxBadgeUpdateDelay
         return configuration
     }
 }

@@ -154,7 +154,8 @@ import Testing
     }
 
     @Test func readingSendsOneSilentBadgeUpdatePerDevice() async throws {
-        try await ServerHarness.withServer { server in
+        // Reads within 3 s make one update: the three below take far less, however loaded the machine.
+        try await ServerHarness.withServer(configure: { $0.inboxBadgeUpdateDelay = 3_000 }) { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             var ids: [String] = []
             for number in 1...3 {
@@ -165,12 +166,14 @@ import Testing
                 #expect(try await server.master.post("/v1/apps/demo/inbox/read?alias=user-1", #"{"ids": ["\#(id)"]}"#).status == 200)
             }
             var updates: [Arrival] = []
-            for _ in 0..<50 {
+            for _ in 0..<100 {
                 updates = try await server.arrivals().dropFirst(3).map { $0 }
                 if updates.contains(where: { (try? Self.badge($0)) == 0 }) { break }
                 try await Task.sleep(for: .milliseconds(100))
             }
-            #expect(updates.count <= 2, "a burst of three reads sends at most a couple of updates: \(updates.count)")
+            try await Task.sleep(for: .milliseconds(300))
+            updates = try await server.arrivals().dropFirst(3).map { $0 }
+            #expect(updates.count == 1, "a burst of three reads sends one update: \(updates.count)")
             let last = try #require(updates.last)
             #expect(try Self.badge(last) == 0)
             let payload = try JSONValue(parsing: Data(last.payload.utf8))

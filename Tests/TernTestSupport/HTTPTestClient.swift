@@ -44,7 +44,21 @@ public struct HTTPTestClient: Sendable {
     ) async throws -> HTTPTestResponse {
         let port = self.port
         let bearer = self.bearer
-        return try await withTimeout(timeout, "an answer to \(method) \(path)") {
+        do {
+            return try await exchange(method, path, body: body, headers: extra, port: port, bearer: bearer, timeout: timeout)
+        } catch let error as HTTPTestClientError {
+            throw error
+        } catch let error as TimeoutError {
+            throw error
+        } catch {
+            throw HTTPTestClientError(description: "\(method) \(path): \(error)")
+        }
+    }
+
+    private func exchange(
+        _ method: HTTPMethod, _ path: String, body: String?, headers extra: [(String, String)], port: Int, bearer: String?, timeout: Double
+    ) async throws -> HTTPTestResponse {
+        try await withTimeout(timeout, "an answer to \(method) \(path)") {
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connectTimeout(.seconds(5))
                 .connect(host: "127.0.0.1", port: port) { channel in
@@ -62,9 +76,12 @@ public struct HTTPTestClient: Sendable {
                 if body != nil { head.headers.add(name: "content-type", value: "application/json") }
                 if let bearer { head.headers.add(name: "authorization", value: "Bearer \(bearer)") }
                 for (name, value) in extra { head.headers.add(name: name, value: value) }
-                try await outbound.write(.head(head))
-                if !bytes.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: bytes)))) }
-                try await outbound.write(.end(nil))
+                // One write and one flush: written part by part, a server that answers (and, with `connection:
+                // close`, closes) as soon as it has the body would fail the write of the empty end part.
+                var parts: [HTTPClientRequestPart] = [.head(head)]
+                if !bytes.isEmpty { parts.append(.body(.byteBuffer(ByteBuffer(bytes: bytes)))) }
+                parts.append(.end(nil))
+                try await outbound.write(contentsOf: parts)
 
                 var status = 0
                 var headers = HTTPHeaders()

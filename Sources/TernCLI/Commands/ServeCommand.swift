@@ -25,7 +25,8 @@ struct ServeCommand: AsyncParsableCommand {
             server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled,
             delivery.pageSize, delivery.concurrency, delivery.pushes, delivery.ordering
             (one notification per device in flight, so badges never jump: default
-            true), apns.connections, inbox.sweepInterval (seconds).
+            true), apns.connections, inbox.sweepInterval (seconds), inbox.badgeUpdateDelay
+            (ms: reads gathered into one silent badge update).
 
             Ctrl-C (SIGINT) or SIGTERM stops it gracefully: no new requests, the page
             of recipients in flight is delivered and recorded, the rest of a push

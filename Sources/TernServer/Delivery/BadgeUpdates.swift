@@ -25,7 +25,7 @@ final class BadgeUpdates: Sendable {
     private let logger: Logger
     private let pending = Mutex(Pending())
 
-    init(store: any TernStore, clients: ClientDirectory, order: DeliveryOrder, delay: Duration = .milliseconds(200), logger: Logger) {
+    init(store: any TernStore, clients: ClientDirectory, order: DeliveryOrder, delay: Duration, logger: Logger) {
         self.store = store
         self.clients = clients
         self.order = order
