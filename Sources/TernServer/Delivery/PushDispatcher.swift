@@ -158,11 +158,15 @@ final class PushDispatcher: Service {
                     logger.error("no APNs client for the app", metadata: ["app": "\(app.id)", "error": "\(error)"])
                 }
             }
-            guard clientsByEnvironment[environment] != nil, let token = try? DeviceToken(hex: recipient.token) else {
+            guard clientsByEnvironment[environment] != nil else {
                 tally.fail(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "clientUnavailable", at: Date()))
                 continue
             }
-            _ = token
+            // Checked when registered or given; a token that is not hex is refused like APNs would.
+            guard (try? DeviceToken(hex: recipient.token)) != nil else {
+                tally.fail(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "BadDeviceToken", at: Date()))
+                continue
+            }
             reachable.append(recipient)
         }
 
