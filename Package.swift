@@ -141,6 +141,7 @@ let package = Package(
             name: "TernServerTests",
             dependencies: [
                 "TernServer",
+                "TernStore",
                 "TernAPNs",
                 "TernTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
