@@ -145,10 +145,12 @@ import Testing
                 of: #""body": "from Tern"}"#, with: #""body": "from Tern", "badge": 7}"#))
             _ = try await server.push(Fixture.push(audience: #"{"aliases": ["user-1"]}"#).replacingOccurrences(
                 of: #""body": "from Tern"}"#, with: #""body": "from Tern", "badge": "+1"}"#))
+            // A badge alone is a push too.
+            _ = try await server.push(#"{"audience": {"aliases": ["user-1"]}, "notification": {"badge": "+1"}}"#)
             let arrivals = try await server.arrivals()
             for token in [Fixture.token(1), Fixture.token(2)] {
                 let badges = try arrivals.filter { $0.token == token }.map(Self.badge)
-                #expect(badges == [1, 2, 3, 7, 8], "device \(token.suffix(2))")
+                #expect(badges == [1, 2, 3, 7, 8, 9], "device \(token.suffix(2))")
             }
         }
     }

@@ -232,7 +232,10 @@ struct PushContent: Codable, Sendable, Equatable {
         if payload.custom["aps"] != nil {
             throw JSONAPIError.badRequest(field: "notification.data.aps", "data goes beside aps: it cannot have an aps key")
         }
-        guard payload.isUserVisible || payload.contentAvailable || payload.mutableContent || !payload.custom.isEmpty else {
+        // A badge worked out per recipient is content too, though it goes in only at sending.
+        guard payload.isUserVisible || payload.contentAvailable || payload.mutableContent || !payload.custom.isEmpty
+            || input.badge != nil
+        else {
             throw JSONAPIError.badRequest(field: "notification", "nothing to send: give title, body, badge, sound, contentAvailable or data")
         }
         return payload
