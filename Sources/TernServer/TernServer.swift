@@ -62,19 +62,11 @@ public final class TernServer: Sendable {
     ) async throws {
         try configuration.validate()
         let store = try await SQLStore.openSQLite(path: configuration.databasePath, logger: logger)
-        // Closed in a task of its own: a cancelled run must still close the database.
-        let close: @Sendable () async -> Void = { [logger] in
-            do {
-                try await Task { try await store.close() }.value
-            } catch {
-                logger.error("cannot close the database", metadata: ["error": "\(error)"])
-            }
-        }
         do {
             try await serve(store: store, gracefulShutdownSignals: gracefulShutdownSignals, onReady: onReady)
-            await close()
+            try await store.close()
         } catch {
-            await close()
+            try? await store.close()
             throw error
         }
     }

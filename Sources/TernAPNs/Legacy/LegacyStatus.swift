@@ -96,10 +96,6 @@ extension Array where Element == UInt8 {
         for shift in stride(from: 24, through: 0, by: -8) { append(UInt8((value >> UInt32(shift)) & 0xFF)) }
     }
 
-    func bigEndianUInt16(at index: Int) -> UInt16 {
-        UInt16(self[index]) << 8 | UInt16(self[index + 1])
-    }
-
     func bigEndianUInt32(at index: Int) -> UInt32 {
         (0..<4).reduce(0) { $0 << 8 | UInt32(self[index + $1]) }
     }

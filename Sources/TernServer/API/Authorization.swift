@@ -41,6 +41,15 @@ struct Authorization: Sendable {
         throw .unauthorized("the secret is not this app's app key or master secret")
     }
 
+    /// With the app key, a device acts only as itself: its secret (derived from the server key) must come in
+    /// `X-Tern-Device-Secret`. - Throws: a 403 otherwise.
+    static func requireDeviceSecret(_ request: Request, app: AppRecord, deviceID: String, serverKey: ServerKey, _ refusal: String) throws(JSONAPIError) {
+        let expected = serverKey.deviceSecret(app: app.id, deviceID: deviceID)
+        guard let presented = request.headers[DevicesAPI.deviceSecretHeader], Secrets.matches(presented, storedHash: Secrets.hash(expected)) else {
+            throw .forbidden(refusal)
+        }
+    }
+
     /// The app's master secret, and nothing less.
     static func requireMaster(_ request: Request, app: AppRecord) throws(JSONAPIError) {
         guard case .master = try caller(request, app: app) else {

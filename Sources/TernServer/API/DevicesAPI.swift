@@ -82,7 +82,7 @@ struct DevicesAPI {
     func register(on router: Router<ServerRequestContext>) {
         let devices = router.group("v1/apps/:app/devices")
         devices.put(":device") { request, context -> DeviceView in
-            let app = try await app(context)
+            let app = try await apps.app(context)
             _ = try Authorization.caller(request, app: app)
             let deviceID = try Self.deviceID(context)
             let body = try await JSONBody.decode(RegisterRequest.self, from: request, limit: 64 * 1024)
@@ -118,7 +118,7 @@ struct DevicesAPI {
             return DeviceView(record)
         }
         devices.get(":device/tokens") { request, context -> TokenHistoryView in
-            let app = try await app(context)
+            let app = try await apps.app(context)
             try Authorization.requireMaster(request, app: app)
             let deviceID = try Self.deviceID(context)
             let history = try await store.tokenHistory(app: app.id, deviceID: deviceID)
@@ -127,7 +127,7 @@ struct DevicesAPI {
             })
         }
         devices.get { request, context -> DeviceList in
-            let app = try await app(context)
+            let app = try await apps.app(context)
             try Authorization.requireMaster(request, app: app)
             let query = request.uri.queryParameters
             if let alias = query.get("alias") {
@@ -142,26 +142,17 @@ struct DevicesAPI {
         }
     }
 
-    private func app(_ context: ServerRequestContext) async throws -> AppRecord {
-        let id = context.parameters.get("app") ?? ""
-        guard let app = try await apps.app(id) else { throw JSONAPIError.notFound("no app '\(id)'") }
-        return app
-    }
-
     /// A call about one device: the master secret, or the app key with that device's secret.
     private func deviceCall(_ request: Request, _ context: ServerRequestContext) async throws -> (AppRecord, String) {
-        let app = try await app(context)
+        let app = try await apps.app(context)
         let deviceID = try Self.deviceID(context)
         switch try Authorization.caller(request, app: app) {
         case .master:
             break
         case .appKey:
-            let expected = serverKey.deviceSecret(app: app.id, deviceID: deviceID)
-            guard let presented = request.headers[Self.deviceSecretHeader],
-                Secrets.matches(presented, storedHash: Secrets.hash(expected))
-            else {
-                throw JSONAPIError.forbidden("with the app key, a device acts only as itself: send its secret in X-Tern-Device-Secret")
-            }
+            try Authorization.requireDeviceSecret(
+                request, app: app, deviceID: deviceID, serverKey: serverKey,
+                "with the app key, a device acts only as itself: send its secret in X-Tern-Device-Secret")
         }
         return (app, deviceID)
     }

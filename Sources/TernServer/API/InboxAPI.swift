@@ -94,8 +94,7 @@ struct InboxAPI {
 
     /// The app and whose inbox the request is about, after checking the caller may read it.
     private func caller(_ request: Request, _ context: ServerRequestContext) async throws -> (AppRecord, InboxOwner) {
-        let appID = context.parameters.get("app") ?? ""
-        guard let app = try await apps.app(appID) else { throw JSONAPIError.notFound("no app '\(appID)'") }
+        let app = try await apps.app(context)
         let query = request.uri.queryParameters
         let alias = query.get("alias")
         if let alias, !(1...128).contains(alias.utf8.count) { throw JSONAPIError.badRequest(field: "alias", "alias must be 1-128 bytes") }
@@ -120,12 +119,9 @@ struct InboxAPI {
             guard let deviceID else {
                 throw JSONAPIError.badRequest(field: "deviceId", "a device reads its inbox with ?deviceId= and its X-Tern-Device-Secret")
             }
-            let expected = serverKey.deviceSecret(app: app.id, deviceID: deviceID)
-            guard let presented = request.headers[DevicesAPI.deviceSecretHeader],
-                Secrets.matches(presented, storedHash: Secrets.hash(expected))
-            else {
-                throw JSONAPIError.forbidden("with the app key, a device reads only its own inbox: send its secret in X-Tern-Device-Secret")
-            }
+            try Authorization.requireDeviceSecret(
+                request, app: app, deviceID: deviceID, serverKey: serverKey,
+                "with the app key, a device reads only its own inbox: send its secret in X-Tern-Device-Secret")
             let owner = try await owner(of: deviceID, app: app)
             if let alias, owner != .alias(alias) {
                 throw JSONAPIError.forbidden("a device reads only its own user's inbox")

@@ -76,7 +76,7 @@ struct PushesAPI {
     func register(on router: Router<ServerRequestContext>) {
         let pushes = router.group("v1/apps/:app")
         pushes.post("pushes") { request, context -> EditedResponse<PushView> in
-            let app = try await app(context)
+            let app = try await apps.app(context)
             try Authorization.requireMaster(request, app: app)
             let wait = try Self.wait(request.uri.queryParameters.get("wait"))
             let body = try await JSONBody.decode(PushRequest.self, from: request, limit: 1 << 20)
@@ -104,7 +104,7 @@ struct PushesAPI {
             return EditedResponse(status: status, response: try await view(push, withFailures: push.status == .completed))
         }
         pushes.get("pushes/:push") { request, context -> PushView in
-            let app = try await app(context)
+            let app = try await apps.app(context)
             try Authorization.requireMaster(request, app: app)
             let id = context.parameters.get("push") ?? ""
             guard let push = try await store.push(app: app.id, id: id) else { throw JSONAPIError.notFound("no push \(id)") }
@@ -112,7 +112,7 @@ struct PushesAPI {
             return try await view(push, withFailures: true, after: query.get("failuresAfter"), limit: try DevicesAPI.limit(query.get("limit")))
         }
         pushes.get("token-events") { request, context -> TokenEventList in
-            let app = try await app(context)
+            let app = try await apps.app(context)
             try Authorization.requireMaster(request, app: app)
             let query = request.uri.queryParameters
             var after: Int64?
@@ -128,12 +128,6 @@ struct PushesAPI {
                 },
                 next: events.count == limit ? events.last.map { String($0.id) } : nil)
         }
-    }
-
-    private func app(_ context: ServerRequestContext) async throws -> AppRecord {
-        let id = context.parameters.get("app") ?? ""
-        guard let app = try await apps.app(id) else { throw JSONAPIError.notFound("no app '\(id)'") }
-        return app
     }
 
     private func view(_ push: PushRecord, withFailures: Bool, after: String? = nil, limit: Int = 100) async throws -> PushView {

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TernStore
+import TernWeb
 
 /// Apps by id for the API's per-request lookups, kept up to `lifetime`: apps change rarely, requests come by the
 /// thousand. This node's changes evict at once; another node's show within the lifetime.
@@ -22,6 +23,13 @@ final class AppCache: Sendable {
             return nil
         }
         entries.withLock { $0[id] = (app, now + lifetime) }
+        return app
+    }
+
+    /// The app named by the request path's `{app}`. - Throws: a 404 if there is none.
+    func app(_ context: ServerRequestContext) async throws -> AppRecord {
+        let id = context.parameters.get("app") ?? ""
+        guard let app = try await app(id) else { throw JSONAPIError.notFound("no app '\(id)'") }
         return app
     }
 

@@ -48,7 +48,7 @@ enum OrderedBatch {
                 } catch {
                     // Cancelled: what was not answered is handed on below.
                 }
-                progress.close(input)
+                input.finish()
             }
             for item in waiting {
                 guard let ticket = item.ticket else { continue }
@@ -106,10 +106,6 @@ private final class BatchProgress: Sendable {
     /// - Returns: the answered notification's ticket, if it had one.
     func answered(_ token: String) -> DeliveryOrder.Ticket? {
         state.withLock { $0.outstanding.removeValue(forKey: token)?.ticket }
-    }
-
-    func close(_ input: AsyncStream<APNsNotification>.Continuation) {
-        input.finish()
     }
 
     func unanswered() -> [QueuedNotification] {

@@ -117,14 +117,14 @@ struct PushContent: Codable, Sendable, Equatable {
     /// - Throws: a 400 naming the field at fault.
     static func render(
         notification: NotificationInput?, payload: JSONValue?, options: APNsOptionsInput?, topic: String,
-        inbox: InboxInput? = nil, pushID: String = "", app: AppRecord? = nil
+        inbox: InboxInput?, pushID: String, app: AppRecord
     ) throws(JSONAPIError) -> PushContent {
         var inboxContent: InboxContent?
         if let inbox {
             guard let notification else {
                 throw .badRequest(field: "inbox", "an inbox message needs a notification (title, body, data), not a raw payload")
             }
-            let maxTTL = app?.inboxMaxTTL ?? AppRecord.defaultInboxMaxTTL
+            let maxTTL = app.inboxMaxTTL
             let ttl = inbox.ttl ?? min(AppRecord.defaultInboxTTL, maxTTL)
             guard (1...maxTTL).contains(ttl) else {
                 throw .badRequest(field: "inbox.ttl", "inbox.ttl is 1-\(maxTTL) seconds (the app's inboxMaxTTL)")

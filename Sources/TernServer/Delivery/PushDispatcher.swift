@@ -148,7 +148,7 @@ final class PushDispatcher: Service {
     ) async throws -> PushProgress {
         let tally = Tally()
         var clientsByEnvironment: [String: APNsClient] = [:]
-        var reachable: [Recipient] = []
+        var reachable: [(recipient: Recipient, token: DeviceToken)] = []
         for recipient in recipients {
             let environment = recipient.environment ?? app.environment
             if clientsByEnvironment[environment] == nil {
@@ -163,17 +163,17 @@ final class PushDispatcher: Service {
                 continue
             }
             // Checked when registered or given; a token that is not hex is refused like APNs would.
-            guard (try? DeviceToken(hex: recipient.token)) != nil else {
+            guard let token = try? DeviceToken(hex: recipient.token) else {
                 tally.fail(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "BadDeviceToken", at: Date()))
                 continue
             }
-            reachable.append(recipient)
+            reachable.append((recipient, token))
         }
 
         let batches = try await admission.admit(place) {
             try await self.admit(reachable, app: app, content: content, pushID: pushID, into: tally)
         }
-        let byToken = Dictionary(reachable.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
+        let byToken = Dictionary(reachable.map { ($0.token.hex, $0.recipient) }, uniquingKeysWith: { first, _ in first })
         await withTaskGroup(of: Void.self) { group in
             for (environment, batch) in batches {
                 guard let client = clientsByEnvironment[environment] else { continue }
@@ -190,10 +190,11 @@ final class PushDispatcher: Service {
 
     /// Inbox, badges and places in line for a page's recipients. - Returns: the notifications by environment.
     private func admit(
-        _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, into tally: Tally
+        _ recipients: [(recipient: Recipient, token: DeviceToken)], app: AppRecord, content: PushContent, pushID: String,
+        into tally: Tally
     ) async throws -> [String: [QueuedNotification]] {
         let now = Date()
-        let owners = recipients.compactMap { recipient in recipient.deviceID.map { InboxOwner(deviceID: $0, alias: recipient.alias) } }
+        let owners = recipients.compactMap { entry in entry.recipient.deviceID.map { InboxOwner(deviceID: $0, alias: entry.recipient.alias) } }
         let distinctOwners = Array(Set(owners))
         if let inbox = content.inbox, !distinctOwners.isEmpty {
             let message = InboxMessage(
@@ -207,8 +208,7 @@ final class PushDispatcher: Service {
         }
         var payloads: [Int: [UInt8]] = [:]
         var batches: [String: [QueuedNotification]] = [:]
-        for recipient in recipients {
-            guard let token = try? DeviceToken(hex: recipient.token) else { continue }
+        for (recipient, token) in recipients {
             var payload: [UInt8]?
             if content.badge?.isPerRecipient == true, let deviceID = recipient.deviceID,
                 let badge = badges[InboxOwner(deviceID: deviceID, alias: recipient.alias)]

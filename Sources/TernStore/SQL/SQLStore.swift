@@ -26,8 +26,10 @@ public final class SQLStore: TernStore {
         try await exclusive { db in try await db.raw("SELECT 1").run() }
     }
 
+    /// Closes the connection once every call before it is done. A cancelled caller still closes it: in a task of
+    /// its own, since waiting for the lock would throw on cancellation and leave the connection open.
     public func close() async throws {
-        try await lock.withLock { try await closeDatabase() }
+        try await Task { [lock, closeDatabase] in try await lock.withLock { try await closeDatabase() } }.value
     }
 
     // MARK: Settings
