@@ -74,6 +74,9 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Lowercase hex of raw token bytes, without validating them.
+    public static func hex(_ bytes: [UInt8]) -> String { hexString(bytes) }
+
     static func hexString(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         return String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in

@@ -31,7 +31,10 @@ public final class APNsSimulator: Service, Sendable {
 
     private struct Lifecycle {
         var serverChannel: (any Channel)?
+        var legacyChannels: [any Channel] = []
         var port: Int?
+        var legacyGatewayPort: Int?
+        var feedbackPort: Int?
         var controlPort: Int?
         var ready = false
         var stopRequested = false
@@ -59,6 +62,12 @@ public final class APNsSimulator: Service, Sendable {
 
     /// The HTTP/2 port, once running.
     public var port: Int { lifecycle.withLock { $0.port ?? 0 } }
+
+    /// The legacy binary gateway's port, once running (nil if it is off).
+    public var legacyGatewayPort: Int? { lifecycle.withLock { $0.legacyGatewayPort } }
+
+    /// The legacy feedback service's port, once running (nil if it is off).
+    public var feedbackPort: Int? { lifecycle.withLock { $0.feedbackPort } }
 
     /// The control API port, once running (nil if it is off).
     public var controlPort: Int? { lifecycle.withLock { $0.controlPort } }
@@ -117,7 +126,9 @@ public final class APNsSimulator: Service, Sendable {
         do {
             try configuration.validate()
             try await startHTTP2Listener()
+            try await startLegacyListeners()
         } catch {
+            await stopListeners()
             markFailed(error)
             throw error
         }
@@ -163,7 +174,7 @@ public final class APNsSimulator: Service, Sendable {
             } onCancel: {
                 self.requestStop()
             }
-            await stopHTTP2Listener()
+            await stopListeners()
             await controlServices?.triggerGracefulShutdown()
             try await group.waitForAll()
         }
@@ -201,7 +212,7 @@ public final class APNsSimulator: Service, Sendable {
 
     // MARK: HTTP/2 listener
 
-    private func makeTLSContext() throws -> NIOSSLContext {
+    private func makeTLSContext(legacy: Bool = false) throws -> NIOSSLContext {
         let authority = configuration.certificateAuthority
         let server = try configuration.serverCertificate
             ?? authority.issueServerCertificate(
@@ -211,9 +222,14 @@ public final class APNsSimulator: Service, Sendable {
             certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(server.certificatePEM.utf8), format: .pem))],
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(server.privateKeyPEM.utf8), format: .pem)))
         tls.minimumTLSVersion = .tlsv12
-        tls.applicationProtocols = ["h2"]
-        // Client certificates are optional (token connections have none) but must come from our CA when present.
-        tls.certificateVerification = .optionalVerification
+        if legacy {
+            // The binary services take certificate connections only.
+            tls.certificateVerification = .noHostnameVerification
+        } else {
+            tls.applicationProtocols = ["h2"]
+            // Client certificates are optional (token connections have none) but must come from our CA when present.
+            tls.certificateVerification = .optionalVerification
+        }
         tls.trustRoots = .certificates([try NIOSSLCertificate(bytes: Array(authority.certificatePEM.utf8), format: .pem)])
         return try NIOSSLContext(configuration: tls)
     }
@@ -280,15 +296,67 @@ public final class APNsSimulator: Service, Sendable {
         }
     }
 
-    private func stopHTTP2Listener() async {
-        let serverChannel = lifecycle.withLock { $0.serverChannel }
-        try? await serverChannel?.close()
+    // MARK: Legacy binary gateway and feedback service
+
+    private func startLegacyListeners() async throws {
+        guard configuration.legacyGatewayPort != nil || configuration.feedbackPort != nil else { return }
+        let sslContext = try makeTLSContext(legacy: true)
+        let state = self.state
+        let environment = configuration.environment
+        if let port = configuration.legacyGatewayPort {
+            let channel = try await bindLegacy(port: port, name: "the legacy gateway", sslContext: sslContext) {
+                try $0.addHandler(LegacyGatewayHandler(state: state, environment: environment))
+            }
+            lifecycle.withLock {
+                $0.legacyChannels.append(channel)
+                $0.legacyGatewayPort = channel.localAddress?.port
+            }
+        }
+        if let port = configuration.feedbackPort {
+            let channel = try await bindLegacy(port: port, name: "the feedback service", sslContext: sslContext) {
+                try $0.addHandler(FeedbackServiceHandler(state: state, environment: environment))
+            }
+            lifecycle.withLock {
+                $0.legacyChannels.append(channel)
+                $0.feedbackPort = channel.localAddress?.port
+            }
+        }
+    }
+
+    private func bindLegacy(
+        port: Int, name: String, sslContext: NIOSSLContext,
+        addHandler: @escaping @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void
+    ) async throws -> any Channel {
+        let bootstrap = ServerBootstrap(group: eventLoopGroup)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    track(channel)
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try addHandler(channel.pipeline.syncOperations)
+                }
+            }
+        do {
+            return try await bootstrap.bind(host: configuration.host, port: port).get()
+        } catch {
+            throw SimulatorError(description: "cannot serve \(name) on \(configuration.host):\(port): \(error)")
+        }
+    }
+
+    private func stopListeners() async {
+        let serverChannels = lifecycle.withLock { [$0.serverChannel].compactMap { $0 } + $0.legacyChannels }
+        for channel in serverChannels { try? await channel.close() }
         let open = connections.withLock { Array($0.values) }
         for channel in open {
             // A connection still in its TLS handshake has nothing to drain: close it now. The others answer what
-            // is in flight and get GOAWAY.
+            // is in flight and get GOAWAY (HTTP/2) or status 10 (the legacy gateway).
             channel.eventLoop.execute {
-                if (try? channel.pipeline.syncOperations.handler(type: SimulatorConnectionHandler.self)) != nil {
+                let operations = channel.pipeline.syncOperations
+                if (try? operations.handler(type: SimulatorConnectionHandler.self)) != nil
+                    || (try? operations.handler(type: LegacyGatewayHandler.self)) != nil
+                {
                     channel.pipeline.fireUserInboundEventTriggered(SimulatorShutdownEvent())
                 } else {
                     channel.close(promise: nil)

@@ -11,6 +11,10 @@ extension APNsSimulator {
         public var port = 0
         /// HTTP/1.1 control API port; 0 picks a free one, nil turns the control API off.
         public var controlPort: Int? = 0
+        /// Legacy binary gateway port (Apple's was 2195); 0 picks a free one, nil turns it off.
+        public var legacyGatewayPort: Int? = 0
+        /// Legacy feedback service port (Apple's was 2196); 0 picks a free one, nil turns it off.
+        public var feedbackPort: Int? = 0
         /// The environment it plays: tokens bound to the other one get `BadDeviceToken`; development answers carry
         /// `apns-unique-id`.
         public var environment = APNsEnvironment.development
@@ -44,6 +48,9 @@ extension APNsSimulator {
             guard (0...65_535).contains(port) else { throw SimulatorError.configuration("port must be 0…65535") }
             if let controlPort, !(0...65_535).contains(controlPort) {
                 throw SimulatorError.configuration("control port must be 0…65535")
+            }
+            for (name, value) in [("legacy gateway", legacyGatewayPort), ("feedback", feedbackPort)] {
+                if let value, !(0...65_535).contains(value) { throw SimulatorError.configuration("\(name) port must be 0…65535") }
             }
             guard (1...100_000).contains(maxConcurrentStreams) else {
                 throw SimulatorError.configuration("max concurrent streams must be 1…100000")

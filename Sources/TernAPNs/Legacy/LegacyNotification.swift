@@ -12,6 +12,8 @@ public enum LegacyCommand: UInt8, Sendable, CaseIterable {
     public var maximumPayloadSize: Int { self == .frame ? 2048 : 256 }
 }
 
+import Foundation
+
 /// One notification for the legacy gateway.
 public struct LegacyNotification: Hashable, Sendable {
     public var token: [UInt8]
@@ -73,5 +75,22 @@ public struct LegacyNotification: Hashable, Sendable {
             bytes += items
         }
         return bytes
+    }
+}
+
+extension LegacyNotification {
+    /// The binary form of an HTTP/2 notification: its token, payload, priority (10 stays 10, anything else is 5)
+    /// and expiration. Without an expiration APNs stores a notification for up to 30 days, so that is what the
+    /// binary protocol, which needs a time, is given; `.immediately` is 0.
+    public init(_ notification: APNsNotification, now: Date = Date()) {
+        let expiration: UInt32
+        switch notification.metadata.expiration {
+        case .none: expiration = UInt32(clamping: Int64(now.timeIntervalSince1970) + 30 * 86_400)
+        case .immediately: expiration = 0
+        case .at(let date): expiration = UInt32(clamping: max(1, Int64(date.timeIntervalSince1970)))
+        }
+        self.init(
+            token: notification.deviceToken.bytes, payload: notification.payload, expiration: expiration,
+            priority: notification.metadata.priority == .immediate ? 10 : 5)
     }
 }

@@ -17,6 +17,16 @@ struct TokenList: ResponseEncodable {
     var tokens: [String: SimulatorScenario.TokenState]
 }
 
+/// What the feedback service would list now (reading it here does not clear it).
+struct FeedbackList: ResponseEncodable {
+    struct Item: Encodable {
+        var token: String
+        /// Seconds since the epoch, as the service sends it.
+        var timestamp: UInt32
+    }
+    var items: [Item]
+}
+
 struct UnregisterRequest: Decodable {
     /// Epoch milliseconds; defaults to now.
     var timestamp: Int64?
@@ -97,7 +107,20 @@ enum ControlAPI {
             return .noContent
         }
 
+        router.get("feedback") { _, _ in
+            FeedbackList(items: state.pendingFeedback().map { .init(token: DeviceToken.hex($0.token), timestamp: $0.timestamp) })
+        }
+
         router.get("scenario") { _, _ in state.scenarios() }
+        router.put("scenario/legacy-shutdown") { request, context -> HTTPResponse.Status in
+            let shutdown = try await decode(SimulatorScenario.LegacyShutdown.self, request, context)
+            try wrap { try state.setLegacyShutdown(shutdown) }
+            return .noContent
+        }
+        router.delete("scenario/legacy-shutdown") { _, _ -> HTTPResponse.Status in
+            try wrap { try state.setLegacyShutdown(nil) }
+            return .noContent
+        }
         router.put("scenario/faults") { request, context -> HTTPResponse.Status in
             let faults = try await decode([SimulatorScenario.Fault].self, request, context)
             try wrap { try state.setFaults(faults) }

@@ -13,6 +13,8 @@ struct AcceptedRequest {
     var collapseID: String?
     var apnsID: String
     var payload: [UInt8]
+    /// The identifier a legacy binary notification carried (nil for HTTP/2).
+    var legacyIdentifier: UInt32? = nil
 }
 
 /// How one connection authenticates, and what it has shown so far.

@@ -14,8 +14,13 @@ public struct RecordedNotification: Codable, Hashable, Sendable {
     public var priority: Int
     public var expiration: Int64?
     public var collapseID: String?
+    /// Empty for a legacy binary notification, which has none.
     public var apnsID: String
     public var payload: String
+    /// `http2`, or `legacy` for the binary gateway.
+    public var transport: String
+    /// The identifier a legacy binary notification carried.
+    public var legacyIdentifier: UInt32?
 }
 
 /// What the ring holds: the request's own buffers, moved in without copying. A `RecordedNotification` (with the
@@ -32,7 +37,8 @@ struct LogEntry {
             sequence: sequence, receivedAt: receivedAt, connection: connection, stream: stream, token: request.token,
             topic: request.topic, pushType: request.pushType.rawValue, priority: request.priority.rawValue,
             expiration: request.expiration, collapseID: request.collapseID, apnsID: request.apnsID,
-            payload: String(decoding: request.payload, as: UTF8.self))
+            payload: String(decoding: request.payload, as: UTF8.self),
+            transport: request.legacyIdentifier == nil ? "http2" : "legacy", legacyIdentifier: request.legacyIdentifier)
     }
 }
 

@@ -111,6 +111,23 @@ public enum SimulatorScenario {
         }
     }
 
+    /// Make the legacy gateway go down for maintenance: the connection that takes the `afterNotifications`-th
+    /// notification from now answers status 10 (Shutdown) naming it as the last one taken, and closes. Used up then.
+    public struct LegacyShutdown: Codable, Hashable, Sendable {
+        public var afterNotifications: Int
+
+        public init(afterNotifications: Int) {
+            self.afterNotifications = afterNotifications
+        }
+
+        func validated() throws(ScenarioError) -> LegacyShutdown {
+            guard afterNotifications >= 1 else {
+                throw ScenarioError(field: "afterNotifications", "afterNotifications must be 1 or more")
+            }
+            return self
+        }
+    }
+
     /// What the simulator knows about one device token.
     public struct TokenState: Codable, Hashable, Sendable {
         /// The topic the token belongs to; pushes to another topic get `DeviceTokenNotForTopic`.
@@ -121,6 +138,8 @@ public enum SimulatorScenario {
         public var unregisteredAt: Int64?
         /// `Unregistered` (default) or `ExpiredToken`.
         public var unregisteredReason: String?
+        /// The legacy feedback service has listed this unregistration (its list is cleared once read).
+        public var feedbackRead: Bool?
 
         public init(topic: String? = nil, environment: APNsEnvironment? = nil, unregisteredAt: Int64? = nil, unregisteredReason: String? = nil) {
             self.topic = topic

@@ -19,6 +19,18 @@ public struct SimulatorStats: Codable, Hashable, Sendable {
     public var streamsRefused = 0
     public var logCapacity = 0
     public var logCount = 0
+    /// Legacy binary gateway (port 2195 at Apple): connections, notifications taken, error responses by status.
+    public var legacyConnectionsOpened = 0
+    public var legacyAccepted = 0
+    public var legacyRejected = 0
+    public var legacyRejectedByStatus: [String: Int] = [:]
+    /// Taken by the gateway for a token marked unregistered: never delivered, listed by the feedback service.
+    public var legacyUndelivered = 0
+    /// Connections closed without a packet because their bytes could not be framed.
+    public var legacyUnframeable = 0
+    /// Feedback service (port 2196): connections served and tuples sent.
+    public var feedbackConnections = 0
+    public var feedbackTuplesSent = 0
 }
 
 /// What the simulator does with one request that passed protocol validation.
@@ -39,6 +51,14 @@ struct StateDecision {
     var logWhenAnswered = false
 }
 
+/// What the legacy gateway does with what one read of a connection brought.
+struct LegacyDecision {
+    /// How many of the notifications it took (in order); the rest are discarded.
+    var taken: Int
+    /// The error response to send before closing, if any.
+    var stop: LegacyErrorResponse?
+}
+
 /// Everything the simulator's connections share: token registry, scenarios, the arrival log and counters.
 /// One lock, taken once per request.
 public final class SimulatorState: Sendable {
@@ -56,6 +76,7 @@ public final class SimulatorState: Sendable {
         var goAway: ArmedEvent?
         var drop: ArmedEvent?
         var streamsByConnection: [Int: Int] = [:]
+        var legacyShutdown: SimulatorScenario.LegacyShutdown?
         var nextConnectionID = 1
         var log: NotificationLog
         var stats = SimulatorStats()
@@ -201,6 +222,131 @@ public final class SimulatorState: Sendable {
         return nil
     }
 
+    // MARK: Legacy binary gateway and feedback
+
+    func legacyConnectionOpened() -> Int {
+        inner.withLock { state in
+            let id = state.nextConnectionID
+            state.nextConnectionID += 1
+            state.stats.legacyConnectionsOpened += 1
+            return id
+        }
+    }
+
+    /// Decides a run of notifications from one connection, in order, under one lock: the shutdown scenario first
+    /// (the notification that uses it up is the last one taken), then the token: one that belongs to another
+    /// environment or app is an invalid token (8), where the gateway stops. Taken notifications go to the arrival
+    /// log, except for tokens marked unregistered, which the gateway takes and drops (the feedback service lists them).
+    func decideLegacy(
+        _ notifications: [LegacyNotification], identity: PushCertificateIdentity, connection: Int, firstPosition: Int
+    ) -> LegacyDecision {
+        let now = clock.now
+        let receivedAt = Int64((now.timeIntervalSince1970 * 1000).rounded())
+        return inner.withLock { state in
+            for (index, notification) in notifications.enumerated() {
+                let hex = DeviceToken.hex(notification.token)
+                if let token = state.tokens[hex], Self.isForeign(token, identity: identity, environment: environment) {
+                    state.stats.legacyRejected += 1
+                    state.stats.legacyRejectedByStatus[LegacyStatus.invalidToken.name, default: 0] += 1
+                    return LegacyDecision(
+                        taken: index, stop: LegacyErrorResponse(status: .invalidToken, identifier: notification.identifier))
+                }
+                state.stats.legacyAccepted += 1
+                if state.tokens[hex]?.unregisteredAt != nil {
+                    state.stats.legacyUndelivered += 1
+                } else {
+                    let request = AcceptedRequest(
+                        token: hex, topic: identity.bundleID, bundleID: identity.bundleID, pushType: .alert,
+                        priority: notification.priority == 5 ? .throttled : .immediate,
+                        expiration: notification.expiration == 0 ? nil : Int64(notification.expiration), collapseID: nil,
+                        apnsID: "", payload: notification.payload, legacyIdentifier: notification.identifier)
+                    state.log.append { sequence in
+                        LogEntry(
+                            sequence: sequence, receivedAt: receivedAt, connection: connection, stream: firstPosition + index,
+                            request: request)
+                    }
+                }
+                if var shutdown = state.legacyShutdown {
+                    shutdown.afterNotifications -= 1
+                    state.legacyShutdown = shutdown.afterNotifications > 0 ? shutdown : nil
+                    if shutdown.afterNotifications == 0 {
+                        state.stats.legacyRejectedByStatus[LegacyStatus.shutdown.name, default: 0] += 1
+                        return LegacyDecision(
+                            taken: index + 1, stop: LegacyErrorResponse(status: .shutdown, identifier: notification.identifier))
+                    }
+                }
+            }
+            return LegacyDecision(taken: notifications.count, stop: nil)
+        }
+    }
+
+    private static func isForeign(_ token: SimulatorScenario.TokenState, identity: PushCertificateIdentity, environment: APNsEnvironment) -> Bool {
+        if let tokenEnvironment = token.environment, tokenEnvironment != environment { return true }
+        if let topic = token.topic, topic != identity.bundleID, !identity.topics.contains(topic) { return true }
+        return false
+    }
+
+    /// A notification the gateway could frame but not take (sizes, missing items), or a connection it closed
+    /// without a packet.
+    func recordLegacyRejection(_ status: LegacyStatus?) {
+        inner.withLock { state in
+            guard let status else {
+                state.stats.legacyUnframeable += 1
+                return
+            }
+            state.stats.legacyRejected += 1
+            state.stats.legacyRejectedByStatus[status.name, default: 0] += 1
+        }
+    }
+
+    /// Tokens marked unregistered that the feedback service has not listed yet, for `identity`'s app in this
+    /// environment, oldest first.
+    public func pendingFeedback(for identity: PushCertificateIdentity? = nil) -> [FeedbackTuple] {
+        inner.withLock { Self.pendingFeedback(in: $0, identity: identity, environment: environment) }
+    }
+
+    private static func pendingFeedback(in state: Inner, identity: PushCertificateIdentity?, environment: APNsEnvironment) -> [FeedbackTuple] {
+        var tuples: [FeedbackTuple] = []
+        for (hex, token) in state.tokens {
+            guard let milliseconds = token.unregisteredAt, token.feedbackRead != true else { continue }
+            if let identity, isForeign(token, identity: identity, environment: environment) { continue }
+            guard let bytes = try? DeviceToken(hex: hex).bytes else { continue }
+            tuples.append(FeedbackTuple(timestamp: UInt32(clamping: milliseconds / 1000), token: bytes))
+        }
+        return tuples.sorted { $0.timestamp != $1.timestamp ? $0.timestamp < $1.timestamp : $0.token.lexicographicallyPrecedes($1.token) }
+    }
+
+    /// What the feedback service sends one connection: the pending tuples for its app.
+    func feedbackForConnection(_ identity: PushCertificateIdentity) -> [FeedbackTuple] {
+        inner.withLock { state in
+            state.stats.feedbackConnections += 1
+            return Self.pendingFeedback(in: state, identity: identity, environment: environment)
+        }
+    }
+
+    /// The service's list is cleared once read: marks the tuples a connection received in full, unless the token
+    /// was unregistered again since.
+    func feedbackDelivered(_ tuples: [FeedbackTuple]) {
+        inner.withLock { state in
+            state.stats.feedbackTuplesSent += tuples.count
+            for tuple in tuples {
+                let hex = DeviceToken.hex(tuple.token)
+                guard var token = state.tokens[hex], let milliseconds = token.unregisteredAt,
+                    UInt32(clamping: milliseconds / 1000) == tuple.timestamp
+                else { continue }
+                token.feedbackRead = true
+                state.tokens[hex] = token
+            }
+        }
+    }
+
+    /// Answer status 10 (Shutdown) on the gateway connection that takes the `afterNotifications`-th notification
+    /// from now, naming it as the last one taken, and close that connection.
+    public func setLegacyShutdown(_ shutdown: SimulatorScenario.LegacyShutdown?) throws(ScenarioError) {
+        let checked = try shutdown?.validated()
+        inner.withLock { $0.legacyShutdown = checked }
+    }
+
     // MARK: Scenario API
 
     /// Registers what the simulator should know about a token (topic, environment, unregistration).
@@ -225,6 +371,7 @@ public final class SimulatorState: Sendable {
             var current = state.tokens[token.hex] ?? .init()
             current.unregisteredAt = Int64((when.timeIntervalSince1970 * 1000).rounded())
             current.unregisteredReason = reason.rawValue
+            current.feedbackRead = nil
             state.tokens[token.hex] = current
         }
     }
@@ -274,7 +421,9 @@ public final class SimulatorState: Sendable {
     /// The current scenarios, as the control API shows them.
     public func scenarios() -> ScenarioSnapshot {
         inner.withLock {
-            ScenarioSnapshot(faults: $0.faults, latency: $0.latency, goAway: $0.goAway?.event, drop: $0.drop?.event)
+            ScenarioSnapshot(
+                faults: $0.faults, latency: $0.latency, goAway: $0.goAway?.event, drop: $0.drop?.event,
+                legacyShutdown: $0.legacyShutdown)
         }
     }
 
@@ -286,6 +435,7 @@ public final class SimulatorState: Sendable {
             state.latency = nil
             state.goAway = nil
             state.drop = nil
+            state.legacyShutdown = nil
             state.log.removeAll()
             let active = state.stats.connectionsActive
             state.stats = SimulatorStats()
@@ -320,4 +470,5 @@ public struct ScenarioSnapshot: Codable, Hashable, Sendable {
     public var latency: SimulatorScenario.Latency?
     public var goAway: SimulatorScenario.ConnectionEvent?
     public var drop: SimulatorScenario.ConnectionEvent?
+    public var legacyShutdown: SimulatorScenario.LegacyShutdown?
 }
