@@ -53,43 +53,11 @@ public final class APNsClient: Service, Sendable {
         try configuration.validate()
         self.configuration = configuration
         self.logger = logger
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.minimumTLSVersion = .tlsv12
-        tls.applicationProtocols = ["h2"]
-        if let roots = configuration.endpoint.trustRootsPEM {
-            do {
-                tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(roots.utf8)))
-            } catch {
-                throw APNsClientError.invalidCredentials("the endpoint's trusted CA is not PEM certificates")
-            }
-        }
-        let tokens: ProviderTokenCache?
-        switch configuration.authentication {
-        case .token(let key):
+        let sslContext = try ClientTLS.context(
+            authentication: configuration.authentication, endpoint: configuration.endpoint, applicationProtocols: ["h2"])
+        var tokens: ProviderTokenCache?
+        if case .token(let key) = configuration.authentication {
             tokens = ProviderTokenCache(key: key, refreshInterval: configuration.tokenRefreshInterval, clock: configuration.clock)
-        case .certificate(let chainPEM, let privateKeyPEM):
-            tokens = nil
-            do {
-                tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(chainPEM.utf8)).map { .certificate($0) }
-                tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(privateKeyPEM.utf8), format: .pem))
-            } catch {
-                throw APNsClientError.invalidCredentials("the client certificate or its key is not PEM")
-            }
-        case .pkcs12(let bytes, let passphrase):
-            tokens = nil
-            do {
-                let bundle = try NIOSSLPKCS12Bundle(buffer: bytes, passphrase: Array(passphrase.utf8))
-                tls.certificateChain = bundle.certificateChain.map { .certificate($0) }
-                tls.privateKey = .privateKey(bundle.privateKey)
-            } catch {
-                throw APNsClientError.invalidCredentials("the PKCS#12 bundle cannot be opened (wrong passphrase or not PKCS#12)")
-            }
-        }
-        let sslContext: NIOSSLContext
-        do {
-            sslContext = try NIOSSLContext(configuration: tls)
-        } catch {
-            throw APNsClientError.invalidCredentials("TLS cannot be set up with these credentials: \(error)")
         }
         let metrics = APNsClientMetrics()
         self.pool = APNsConnectionPool(

@@ -270,7 +270,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             idlePingInterval: configuration.idlePingInterval.timeAmount,
             pingTimeout: configuration.pingTimeout.timeAmount)
         let sslContext = self.sslContext
-        let serverHostname = endpoint.host.first?.isNumber == true || endpoint.host.contains(":") ? nil : endpoint.host
+        let serverHostname = ClientTLS.serverHostname(endpoint.host)
         ClientBootstrap(group: loop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))

@@ -1,0 +1,66 @@
+import TernAPNs
+
+/// How a ``LegacyGatewayClient`` or ``LegacyFeedbackClient`` reaches a legacy binary service (Apple's retired
+/// ports 2195 and 2196, or the simulator's) and how it judges what it wrote.
+public struct LegacyClientConfiguration: Sendable {
+    /// A client certificate (`.certificate` or `.pkcs12`): the binary services take no provider tokens.
+    public var authentication: APNsClientConfiguration.Authentication
+    public var endpoint: APNsClientConfiguration.Endpoint
+    /// The format notifications are written in: `.frame` (command 2, the default), `.enhanced` (command 1) or
+    /// `.simple` (command 0, which gets no error responses, so its rejections go unseen).
+    public var format = LegacyCommand.frame
+    /// The gateway answers only failures. A written notification counts as accepted once this long has passed
+    /// without an error response naming it or an earlier one; until then it is kept for re-sending.
+    public var replayWindow: Duration = .milliseconds(500)
+    /// Most notifications written and not yet settled; writing waits when this many are. With ``replayWindow`` it
+    /// bounds throughput per client (capacity ÷ window) and memory (capacity × notification size).
+    public var replayCapacity = 65_536
+    public var reconnectBackoff = APNsClientConfiguration.Backoff(initial: .milliseconds(200), maximum: .seconds(30))
+    /// Connections in a row that fail without settling anything before the notifications waiting end with
+    /// ``LegacyOutcome/failed(_:)``.
+    public var maxConnectFailures = 5
+    /// The most a feedback read may take, connect to end of stream.
+    public var feedbackTimeout: Duration = .seconds(60)
+
+    public init(authentication: APNsClientConfiguration.Authentication, endpoint: APNsClientConfiguration.Endpoint) {
+        self.authentication = authentication
+        self.endpoint = endpoint
+    }
+
+    /// Apple's gateway for an environment (retired in March 2021: useful only to gateways that still speak it).
+    public static func appleGateway(_ environment: APNsEnvironment) -> APNsClientConfiguration.Endpoint {
+        .init(host: environment == .production ? "gateway.push.apple.com" : "gateway.sandbox.push.apple.com", port: 2195)
+    }
+
+    /// Apple's feedback service for an environment (retired with the gateway).
+    public static func appleFeedback(_ environment: APNsEnvironment) -> APNsClientConfiguration.Endpoint {
+        .init(host: environment == .production ? "feedback.push.apple.com" : "feedback.sandbox.push.apple.com", port: 2196)
+    }
+
+    func validate() throws {
+        if case .token = authentication {
+            throw APNsClientError.invalidConfiguration("the legacy binary services take a client certificate, not a provider token")
+        }
+        guard (1...65_535).contains(endpoint.port), !endpoint.host.isEmpty else {
+            throw APNsClientError.invalidConfiguration("the endpoint needs a host and a port 1…65535")
+        }
+        guard replayWindow >= .milliseconds(10) else {
+            throw APNsClientError.invalidConfiguration("replayWindow must be at least 10 ms")
+        }
+        guard (1...10_000_000).contains(replayCapacity) else {
+            throw APNsClientError.invalidConfiguration("replayCapacity must be 1…10000000")
+        }
+        guard maxConnectFailures >= 1 else { throw APNsClientError.invalidConfiguration("maxConnectFailures must be 1 or more") }
+        guard feedbackTimeout > .zero else { throw APNsClientError.invalidConfiguration("feedbackTimeout must be positive") }
+    }
+}
+
+/// What became of one notification sent over the legacy gateway.
+public enum LegacyOutcome: Hashable, Sendable {
+    /// No error response named it within the replay window (or one named a later notification).
+    case accepted
+    /// The gateway's error response for it.
+    case rejected(LegacyStatus)
+    /// It could not be sent: it does not encode, no connection could be made, or the client is shut down.
+    case failed(String)
+}

@@ -1,0 +1,91 @@
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import TernAPNs
+
+/// Reads the legacy feedback service: connects with the client certificate, reads to the end of the stream and
+/// returns the (token, timestamp) tuples, however the bytes were chunked. The service clears its list once read,
+/// so the caller must keep or apply what it gets.
+public enum LegacyFeedbackClient {
+    /// - Throws: ``APNsClientError`` (`connectionFailed` when no connection could be made or the stream held
+    ///   something other than whole tuples, `timedOut` past ``LegacyClientConfiguration/feedbackTimeout``,
+    ///   `invalidCredentials`, `invalidConfiguration`).
+    public static func fetch(
+        _ configuration: LegacyClientConfiguration,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> [FeedbackTuple] {
+        try configuration.validate()
+        let sslContext = try ClientTLS.context(
+            authentication: configuration.authentication, endpoint: configuration.endpoint, applicationProtocols: [])
+        let eventLoop = eventLoopGroup.next()
+        let promise = eventLoop.makePromise(of: [FeedbackTuple].self)
+        let hostname = ClientTLS.serverHostname(configuration.endpoint.host)
+        let endpoint = "\(configuration.endpoint.host):\(configuration.endpoint.port)"
+        let connect = ClientBootstrap(group: eventLoop)
+            .connectTimeout(.seconds(10))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: hostname))
+                    try channel.pipeline.syncOperations.addHandler(FeedbackReadHandler(promise: promise))
+                }
+            }
+            .connect(host: configuration.endpoint.host, port: configuration.endpoint.port)
+        connect.whenFailure { error in
+            promise.fail(APNsClientError.connectionFailed("cannot connect to the feedback service at \(endpoint): \(error)"))
+        }
+        let timeout = eventLoop.scheduleTask(in: configuration.feedbackTimeout.timeAmount) {
+            promise.fail(APNsClientError(code: .timedOut, message: "the feedback service at \(endpoint) did not finish in time"))
+            connect.whenSuccess { $0.close(promise: nil) }
+        }
+        defer { timeout.cancel() }
+        return try await promise.futureResult.get()
+    }
+}
+
+/// Feeds what the service sends to a ``FeedbackDecoder`` and completes at end of stream.
+final class FeedbackReadHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let promise: EventLoopPromise<[FeedbackTuple]>
+    private var decoder = FeedbackDecoder()
+    private var tuples: [FeedbackTuple] = []
+    private var failure: APNsClientError?
+
+    init(promise: EventLoopPromise<[FeedbackTuple]>) {
+        self.promise = promise
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard failure == nil else { return }
+        decoder.feed(unwrapInboundIn(data).readableBytesView)
+        do {
+            tuples += try decoder.tuples()
+        } catch {
+            failure = APNsClientError.connectionFailed("the feedback stream is not feedback tuples: \(error)")
+            context.close(promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if let failure {
+            promise.fail(failure)
+        } else {
+            do {
+                try decoder.finish()
+                promise.succeed(tuples)
+            } catch {
+                promise.fail(APNsClientError.connectionFailed("the feedback stream ended early: \(error)"))
+            }
+        }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // NIOSSL reports an unclean close at the end of a stream that was otherwise whole; the decoder judges that.
+        if !(error is NIOSSLError && (error as? NIOSSLError) == .uncleanShutdown) {
+            failure = failure ?? APNsClientError.connectionFailed("the feedback connection failed: \(error)")
+        }
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,407 @@
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import TernAPNs
+
+/// Sends notifications over the legacy binary gateway on one long-lived TLS connection with a client certificate.
+///
+/// The gateway answers only failures: a 6-byte error response, after which it closes the connection and discards
+/// whatever followed. So the client numbers every notification, writes them in batches and keeps what it wrote in a
+/// replay buffer until ``LegacyClientConfiguration/replayWindow`` has passed. An error response settles the
+/// notifications before the one it names as accepted and that one as rejected, and sends the ones after it again on
+/// a new connection; status 10 (Shutdown) names the last one taken, so only what follows it goes again. A
+/// connection that closes without a word has everything unsettled sent again. Reconnects back off, and after
+/// ``LegacyClientConfiguration/maxConnectFailures`` fruitless connections in a row the waiting notifications fail.
+///
+/// ```swift
+/// let client = try LegacyGatewayClient(configuration: configuration)
+/// let outcomes = await client.send(notifications)   // one LegacyOutcome per notification, in order
+/// await client.shutdown()
+/// ```
+public final class LegacyGatewayClient: Sendable {
+    public let configuration: LegacyClientConfiguration
+    private let eventLoop: any EventLoop
+    private let core: NIOLoopBoundBox<LegacyGatewayCore>
+
+    public init(
+        configuration: LegacyClientConfiguration,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "tern.apns.legacy")
+    ) throws {
+        try configuration.validate()
+        self.configuration = configuration
+        let sslContext = try ClientTLS.context(
+            authentication: configuration.authentication, endpoint: configuration.endpoint, applicationProtocols: [])
+        let eventLoop = eventLoopGroup.next()
+        self.eventLoop = eventLoop
+        self.core = NIOLoopBoundBox.makeBoxSendingValue(
+            LegacyGatewayCore(configuration: configuration, sslContext: sslContext, eventLoop: eventLoop, logger: logger),
+            eventLoop: eventLoop)
+        eventLoop.execute { [core] in core.value.start() }
+    }
+
+    /// Sends `notifications` in order and returns one outcome each, in the same order, once every one is settled
+    /// (at the latest a replay window after it was written). The client sets each notification's identifier.
+    public func send(_ notifications: [LegacyNotification]) async -> [LegacyOutcome] {
+        guard !notifications.isEmpty else { return [] }
+        return await withCheckedContinuation { continuation in
+            eventLoop.execute { [core] in
+                core.value.enqueue(notifications) { continuation.resume(returning: $0) }
+            }
+        }
+    }
+
+    /// Lets every notification already handed over settle, then closes the connection. Later sends fail.
+    public func shutdown() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            eventLoop.execute { [core] in core.value.shutdown { continuation.resume() } }
+        }
+    }
+
+    /// Connections opened so far (for tests and metrics).
+    public var connectionsOpened: Int {
+        get async {
+            await withCheckedContinuation { continuation in
+                eventLoop.execute { [core] in continuation.resume(returning: core.value.connectionsOpened) }
+            }
+        }
+    }
+}
+
+/// The client's state, on its event loop only.
+final class LegacyGatewayCore {
+    /// The notifications of one `send` call, and where their outcomes go.
+    final class Batch {
+        var outcomes: [LegacyOutcome?]
+        var remaining: Int
+        let done: ([LegacyOutcome]) -> Void
+
+        init(count: Int, done: @escaping ([LegacyOutcome]) -> Void) {
+            self.outcomes = Array(repeating: nil, count: count)
+            self.remaining = count
+            self.done = done
+        }
+
+        func settle(_ index: Int, _ outcome: LegacyOutcome) {
+            guard outcomes[index] == nil else { return }
+            outcomes[index] = outcome
+            remaining -= 1
+            if remaining == 0 { done(outcomes.map { $0 ?? .accepted }) }
+        }
+    }
+
+    struct Entry {
+        var identifier: UInt32
+        var bytes: ByteBuffer
+        var batch: Batch
+        var index: Int
+        var writtenAt = NIODeadline.uptimeNanoseconds(0)
+    }
+
+    private enum Connection {
+        case idle
+        case connecting
+        /// `closing`: an error response came; nothing more is written on it.
+        case open(any Channel, generation: Int, closing: Bool)
+        case waiting(Scheduled<Void>)
+    }
+
+    private let configuration: LegacyClientConfiguration
+    private let sslContext: NIOSSLContext
+    private let eventLoop: any EventLoop
+    private let logger: Logger
+    private var pending = CircularBuffer<Entry>()
+    private var written = CircularBuffer<Entry>()
+    private var connection = Connection.idle
+    private var generation = 0
+    private var nextIdentifier: UInt32 = 1
+    private var fruitlessConnections = 0
+    private var progressOnConnection = false
+    private var lastProblem: String?
+    private var sweep: RepeatedTask?
+    private var shuttingDown = false
+    private var drained: [() -> Void] = []
+    private(set) var connectionsOpened = 0
+
+    init(configuration: LegacyClientConfiguration, sslContext: NIOSSLContext, eventLoop: any EventLoop, logger: Logger) {
+        self.configuration = configuration
+        self.sslContext = sslContext
+        self.eventLoop = eventLoop
+        self.logger = logger
+    }
+
+    func start() {
+        let interval = TimeAmount.nanoseconds(max(5_000_000, configuration.replayWindow.nanoseconds / 4))
+        let core = NIOLoopBound(self, eventLoop: eventLoop)
+        sweep = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in core.value.settleOld() }
+    }
+
+    // MARK: Sending
+
+    func enqueue(_ notifications: [LegacyNotification], done: @escaping ([LegacyOutcome]) -> Void) {
+        let batch = Batch(count: notifications.count, done: done)
+        guard !shuttingDown else {
+            for index in notifications.indices { batch.settle(index, .failed("the client is shut down")) }
+            return
+        }
+        for (index, var notification) in notifications.enumerated() {
+            notification.identifier = nextIdentifier
+            nextIdentifier = nextIdentifier == .max ? 1 : nextIdentifier + 1
+            do {
+                let bytes = try notification.encoded(as: configuration.format)
+                pending.append(Entry(identifier: notification.identifier, bytes: ByteBuffer(bytes: bytes), batch: batch, index: index))
+            } catch {
+                batch.settle(index, .failed("not sent: \(error)"))
+            }
+        }
+        pump()
+    }
+
+    /// Writes what waits, as far as the replay buffer and the socket allow, connecting first if need be.
+    func pump() {
+        guard !pending.isEmpty else { return checkDrained() }
+        switch connection {
+        case .idle:
+            connect()
+        case .connecting, .waiting:
+            break
+        case .open(let channel, _, let closing):
+            guard !closing else { return }
+            let now = NIODeadline.now()
+            var wroteAny = false
+            while !pending.isEmpty, written.count < configuration.replayCapacity, channel.isWritable {
+                // Coalesce a run of notifications into one buffer: one write per run, one flush per pump.
+                var run = channel.allocator.buffer(capacity: 64 * 1024)
+                while run.readableBytes < 60 * 1024, !pending.isEmpty, written.count < configuration.replayCapacity {
+                    var entry = pending.removeFirst()
+                    run.writeImmutableBuffer(entry.bytes)
+                    entry.writtenAt = now
+                    written.append(entry)
+                }
+                channel.write(run, promise: nil)
+                wroteAny = true
+            }
+            if wroteAny { channel.flush() }
+        }
+    }
+
+    /// Settles as accepted what has been written for a whole replay window without an error response.
+    func settleOld() {
+        let cutoff = NIODeadline.now() - configuration.replayWindow.timeAmount
+        var settled = false
+        while let first = written.first, first.writtenAt <= cutoff {
+            written.removeFirst()
+            first.batch.settle(first.index, .accepted)
+            settled = true
+        }
+        if settled {
+            noteProgress()
+            pump()
+        }
+        checkDrained()
+    }
+
+    private func noteProgress() {
+        progressOnConnection = true
+        fruitlessConnections = 0
+        lastProblem = nil
+    }
+
+    // MARK: Connection
+
+    private func connect() {
+        connection = .connecting
+        generation += 1
+        let generation = self.generation
+        progressOnConnection = false
+        let core = NIOLoopBound(self, eventLoop: eventLoop)
+        let sslContext = self.sslContext
+        let hostname = ClientTLS.serverHostname(configuration.endpoint.host)
+        ClientBootstrap(group: eventLoop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.seconds(10))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: hostname))
+                    try channel.pipeline.syncOperations.addHandler(
+                        LegacyGatewayClientHandler(generation: generation, core: core))
+                }
+            }
+            .connect(host: configuration.endpoint.host, port: configuration.endpoint.port)
+            .whenComplete { result in
+                let core = core.value
+                switch result {
+                case .success(let channel):
+                    core.connected(channel, generation: generation)
+                case .failure(let error):
+                    core.lastProblem = "cannot connect to \(core.configuration.endpoint.host):\(core.configuration.endpoint.port): \(error)"
+                    core.connectionEnded(generation: generation)
+                }
+            }
+    }
+
+    private func connected(_ channel: any Channel, generation: Int) {
+        guard generation == self.generation, case .connecting = connection else {
+            channel.close(promise: nil)
+            return
+        }
+        connectionsOpened += 1
+        connection = .open(channel, generation: generation, closing: false)
+        logger.debug("legacy gateway connected", metadata: ["generation": "\(generation)"])
+        pump()
+    }
+
+    /// An error response on connection `generation`.
+    func received(_ response: LegacyErrorResponse, generation: Int) {
+        guard case .open(let channel, let current, _) = connection, current == generation else { return }
+        connection = .open(channel, generation: generation, closing: true)
+        noteProgress()
+        var resend: [Entry] = []
+        if let position = written.firstIndex(where: { $0.identifier == response.identifier }) {
+            for _ in 0..<written.distance(from: written.startIndex, to: position) {
+                let entry = written.removeFirst()
+                entry.batch.settle(entry.index, .accepted)
+            }
+            let named = written.removeFirst()
+            // Status 10 names the last notification the gateway took; any other names the one it refused.
+            named.batch.settle(named.index, response.status == .shutdown ? .accepted : .rejected(response.status))
+            resend = takeWritten()
+        } else {
+            // It names a notification already settled (or none we know): everything still held came after it.
+            if response.status != .shutdown {
+                logger.warning(
+                    "legacy gateway rejected a notification outside the replay window; widen replayWindow",
+                    metadata: ["status": "\(response.status)", "identifier": "\(response.identifier)"])
+            }
+            resend = takeWritten()
+        }
+        requeueFront(resend)
+        logger.debug(
+            "legacy gateway error response",
+            metadata: ["status": "\(response.status)", "identifier": "\(response.identifier)", "resending": "\(resend.count)"])
+        channel.close(promise: nil)
+    }
+
+    /// The connection (or the attempt) `generation` is over: what it held unsettled goes again.
+    func connectionEnded(generation: Int) {
+        guard generation == self.generation else { return }
+        switch connection {
+        case .connecting, .open: break
+        case .idle, .waiting: return
+        }
+        requeueFront(takeWritten())
+        if !progressOnConnection {
+            fruitlessConnections += 1
+            if lastProblem == nil { lastProblem = "the gateway closed the connection without settling anything" }
+        }
+        connection = .idle
+        if fruitlessConnections >= configuration.maxConnectFailures {
+            let reason = lastProblem ?? "no connection to the gateway"
+            logger.warning(
+                "legacy gateway unreachable; failing the notifications waiting",
+                metadata: ["waiting": "\(pending.count)", "problem": "\(reason)"])
+            while !pending.isEmpty {
+                let entry = pending.removeFirst()
+                entry.batch.settle(entry.index, .failed(reason))
+            }
+            fruitlessConnections = 0
+            lastProblem = nil
+            return checkDrained()
+        }
+        guard !pending.isEmpty else { return checkDrained() }
+        let delay: TimeAmount = configuration.reconnectBackoff.delay(afterFailures: fruitlessConnections)
+        if delay == .zero {
+            connect()
+        } else {
+            let core = NIOLoopBound(self, eventLoop: eventLoop)
+            connection = .waiting(eventLoop.scheduleTask(in: delay) {
+                let core = core.value
+                guard case .waiting = core.connection else { return }
+                core.connection = .idle
+                core.pump()
+            })
+        }
+    }
+
+    private func takeWritten() -> [Entry] {
+        defer { written.removeAll(keepingCapacity: true) }
+        return Array(written)
+    }
+
+    private func requeueFront(_ entries: [Entry]) {
+        for entry in entries.reversed() { pending.prepend(entry) }
+    }
+
+    // MARK: Shutdown
+
+    func shutdown(_ done: @escaping () -> Void) {
+        shuttingDown = true
+        drained.append(done)
+        checkDrained()
+    }
+
+    private func checkDrained() {
+        guard shuttingDown, pending.isEmpty, written.isEmpty, !drained.isEmpty else { return }
+        sweep?.cancel()
+        sweep = nil
+        switch connection {
+        case .open(let channel, _, _): channel.close(promise: nil)
+        case .waiting(let task): task.cancel()
+        case .idle, .connecting: break
+        }
+        connection = .idle
+        generation += 1
+        let waiters = drained
+        drained = []
+        for waiter in waiters { waiter() }
+    }
+}
+
+/// Reads the gateway's error response on one connection and reports the connection's end.
+final class LegacyGatewayClientHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let generation: Int
+    private let core: NIOLoopBound<LegacyGatewayCore>
+    private var received: [UInt8] = []
+
+    init(generation: Int, core: NIOLoopBound<LegacyGatewayCore>) {
+        self.generation = generation
+        self.core = core
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        guard received.count < LegacyErrorResponse.byteCount else { return }
+        received += buffer.readableBytesView.prefix(LegacyErrorResponse.byteCount - received.count)
+        guard received.count == LegacyErrorResponse.byteCount else { return }
+        if let response = try? LegacyErrorResponse(decoding: received) {
+            core.value.received(response, generation: generation)
+        } else {
+            // Not an error response: the stream is not the gateway's.
+            context.close(promise: nil)
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { core.value.pump() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        core.value.connectionEnded(generation: generation)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        core.value.noteProblem("\(error)")
+        context.close(promise: nil)
+    }
+}
+
+extension LegacyGatewayCore {
+    func noteProblem(_ problem: String) {
+        lastProblem = problem
+    }
+}
