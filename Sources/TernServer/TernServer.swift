@@ -80,18 +80,20 @@ public final class TernServer: Sendable {
         let adminTokenHash = try await adminTokenHash(store)
 
         let simulator: APNsSimulator?
+        var simulatorAuthority: SimulatorCertificateAuthority?
         if configuration.simulator {
             let simulatorConfiguration = try EmbeddedSimulator.configuration(
                 serverKey: serverKey, stateDirectory: URL(fileURLWithPath: configuration.simulatorStateDirectory, isDirectory: true))
             var simulatorLogger = logger
             simulatorLogger.logLevel = max(logger.logLevel, .warning)
             simulator = APNsSimulator(configuration: simulatorConfiguration, logger: simulatorLogger)
+            simulatorAuthority = simulatorConfiguration.certificateAuthority
         } else {
             simulator = nil
         }
 
         let clients = ClientDirectory(
-            serverKey: serverKey, simulatorEndpoint: nil, connections: configuration.apnsConnections, logger: logger)
+            serverKey: serverKey, simulator: nil, connections: configuration.apnsConnections, logger: logger)
         let webhooks = WebhookSender(store: store, serverKey: serverKey, logger: logger)
         let dispatcher = PushDispatcher(
             store: store, clients: clients,
@@ -102,9 +104,13 @@ public final class TernServer: Sendable {
         let badgeUpdates = BadgeUpdates(
             store: store, clients: clients, order: dispatcher.order, delay: .milliseconds(configuration.inboxBadgeUpdateDelay),
             logger: logger)
+        let feedback = FeedbackPoller(
+            store: store, clients: clients, checkInterval: .seconds(configuration.feedbackCheckInterval),
+            onTokensPruned: { webhooks.wake() }, logger: logger)
         let cache = AppCache(store: store)
         let apps = AppsAPI(
-            store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache)
+            store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache,
+            simulatorAuthority: simulatorAuthority, feedback: feedback)
         var demo: (appKey: String, masterSecret: String)?
         if configuration.demoApp, configuration.simulator, try await store.apps().isEmpty {
             let created = try await apps.create(
@@ -136,10 +142,11 @@ public final class TernServer: Sendable {
         services.append(DispatcherService(dispatcher: dispatcher, clients: clients) {
             if let simulator {
                 try await simulator.waitUntilReady()
-                await clients.useSimulator(EmbeddedSimulator.endpoint(of: simulator))
+                await clients.useSimulator(EmbeddedSimulator.ports(of: simulator))
             }
         })
         services.append(webhooks)
+        services.append(feedback)
         services.append(InboxSweeper(store: store, interval: .seconds(configuration.inboxSweepInterval), logger: logger))
         services.append(application)
         let group = ServiceGroup(

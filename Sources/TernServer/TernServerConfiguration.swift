@@ -38,6 +38,8 @@ public struct TernServerConfiguration: Sendable {
     /// How long reads are gathered before the silent badge update they cause, in milliseconds: a burst of reads
     /// within it makes one update per device.
     public var inboxBadgeUpdateDelay = 500
+    /// How often the feedback poller looks for legacy apps whose interval has passed, in seconds.
+    public var feedbackCheckInterval = 60
 
     public init() {}
 
@@ -54,6 +56,7 @@ public struct TernServerConfiguration: Sendable {
         guard (1...1024).contains(deliveryPushes) else { throw .init("delivery.pushes must be 1-1024") }
         guard (1...86_400).contains(inboxSweepInterval) else { throw .init("inbox.sweepInterval must be 1-86400 seconds") }
         guard (0...60_000).contains(inboxBadgeUpdateDelay) else { throw .init("inbox.badgeUpdateDelay must be 0-60000 ms") }
+        guard (1...86_400).contains(feedbackCheckInterval) else { throw .init("feedback.checkInterval must be 1-86400 seconds") }
     }
 }
 
@@ -99,6 +102,7 @@ extension TernServerConfiguration {
         configuration.deliveryPushes = reader.int(forKey: "delivery.pushes") ?? configuration.deliveryPushes
         configuration.inboxSweepInterval = reader.int(forKey: "inbox.sweepInterval") ?? configuration.inboxSweepInterval
         configuration.inboxBadgeUpdateDelay = reader.int(forKey: "inbox.badgeUpdateDelay") ?? configuration.inboxBadgeUpdateDelay
+        configuration.feedbackCheckInterval = reader.int(forKey: "feedback.checkInterval") ?? configuration.feedbackCheckInterval
         return configuration
     }
 }

@@ -21,6 +21,13 @@ public struct AppRecord: Sendable, Equatable {
     public var inboxMaxTTL: Int = AppRecord.defaultInboxMaxTTL
     /// The most unexpired messages one user's (or alias-less device's) inbox keeps; the oldest go first.
     public var inboxCap: Int = AppRecord.defaultInboxCap
+    /// How notifications go out: `http2` (the provider API) or `legacy` (the binary gateway, with its feedback
+    /// service polled for dead tokens).
+    public var transport: String = AppRecord.http2
+    /// For `legacy`: seconds between two reads of the feedback service.
+    public var feedbackInterval: Int = AppRecord.defaultFeedbackInterval
+    /// When the feedback service was last read for this app (by any node).
+    public var feedbackPolledAt: Date?
     public var createdAt: Date
     public var updatedAt: Date
 
@@ -29,6 +36,12 @@ public struct AppRecord: Sendable, Equatable {
     /// The app-level maximum unless set: 30 days, also the highest it can be set to.
     public static let defaultInboxMaxTTL = 30 * 24 * 3600
     public static let defaultInboxCap = 1000
+    public static let http2 = "http2"
+    public static let legacy = "legacy"
+    /// Apple asked providers to read the feedback service about once a day; twice a day is the usual choice.
+    public static let defaultFeedbackInterval = 12 * 3600
+    /// More often than this looks like an attack to a gateway (and finds nothing new).
+    public static let minimumFeedbackInterval = 300
 
     /// A custom APNs endpoint (such as a simulator).
     public struct Endpoint: Sendable, Equatable {
@@ -36,11 +49,14 @@ public struct AppRecord: Sendable, Equatable {
         public var port: Int
         /// PEM of the CA to trust for it, if not the system's.
         public var caPEM: String?
+        /// For the legacy transport: the feedback service's port on the same host (``port`` is the gateway's).
+        public var feedbackPort: Int?
 
-        public init(host: String, port: Int, caPEM: String?) {
+        public init(host: String, port: Int, caPEM: String?, feedbackPort: Int? = nil) {
             self.host = host
             self.port = port
             self.caPEM = caPEM
+            self.feedbackPort = feedbackPort
         }
     }
 

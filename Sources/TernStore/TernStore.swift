@@ -38,6 +38,8 @@ public protocol TernStore: Sendable {
     func updateApp(_ app: AppRecord) async throws
     /// Deletes the app with its devices, token events and pushes. Returns false if there was no such app.
     func deleteApp(_ id: String) async throws -> Bool
+    /// Notes when the legacy feedback service was read for `app`, without touching the app's `updatedAt`.
+    func recordFeedbackPoll(app: String, at: Date) async throws
 
     // MARK: Device registry
 

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import TernAPNsClient
+import TernSimulator
 import TernStore
 import TernWeb
 
@@ -11,6 +12,10 @@ struct AppsAPI {
     let serverKey: ServerKey
     let clients: ClientDirectory
     let cache: AppCache
+    /// The built-in simulator's CA, which issues the push certificate of a simulator app on the legacy transport.
+    var simulatorAuthority: SimulatorCertificateAuthority?
+    /// Reads the legacy feedback service on request (`POST /v1/apps/{app}/feedback`).
+    var feedback: FeedbackPoller?
 
     struct CreateRequest: Decodable {
         var id: String
@@ -24,12 +29,18 @@ struct AppsAPI {
         var inboxMaxTTL: Int?
         /// Unexpired messages one user's inbox keeps at most (default 1,000); the oldest go first.
         var inboxCap: Int?
+        /// `http2` (default) or `legacy`: the binary gateway, with a certificate, and its feedback service polled.
+        var transport: String?
+        /// For `legacy`: seconds between reads of the feedback service (default 12 hours, at least 5 minutes).
+        var feedbackInterval: Int?
     }
 
     struct EndpointInput: Codable {
         var host: String
         var port: Int
         var caPEM: String?
+        /// For the legacy transport: the feedback service's port (default: the gateway's port + 1).
+        var feedbackPort: Int?
     }
 
     struct UpdateRequest: Decodable {
@@ -42,6 +53,8 @@ struct AppsAPI {
         var inboxMaxTTL: Int?
         /// Unexpired messages one user's inbox keeps at most (default 1,000); the oldest go first.
         var inboxCap: Int?
+        var transport: String?
+        var feedbackInterval: Int?
         /// Secrets to replace: `appKey`, `masterSecret`. The new ones are in the answer, once.
         var rotate: [String]?
     }
@@ -56,6 +69,9 @@ struct AppsAPI {
         var webhookURL: String?
         var inboxMaxTTL: Int
         var inboxCap: Int
+        var transport: String
+        var feedbackInterval: Int?
+        var feedbackPolledAt: Date?
         var createdAt: Date
         var updatedAt: Date
         var appKey: String?
@@ -68,6 +84,7 @@ struct AppsAPI {
         var host: String
         var port: Int
         var customCA: Bool
+        var feedbackPort: Int?
     }
 
     struct AppList: ResponseEncodable {
@@ -94,6 +111,26 @@ struct AppsAPI {
             let body = try await JSONBody.decode(UpdateRequest.self, from: request)
             return try await update(try await app(context), body)
         }
+        // Reads a legacy app's feedback service now, instead of waiting for its interval.
+        apps.post(":app/feedback") { request, context -> FeedbackPoller.Result in
+            try authorization.requireAdmin(request)
+            let app = try await app(context)
+            guard app.transport == AppRecord.legacy, let feedback else {
+                throw JSONAPIError.conflict(field: "transport", "app \(app.id) delivers over HTTP/2, which has no feedback service")
+            }
+            do {
+                return try await feedback.poll(app)
+            } catch FeedbackPoller.PollError.tooSoon(let retryAfter) {
+                let seconds = max(1, Int(retryAfter.timeIntervalSinceNow.rounded(.up)))
+                throw JSONAPIError(
+                    status: .tooManyRequests, error: "tooSoon",
+                    message: "the feedback service was read less than \(Int(FeedbackPoller.minimumSpacing)) s ago; try again in \(seconds) s")
+            } catch let error as JSONAPIError {
+                throw error
+            } catch {
+                throw JSONAPIError(status: .badGateway, error: "feedbackUnavailable", message: "cannot read the feedback service: \(error)")
+            }
+        }
         apps.delete(":app") { request, context -> HTTPResponse.Status in
             try authorization.requireAdmin(request)
             let id = try await app(context).id
@@ -115,15 +152,16 @@ struct AppsAPI {
         try Self.validateID(body.id)
         try Self.validateTopic(body.topic)
         let endpoint = try Self.validate(environment: body.environment, endpoint: body.endpoint)
+        let transport = try Self.validateTransport(body.transport) ?? AppRecord.http2
         let credentials: AppCredentials
         switch (body.credentials, body.environment) {
         case (.some, AppEnvironment.simulator):
             throw JSONAPIError.badRequest(field: "credentials", "apps on the built-in simulator use its key: leave credentials out")
         case (let given?, _): credentials = given
-        case (nil, AppEnvironment.simulator): credentials = EmbeddedSimulator.credentials(serverKey)
+        case (nil, AppEnvironment.simulator): credentials = try simulatorCredentials(topic: body.topic, transport: transport)
         case (nil, _): throw JSONAPIError.badRequest(field: "credentials", "credentials are required (token key, certificate or PKCS#12)")
         }
-        try Self.check(credentials)
+        try Self.check(credentials, transport: transport)
         try Self.validateWebhook(body.webhookURL)
         let appKey = Secrets.generate(prefix: "tak_")
         let masterSecret = Secrets.generate(prefix: "tms_")
@@ -134,6 +172,8 @@ struct AppsAPI {
             updatedAt: now)
         record.inboxMaxTTL = try Self.validateInboxMaxTTL(body.inboxMaxTTL) ?? record.inboxMaxTTL
         record.inboxCap = try Self.validateInboxCap(body.inboxCap) ?? record.inboxCap
+        record.transport = transport
+        record.feedbackInterval = try Self.validateFeedbackInterval(body.feedbackInterval) ?? record.feedbackInterval
         do {
             try await store.createApp(record)
         } catch StoreError.conflict {
@@ -156,12 +196,25 @@ struct AppsAPI {
             let environment = body.environment ?? app.environment
             updated.endpoint = try Self.validate(
                 environment: environment,
-                endpoint: body.endpoint ?? app.endpoint.map { EndpointInput(host: $0.host, port: $0.port, caPEM: $0.caPEM) })
+                endpoint: body.endpoint
+                    ?? app.endpoint.map { EndpointInput(host: $0.host, port: $0.port, caPEM: $0.caPEM, feedbackPort: $0.feedbackPort) })
             updated.environment = environment
         }
+        updated.transport = try Self.validateTransport(body.transport) ?? updated.transport
+        updated.feedbackInterval = try Self.validateFeedbackInterval(body.feedbackInterval) ?? updated.feedbackInterval
         if let credentials = body.credentials {
-            try Self.check(credentials)
+            guard updated.environment != AppEnvironment.simulator else {
+                throw JSONAPIError.badRequest(field: "credentials", "apps on the built-in simulator use its key: leave credentials out")
+            }
+            try Self.check(credentials, transport: updated.transport)
             updated.sealedCredentials = AppCredentialsVault(serverKey: serverKey).seal(credentials)
+        } else if updated.environment == AppEnvironment.simulator,
+            app.environment != AppEnvironment.simulator || updated.transport != app.transport
+        {
+            updated.sealedCredentials = AppCredentialsVault(serverKey: serverKey).seal(
+                try simulatorCredentials(topic: updated.topic, transport: updated.transport))
+        } else if updated.transport != app.transport {
+            try Self.check(try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials), transport: updated.transport)
         }
         if let webhookURL = body.webhookURL {
             try Self.validateWebhook(webhookURL)
@@ -198,9 +251,24 @@ struct AppsAPI {
         let credentials = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
         return AppView(
             id: app.id, topic: app.topic, environment: app.environment,
-            endpoint: app.endpoint.map { EndpointView(host: $0.host, port: $0.port, customCA: $0.caPEM != nil) },
+            endpoint: app.endpoint.map {
+                EndpointView(
+                    host: $0.host, port: $0.port, customCA: $0.caPEM != nil,
+                    feedbackPort: app.transport == AppRecord.legacy ? $0.feedbackPort ?? $0.port + 1 : nil)
+            },
             credentials: credentials.summary, webhookURL: app.webhookURL, inboxMaxTTL: app.inboxMaxTTL, inboxCap: app.inboxCap,
-            createdAt: app.createdAt, updatedAt: app.updatedAt)
+            transport: app.transport, feedbackInterval: app.transport == AppRecord.legacy ? app.feedbackInterval : nil,
+            feedbackPolledAt: app.feedbackPolledAt, createdAt: app.createdAt, updatedAt: app.updatedAt)
+    }
+
+    /// What an app on the built-in simulator authenticates with: its provider-token key, or for the legacy
+    /// transport a push certificate from its CA.
+    private func simulatorCredentials(topic: String, transport: String) throws -> AppCredentials {
+        guard transport == AppRecord.legacy else { return EmbeddedSimulator.credentials(serverKey) }
+        guard let simulatorAuthority else {
+            throw JSONAPIError.badRequest(field: "transport", "the built-in simulator is off, so it cannot issue a certificate")
+        }
+        return try EmbeddedSimulator.legacyCredentials(simulatorAuthority, topic: topic)
     }
 
     // MARK: Validation
@@ -234,11 +302,36 @@ struct AppsAPI {
         if let pem = endpoint.caPEM, !pem.contains("-----BEGIN CERTIFICATE-----") {
             throw .badRequest(field: "endpoint.caPEM", "caPEM must be PEM certificates")
         }
-        return AppRecord.Endpoint(host: endpoint.host, port: endpoint.port, caPEM: endpoint.caPEM)
+        if let feedbackPort = endpoint.feedbackPort, !(1...65_535).contains(feedbackPort) {
+            throw .badRequest(field: "endpoint.feedbackPort", "feedbackPort must be 1-65535")
+        }
+        return AppRecord.Endpoint(host: endpoint.host, port: endpoint.port, caPEM: endpoint.caPEM, feedbackPort: endpoint.feedbackPort)
     }
 
-    /// Credentials must build a client (the key parses, the certificate and key load, the bundle opens).
-    static func check(_ credentials: AppCredentials) throws(JSONAPIError) {
+    static func validateTransport(_ value: String?) throws(JSONAPIError) -> String? {
+        guard let value else { return nil }
+        guard [AppRecord.http2, AppRecord.legacy].contains(value) else {
+            throw .badRequest(field: "transport", "transport must be http2 or legacy, not '\(value)'")
+        }
+        return value
+    }
+
+    static func validateFeedbackInterval(_ value: Int?) throws(JSONAPIError) -> Int? {
+        guard let value else { return nil }
+        guard (AppRecord.minimumFeedbackInterval...(7 * 86_400)).contains(value) else {
+            throw .badRequest(
+                field: "feedbackInterval",
+                "feedbackInterval is \(AppRecord.minimumFeedbackInterval)-604800 seconds (5 minutes to 7 days; Apple suggested daily)")
+        }
+        return value
+    }
+
+    /// Credentials must build a client (the key parses, the certificate and key load, the bundle opens), and the
+    /// legacy transport takes a certificate.
+    static func check(_ credentials: AppCredentials, transport: String = AppRecord.http2) throws(JSONAPIError) {
+        if transport == AppRecord.legacy, case .token = credentials {
+            throw .badRequest(field: "transport", "the legacy binary protocol takes a certificate (certificate or pkcs12), not a token key")
+        }
         let authentication = try credentials.authentication()
         do {
             _ = try APNsClient(configuration: APNsClientConfiguration(authentication: authentication, endpoint: .production))

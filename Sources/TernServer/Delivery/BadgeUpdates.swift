@@ -90,7 +90,7 @@ final class BadgeUpdates: Sendable {
                 QueuedNotification(notification: notification, ticket: order.enqueue(notification.deviceToken.hex, badgeOnly: true)))
         }
         for (environment, batch) in byEnvironment {
-            let client: APNsClient
+            let client: any NotificationSender
             do {
                 client = try await clients.client(for: app, tokenEnvironment: environment)
             } catch {

@@ -5,7 +5,8 @@ import TernAPNsClient
 import TernStore
 import TernWeb
 
-/// One long-lived APNs client per app and APNs environment, made on first use and replaced when the app changes.
+/// One long-lived APNs client per app and APNs environment, made on first use and replaced when the app changes:
+/// an HTTP/2 client, or a legacy gateway client for apps on the binary protocol.
 ///
 /// An app on Apple's APNs sends each token to the environment it was registered with (a development build's token
 /// only works on the sandbox); an app on the built-in simulator or a custom endpoint sends everything there.
@@ -15,58 +16,105 @@ actor ClientDirectory {
         var environment: String
     }
 
-    private var clients: [Key: (version: Date, client: APNsClient)] = [:]
+    /// Where the built-in simulator listens, once it does.
+    struct SimulatorPorts: Sendable {
+        var endpoint: APNsClientConfiguration.Endpoint
+        var legacyGatewayPort: Int?
+        var feedbackPort: Int?
+    }
+
+    private var clients: [Key: (version: Date, client: any NotificationSender)] = [:]
     private let serverKey: ServerKey
-    private var simulatorEndpoint: APNsClientConfiguration.Endpoint?
+    private var simulator: SimulatorPorts?
     private let connections: Int
     private let logger: Logger
 
-    init(serverKey: ServerKey, simulatorEndpoint: APNsClientConfiguration.Endpoint?, connections: Int, logger: Logger) {
+    init(serverKey: ServerKey, simulator: SimulatorPorts?, connections: Int, logger: Logger) {
         self.serverKey = serverKey
-        self.simulatorEndpoint = simulatorEndpoint
+        self.simulator = simulator
         self.connections = connections
         self.logger = logger
     }
 
     /// Where apps in the `simulator` environment deliver, once the built-in simulator listens.
-    func useSimulator(_ endpoint: APNsClientConfiguration.Endpoint) {
-        simulatorEndpoint = endpoint
+    func useSimulator(_ ports: SimulatorPorts) {
+        simulator = ports
     }
 
-    /// The client for `app`'s notifications to tokens of `tokenEnvironment` (`production` or `development`).
-    func client(for app: AppRecord, tokenEnvironment: String?) throws -> APNsClient {
-        let endpoint = try endpoint(for: app, tokenEnvironment: tokenEnvironment)
+    /// The sender for `app`'s notifications to tokens of `tokenEnvironment` (`production` or `development`).
+    func client(for app: AppRecord, tokenEnvironment: String?) throws -> any NotificationSender {
+        let legacy = app.transport == AppRecord.legacy
+        let endpoint = try endpoint(for: app, tokenEnvironment: tokenEnvironment, service: legacy ? .gateway : .http2)
         let key = Key(app: app.id, environment: "\(endpoint.host):\(endpoint.port)")
         if let cached = clients[key], cached.version == app.updatedAt { return cached.client }
         if let stale = clients.removeValue(forKey: key) {
             Task { await stale.client.shutdown() }
         }
         let credentials = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
-        var configuration = APNsClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
-        configuration.connections = connections
         var clientLogger = logger
         clientLogger[metadataKey: "app"] = "\(app.id)"
-        let client = try APNsClient(configuration: configuration, logger: clientLogger)
+        let client: any NotificationSender
+        if legacy {
+            client = LegacySender(
+                client: try LegacyGatewayClient(
+                    configuration: LegacyClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint),
+                    logger: clientLogger))
+        } else {
+            var configuration = APNsClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
+            configuration.connections = connections
+            client = HTTP2Sender(client: try APNsClient(configuration: configuration, logger: clientLogger))
+        }
         clients[key] = (app.updatedAt, client)
         return client
     }
 
-    private func endpoint(for app: AppRecord, tokenEnvironment: String?) throws -> APNsClientConfiguration.Endpoint {
+    /// How to read `app`'s legacy feedback service (for tokens of `tokenEnvironment` on Apple's).
+    func feedbackConfiguration(for app: AppRecord, tokenEnvironment: String?) throws -> LegacyClientConfiguration {
+        let endpoint = try endpoint(for: app, tokenEnvironment: tokenEnvironment, service: .feedback)
+        let credentials = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
+        return LegacyClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
+    }
+
+    enum Service {
+        case http2
+        case gateway
+        case feedback
+    }
+
+    private func endpoint(for app: AppRecord, tokenEnvironment: String?, service: Service) throws -> APNsClientConfiguration.Endpoint {
         switch app.environment {
         case AppEnvironment.simulator:
-            guard let simulatorEndpoint else {
+            guard let simulator else {
                 throw JSONAPIError(
                     status: .serviceUnavailable, error: "simulatorOff", message: "app \(app.id) delivers to the built-in simulator, which is not running")
             }
-            return simulatorEndpoint
+            var endpoint = simulator.endpoint
+            switch service {
+            case .http2: break
+            case .gateway, .feedback:
+                guard let port = service == .gateway ? simulator.legacyGatewayPort : simulator.feedbackPort else {
+                    throw JSONAPIError(
+                        status: .serviceUnavailable, error: "simulatorOff",
+                        message: "app \(app.id) uses the legacy protocol, which the built-in simulator does not serve")
+                }
+                endpoint.port = port
+            }
+            return endpoint
         case AppEnvironment.custom:
             guard let endpoint = app.endpoint else {
                 throw JSONAPIError(status: .internalServerError, error: "badApp", message: "app \(app.id) has no endpoint")
             }
-            return APNsClientConfiguration.Endpoint(host: endpoint.host, port: endpoint.port, trustRootsPEM: endpoint.caPEM)
+            // A custom legacy endpoint names the gateway; its feedback service is on the port given, or the next one
+            // (as Apple's 2195 and 2196).
+            let port = service == .feedback ? endpoint.feedbackPort ?? endpoint.port + 1 : endpoint.port
+            return APNsClientConfiguration.Endpoint(host: endpoint.host, port: port, trustRootsPEM: endpoint.caPEM)
         default:
-            let environment = tokenEnvironment ?? app.environment
-            return .apple(environment == "development" ? .development : .production)
+            let environment: APNsEnvironment = (tokenEnvironment ?? app.environment) == "development" ? .development : .production
+            switch service {
+            case .http2: return .apple(environment)
+            case .gateway: return LegacyClientConfiguration.appleGateway(environment)
+            case .feedback: return LegacyClientConfiguration.appleFeedback(environment)
+            }
         }
     }
 

@@ -31,7 +31,16 @@ enum EmbeddedSimulator {
         return configuration
     }
 
-    static func endpoint(of simulator: APNsSimulator) -> APNsClientConfiguration.Endpoint {
-        APNsClientConfiguration.Endpoint(host: "127.0.0.1", port: simulator.port, trustRootsPEM: simulator.certificateAuthority.certificatePEM)
+    static func ports(of simulator: APNsSimulator) -> ClientDirectory.SimulatorPorts {
+        ClientDirectory.SimulatorPorts(
+            endpoint: .init(host: "127.0.0.1", port: simulator.port, trustRootsPEM: simulator.certificateAuthority.certificatePEM),
+            legacyGatewayPort: simulator.legacyGatewayPort, feedbackPort: simulator.feedbackPort)
+    }
+
+    /// Credentials for an app on the built-in simulator's legacy gateway: a push certificate for `topic` from the
+    /// simulator's CA (the binary protocol takes no provider tokens).
+    static func legacyCredentials(_ authority: SimulatorCertificateAuthority, topic: String) throws -> AppCredentials {
+        let certificate = try authority.issuePushCertificate(bundleID: topic, environments: [.production])
+        return .certificate(certificatePEM: certificate.certificatePEM, privateKeyPEM: certificate.privateKeyPEM)
     }
 }

@@ -23,7 +23,7 @@ enum BatchOutcome: Sendable {
 /// every ticket's turn is handed on, so no token's line ever stalls.
 enum OrderedBatch {
     static func send(
-        _ batch: [QueuedNotification], client: APNsClient, order: DeliveryOrder, concurrency: Int,
+        _ batch: [QueuedNotification], client: any NotificationSender, order: DeliveryOrder, concurrency: Int,
         onResult: @escaping @Sendable (APNsNotification, BatchOutcome) async -> Void
     ) async {
         guard !batch.isEmpty else { return }

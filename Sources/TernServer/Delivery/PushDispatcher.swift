@@ -147,7 +147,7 @@ final class PushDispatcher: Service {
         _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, place: UInt64
     ) async throws -> PushProgress {
         let tally = Tally()
-        var clientsByEnvironment: [String: APNsClient] = [:]
+        var clientsByEnvironment: [String: any NotificationSender] = [:]
         var reachable: [(recipient: Recipient, token: DeviceToken)] = []
         for recipient in recipients {
             let environment = recipient.environment ?? app.environment

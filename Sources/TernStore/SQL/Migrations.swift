@@ -225,6 +225,12 @@ extension SQLStore {
                 "ALTER TABLE apps ADD COLUMN inbox_cap BIGINT NOT NULL DEFAULT \(AppRecord.defaultInboxCap)",
                 "ALTER TABLE pushes ADD COLUMN inbox_dropped BIGINT NOT NULL DEFAULT 0",
             ]),
+            Migration(version: 3, name: "legacy transport and feedback", statements: [
+                "ALTER TABLE apps ADD COLUMN transport TEXT NOT NULL DEFAULT '\(AppRecord.http2)'",
+                "ALTER TABLE apps ADD COLUMN endpoint_feedback_port INTEGER",
+                "ALTER TABLE apps ADD COLUMN feedback_interval BIGINT NOT NULL DEFAULT \(AppRecord.defaultFeedbackInterval)",
+                "ALTER TABLE apps ADD COLUMN feedback_polled_at BIGINT",
+            ]),
         ]
     }
 }

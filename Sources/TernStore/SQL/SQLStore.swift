@@ -66,11 +66,13 @@ public final class SQLStore: TernStore {
             let endpoint = app.endpoint
             let inserted = try await db.raw("""
                 INSERT INTO apps (id, topic, environment, endpoint_host, endpoint_port, endpoint_ca_pem, sealed_credentials,
-                    app_key_hash, master_secret_hash, webhook_url, inbox_max_ttl, inbox_cap, created_at, updated_at)
+                    app_key_hash, master_secret_hash, webhook_url, inbox_max_ttl, inbox_cap, transport, endpoint_feedback_port,
+                    feedback_interval, created_at, updated_at)
                 VALUES (\(bind: app.id), \(bind: app.topic), \(bind: app.environment), \(bind: endpoint?.host),
                     \(bind: endpoint?.port), \(bind: endpoint?.caPEM), \(bind: Data(app.sealedCredentials)),
                     \(bind: Data(app.appKeyHash)), \(bind: Data(app.masterSecretHash)), \(bind: app.webhookURL),
-                    \(bind: app.inboxMaxTTL), \(bind: app.inboxCap), \(bind: app.createdAt.milliseconds), \(bind: app.updatedAt.milliseconds))
+                    \(bind: app.inboxMaxTTL), \(bind: app.inboxCap), \(bind: app.transport), \(bind: endpoint?.feedbackPort),
+                    \(bind: app.feedbackInterval), \(bind: app.createdAt.milliseconds), \(bind: app.updatedAt.milliseconds))
                 ON CONFLICT (id) DO NOTHING
                 RETURNING id
                 """).first()
@@ -99,11 +101,18 @@ public final class SQLStore: TernStore {
                     endpoint_ca_pem = \(bind: endpoint?.caPEM), sealed_credentials = \(bind: Data(app.sealedCredentials)),
                     app_key_hash = \(bind: Data(app.appKeyHash)), master_secret_hash = \(bind: Data(app.masterSecretHash)),
                     webhook_url = \(bind: app.webhookURL), inbox_max_ttl = \(bind: app.inboxMaxTTL), inbox_cap = \(bind: app.inboxCap),
-                    updated_at = \(bind: app.updatedAt.milliseconds)
+                    transport = \(bind: app.transport), endpoint_feedback_port = \(bind: endpoint?.feedbackPort),
+                    feedback_interval = \(bind: app.feedbackInterval), updated_at = \(bind: app.updatedAt.milliseconds)
                 WHERE id = \(bind: app.id)
                 RETURNING id
                 """).first()
             guard updated != nil else { throw StoreError.notFound("app \(app.id)") }
+        }
+    }
+
+    public func recordFeedbackPoll(app: String, at: Date) async throws {
+        try await transaction { db in
+            try await db.raw("UPDATE apps SET feedback_polled_at = \(bind: at.milliseconds) WHERE id = \(bind: app)").run()
         }
     }
 
@@ -626,7 +635,8 @@ extension SQLStore {
 enum Columns {
     static let app = """
         id, topic, environment, endpoint_host, endpoint_port, endpoint_ca_pem, sealed_credentials, app_key_hash, \
-        master_secret_hash, webhook_url, inbox_max_ttl, inbox_cap, created_at, updated_at
+        master_secret_hash, webhook_url, inbox_max_ttl, inbox_cap, transport, endpoint_feedback_port, feedback_interval, \
+        feedback_polled_at, created_at, updated_at
         """
     static let deviceNames = [
         "app_id", "device_id", "token", "environment", "alias", "locale", "timezone", "app_version", "last_registered_at",
@@ -646,7 +656,8 @@ extension AppRecord {
         let endpoint = try row.decode(column: "endpoint_host", as: String?.self).map { host in
             Endpoint(
                 host: host, port: try row.decode(column: "endpoint_port", as: Int.self),
-                caPEM: try row.decode(column: "endpoint_ca_pem", as: String?.self)
+                caPEM: try row.decode(column: "endpoint_ca_pem", as: String?.self),
+                feedbackPort: try row.decode(column: "endpoint_feedback_port", as: Int?.self)
             )
         }
         self.init(
@@ -658,6 +669,11 @@ extension AppRecord {
         )
         inboxMaxTTL = try row.decode(column: "inbox_max_ttl", as: Int.self)
         inboxCap = try row.decode(column: "inbox_cap", as: Int.self)
+        transport = try row.decode(column: "transport", as: String.self)
+        feedbackInterval = try row.decode(column: "feedback_interval", as: Int.self)
+        feedbackPolledAt = try row.decode(column: "feedback_polled_at", as: Int64?.self).map {
+            Date(timeIntervalSince1970: TimeInterval($0) / 1000)
+        }
     }
 }
 

@@ -34,6 +34,8 @@ struct Arrival: Decodable {
     var collapseID: String?
     var apnsID: String
     var payload: String
+    /// `http2` or `legacy`.
+    var transport: String
 }
 
 struct ArrivalPage: Decodable {

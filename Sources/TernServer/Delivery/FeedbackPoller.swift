@@ -1,0 +1,122 @@
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import TernAPNs
+import TernAPNsClient
+import TernStore
+
+/// Reads the legacy feedback service for every app on the legacy transport, each at its own interval (12 hours
+/// unless the app says otherwise), and deactivates the dead tokens it lists by the same rule as a 410's timestamp:
+/// only a token not registered again since the feedback time goes.
+///
+/// The time of each read is kept in the store, so a restart does not read again early. A failed read is tried
+/// again after ``retryDelay``, never in a tight loop.
+actor FeedbackPoller: Service {
+    /// What one read found and did.
+    struct Result: Codable, Sendable, Equatable, ResponseEncodable {
+        /// Tuples the service listed.
+        var listed: Int
+        /// Tokens deactivated.
+        var deactivated: Int
+        /// Listed tokens left alone: registered again after the feedback time, unknown, or already inactive.
+        var kept: Int
+    }
+
+    /// The least time between two reads for one app, whoever asks.
+    static let minimumSpacing: TimeInterval = 60
+    static let retryDelay: TimeInterval = 300
+
+    private let store: any TernStore
+    private let clients: ClientDirectory
+    private let checkInterval: Duration
+    private let onTokensPruned: @Sendable () -> Void
+    private let logger: Logger
+    private var retryAfter: [String: Date] = [:]
+    private var reading: Set<String> = []
+
+    init(
+        store: any TernStore, clients: ClientDirectory, checkInterval: Duration, onTokensPruned: @escaping @Sendable () -> Void,
+        logger: Logger
+    ) {
+        self.store = store
+        self.clients = clients
+        self.checkInterval = checkInterval
+        self.onTokensPruned = onTokensPruned
+        self.logger = logger
+    }
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            await pollDue()
+            try? await cancelWhenGracefulShutdown { [checkInterval] in try await Task.sleep(for: checkInterval) }
+        }
+    }
+
+    /// Reads the feedback of every legacy app whose interval has passed.
+    func pollDue(now: Date = Date()) async {
+        let apps: [AppRecord]
+        do {
+            apps = try await store.apps().filter { $0.transport == AppRecord.legacy }
+        } catch {
+            logger.error("cannot list apps for the feedback service", metadata: ["error": "\(error)"])
+            return
+        }
+        for app in apps {
+            if let polledAt = app.feedbackPolledAt, now < polledAt.addingTimeInterval(TimeInterval(app.feedbackInterval)) { continue }
+            if let retry = retryAfter[app.id], now < retry { continue }
+            do {
+                _ = try await poll(app, now: now)
+            } catch {
+                retryAfter[app.id] = now.addingTimeInterval(Self.retryDelay)
+                logger.warning("cannot read the feedback service", metadata: ["app": "\(app.id)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Reads `app`'s feedback service now and applies what it lists.
+    /// - Throws: ``PollError/tooSoon(retryAfter:)`` within ``minimumSpacing`` of the last read; the client's error
+    ///   when the service cannot be read (nothing is applied then).
+    func poll(_ app: AppRecord, now: Date = Date()) async throws -> Result {
+        if let polledAt = app.feedbackPolledAt, now < polledAt.addingTimeInterval(Self.minimumSpacing) {
+            throw PollError.tooSoon(retryAfter: polledAt.addingTimeInterval(Self.minimumSpacing))
+        }
+        guard reading.insert(app.id).inserted else { throw PollError.tooSoon(retryAfter: now.addingTimeInterval(Self.minimumSpacing)) }
+        defer { reading.remove(app.id) }
+        // An app on Apple's servers has tokens of both environments, each with its own feedback service.
+        let environments: [String?] =
+            [AppEnvironment.production, AppEnvironment.development].contains(app.environment) ? ["production", "development"] : [nil]
+        var tuples: [FeedbackTuple] = []
+        var failures: [any Error] = []
+        for environment in environments {
+            do {
+                let configuration = try await clients.feedbackConfiguration(for: app, tokenEnvironment: environment)
+                tuples += try await LegacyFeedbackClient.fetch(configuration)
+            } catch {
+                // A certificate for one environment cannot read the other's service; what was read still counts.
+                failures.append(error)
+            }
+        }
+        if failures.count == environments.count, let first = failures.first { throw first }
+        // The service has cleared its list: note the read before applying, so a crash cannot make us read early.
+        try await store.recordFeedbackPoll(app: app.id, at: now)
+        retryAfter[app.id] = nil
+        var result = Result(listed: tuples.count, deactivated: 0, kept: 0)
+        for tuple in tuples {
+            let since = Date(timeIntervalSince1970: TimeInterval(tuple.timestamp))
+            let event = try await store.deactivateToken(
+                app: app.id, token: DeviceToken.hex(tuple.token), reason: APNsReason.unregistered.rawValue, invalidSince: since,
+                apnsTimestamp: since, at: now)
+            if event != nil { result.deactivated += 1 } else { result.kept += 1 }
+        }
+        if result.deactivated > 0 { onTokensPruned() }
+        logger.info(
+            "feedback service read",
+            metadata: ["app": "\(app.id)", "listed": "\(result.listed)", "deactivated": "\(result.deactivated)", "kept": "\(result.kept)"])
+        return result
+    }
+
+    enum PollError: Error {
+        case tooSoon(retryAfter: Date)
+    }
+}
