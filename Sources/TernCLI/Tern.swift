@@ -12,8 +12,10 @@ struct Tern: AsyncParsableCommand {
               tern simulator            run a local APNs (HTTP/2, TLS) to develop and test against
               tern token --help         sign a provider token (JWT) for curl or h2load
               tern send --help          send one notification to APNs or the simulator
+                                        (--legacy: over the binary gateway, port 2195)
+              tern feedback --help      read the legacy feedback service's dead tokens
               tern bench --help         measure the APNs client against a simulator
             """,
-        subcommands: [ServeCommand.self, SimulatorCommand.self, TokenCommand.self, SendCommand.self, BenchCommand.self]
+        subcommands: [ServeCommand.self, SimulatorCommand.self, TokenCommand.self, SendCommand.self, FeedbackCommand.self, BenchCommand.self]
     )
 }

@@ -69,12 +69,15 @@ final class SimulatorProcess {
     private(set) var banner = ""
     private(set) var port = 0
     private(set) var controlPort = 0
+    private(set) var legacyPort = 0
+    private(set) var feedbackPort = 0
 
     init(arguments: [String] = []) throws {
         stateDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("tern-cli-\(UUID().uuidString)")
         process.executableURL = URL(fileURLWithPath: Commands.tern)
         process.arguments =
-            ["simulator", "--port", "0", "--control-port", "0", "--state-dir", stateDirectory.path] + arguments
+            ["simulator", "--port", "0", "--control-port", "0", "--legacy-port", "0", "--feedback-port", "0", "--state-dir", stateDirectory.path]
+            + arguments
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -92,6 +95,8 @@ final class SimulatorProcess {
         }
         port = Self.port(after: "https://127.0.0.1:", in: banner) ?? 0
         controlPort = Self.port(after: "http://127.0.0.1:", in: banner) ?? 0
+        legacyPort = Self.port(after: "legacy gateway   127.0.0.1:", in: banner) ?? 0
+        feedbackPort = Self.port(after: "feedback         127.0.0.1:", in: banner) ?? 0
         guard port > 0, controlPort > 0 else {
             process.terminate()
             throw CLITestError("the simulator printed no ports; output was:\n\(banner)")

@@ -18,7 +18,12 @@ struct SendCommand: AsyncParsableCommand {
             Prints `accepted  apns-id <uuid>`, or `rejected  <status> <Reason>
             apns-id <uuid>` with what to do about it (and APNs' timestamp for a 410).
             Exit status: 0 accepted, 1 rejected, 2 no answer (connection failure,
-            timeout), 64 bad input. Key material and provider tokens are never
+            timeout), 64 bad input.
+
+            With --legacy it speaks Apple's retired binary protocol (gateway port
+            2195; `tern simulator` serves one) with a client certificate. That
+            gateway answers only failures, so "accepted" means no error response
+            came within --legacy-wait. Key material and provider tokens are never
             printed; prefer --passphrase-env to --passphrase.
 
             Examples:
@@ -42,6 +47,11 @@ struct SendCommand: AsyncParsableCommand {
               echo '{"aps":{"alert":"hi"},"id":42}' | tern send \\
                 --cert push.pem --cert-key push-key.pem \\
                 --topic com.example.app --token $DEVICE --payload -
+              # The legacy binary gateway of `tern simulator`, with a certificate it issued:
+              tern send --legacy --host localhost --port 2195 \\
+                --ca-file .tern/simulator/ca.pem \\
+                --cert .tern/simulator/com.example.app.pem --cert-key .tern/simulator/com.example.app-key.pem \\
+                --topic com.example.app --token $DEVICE --alert "Hello, 2195"
               P12_PASSWORD=... tern send --p12 push.p12 \\
                 --passphrase-env P12_PASSWORD \\
                 --topic com.example.app --token $DEVICE \\
@@ -152,6 +162,19 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("apns-id to send (default: a new UUID).", valueName: "uuid"))
     var apnsID: String?
 
+    // MARK: Legacy binary protocol
+
+    @Flag(name: .long, help: "Send over the legacy binary gateway (port 2195) instead of HTTP/2; needs a certificate.")
+    var legacy = false
+
+    @Option(name: .long, help: ArgumentHelp("With --legacy: frame (command 2), enhanced (1) or simple (0).", valueName: "format"))
+    var legacyFormat = "frame"
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("With --legacy: how long to wait for an error response before counting it accepted.", valueName: "ms"))
+    var legacyWait = 500
+
     // MARK: Behaviour
 
     @Option(name: .long, help: ArgumentHelp("Give up after this many seconds, retries included.", valueName: "seconds"))
@@ -169,6 +192,7 @@ struct SendCommand: AsyncParsableCommand {
             throw ExitCode.validationFailure
         }
         bootstrapLogging(logLevel)
+        if legacy { return try await sendLegacy(plan) }
 
         var started = false
         do {
@@ -190,6 +214,37 @@ struct SendCommand: AsyncParsableCommand {
         }
     }
 
+    /// The gateway answers only failures: no error response within --legacy-wait means accepted.
+    private func sendLegacy(_ plan: Plan) async throws {
+        var configuration = LegacyClientConfiguration(
+            authentication: plan.configuration.authentication, endpoint: plan.configuration.endpoint)
+        configuration.format = plan.legacyFormat
+        configuration.replayWindow = .milliseconds(legacyWait)
+        configuration.maxConnectFailures = 3
+        let client: LegacyGatewayClient
+        do {
+            client = try LegacyGatewayClient(configuration: configuration, logger: Logger(label: "tern.send"))
+        } catch let error as APNsClientError {
+            let option = error.message.contains("CA") ? "--ca-file" : plan.authOption
+            printError("Error: \(option): \(error.message)")
+            throw ExitCode.validationFailure
+        }
+        let outcome = await client.send([LegacyNotification(plan.notification)]).first ?? .failed("no outcome")
+        await client.shutdown()
+        switch outcome {
+        case .accepted:
+            print("accepted  legacy \(plan.legacyFormat) format (no error response within \(legacyWait) ms)")
+        case .rejected(let status):
+            let response = LegacyGatewayClient.response(for: status)
+            print("rejected  status \(status)  (HTTP/2: \(response.status) \(response.reason.map { "\($0)" } ?? ""))")
+            print("          \(Self.advice(response))")
+            throw ExitCode(1)
+        case .failed(let message):
+            printError("error  \(message)")
+            throw ExitCode(2)
+        }
+    }
+
     // MARK: Building the request
 
     /// A bad value, named by the option it came from.
@@ -200,6 +255,7 @@ struct SendCommand: AsyncParsableCommand {
         var notification: APNsNotification
         /// The option to name when the client refuses the credentials.
         var authOption: String
+        var legacyFormat = LegacyCommand.frame
     }
 
     func prepare() throws -> Plan {
@@ -212,86 +268,45 @@ struct SendCommand: AsyncParsableCommand {
         let limit = Duration.milliseconds(Int64((timeout * 1000).rounded(.up)))
         configuration.sendTimeout = limit
         configuration.attemptTimeout = min(configuration.attemptTimeout, limit)
-        return Plan(configuration: configuration, notification: notification, authOption: authOption)
+        var plan = Plan(configuration: configuration, notification: notification, authOption: authOption)
+        if legacy {
+            plan.legacyFormat = try legacyCommand()
+            let limit = plan.legacyFormat.maximumPayloadSize
+            guard notification.payload.count <= limit else {
+                throw InputError(
+                    payload != nil ? "--payload" : "--legacy-format",
+                    "the payload is \(notification.payload.count) bytes; the \(legacyFormat) format takes at most \(limit)")
+            }
+            guard (10...60_000).contains(legacyWait) else { throw InputError("--legacy-wait", "must be 10…60000 ms") }
+        } else if legacyFormat != "frame" || legacyWait != 500 {
+            throw InputError(legacyFormat != "frame" ? "--legacy-format" : "--legacy-wait", "goes with --legacy")
+        }
+        return plan
+    }
+
+    private func legacyCommand() throws -> LegacyCommand {
+        switch legacyFormat {
+        case "frame": return .frame
+        case "enhanced": return .enhanced
+        case "simple": return .simple
+        default: throw InputError("--legacy-format", "must be frame, enhanced or simple, not '\(legacyFormat)'")
+        }
     }
 
     private func makeEndpoint() throws -> APNsClientConfiguration.Endpoint {
-        var trustRoots: String?
-        if let caFile {
-            let pem = try readInputFile(caFile, option: "--ca-file")
-            guard pem.contains("-----BEGIN CERTIFICATE-----") else {
-                throw InputError("--ca-file", "'\(caFile)' holds no PEM certificate")
-            }
-            trustRoots = pem
-        }
-        if let host {
-            if environment != nil {
-                throw InputError("--environment", "picks one of Apple's hosts; leave it out with --host")
-            }
-            guard !host.isEmpty, !host.contains(where: { $0.isWhitespace || $0 == "/" }) else {
-                throw InputError("--host", "'\(host)' is not a host name or address")
-            }
-            let port = port ?? 443
-            guard (1...65_535).contains(port) else { throw InputError("--port", "must be 1…65535, not \(port)") }
-            return .init(host: host, port: port, trustRootsPEM: trustRoots)
-        }
-        if port != nil { throw InputError("--port", "goes with --host") }
-        let environment: APNsEnvironment
-        do {
-            environment = try APNsEnvironment(self.environment ?? "development")
-        } catch {
-            throw InputError("--environment", "must be production or development, not '\(self.environment ?? "")'")
-        }
-        var endpoint = APNsClientConfiguration.Endpoint.apple(environment)
-        endpoint.trustRootsPEM = trustRoots
-        return endpoint
+        try ProviderOptions.endpoint(
+            host: host, port: port, environment: environment, caFile: caFile, defaultPort: legacy ? 2195 : 443,
+            apple: legacy ? LegacyClientConfiguration.appleGateway : APNsClientConfiguration.Endpoint.apple)
     }
 
     private func makeAuthentication() throws -> (APNsClientConfiguration.Authentication, option: String) {
-        let tokenKind = [("--key-file", keyFile), ("--key-id", keyID), ("--team-id", teamID)]
-        let certKind = [("--cert", cert), ("--cert-key", certKey)]
-        let p12Kind = [("--p12", p12), ("--passphrase", passphrase), ("--passphrase-env", passphraseEnv)]
-        let kinds = [tokenKind, certKind, p12Kind].filter { kind in kind.contains { $0.1 != nil } }
-        guard !kinds.isEmpty else {
-            throw InputError(
-                "--key-file", "credentials missing: give --key-file/--key-id/--team-id (token), --cert/--cert-key or --p12")
+        let (authentication, option) = try ProviderOptions.authentication(
+            keyFile: keyFile, keyID: keyID, teamID: teamID, cert: cert, certKey: certKey, p12: p12, passphrase: passphrase,
+            passphraseEnv: passphraseEnv)
+        if legacy, case .token = authentication {
+            throw InputError("--legacy", "the legacy binary protocol takes a client certificate (--cert/--cert-key or --p12), not a token key")
         }
-        guard kinds.count == 1 else {
-            let first = kinds[0].first { $0.1 != nil }!.0
-            let second = kinds[1].first { $0.1 != nil }!.0
-            throw InputError(second, "choose one kind of authentication: \(first) and \(second) do not go together")
-        }
-        switch kinds[0][0].0 {
-        case "--key-file":
-            for (option, value) in tokenKind where value == nil {
-                throw InputError(option, "token auth needs --key-file, --key-id and --team-id")
-            }
-            return (.token(try loadSigningKey(file: keyFile!, keyID: keyID!, teamID: teamID!)), "--key-file")
-        case "--cert":
-            guard let cert else { throw InputError("--cert", "--cert-key needs --cert (the certificate, PEM)") }
-            guard let certKey else { throw InputError("--cert-key", "--cert needs --cert-key (its private key, PEM)") }
-            let chain = try readInputFile(cert, option: "--cert")
-            guard chain.contains("-----BEGIN CERTIFICATE-----") else { throw InputError("--cert", "'\(cert)' holds no PEM certificate") }
-            let key = try readInputFile(certKey, option: "--cert-key")
-            guard key.contains("PRIVATE KEY-----") else { throw InputError("--cert-key", "'\(certKey)' holds no PEM private key") }
-            return (.certificate(chainPEM: chain, privateKeyPEM: key), "--cert")
-        default:
-            guard let p12 else { throw InputError("--p12", "a passphrase needs --p12 (the PKCS#12 bundle)") }
-            if passphrase != nil, passphraseEnv != nil {
-                throw InputError("--passphrase-env", "give --passphrase or --passphrase-env, not both")
-            }
-            var secret = passphrase ?? ""
-            if let passphraseEnv {
-                guard let value = ProcessInfo.processInfo.environment[passphraseEnv] else {
-                    throw InputError("--passphrase-env", "the environment variable '\(passphraseEnv)' is not set")
-                }
-                secret = value
-            }
-            guard let bytes = FileManager.default.contents(atPath: p12) else {
-                throw InputError("--p12", "cannot read '\(p12)'")
-            }
-            return (.pkcs12(bytes: Array(bytes), passphrase: secret), "--p12")
-        }
+        return (authentication, option)
     }
 
     /// Whether any option that builds the payload was given (they exclude --payload).

@@ -26,7 +26,8 @@ struct ServeCommand: AsyncParsableCommand {
             delivery.pageSize, delivery.concurrency, delivery.pushes, delivery.ordering
             (one notification per device in flight, so badges never jump: default
             true), apns.connections, inbox.sweepInterval (seconds), inbox.badgeUpdateDelay
-            (ms: reads gathered into one silent badge update).
+            (ms: reads gathered into one silent badge update), feedback.checkInterval
+            (seconds between looks for legacy apps due a feedback read).
 
             Ctrl-C (SIGINT) or SIGTERM stops it gracefully: no new requests, the page
             of recipients in flight is delivered and recorded, the rest of a push

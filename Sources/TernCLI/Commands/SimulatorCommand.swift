@@ -32,6 +32,10 @@ extension SimulatorCommand {
                 JSON control API over plain HTTP/1.1: mark tokens unregistered, bind tokens to a topic, inject
                 faults and latency, send GOAWAY or drop connections, read the arrival log and counters.
 
+                It also plays Apple's retired binary interface, for certificate connections only: the legacy
+                gateway (--legacy-port, Apple's 2195) and the feedback service (--feedback-port, Apple's 2196),
+                which lists the tokens marked unregistered once.
+
                 With no --key it creates a demo token key (SIMKEY0001, team SIMTEAM001) in the state folder.
                 With no --cert it issues a server certificate from its own CA, written to <state-dir>/ca.pem for
                 clients to trust. Client certificates from `tern simulator issue-cert` work for certificate auth.
@@ -54,6 +58,15 @@ extension SimulatorCommand {
 
         @Flag(name: .long, help: "Do not serve the control API.")
         var noControl = false
+
+        @Option(name: .long, help: "Legacy binary gateway port (0 picks a free one).")
+        var legacyPort = 2195
+
+        @Option(name: .long, help: "Legacy feedback service port (0 picks a free one).")
+        var feedbackPort = 2196
+
+        @Flag(name: .long, help: "Do not serve the legacy gateway and feedback service.")
+        var noLegacy = false
 
         @Option(name: .long, help: "The environment to play: development or production.")
         var environment = "development"
@@ -119,6 +132,8 @@ extension SimulatorCommand {
             configuration.host = host
             configuration.port = port
             configuration.controlPort = noControl ? nil : controlPort
+            configuration.legacyGatewayPort = noLegacy ? nil : legacyPort
+            configuration.feedbackPort = noLegacy ? nil : feedbackPort
             configuration.environment = environment
             configuration.maxConcurrentStreams = maxConcurrentStreams
             configuration.initialWindowSize = initialWindowSize
@@ -153,6 +168,10 @@ extension SimulatorCommand {
             ]
             if let controlPort = simulator.controlPort {
                 lines.append("  control API      http://\(displayHost):\(controlPort)")
+            }
+            if let legacyPort = simulator.legacyGatewayPort, let feedbackPort = simulator.feedbackPort {
+                lines.append("  legacy gateway   \(displayHost):\(legacyPort) (binary, certificates only)")
+                lines.append("  feedback         \(displayHost):\(feedbackPort)")
             }
             lines.append("  CA certificate   \(caFile)")
             // The binary as it was started (`.build/debug/tern` under `swift run`), so the line can be pasted.
