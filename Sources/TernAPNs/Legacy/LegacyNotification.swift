@@ -10,6 +10,12 @@ public enum LegacyCommand: UInt8, Sendable, CaseIterable {
 
     /// The largest payload the format takes.
     public var maximumPayloadSize: Int { self == .frame ? 2048 : 256 }
+
+    /// The format called `name` on the command line: `frame`, `enhanced` or `simple`.
+    public init?(name: String) {
+        guard let format = Self.allCases.first(where: { "\($0)" == name }) else { return nil }
+        self = format
+    }
 }
 
 import Foundation

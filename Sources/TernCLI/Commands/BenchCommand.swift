@@ -78,8 +78,23 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Log level (trace … critical).")
     var logLevel = Logger.Level.error
 
+    @Flag(name: .long, help: "Measure the legacy binary gateway client instead (in-process simulator only; one gateway connection per --connections).")
+    var legacy = false
+
+    @Option(name: .long, help: ArgumentHelp("With --legacy: frame (command 2), enhanced (1) or simple (0).", valueName: "format"))
+    var legacyFormat = "frame"
+
     func validate() throws {
         guard count >= 1 else { throw ValidationError("-n/--count must be 1 or more") }
+        if legacy {
+            guard host == nil else { throw ValidationError("--legacy measures against the in-process simulator; --host goes without it") }
+            guard concurrency == nil else { throw ValidationError("--concurrency goes without --legacy (the binary protocol has no streams)") }
+            guard LegacyCommand(name: legacyFormat) != nil else {
+                throw ValidationError("--legacy-format must be frame, enhanced or simple, not '\(legacyFormat)'")
+            }
+        } else if legacyFormat != "frame" {
+            throw ValidationError("--legacy-format goes with --legacy")
+        }
         guard (1...64).contains(connections) else { throw ValidationError("--connections must be 1…64") }
         if let concurrency, !(1...1_000_000).contains(concurrency) {
             throw ValidationError("--concurrency must be 1…1000000")
@@ -121,7 +136,9 @@ struct BenchCommand: AsyncParsableCommand {
         MetricsSystem.bootstrap(BenchMetricsFactory(stats: stats))
 
         let summary: String
-        if let host, let port, let key {
+        if legacy, let format = LegacyCommand(name: legacyFormat) {
+            summary = try await measureLegacy(format: format, payload: sample.payload, stats: stats)
+        } else if let host, let port, let key {
             let endpoint = APNsClientConfiguration.Endpoint(host: host, port: port, trustRootsPEM: trustRoots)
             summary = try await measure(
                 endpoint: endpoint, key: key, payload: sample.payload, stats: stats, target: "simulator at \(host):\(port)")

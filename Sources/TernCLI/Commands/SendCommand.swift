@@ -285,12 +285,10 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     private func legacyCommand() throws -> LegacyCommand {
-        switch legacyFormat {
-        case "frame": return .frame
-        case "enhanced": return .enhanced
-        case "simple": return .simple
-        default: throw InputError("--legacy-format", "must be frame, enhanced or simple, not '\(legacyFormat)'")
+        guard let format = LegacyCommand(name: legacyFormat) else {
+            throw InputError("--legacy-format", "must be frame, enhanced or simple, not '\(legacyFormat)'")
         }
+        return format
     }
 
     private func makeEndpoint() throws -> APNsClientConfiguration.Endpoint {
