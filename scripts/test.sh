@@ -9,6 +9,14 @@ if ! command -v curl >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq curl >/dev/null
 fi
 
+# The store's conformance suite runs against PostgreSQL too: a throwaway server (installed when missing) unless
+# TERN_TEST_POSTGRES_URL names one already (the tests create and drop databases there).
+source scripts/lib/postgres.sh
+if [ -z "${TERN_TEST_POSTGRES_URL:-}" ]; then
+  postgres_start
+  export TERN_TEST_POSTGRES_URL="$TERN_POSTGRES_URL"
+fi
+
 swift build --build-tests
 # One test at a time (about 70 s instead of 35): run in parallel, the suites hold 1,300-1,450 descriptors at once
 # (simulators, servers, SQLite files), and Foundation's Process, which the CLI tests use to start `tern`, reads past

@@ -23,6 +23,7 @@ public final class TernServer: Sendable {
         public var demo: (appKey: String, masterSecret: String)?
         /// The built-in simulator's HTTP/2 and control ports, when it runs.
         public var simulator: (port: Int, controlPort: Int?)?
+        /// Where the data is: the SQLite file, or the PostgreSQL server and database.
         public var databasePath: String
         /// Where the server key is, when it was created now.
         public var newServerKeyFile: String?
@@ -61,13 +62,26 @@ public final class TernServer: Sendable {
         gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint], onReady: @escaping @Sendable (Banner) -> Void
     ) async throws {
         try configuration.validate()
-        let store = try await SQLStore.openSQLite(path: configuration.databasePath, logger: logger)
+        let store = try await openStore()
         do {
             try await serve(store: store, gracefulShutdownSignals: gracefulShutdownSignals, onReady: onReady)
             try await store.close()
         } catch {
             try? await store.close()
             throw error
+        }
+    }
+
+    /// PostgreSQL when a URL is configured, else the SQLite file. A wrong URL or an unreachable server is a
+    /// configuration error with the reason (never the password).
+    private func openStore() async throws -> SQLStore {
+        do {
+            if let url = configuration.databaseURL {
+                return try await SQLStore.openPostgres(url: url, maximumConnections: configuration.databaseConnections, logger: logger)
+            }
+            return try await SQLStore.openSQLite(path: configuration.databasePath, logger: logger)
+        } catch let error as StoreError {
+            throw TernServerConfigurationError("database: \(error)")
         }
     }
 
@@ -162,7 +176,7 @@ public final class TernServer: Sendable {
                 let bound = self.boundPort ?? configuration.port
                 onReady(Banner(
                     url: "http://\(configuration.host):\(bound)", newAdminToken: newAdminToken, demo: demoSecrets,
-                    simulator: simulator.map { ($0.port, $0.controlPort) }, databasePath: configuration.databasePath,
+                    simulator: simulator.map { ($0.port, $0.controlPort) }, databasePath: configuration.databaseDescription,
                     newServerKeyFile: newKeyFile))
             }
             try await tasks.waitForAll()

@@ -11,6 +11,11 @@ public struct TernServerConfiguration: Sendable {
     public var port = 8080
     /// The SQLite database file.
     public var databasePath = "tern.db"
+    /// A PostgreSQL database (`postgres://user:password@host:5432/tern`) instead of SQLite: several nodes may
+    /// share it.
+    public var databaseURL: String?
+    /// PostgreSQL connections this node may open.
+    public var databaseConnections = 16
     /// The admin token. When nil, the first start generates one, stores its hash and prints it once.
     public var adminToken: String?
     /// The server key (base64 of 32 bytes). When nil, it is read from (or created in) `serverKeyFile`.
@@ -47,6 +52,10 @@ public struct TernServerConfiguration: Sendable {
     public func validate() throws(TernServerConfigurationError) {
         guard (0...65_535).contains(port) else { throw .init("http.port must be 0-65535, not \(port)") }
         guard !databasePath.isEmpty else { throw .init("database.path must not be empty") }
+        if let databaseURL, !(databaseURL.hasPrefix("postgres://") || databaseURL.hasPrefix("postgresql://")) {
+            throw .init("database.url must be a PostgreSQL URL: postgres://user:password@host:5432/database")
+        }
+        guard (1...1000).contains(databaseConnections) else { throw .init("database.connections must be 1-1000") }
         if let adminToken, adminToken.utf8.count < 16 {
             throw .init("admin.token must be at least 16 characters (it guards every app)")
         }
@@ -60,6 +69,14 @@ public struct TernServerConfiguration: Sendable {
     }
 }
 
+extension TernServerConfiguration {
+    /// Where the data is, for the banner: the SQLite file, or `PostgreSQL host:port/database` (never the password).
+    var databaseDescription: String {
+        guard let databaseURL, let url = URLComponents(string: databaseURL), let host = url.host else { return databasePath }
+        return "PostgreSQL \(host):\(url.port ?? 5432)\(url.path)"
+    }
+}
+
 public struct TernServerConfigurationError: Error, CustomStringConvertible {
     public let description: String
     init(_ description: String) { self.description = description }
@@ -68,12 +85,13 @@ public struct TernServerConfigurationError: Error, CustomStringConvertible {
 extension TernServerConfiguration {
     /// The settings from a JSON file (optional) and the environment (`TERN_HTTP_PORT` for `http.port`, …), the
     /// environment winning; what neither sets keeps its default. Keys: `http.host`, `http.port`, `database.path`,
+    /// `database.url` (PostgreSQL instead of SQLite), `database.connections`,
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.pageSize`, `delivery.concurrency`, `delivery.ordering`, `delivery.pushes`,
     /// `apns.connections`, `inbox.sweepInterval`, `inbox.badgeUpdateDelay`.
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
         var providers: [any ConfigProvider] = [
-            EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY"]))
+            EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY", "TERN_DATABASE_URL"]))
                 .prefixKeys(with: "tern")
         ]
         if let file {
@@ -89,6 +107,8 @@ extension TernServerConfiguration {
         configuration.host = reader.string(forKey: "http.host") ?? configuration.host
         configuration.port = reader.int(forKey: "http.port") ?? configuration.port
         configuration.databasePath = reader.string(forKey: "database.path") ?? configuration.databasePath
+        configuration.databaseURL = reader.string(forKey: "database.url", isSecret: true)
+        configuration.databaseConnections = reader.int(forKey: "database.connections") ?? configuration.databaseConnections
         configuration.adminToken = reader.string(forKey: "admin.token", isSecret: true)
         configuration.serverKey = reader.string(forKey: "server.key", isSecret: true)
         configuration.serverKeyFile = reader.string(forKey: "server.keyFile") ?? configuration.serverKeyFile

@@ -6,6 +6,20 @@ public enum StoreError: Error, Equatable, Sendable {
     case conflict(String)
     /// No such record.
     case notFound(String)
+    /// The database settings are wrong (a malformed URL); the message says how.
+    case invalidInput(String)
+    /// The database cannot be reached; the message says why.
+    case unavailable(String)
+}
+
+extension StoreError: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .conflict(let what): "\(what) exists already"
+        case .notFound(let what): "no \(what)"
+        case .invalidInput(let message), .unavailable(let message): message
+        }
+    }
 }
 
 /// Everything `tern serve` keeps: apps, the device registry, token events and pushes.

@@ -186,6 +186,25 @@ struct RegistryTests {
         }
     }
 
+    @Test("pages follow byte order whatever the database's collation: B, Z, _, a, é", arguments: StoreFactory.all)
+    func pagesAreInByteOrder(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            for deviceID in ["a", "é", "Z", "_", "B"] {
+                _ = try await store.register(registration(deviceID, token: "token-\(deviceID)", tags: ["t"]), app: "demo", at: time(1))
+            }
+            var seen: [String] = []
+            var cursor: String?
+            repeat {
+                let page = try await store.devices(app: "demo", tag: "t", after: cursor, limit: 2)
+                seen += page.items.map(\.deviceID)
+                cursor = page.next
+            } while cursor != nil
+            #expect(seen == ["B", "Z", "_", "a", "é"])
+            #expect(seen == seen.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) })
+        }
+    }
+
     @Test("devices(tag:) pages by device id: 250 devices, 100 at a time, each exactly once", arguments: StoreFactory.all)
     func tagPaging(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in

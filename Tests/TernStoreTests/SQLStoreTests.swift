@@ -25,7 +25,9 @@ struct SQLStoreTests {
     }
 
     private static func count(_ table: String, _ store: SQLStore) async throws -> Int {
-        try await store.database.raw("SELECT COUNT(*) AS n FROM \(ident: table)").first(decodingColumn: "n", as: Int.self) ?? -1
+        try await store.exclusive { db in
+            try await db.raw("SELECT COUNT(*) AS n FROM \(ident: table)").first(decodingColumn: "n", as: Int.self) ?? -1
+        }
     }
 
     @Test("migrate records each migration once and is safe to run again")
@@ -34,8 +36,9 @@ struct SQLStoreTests {
         defer { try? directory.remove() }
         try await Self.withStore(in: directory) { store async throws in
             try await store.migrate()
-            let versions = try await store.database.raw("SELECT version FROM schema_migrations ORDER BY version")
-                .all(decodingColumn: "version", as: Int.self)
+            let versions = try await store.exclusive { db in
+                try await db.raw("SELECT version FROM schema_migrations ORDER BY version").all(decodingColumn: "version", as: Int.self)
+            }
             #expect(versions == SQLStore.migrations(.sqlite).map(\.version))
             #expect(versions == Array(1...versions.count), "versions are numbered 1, 2, 3…")
         }
@@ -60,11 +63,18 @@ struct SQLStoreTests {
         let directory = try TemporaryDirectory()
         defer { try? directory.remove() }
         try await Self.withStore(in: directory, migrated: false) { store async throws in
-            let db = store.database
-            #expect(try await db.raw("PRAGMA journal_mode").first(decodingColumn: "journal_mode", as: String.self) == "wal")
-            #expect(try await db.raw("PRAGMA foreign_keys").first(decodingColumn: "foreign_keys", as: Int.self) == 1)
-            #expect(try await db.raw("PRAGMA busy_timeout").first(decodingColumn: "timeout", as: Int.self) == 5000)
-            #expect(try await db.raw("PRAGMA synchronous").first(decodingColumn: "synchronous", as: Int.self) == 1, "1 is NORMAL")
+            let pragmas = try await store.exclusive { db in
+                (
+                    try await db.raw("PRAGMA journal_mode").first(decodingColumn: "journal_mode", as: String.self),
+                    try await db.raw("PRAGMA foreign_keys").first(decodingColumn: "foreign_keys", as: Int.self),
+                    try await db.raw("PRAGMA busy_timeout").first(decodingColumn: "timeout", as: Int.self),
+                    try await db.raw("PRAGMA synchronous").first(decodingColumn: "synchronous", as: Int.self)
+                )
+            }
+            #expect(pragmas.0 == "wal")
+            #expect(pragmas.1 == 1)
+            #expect(pragmas.2 == 5000)
+            #expect(pragmas.3 == 1, "1 is NORMAL")
         }
     }
 

@@ -21,7 +21,8 @@ struct ServeCommand: AsyncParsableCommand {
               {"http": {"host": "0.0.0.0", "port": 8080},
                "database": {"path": "/var/lib/tern/tern.db"},
                "delivery": {"concurrency": 1000}}
-            Keys: http.host, http.port, database.path, admin.token, server.key,
+            Keys: http.host, http.port, database.path, database.url (PostgreSQL;
+            TERN_DATABASE_URL), database.connections, admin.token, server.key,
             server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled,
             delivery.pageSize, delivery.concurrency, delivery.pushes, delivery.ordering
             (one notification per device in flight, so badges never jump: default
@@ -36,6 +37,7 @@ struct ServeCommand: AsyncParsableCommand {
             Examples:
               tern serve
               tern serve --port 9000 --database /tmp/tern.db
+              tern serve --database postgres://tern:secret@db.internal:5432/tern
               TERN_ADMIN_TOKEN=$(openssl rand -hex 24) tern serve --config tern.json
             """
     )
@@ -49,7 +51,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Port to listen on (default 8080; 0 picks a free one).")
     var port: Int?
 
-    @Option(name: .long, help: ArgumentHelp("The SQLite database file (default ./tern.db).", valueName: "file"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The SQLite database file (default ./tern.db), or a PostgreSQL URL (postgres://user:password@host:5432/tern) that several nodes may share.",
+            valueName: "file|url"))
     var database: String?
 
     @Option(name: .long, help: ArgumentHelp("The server key file (default ./tern.key; created 0600 if missing).", valueName: "file"))
@@ -73,7 +79,13 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let host { settings.host = host }
         if let port { settings.port = port }
-        if let database { settings.databasePath = database }
+        if let database {
+            if database.hasPrefix("postgres://") || database.hasPrefix("postgresql://") {
+                settings.databaseURL = database
+            } else {
+                settings.databasePath = database
+            }
+        }
         if let serverKeyFile { settings.serverKeyFile = serverKeyFile }
         if noSimulator { settings.simulator = false }
         if noDemo { settings.demoApp = false }

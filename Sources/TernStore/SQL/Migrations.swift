@@ -2,9 +2,6 @@ import Foundation
 import SQLKit
 
 /// Where SQLite and PostgreSQL spell the store's SQL differently; everything else is shared.
-///
-/// PostgreSQL will need `BYTEA`, `BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY` and a plain `BEGIN`, and text
-/// keys compared byte by byte (`COLLATE "C"`), as SQLite does, so keyset pages and list audiences agree on order.
 struct SQLFlavor: Sendable {
     /// The column type for byte arrays.
     var bytes: String
@@ -12,6 +9,12 @@ struct SQLFlavor: Sendable {
     var serialPrimaryKey: String
     /// Starts a transaction that will write.
     var beginTransaction: String
+    /// Rewrites a schema statement for the database: see ``postgres``.
+    var adapt: @Sendable (String) -> String = { $0 }
+    /// Whether a transaction that failed with this error should simply run again (a conflict with a concurrent one).
+    var isTransient: @Sendable (any Error) -> Bool = { _ in false }
+    /// Statements that make schema migrations from several processes take turns, if the database needs them.
+    var schemaLock: (acquire: String, release: String)?
 
     static let sqlite = SQLFlavor(
         bytes: "BLOB",
@@ -30,30 +33,38 @@ struct Migration: Sendable {
 
 extension SQLStore {
     /// Brings the schema up to date, each missing step in its own transaction, recorded in `schema_migrations`.
+    /// On PostgreSQL, nodes starting together take turns (an advisory lock), so each step runs once.
     public func migrate() async throws {
         let flavor = self.flavor
         let logger = self.logger
         try await exclusive { db in
-            try await db.raw("""
-                CREATE TABLE IF NOT EXISTS schema_migrations (
-                    version INTEGER PRIMARY KEY,
-                    name TEXT NOT NULL,
-                    applied_at BIGINT NOT NULL
-                )
-                """).run()
-            let applied = Set(try await db.raw("SELECT version FROM schema_migrations").all(decodingColumn: "version", as: Int.self))
-            for migration in Self.migrations(flavor) where !applied.contains(migration.version) {
-                try await Self.inTransaction(db, begin: flavor.beginTransaction) { db in
-                    for statement in migration.statements {
-                        try await db.raw(SQLQueryString(statement)).run()
+            if let lock = flavor.schemaLock { try await db.raw(SQLQueryString(lock.acquire)).run() }
+            do {
+                try await db.raw(SQLQueryString(flavor.adapt("""
+                    CREATE TABLE IF NOT EXISTS schema_migrations (
+                        version INTEGER PRIMARY KEY,
+                        name TEXT NOT NULL,
+                        applied_at BIGINT NOT NULL
+                    )
+                    """))).run()
+                let applied = Set(try await db.raw("SELECT version FROM schema_migrations").all(decodingColumn: "version", as: Int.self))
+                for migration in Self.migrations(flavor) where !applied.contains(migration.version) {
+                    try await Self.inTransaction(db, flavor: flavor) { db in
+                        for statement in migration.statements {
+                            try await db.raw(SQLQueryString(flavor.adapt(statement))).run()
+                        }
+                        try await db.raw("""
+                            INSERT INTO schema_migrations (version, name, applied_at)
+                            VALUES (\(bind: migration.version), \(bind: migration.name), \(bind: Date().milliseconds))
+                            """).run()
                     }
-                    try await db.raw("""
-                        INSERT INTO schema_migrations (version, name, applied_at)
-                        VALUES (\(bind: migration.version), \(bind: migration.name), \(bind: Date().milliseconds))
-                        """).run()
+                    logger.debug("applied schema migration", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
                 }
-                logger.debug("applied schema migration", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
+            } catch {
+                if let lock = flavor.schemaLock { try? await db.raw(SQLQueryString(lock.release)).run() }
+                throw error
             }
+            if let lock = flavor.schemaLock { try await db.raw(SQLQueryString(lock.release)).run() }
         }
     }
 

@@ -81,14 +81,14 @@ extension SQLStore {
             }
             let group = Array(queued[start..<end])
             do {
-                let records = try await Self.inTransaction(db, begin: flavor.beginTransaction) { db in
+                let records = try await Self.inTransaction(db, flavor: flavor) { db in
                     try await Self.registerGroup(group, db)
                 }
                 results += records.map { .success($0) }
             } catch {
                 for pending in group {
                     do {
-                        let record = try await Self.inTransaction(db, begin: flavor.beginTransaction) { db in
+                        let record = try await Self.inTransaction(db, flavor: flavor) { db in
                             try await Self.registerGroup([pending], db)[0]
                         }
                         results.append(.success(record))

@@ -5,31 +5,28 @@ import Synchronization
 
 /// A ``TernStore`` in SQL that SQLite and PostgreSQL both understand.
 ///
-/// Calls take turns on the connection: a transaction's statements never interleave with another call's.
+/// Each call runs on a connection of its own for its duration (``SQLSessions``): on SQLite calls take turns on the
+/// one connection; on PostgreSQL they share a pool, and a transaction that conflicts with another runs again.
 public final class SQLStore: TernStore {
-    let database: any SQLDatabase
+    let sessions: any SQLSessions
     let flavor: SQLFlavor
     let logger: Logger
-    private let lock = AsyncLock()
     /// Registrations waiting for the next group commit (`SQLStore+Registration.swift`).
     let registrationQueue = Mutex(RegistrationQueue())
-    private let closeDatabase: @Sendable () async throws -> Void
 
-    init(database: any SQLDatabase, flavor: SQLFlavor, logger: Logger, close: @escaping @Sendable () async throws -> Void) {
-        self.database = database
+    init(sessions: any SQLSessions, flavor: SQLFlavor, logger: Logger) {
+        self.sessions = sessions
         self.flavor = flavor
         self.logger = logger
-        self.closeDatabase = close
     }
 
     public func ping() async throws {
         try await exclusive { db in try await db.raw("SELECT 1").run() }
     }
 
-    /// Closes the connection once every call before it is done. A cancelled caller still closes it: in a task of
-    /// its own, since waiting for the lock would throw on cancellation and leave the connection open.
+    /// Closes the connections once every call before it is done.
     public func close() async throws {
-        try await Task { [lock, closeDatabase] in try await lock.withLock { try await closeDatabase() } }.value
+        try await sessions.close()
     }
 
     // MARK: Settings
@@ -426,31 +423,41 @@ public final class SQLStore: TernStore {
 // MARK: - Sessions and transactions
 
 extension SQLStore {
-    /// Runs `body` alone on the connection.
+    /// Runs `body` on a connection no other call uses meanwhile.
     func exclusive<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        try await lock.withLock {
-            try await database.withSession(body)
-        }
+        try await sessions.withSession(body)
     }
 
-    /// Runs `body` alone on the connection, in one transaction: committed if it returns, rolled back if it throws.
+    /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
     func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        let begin = flavor.beginTransaction
-        return try await exclusive { db in try await Self.inTransaction(db, begin: begin, body) }
+        let flavor = self.flavor
+        return try await exclusive { db in try await Self.inTransaction(db, flavor: flavor, body) }
     }
 
+    /// How often a transaction that keeps conflicting with concurrent ones is tried before its error is thrown.
+    static let transactionAttempts = 30
+
+    /// Runs `body` in a transaction on `db`. When it fails because a concurrent transaction got in its way
+    /// (PostgreSQL's serialization failures and deadlocks), it is rolled back and run again from the start, so
+    /// `body` must only touch the database.
     static func inTransaction<T: Sendable>(
-        _ db: any SQLDatabase, begin: String, _ body: @Sendable (any SQLDatabase) async throws -> T
+        _ db: any SQLDatabase, flavor: SQLFlavor, _ body: @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
-        try await db.raw(SQLQueryString(begin)).run()
-        do {
-            let result = try await body(db)
-            try await db.raw("COMMIT").run()
-            return result
-        } catch {
-            // The original error says what went wrong; a failed rollback (the connection is gone) adds nothing.
-            try? await db.raw("ROLLBACK").run()
-            throw error
+        var attempt = 1
+        while true {
+            try await db.raw(SQLQueryString(flavor.beginTransaction)).run()
+            do {
+                let result = try await body(db)
+                try await db.raw("COMMIT").run()
+                return result
+            } catch {
+                // The original error says what went wrong; a failed rollback (the connection is gone) adds nothing.
+                try? await db.raw("ROLLBACK").run()
+                guard flavor.isTransient(error), attempt < transactionAttempts else { throw error }
+                attempt += 1
+                // Random and growing (up to 200 ms), so the transactions that collided do not collide again.
+                try await Task.sleep(for: .milliseconds(Int.random(in: 1...min(200, 2 << min(attempt, 7)))))
+            }
         }
     }
 }

@@ -23,6 +23,28 @@ extension SQLStore {
             try? await connection.close()
             throw error
         }
-        return SQLStore(database: database, flavor: .sqlite, logger: logger) { try await connection.close() }
+        return SQLStore(sessions: SQLiteSessions(connection: connection, database: database), flavor: .sqlite, logger: logger)
+    }
+}
+
+/// The one SQLite connection: calls take turns on it.
+struct SQLiteSessions: SQLSessions {
+    let connection: SQLiteConnection
+    let database: any SQLDatabase
+    private let lock = AsyncLock()
+
+    init(connection: SQLiteConnection, database: any SQLDatabase) {
+        self.connection = connection
+        self.database = database
+    }
+
+    func withSession<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        try await lock.withLock { try await database.withSession(body) }
+    }
+
+    /// A cancelled caller still closes it: in a task of its own, since waiting for the lock would throw on
+    /// cancellation and leave the connection open.
+    func close() async throws {
+        try await Task { [lock, connection] in try await lock.withLock { try await connection.close() } }.value
     }
 }

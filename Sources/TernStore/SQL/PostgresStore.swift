@@ -1,0 +1,146 @@
+import Foundation
+import Logging
+import NIOSSL
+import PostgresKit
+import PostgresNIO
+
+extension SQLStore {
+    /// Connects to the PostgreSQL database at `url` (`postgres://user:password@host:port/database`, with
+    /// `?sslmode=disable|prefer|require`, default `prefer`). Call ``migrate()`` before use.
+    ///
+    /// Calls share a pool of at most `maximumConnections` connections; several Tern nodes can use one database.
+    public static func openPostgres(url: String, maximumConnections: Int = 16, logger: Logger) async throws -> SQLStore {
+        let location = try PostgresURL(url)
+        // Fail now, with the server's own answer, rather than at the first call (the pool retries quietly for a
+        // minute before it gives up on a server it cannot reach).
+        do {
+            let connection = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 0, logger: logger)
+            defer { Task { try? await connection.close() } }
+            try await connection.sql(queryLogLevel: .trace).raw("SELECT 1").run()
+        } catch {
+            throw StoreError.unavailable("cannot reach PostgreSQL at \(location.redacted): \(PostgresSessions.describe(error))")
+        }
+        let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
+        return SQLStore(sessions: PostgresSessions(client: client), flavor: .postgres, logger: logger)
+    }
+}
+
+extension SQLFlavor {
+    /// PostgreSQL: `BYTEA`, identity keys, plain `BEGIN` at SERIALIZABLE isolation (so concurrent calls, from this
+    /// node or another, behave as if they ran one after another, as they do on SQLite), with conflicts run again.
+    /// Schema statements are written once for both databases; here every `TEXT` compares byte by byte
+    /// (`COLLATE "C"`), as SQLite's does, so keyset pages agree with the order Swift sorts in, and every `INTEGER`
+    /// is 64-bit, as SQLite's is.
+    static let postgres = SQLFlavor(
+        bytes: "BYTEA",
+        serialPrimaryKey: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+        beginTransaction: "BEGIN ISOLATION LEVEL SERIALIZABLE",
+        adapt: { statement in
+            statement
+                .replacingOccurrences(of: #"\bTEXT\b"#, with: #"TEXT COLLATE "C""#, options: .regularExpression)
+                .replacingOccurrences(of: #"\bINTEGER\b"#, with: "BIGINT", options: .regularExpression)
+        },
+        isTransient: { error in
+            // 40001 serialization_failure, 40P01 deadlock_detected.
+            guard let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] else { return false }
+            return state == "40001" || state == "40P01"
+        },
+        // Any fixed number: it names the lock only within this database.
+        schemaLock: ("SELECT pg_advisory_lock(7461726001)", "SELECT pg_advisory_unlock(7461726001)")
+    )
+}
+
+/// A pool of PostgreSQL connections: each call leases one for its duration.
+final class PostgresSessions: SQLSessions {
+    private let client: PostgresClient
+    private let running: Task<Void, Never>
+
+    init(client: PostgresClient) {
+        self.client = client
+        self.running = Task { await client.run() }
+    }
+
+    func withSession<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            // Every query is logged at trace: its binds hold tokens and aliases.
+            try await body(connection.sql(queryLogLevel: .trace))
+        }
+    }
+
+    func close() async throws {
+        running.cancel()
+        await running.value
+    }
+
+    deinit { running.cancel() }
+
+    /// What went wrong, with the server's message when there is one (PSQLError's own description says nothing, so
+    /// that queries and their binds never reach a log).
+    static func describe(_ error: any Error) -> String {
+        guard let error = error as? PSQLError else { return "\(error)" }
+        if let message = error.serverInfo?[.message] {
+            return "\(message) (SQLSTATE \(error.serverInfo?[.sqlState] ?? "?"))"
+        }
+        if let underlying = error.underlying { return "\(error.code): \(underlying)" }
+        return "\(error.code)"
+    }
+}
+
+/// A `postgres://` URL, checked.
+struct PostgresURL {
+    var host: String
+    var port: Int
+    var username: String
+    var password: String?
+    var database: String?
+    var sslMode: String
+
+    init(_ text: String) throws {
+        guard let components = URLComponents(string: text), let scheme = components.scheme,
+            scheme == "postgres" || scheme == "postgresql"
+        else {
+            throw StoreError.invalidInput("the database URL must look like postgres://user:password@host:5432/database")
+        }
+        guard let host = components.host, !host.isEmpty else {
+            throw StoreError.invalidInput("the database URL names no host: postgres://user:password@host:5432/database")
+        }
+        self.host = host
+        port = components.port ?? 5432
+        username = components.user.flatMap { $0.removingPercentEncoding } ?? "postgres"
+        password = components.password.flatMap { $0.removingPercentEncoding }
+        let path = components.path.drop(while: { $0 == "/" })
+        database = path.isEmpty ? nil : String(path)
+        sslMode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer"
+        guard ["disable", "prefer", "require"].contains(sslMode) else {
+            throw StoreError.invalidInput("sslmode must be disable, prefer or require, not '\(sslMode)'")
+        }
+    }
+
+    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        let tls: PostgresConnection.Configuration.TLS
+        switch sslMode {
+        case "disable": tls = .disable
+        case "require": tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        default: tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        }
+        return PostgresConnection.Configuration(host: host, port: port, username: username, password: password, database: database, tls: tls)
+    }
+
+    func clientConfiguration(maximumConnections: Int) -> PostgresClient.Configuration {
+        let tls: PostgresClient.Configuration.TLS
+        switch sslMode {
+        case "disable": tls = .disable
+        case "require": tls = .require(.makeClientConfiguration())
+        default: tls = .prefer(.makeClientConfiguration())
+        }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+        configuration.options.maximumConnections = max(1, maximumConnections)
+        return configuration
+    }
+
+    /// The URL without its password, for messages.
+    var redacted: String {
+        "postgres://\(username)\(password == nil ? "" : ":***")@\(host):\(port)/\(database ?? "")"
+    }
+}

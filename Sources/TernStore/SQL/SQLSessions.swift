@@ -1,0 +1,10 @@
+import SQLKit
+
+/// How ``SQLStore`` reaches its database: every call gets a connection to itself for as long as it runs, which a
+/// transaction needs (its statements must not interleave with another call's on the same connection).
+protocol SQLSessions: Sendable {
+    /// Runs `body` on a connection no other call uses meanwhile.
+    func withSession<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
+    /// Closes the connections once the calls already running are done.
+    func close() async throws
+}

@@ -1,0 +1,109 @@
+import Foundation
+import Logging
+import SQLKit
+import Testing
+@testable import TernStore
+
+/// What only the PostgreSQL store has: its URL, its pool, migrations from several nodes at once, and transactions
+/// that conflict and run again.
+@Suite("SQLStore on PostgreSQL")
+struct PostgresStoreTests {
+    @Test(
+        "a malformed URL is refused with what to write instead",
+        arguments: [
+            ("mysql://u@h/db", "must look like postgres://"),
+            ("postgres:///tern", "names no host"),
+            ("postgres://u@h/db?sslmode=verify-full", "sslmode must be disable, prefer or require, not 'verify-full'"),
+        ])
+    func malformedURL(_ url: String, _ message: String) async throws {
+        let error = await #expect(throws: StoreError.self) {
+            _ = try await SQLStore.openPostgres(url: url, logger: Logger(label: "test"))
+        }
+        #expect(error.map { "\($0)" }?.contains(message) == true, "\(String(describing: error))")
+    }
+
+    @Test("an unreachable server is a clear error that never shows the password")
+    func unreachable() async throws {
+        // A port nothing listens on: bound, then closed.
+        let url = "postgres://tern:hunter2secret@127.0.0.1:\(try freePort())/tern?sslmode=disable"
+        let error = await #expect(throws: StoreError.self) {
+            _ = try await SQLStore.openPostgres(url: url, logger: Logger(label: "test"))
+        }
+        let text = error.map { "\($0)" } ?? ""
+        #expect(text.contains("cannot reach PostgreSQL at postgres://tern:***@127.0.0.1:"), "\(text)")
+        #expect(!text.contains("hunter2secret"), "\(text)")
+        #expect(text.contains("refused"), "the server's answer: \(text)")
+    }
+
+    @Test("nodes migrating one database at once apply each step once", .enabled(if: PostgresTestServer.url != nil))
+    func concurrentMigrations() async throws {
+        let database = try await PostgresTestServer.createDatabase()
+        defer { Task { try? await PostgresTestServer.dropDatabase(database.name) } }
+        var stores: [SQLStore] = []
+        for _ in 0..<4 { stores.append(try await SQLStore.openPostgres(url: database.url, logger: Logger(label: "test"))) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for store in stores { group.addTask { try await store.migrate() } }
+            try await group.waitForAll()
+        }
+        let versions = try await stores[0].exclusive { db in
+            try await db.raw("SELECT version FROM schema_migrations ORDER BY version").all(decodingColumn: "version", as: Int.self)
+        }
+        #expect(versions == SQLStore.migrations(.postgres).map(\.version))
+        for store in stores { try await store.close() }
+    }
+
+    @Test("text columns compare byte by byte and integers are 64-bit", .enabled(if: PostgresTestServer.url != nil))
+    func schemaAdaptation() async throws {
+        try await StoreFactory.postgres.withStore { store in
+            let store = try #require(store as? SQLStore)
+            let (collation, type) = try await store.exclusive { db in
+                let row = try await db.raw("""
+                    SELECT collation_name, (SELECT data_type FROM information_schema.columns
+                        WHERE table_name = 'pushes' AND column_name = 'targeted') AS targeted_type
+                    FROM information_schema.columns WHERE table_name = 'devices' AND column_name = 'device_id'
+                    """).first()
+                return (try row?.decode(column: "collation_name", as: String?.self), try row?.decode(column: "targeted_type", as: String.self))
+            }
+            #expect(collation == "C")
+            #expect(type == "bigint")
+        }
+    }
+
+    @Test("transactions that conflict run again: 40 concurrent read-modify-writes of one row lose nothing",
+          .enabled(if: PostgresTestServer.url != nil))
+    func conflictingTransactionsRunAgain() async throws {
+        try await StoreFactory.postgres.withStore { store in
+            let store = try #require(store as? SQLStore)
+            try await store.setSetting("counter", to: "0")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<40 {
+                    group.addTask {
+                        try await store.transaction { db in
+                            let value = try await db.raw("SELECT value FROM settings WHERE name = 'counter'")
+                                .first(decodingColumn: "value", as: String.self) ?? "0"
+                            try await db.raw("UPDATE settings SET value = \(bind: String(Int(value)! + 1)) WHERE name = 'counter'").run()
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await store.setting("counter") == "40")
+        }
+    }
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on (bound by the kernel's choice, then released).
+private func freePort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { throw POSIXError(.EADDRNOTAVAIL) }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
