@@ -108,18 +108,21 @@ public final class TernServer: Sendable {
 
         let clients = ClientDirectory(
             serverKey: serverKey, simulator: nil, connections: configuration.apnsConnections, logger: logger)
-        let webhooks = WebhookSender(store: store, serverKey: serverKey, logger: logger)
+        // Nodes on one PostgreSQL database share it: one at a time sends pushes and runs each periodic job.
+        let coordinator: any NodeCoordinator =
+            try configuration.databaseURL.map { try PostgresCoordinator(url: $0, logger: logger) } ?? LocalCoordinator()
+        let webhooks = WebhookSender(store: store, serverKey: serverKey, coordinator: coordinator, logger: logger)
         let dispatcher = PushDispatcher(
             store: store, clients: clients,
             settings: .init(
                 pageSize: configuration.deliveryPageSize, concurrency: configuration.deliveryConcurrency,
                 pushConcurrency: configuration.deliveryPushes, ordering: configuration.deliveryOrdering),
-            onTokensPruned: { webhooks.wake() }, logger: logger)
+            coordinator: coordinator, onTokensPruned: { webhooks.wake() }, logger: logger)
         let badgeUpdates = BadgeUpdates(
             store: store, clients: clients, order: dispatcher.order, delay: .milliseconds(configuration.inboxBadgeUpdateDelay),
             logger: logger)
         let feedback = FeedbackPoller(
-            store: store, clients: clients, checkInterval: .seconds(configuration.feedbackCheckInterval),
+            store: store, clients: clients, checkInterval: .seconds(configuration.feedbackCheckInterval), coordinator: coordinator,
             onTokensPruned: { webhooks.wake() }, logger: logger)
         let cache = AppCache(store: store)
         let apps = AppsAPI(
@@ -150,7 +153,8 @@ public final class TernServer: Sendable {
             },
             logger: logger)
 
-        var services: [any Service] = []
+        // Shut down in reverse order: the coordinator last, so this node keeps its leases until its work is done.
+        var services: [any Service] = [CoordinatorService(coordinator: coordinator)]
         if let simulator { services.append(simulator) }
         // Pushes left from an earlier run wait for the simulator their apps may deliver to.
         services.append(DispatcherService(dispatcher: dispatcher, clients: clients) {
@@ -161,7 +165,8 @@ public final class TernServer: Sendable {
         })
         services.append(webhooks)
         services.append(feedback)
-        services.append(InboxSweeper(store: store, interval: .seconds(configuration.inboxSweepInterval), logger: logger))
+        services.append(InboxSweeper(
+            store: store, interval: .seconds(configuration.inboxSweepInterval), coordinator: coordinator, logger: logger))
         services.append(application)
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: gracefulShutdownSignals, logger: logger))
@@ -213,6 +218,15 @@ public final class TernServer: Sendable {
 }
 
 /// Runs the dispatcher and, once it stopped, closes the APNs clients (their in-flight streams finish first).
+/// Runs the node coordinator until shutdown; leaving releases this node's leases for the others.
+private struct CoordinatorService: Service {
+    let coordinator: any NodeCoordinator
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await coordinator.run() }
+    }
+}
+
 private struct DispatcherService: Service {
     let dispatcher: PushDispatcher
     let clients: ClientDirectory

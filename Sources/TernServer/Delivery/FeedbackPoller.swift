@@ -31,24 +31,27 @@ actor FeedbackPoller: Service {
     private let clients: ClientDirectory
     private let checkInterval: Duration
     private let onTokensPruned: @Sendable () -> Void
+    /// One node polls on schedule at a time.
+    private let lease: JobLease
     private let logger: Logger
     private var retryAfter: [String: Date] = [:]
     private var reading: Set<String> = []
 
     init(
-        store: any TernStore, clients: ClientDirectory, checkInterval: Duration, onTokensPruned: @escaping @Sendable () -> Void,
-        logger: Logger
+        store: any TernStore, clients: ClientDirectory, checkInterval: Duration, coordinator: any NodeCoordinator = LocalCoordinator(),
+        onTokensPruned: @escaping @Sendable () -> Void, logger: Logger
     ) {
         self.store = store
         self.clients = clients
         self.checkInterval = checkInterval
+        self.lease = coordinator.lease("feedback-poller")
         self.onTokensPruned = onTokensPruned
         self.logger = logger
     }
 
     func run() async throws {
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
-            await pollDue()
+            if lease.isHeld { await pollDue() }
             try? await cancelWhenGracefulShutdown { [checkInterval] in try await Task.sleep(for: checkInterval) }
         }
     }

@@ -10,17 +10,20 @@ final class InboxSweeper: Service {
 
     private let store: any TernStore
     private let interval: Duration
+    /// One node sweeps at a time.
+    private let lease: JobLease
     private let logger: Logger
 
-    init(store: any TernStore, interval: Duration, logger: Logger) {
+    init(store: any TernStore, interval: Duration, coordinator: any NodeCoordinator = LocalCoordinator(), logger: Logger) {
         self.store = store
         self.interval = interval
+        self.lease = coordinator.lease("inbox-sweeper")
         self.logger = logger
     }
 
     func run() async throws {
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
-            await sweep()
+            if lease.isHeld { await sweep() }
             try? await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
         }
     }

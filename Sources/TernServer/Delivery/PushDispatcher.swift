@@ -31,6 +31,9 @@ final class PushDispatcher: Service {
     private let store: any TernStore
     private let clients: ClientDirectory
     private let settings: Settings
+    private let coordinator: any NodeCoordinator
+    /// Only the node holding it sends; the others take over when it is lost (see ``NodeCoordinator``).
+    private let lease: JobLease
     private let onTokensPruned: @Sendable () -> Void
     private let logger: Logger
     private let doorbell = Doorbell()
@@ -48,23 +51,41 @@ final class PushDispatcher: Service {
 
     /// - Parameter onTokensPruned: called after a page that deactivated tokens (the webhook sender looks then).
     init(
-        store: any TernStore, clients: ClientDirectory, settings: Settings, onTokensPruned: @escaping @Sendable () -> Void = {},
-        logger: Logger
+        store: any TernStore, clients: ClientDirectory, settings: Settings, coordinator: any NodeCoordinator = LocalCoordinator(),
+        onTokensPruned: @escaping @Sendable () -> Void = {}, logger: Logger
     ) {
         self.store = store
         self.clients = clients
         self.settings = settings
+        self.coordinator = coordinator
+        self.lease = coordinator.lease("dispatcher")
         self.onTokensPruned = onTokensPruned
         self.logger = logger
     }
 
-    /// A new push is stored: look now rather than at the next poll.
-    func wake() { doorbell.ring() }
+    /// A new push is stored: this node and the others look now rather than at the next poll.
+    func wake() {
+        doorbell.ring()
+        // Not awaited: the caller answers its request without waiting for the database.
+        Task { [coordinator] in await coordinator.announce(Self.newPushEvent) }
+    }
+
+    static let newPushEvent = "push"
 
     func run() async throws {
+        // Another node stored a push.
+        let listener = Task { [coordinator, doorbell] in
+            for await event in coordinator.events() where event == Self.newPushEvent { doorbell.ring() }
+        }
+        defer { listener.cancel() }
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 while !stopping.load(ordering: .relaxed) {
+                    // Only the node holding the lease sends; the others serve the API and stand by.
+                    guard lease.isHeld else {
+                        await doorbell.wait(upTo: settings.pollInterval)
+                        continue
+                    }
                     let pushes: [PushRecord]
                     do {
                         pushes = try await store.unfinishedPushes(limit: settings.pushConcurrency * 2)
@@ -117,7 +138,8 @@ final class PushDispatcher: Service {
         let content = try JSONDecoder().decode(PushContent.self, from: Data(push.notification))
         if push.status == .pending { try await store.startPush(id: push.id, at: Date()) }
         var cursor = push.cursor
-        while !stopping.load(ordering: .relaxed) {
+        // A node that lost the lease stops after the page in flight: the node that took over resumes at the cursor.
+        while !stopping.load(ordering: .relaxed), lease.isHeld {
             let page = try await store.recipients(app: app.id, audience: push.audience, after: cursor, limit: settings.pageSize)
             guard let last = page.items.last else { break }
             let pagePlace = firstPlace ?? admission.reserve()
@@ -132,7 +154,7 @@ final class PushDispatcher: Service {
             cursor = last.key
             if page.next == nil { break }
         }
-        guard !stopping.load(ordering: .relaxed) else { return }
+        guard !stopping.load(ordering: .relaxed), lease.isHeld else { return }
         try await store.completePush(id: push.id, at: Date())
         pushesCompleted.increment()
         logger.info("push delivered", metadata: ["push": "\(push.id)", "app": "\(app.id)"])

@@ -22,15 +22,21 @@ final class WebhookSender: Service {
     private let serverKey: ServerKey
     private let logger: Logger
     private let pollInterval: Duration
+    /// One node sends webhooks at a time, so a receiver gets each event once per attempt.
+    private let lease: JobLease
     private let doorbell = Doorbell()
     private let stopping = Atomic<Bool>(false)
     /// Per app: failures in a row and when to try again.
     private let backoff = Mutex<[String: (failures: Int, next: ContinuousClock.Instant)]>([:])
 
-    init(store: any TernStore, serverKey: ServerKey, pollInterval: Duration = .seconds(1), logger: Logger) {
+    init(
+        store: any TernStore, serverKey: ServerKey, pollInterval: Duration = .seconds(1),
+        coordinator: any NodeCoordinator = LocalCoordinator(), logger: Logger
+    ) {
         self.store = store
         self.serverKey = serverKey
         self.pollInterval = pollInterval
+        self.lease = coordinator.lease("webhooks")
         self.logger = logger
     }
 
@@ -45,7 +51,7 @@ final class WebhookSender: Service {
         await withGracefulShutdownHandler {
             while !stopping.load(ordering: .relaxed) {
                 do {
-                    for app in try await store.apps() where app.webhookURL != nil && !stopping.load(ordering: .relaxed) {
+                    for app in try await store.apps() where app.webhookURL != nil && !stopping.load(ordering: .relaxed) && lease.isHeld {
                         await deliver(app, using: http)
                     }
                 } catch {
@@ -66,7 +72,7 @@ final class WebhookSender: Service {
         let cursorKey = "webhook.cursor.\(app.id)"
         do {
             var cursor = Int64(try await store.setting(cursorKey) ?? "") ?? 0
-            while !stopping.load(ordering: .relaxed) {
+            while !stopping.load(ordering: .relaxed), lease.isHeld {
                 let events = try await store.tokenEvents(app: app.id, after: cursor, limit: 100)
                 guard let last = events.last else { return }
                 let body = try Self.body(app: app.id, events: events)

@@ -1,0 +1,130 @@
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// Nodes on one PostgreSQL database: a lease is a session-level advisory lock held on a connection of the
+/// coordinator's own, and announcements are NOTIFY on one channel, which every node LISTENs to.
+///
+/// The connection is checked every `checkInterval`; when it breaks, every lease is dropped at once (the server
+/// releases the locks with the session, so another node may take the jobs over) and the coordinator reconnects,
+/// with backoff, and takes whatever is free again.
+public final class PostgresCoordinator: NodeCoordinator {
+    static let channel = "tern_events"
+
+    private let location: PostgresURL
+    private let checkInterval: Duration
+    private let logger: Logger
+    private let leases = Mutex<[String: JobLease]>([:])
+    private let subscribers = Mutex<[AsyncStream<String>.Continuation]>([])
+    private let connection = Mutex<PostgresConnection?>(nil)
+
+    /// - Parameter url: the database's URL, as for ``SQLStore/openPostgres(url:maximumConnections:logger:)``.
+    public init(url: String, checkInterval: Duration = .seconds(1), logger: Logger) throws {
+        self.location = try PostgresURL(url)
+        self.checkInterval = checkInterval
+        self.logger = logger
+    }
+
+    public func lease(_ job: String) -> JobLease {
+        leases.withLock { leases in
+            if let lease = leases[job] { return lease }
+            let lease = JobLease(job: job)
+            leases[job] = lease
+            return lease
+        }
+    }
+
+    public func announce(_ event: String) async {
+        guard let connection = connection.withLock({ $0 }) else { return }
+        do {
+            _ = try await connection.query("SELECT pg_notify(\(Self.channel), \(event))", logger: logger)
+        } catch {
+            // The others look for work on their own every second or so; a lost wake-up only delays it.
+            logger.debug("cannot announce to the other nodes", metadata: ["event": "\(event)", "error": "\(PostgresSessions.describe(error))"])
+        }
+    }
+
+    public func events() -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(64))
+        subscribers.withLock { $0.append(continuation) }
+        return stream
+    }
+
+    public func run() async {
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                let opened = try await PostgresConnection.connect(
+                    configuration: try location.connectionConfiguration(), id: 1, logger: logger)
+                connection.withLock { $0 = opened }
+                if failures > 0 { logger.info("coordination connection restored") }
+                failures = 0
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await self.listen(on: opened) }
+                    group.addTask { try await self.keepLeases(on: opened) }
+                    _ = try await group.next()
+                    group.cancelAll()
+                }
+            } catch {
+                if !Task.isCancelled {
+                    failures += 1
+                    logger.warning("coordination connection lost; this node holds no job until it is back", metadata: [
+                        "error": "\(PostgresSessions.describe(error))",
+                    ])
+                }
+            }
+            dropLeases()
+            let closing = connection.withLock { current -> PostgresConnection? in
+                defer { current = nil }
+                return current
+            }
+            try? await closing?.close()
+            if Task.isCancelled { break }
+            // 0.5 s, 1 s, 2 s … at most 10 s between attempts.
+            try? await Task.sleep(for: .milliseconds(min(10_000, 250 << min(failures, 6))))
+        }
+        for subscriber in subscribers.withLock({ $0 }) { subscriber.finish() }
+    }
+
+    private func listen(on connection: PostgresConnection) async throws {
+        try await connection.listen(on: Self.channel) { notifications in
+            for try await notification in notifications {
+                for subscriber in subscribers.withLock({ $0 }) { subscriber.yield(notification.payload) }
+            }
+        }
+    }
+
+    /// Takes every free lease, and checks the connection, every `checkInterval`.
+    private func keepLeases(on connection: PostgresConnection) async throws {
+        while !Task.isCancelled {
+            for lease in leases.withLock({ Array($0.values) }) where !lease.isHeld {
+                let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.lockKey(lease.job))) AS held", logger: logger)
+                var taken = false
+                for try await held in rows.decode(Bool.self) { taken = held }
+                if taken {
+                    lease.set(true)
+                    logger.info("this node runs a job now", metadata: ["job": "\(lease.job)"])
+                }
+            }
+            _ = try await connection.query("SELECT 1", logger: logger)
+            try await Task.sleep(for: checkInterval)
+        }
+    }
+
+    private func dropLeases() {
+        for lease in leases.withLock({ Array($0.values) }) where lease.isHeld {
+            lease.set(false)
+            logger.info("this node no longer runs a job", metadata: ["job": "\(lease.job)"])
+        }
+    }
+
+    /// The advisory lock's key for a job: 64-bit FNV-1a of `tern:` and its name, the same on every node.
+    static func lockKey(_ job: String) -> Int64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in ("tern:" + job).utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return Int64(bitPattern: hash)
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+import Logging
+import SQLKit
+import Synchronization
+import TernAPNs
+import TernServer
+import TernSimulator
+@testable import TernStore
+import TernTestSupport
+import Testing
+
+/// Several `tern serve` nodes on one PostgreSQL database, delivering to one simulator (in this process).
+@Suite("Several nodes on one PostgreSQL", .enabled(if: PostgresServer.url != nil))
+struct MultiNodeTests {
+    @Test("a push stored on a standby node is sent once, by the node holding the lease; another takes over when it leaves")
+    func standbyNodeTakesOver() async throws {
+        try await MultiNode.with { cluster in
+            try await cluster.createApp(on: cluster.nodes[0])
+            let devices = 200
+            try await cluster.register(devices, on: cluster.nodes[1])
+
+            let first = try await cluster.master(1).post("/v1/apps/shop/pushes?wait=20", Fixture.push(audience: #"{"all": true}"#, title: "one"))
+            #expect(first.status == 201, "\(first.text)")
+            #expect(try first.json()["counts"]?["accepted"]?.int == devices)
+            #expect(cluster.arrivals().count == devices)
+            #expect(Set(cluster.arrivals().map(\.token)).count == devices, "each device got it once")
+
+            // The node that sent leaves; the other takes the lease and sends the next push.
+            await cluster.nodes[0].server.shutdown()
+            let second = try await cluster.master(1).post("/v1/apps/shop/pushes?wait=20", Fixture.push(audience: #"{"all": true}"#, title: "two"))
+            #expect(second.status == 201, "\(second.text)")
+            #expect(try second.json()["counts"]?["accepted"]?.int == devices)
+            let arrivals = cluster.arrivals()
+            #expect(arrivals.count == 2 * devices)
+            #expect(arrivals.filter { $0.payload.contains("\"two\"") }.count == devices)
+        }
+    }
+
+    @Test("an idempotent push sent to both nodes at once is one push, delivered once")
+    func idempotencyAcrossNodes() async throws {
+        try await MultiNode.with { cluster in
+            try await cluster.createApp(on: cluster.nodes[0])
+            try await cluster.register(50, on: cluster.nodes[0])
+            let body = Fixture.push(audience: #"{"all": true}"#, extra: #", "idempotencyKey": "order-17""#)
+            async let a = cluster.master(0).post("/v1/apps/shop/pushes?wait=20", body)
+            async let b = cluster.master(1).post("/v1/apps/shop/pushes?wait=20", body)
+            let (answerA, answerB) = try await (a, b)
+            let ids = [try answerA.json()["id"]?.string, try answerB.json()["id"]?.string]
+            #expect(ids[0] != nil && ids[0] == ids[1], "\(answerA.text) / \(answerB.text)")
+            #expect(Set([answerA.status, answerB.status]) == [200, 201], "one created it, the other found it")
+            #expect(cluster.arrivals().count == 50)
+        }
+    }
+}
+
+/// The server the tests may use (`TERN_TEST_POSTGRES_URL`, set by scripts/test.sh).
+enum PostgresServer {
+    static let url = ProcessInfo.processInfo.environment["TERN_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+
+    /// A new empty database on it, dropped after `body`.
+    static func withDatabase<T: Sendable>(_ body: (String) async throws -> T) async throws -> T {
+        guard let url, var components = URLComponents(string: url) else { throw HTTPTestClientError(description: "no PostgreSQL server") }
+        let name = "tern_nodes_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let admin = try await SQLStore.openPostgres(url: url, maximumConnections: 1, logger: Logger(label: "test"))
+        try await admin.exclusive { db in try await db.raw("CREATE DATABASE \(ident: name)").run() }
+        components.path = "/" + name
+        do {
+            let result = try await body(components.string!)
+            try await admin.exclusive { db in try await db.raw("DROP DATABASE IF EXISTS \(ident: name) WITH (FORCE)").run() }
+            try await admin.close()
+            return result
+        } catch {
+            _ = try? await admin.exclusive { db in try await db.raw("DROP DATABASE IF EXISTS \(ident: name) WITH (FORCE)").run() }
+            try? await admin.close()
+            throw error
+        }
+    }
+}
+
+/// Two nodes, one database, one simulator.
+struct MultiNode: Sendable {
+    let nodes: [RunningServer]
+    let simulator: APNsSimulator
+    let key: APNsSigningKey
+
+    func arrivals() -> [RecordedNotification] {
+        simulator.state.notifications(after: 0, limit: 100_000)
+    }
+
+    /// The app `shop`, delivering to the simulator with a token key.
+    func createApp(on node: RunningServer) async throws {
+        let escape = { (text: String) in text.replacingOccurrences(of: "\n", with: "\\n") }
+        let created = try await node.admin.post("/v1/apps", """
+            {"id": "shop", "topic": "com.example.shop", "environment": "custom",
+             "endpoint": {"host": "127.0.0.1", "port": \(simulator.port), "caPEM": "\(escape(simulator.certificateAuthority.certificatePEM))"},
+             "credentials": {"type": "token", "keyPEM": "\(escape(key.pemRepresentation))", "keyID": "\(key.keyID)", "teamID": "\(key.teamID)"}}
+            """)
+        #expect(created.status == 201, "\(created.text)")
+        let json = try created.json()
+        secrets.withLock { $0 = (json["appKey"]?.string ?? "", json["masterSecret"]?.string ?? "") }
+    }
+
+    /// Node `index`'s API with the app's master secret.
+    func master(_ index: Int) -> HTTPTestClient { nodes[index].api.with(bearer: secrets.withLock { $0.masterSecret }) }
+
+    /// Registers `count` devices with the app key, through `node`.
+    func register(_ count: Int, on node: RunningServer) async throws {
+        let appKey = secrets.withLock { $0.appKey }
+        let client = node.api.with(bearer: appKey)
+        for n in 0..<count {
+            let answer = try await client.put("/v1/apps/shop/devices/\(Fixture.device(n))", Fixture.registration(token: Fixture.token(n)))
+            #expect(answer.status == 200 || answer.status == 201, "\(answer.text)")
+        }
+    }
+
+    private let secrets = SecretsBox()
+
+    /// Runs two nodes on a fresh database and a simulator, all stopped afterwards.
+    static func with(_ body: (MultiNode) async throws -> Void) async throws {
+        let key = APNsSigningKey.generate(keyID: "NODEKEY001", teamID: "NODETEAM01")
+        var configuration = try APNsSimulator.Configuration()
+        configuration.port = 0
+        configuration.controlPort = nil
+        configuration.legacyGatewayPort = nil
+        configuration.feedbackPort = nil
+        configuration.environment = .production
+        configuration.tokenKeys = [ProviderTokenKey(keyID: key.keyID, teamID: key.teamID, publicKey: key.publicKey)]
+        try await APNsSimulator.withRunning(configuration, logger: Logger(label: "test.simulator")) { simulator in
+            try await PostgresServer.withDatabase { url in
+                let serverKey = Data((0..<32).map { UInt8($0) }).base64EncodedString()
+                let configure = { (settings: inout TernServerConfiguration) in
+                    settings.databaseURL = url
+                    settings.serverKey = serverKey
+                    settings.simulator = false
+                    settings.demoApp = false
+                }
+                try await ServerHarness.withServer(configure: configure) { first in
+                    // The first node takes the leases before the second starts.
+                    try await Task.sleep(for: .milliseconds(1500))
+                    try await ServerHarness.withServer(configure: configure) { second in
+                        try await body(MultiNode(nodes: [first, second], simulator: simulator, key: key))
+                    }
+                }
+            }
+        }
+    }
+}
+
+private final class SecretsBox: Sendable {
+    private let value = Mutex<(appKey: String, masterSecret: String)>(("", ""))
+    func withLock<T: Sendable>(_ body: (inout sending (appKey: String, masterSecret: String)) -> sending T) -> T { value.withLock(body) }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import Logging
+import SQLKit
+import Testing
+import TernTestSupport
+@testable import TernStore
+
+/// Job leases and announcements between nodes on one PostgreSQL database (``PostgresCoordinator``), and the
+/// single-node stand-in (``LocalCoordinator``).
+@Suite("Node coordination")
+struct CoordinatorTests {
+    @Test("alone on SQLite, a node holds every lease and hears its own announcements")
+    func localCoordinator() async throws {
+        let coordinator = LocalCoordinator()
+        #expect(coordinator.lease("dispatcher").isHeld)
+        let events = coordinator.events()
+        await coordinator.announce("push")
+        var iterator = events.makeAsyncIterator()
+        #expect(await iterator.next() == "push")
+    }
+
+    @Test("each job is held by one node at a time; when its holder leaves, another takes it",
+          .enabled(if: PostgresTestServer.url != nil))
+    func oneHolderAtATime() async throws {
+        let database = try await PostgresTestServer.createDatabase()
+        defer { Task { try? await PostgresTestServer.dropDatabase(database.name) } }
+        let nodes = try (0..<3).map { _ in
+            try PostgresCoordinator(url: database.url, checkInterval: .milliseconds(100), logger: Logger(label: "test"))
+        }
+        let leases = nodes.map { ($0.lease("sweeper"), $0.lease("dispatcher")) }
+        var running = nodes.map { node in Task { await node.run() } }
+        defer { for task in running { task.cancel() } }
+
+        try await waitUntil("every job to have a holder") { leases.filter(\.0.isHeld).count == 1 && leases.filter(\.1.isHeld).count == 1 }
+        // Stay so: nobody takes a job that is held.
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(leases.filter(\.0.isHeld).count == 1)
+        #expect(leases.filter(\.1.isHeld).count == 1)
+
+        // The sweeper's holder leaves: another node has the job within a few checks, and still only one.
+        let holder = try #require(leases.firstIndex { $0.0.isHeld })
+        running[holder].cancel()
+        await running[holder].value
+        #expect(!leases[holder].0.isHeld && !leases[holder].1.isHeld, "a node that stopped holds nothing")
+        try await waitUntil("another node to take the sweeper") { leases.filter(\.0.isHeld).count == 1 }
+        #expect(!leases[holder].0.isHeld)
+        #expect(leases.filter(\.1.isHeld).count == 1)
+        running[holder] = Task {}
+    }
+
+    @Test("a holder whose connection the server drops lets go at once, reconnects, and one node holds the job again",
+          .enabled(if: PostgresTestServer.url != nil))
+    func droppedConnection() async throws {
+        let database = try await PostgresTestServer.createDatabase()
+        defer { Task { try? await PostgresTestServer.dropDatabase(database.name) } }
+        let nodes = try (0..<2).map { _ in
+            try PostgresCoordinator(url: database.url, checkInterval: .milliseconds(100), logger: Logger(label: "test"))
+        }
+        let leases = nodes.map { $0.lease("dispatcher") }
+        let running = nodes.map { node in Task { await node.run() } }
+        defer { for task in running { task.cancel() } }
+        try await waitUntil("a holder") { leases.filter(\.isHeld).count == 1 }
+        let holder = try #require(leases.firstIndex { $0.isHeld })
+
+        // The server ends the nodes' sessions (as a restart or a network cut would).
+        try await PostgresTestServer.withAdmin { db in
+            try await db.raw("""
+                SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(bind: database.name) AND pid <> pg_backend_pid()
+                """).run()
+        }
+        try await waitUntil("the old holder to let go") { !leases[holder].isHeld }
+        try await waitUntil("exactly one holder again") { leases.filter(\.isHeld).count == 1 }
+
+        // Announcements still reach every node after the reconnect.
+        let streams = nodes.map { $0.events() }
+        try await Task.sleep(for: .milliseconds(300))
+        await nodes[0].announce("push")
+        for stream in streams {
+            let first = Task { () -> String? in
+                for await event in stream { return event }
+                return nil
+            }
+            let event = try await withTimeout(5, "an announcement") { await first.value }
+            #expect(event == "push")
+        }
+    }
+
+    private func waitUntil(_ what: String, within seconds: Double = 10, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while !condition() {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("timed out waiting for \(what)")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+}
