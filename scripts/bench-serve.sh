@@ -6,6 +6,8 @@
 #
 #   scripts/bench-serve.sh                    # 100,000 devices, 30 s of registrations
 #   DEVICES=20000 DURATION=10 scripts/bench-serve.sh
+#   DATABASE=postgres scripts/bench-serve.sh  # on a throwaway PostgreSQL (installed when missing) instead of SQLite
+#   DATABASE=postgres NODES=2 scripts/bench-serve.sh   # phase 2 with a second node on the same database
 #
 # Needs wrk (Debian: wrk); installs it when missing. Everything runs on loopback and stops by itself; KEEP=1 keeps
 # the data folder (its path is printed) to look at the database afterwards.
@@ -16,6 +18,9 @@ DEVICES=${DEVICES:-100000}
 DURATION=${DURATION:-30}
 CONNECTIONS=${CONNECTIONS:-32}
 SCRATCH=${SCRATCH:-.build}
+DATABASE=${DATABASE:-sqlite}
+NODES=${NODES:-1}
+[ "$NODES" = 1 ] || [ "$DATABASE" = postgres ] || { echo "NODES=$NODES needs DATABASE=postgres" >&2; exit 64; }
 
 need() { command -v "$1" >/dev/null 2>&1; }
 if ! need wrk; then
@@ -29,14 +34,35 @@ TERN="$(pwd)/$SCRATCH/release/tern"
 
 work=$(mktemp -d)
 pid=""
+pid2=""
+# Every node shares the server key (it seals the apps' credentials).
+export TERN_SERVER_KEY=$(head -c 32 /dev/urandom | base64)
+export TERN_ADMIN_TOKEN=bench-admin-token-0123456789
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  [ -n "$pid2" ] && kill "$pid2" 2>/dev/null || true
+  [ "$DATABASE" = postgres ] && postgres_stop
   rm -rf "$work"
 }
+if [ "$DATABASE" = postgres ]; then
+  source scripts/lib/postgres.sh
+  postgres_start
+fi
 trap cleanup EXIT
 [ -n "${KEEP:-}" ] && trap 'kill "$pid" 2>/dev/null || true; echo "kept $work" >&2' EXIT
 
-(cd "$work" && exec env TERN_ADMIN_TOKEN=bench-admin-token-0123456789 "$TERN" serve --port 0 --log-level warning >serve.out 2>serve.err) &
+# A fresh database for a phase: for PostgreSQL, a new database on the server (TERN_DATABASE_URL).
+fresh_database() {
+  rm -f "$work"/tern.db*
+  if [ "$DATABASE" = postgres ]; then
+    local name="bench_$1"
+    psql "$TERN_POSTGRES_URL" -q -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" -c "CREATE DATABASE $name"
+    export TERN_DATABASE_URL="${TERN_POSTGRES_URL/\/postgres?//$name?}"
+  fi
+}
+
+fresh_database registrations
+(cd "$work" && exec "$TERN" serve --port 0 --log-level warning >serve.out 2>serve.err) &
 pid=$!
 for _ in $(seq 1 300); do
   grep -q 'pushes?wait' "$work/serve.out" 2>/dev/null && break
@@ -90,8 +116,8 @@ non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$reg")
 
 # Phase 2: a fresh server state for an exact audience of DEVICES devices.
 kill -INT "$pid"; wait "$pid" || true
-rm -f "$work"/tern.db*
-(cd "$work" && exec env TERN_ADMIN_TOKEN=bench-admin-token-0123456789 "$TERN" serve --port 0 --log-level warning >serve.out 2>serve.err) &
+fresh_database push
+(cd "$work" && exec "$TERN" serve --port 0 --log-level warning >serve.out 2>serve.err) &
 pid=$!
 for _ in $(seq 1 300); do
   grep -q 'pushes?wait' "$work/serve.out" 2>/dev/null && break
@@ -105,6 +131,13 @@ echo "── registering $DEVICES devices" >&2
 seconds=$(awk -v n="$DEVICES" -v r="$reg_rate" 'BEGIN {printf "%d", n / (r * 0.5) + 10}')
 (cd "$work" && QUOTA=$((DEVICES / 2)) APP_KEY=$app_key wrk -t2 -c"$CONNECTIONS" -d"${seconds}s" -s register.lua "$url" >&2)
 rss_before=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+if [ "$NODES" = 2 ]; then
+  mkdir -p "$work/b"
+  (cd "$work/b" && exec "$TERN" serve --port 0 --log-level warning --no-demo >serve.out 2>serve.err) &
+  pid2=$!
+  for _ in $(seq 1 300); do grep -q 'Tern is serving' "$work/b/serve.out" 2>/dev/null && break; sleep 0.1; done
+  echo "second node: $(head -1 "$work/b/serve.out")" >&2
+fi
 
 echo "── one push to tag 'bench'" >&2
 push=$(curl -s -w '\n%{time_total}' -X POST "$url/v1/apps/demo/pushes?wait=60" -H "Authorization: Bearer $master" \
@@ -118,7 +151,7 @@ status=$(grep -o '"status":"[a-z]*"' <<<"$push_json" | cut -d'"' -f4)
 peak=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
 
 echo
-echo "| measurement | result |"
+echo "| measurement ($DATABASE, $NODES node(s) for the push) | result |"
 echo "|---|---|"
 echo "| registrations/s (wrk, $CONNECTIONS connections, ${DURATION} s) | $reg_rate |"
 echo "| registration latency p50 / p99 | $reg_p50 / $reg_p99 |"

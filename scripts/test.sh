@@ -10,11 +10,12 @@ if ! command -v curl >/dev/null 2>&1; then
 fi
 
 # The store's conformance suite runs against PostgreSQL too: a throwaway server (installed when missing) unless
-# TERN_TEST_POSTGRES_URL names one already (the tests create and drop databases there).
+# TERN_TEST_POSTGRES_URL names one already (the tests create and drop databases there; the database-restart test
+# runs only with TERN_TEST_POSTGRES_RESTART, a command that restarts that server).
 source scripts/lib/postgres.sh
 if [ -z "${TERN_TEST_POSTGRES_URL:-}" ]; then
   postgres_start
-  export TERN_TEST_POSTGRES_URL="$TERN_POSTGRES_URL"
+  export TERN_TEST_POSTGRES_URL="$TERN_POSTGRES_URL" TERN_TEST_POSTGRES_RESTART="$TERN_POSTGRES_RESTART"
 fi
 
 swift build --build-tests

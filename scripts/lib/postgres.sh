@@ -38,6 +38,10 @@ postgres_start() {
     start >/dev/null || { cat "$POSTGRES_DIR/server.log" >&2; return 1; }
   POSTGRES_PG_CTL=("${as[@]}" "$bin/pg_ctl" -D "$POSTGRES_DIR/data")
   export TERN_POSTGRES_URL="postgres://tern@127.0.0.1:$port/postgres?sslmode=disable"
+  # How to restart it (the failure tests restart the database in the middle of a push). The restarted server
+  # outlives the command, so it must not inherit the caller's descriptors: a parent waiting for a pipe or socket
+  # to close (as Foundation's Process does) would wait for as long as the server runs.
+  export TERN_POSTGRES_RESTART="python3 -c 'import os, sys; os.closerange(3, 65536); os.execvp(sys.argv[1], sys.argv[1:])' ${as[*]} $bin/pg_ctl -D $POSTGRES_DIR/data -l $POSTGRES_DIR/server.log -w -t 60 -m fast restart"
   trap postgres_stop EXIT
   echo "PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (data in $POSTGRES_DIR)" >&2
 }

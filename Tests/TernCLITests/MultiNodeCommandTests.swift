@@ -1,0 +1,174 @@
+import Foundation
+import TernAPNs
+import TernTestSupport
+import Testing
+
+/// Two `tern serve` processes on one PostgreSQL database and one `tern simulator`: one node dies with SIGKILL, or
+/// the database restarts, in the middle of a push; the push still reaches every device.
+@Suite("tern serve: two nodes on PostgreSQL", .serialized, .enabled(if: TwoNodes.serverURL != nil))
+struct MultiNodeCommandTests {
+    @Test func aNodeKilledMidPushIsReplacedByTheOtherWithNoRecipientLost() async throws {
+        try await TwoNodes.with { nodes in
+            let pushID = try await nodes.startPush()
+            try await nodes.waitUntilTargeted(atLeast: 2 * TwoNodes.pageSize, pushID)
+            // The first node holds the lease and is sending; it dies without a word.
+            nodes.first.kill()
+            try await nodes.expectCompleted(pushID, within: 60, repeatsAtMost: TwoNodes.pageSize)
+        }
+    }
+
+    @Test(.enabled(if: TwoNodes.restartCommand != nil))
+    func aDatabaseRestartMidPushIsSurvived() async throws {
+        try await TwoNodes.with { nodes in
+            let pushID = try await nodes.startPush()
+            try await nodes.waitUntilTargeted(atLeast: 2 * TwoNodes.pageSize, pushID)
+            // No pipes: the restarted server lives on and must not hold one of the test's open (its log has a file).
+            let restart = Process()
+            restart.executableURL = URL(fileURLWithPath: "/bin/sh")
+            restart.arguments = ["-c", TwoNodes.restartCommand!]
+            restart.standardInput = FileHandle.nullDevice
+            restart.standardOutput = FileHandle.nullDevice
+            restart.standardError = FileHandle.nullDevice
+            try restart.run()
+            restart.waitUntilExit()
+            #expect(restart.terminationStatus == 0, "the database restart failed")
+            // A page in flight on each node when the database went away may go again, once.
+            try await nodes.expectCompleted(pushID, within: 90, repeatsAtMost: 2 * TwoNodes.pageSize)
+        }
+    }
+}
+
+/// The set-up both tests share: a fresh database, a simulator with 20 ms latency, two nodes (the first takes the
+/// leases before the second starts), an app and 3,000 registered devices.
+struct TwoNodes {
+    static let serverURL = ProcessInfo.processInfo.environment["TERN_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+    /// A shell command that restarts the test server (scripts/test.sh sets it for the server it starts).
+    static let restartCommand = ProcessInfo.processInfo.environment["TERN_TEST_POSTGRES_RESTART"].flatMap { $0.isEmpty ? nil : $0 }
+    static let pageSize = 300
+    static let count = 3000
+    static let admin = "admin-token-for-two-nodes"
+
+    let first: ServeProcess
+    let second: ServeProcess
+    let simulator: SimulatorProcess
+    let master: String
+
+    static func with(_ body: (TwoNodes) async throws -> Void) async throws {
+        let database = "tern_cli_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try psql("CREATE DATABASE \(database)")
+        defer { try? psql("DROP DATABASE IF EXISTS \(database) WITH (FORCE)") }
+        var components = URLComponents(string: serverURL!)!
+        components.path = "/" + database
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-nodes-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+
+        let simulator = try SimulatorProcess()
+        let environment = [
+            "TERN_ADMIN_TOKEN": admin, "TERN_DATABASE_URL": components.string!,
+            "TERN_SERVER_KEY": Data((0..<32).map { UInt8($0 * 3) }).base64EncodedString(),
+            "TERN_DELIVERY_PAGESIZE": "\(pageSize)", "TERN_DELIVERY_CONCURRENCY": "50",
+        ]
+        let first = try ServeProcess(folder: folder.appendingPathComponent("a"), arguments: ["--no-demo", "--no-simulator"], environment: environment)
+        try await Task.sleep(for: .milliseconds(1500))
+        let second = try ServeProcess(folder: folder.appendingPathComponent("b"), arguments: ["--no-demo", "--no-simulator"], environment: environment)
+
+        let keyPEM = try String(contentsOf: simulator.stateDirectory.appendingPathComponent("SIMKEY0001.p8"), encoding: .utf8)
+        let caPEM = try String(contentsOf: simulator.stateDirectory.appendingPathComponent("ca.pem"), encoding: .utf8)
+        func escaped(_ text: String) -> String { text.replacingOccurrences(of: "\n", with: "\\n") }
+        let created = try await second.client(bearer: admin).post("/v1/apps", """
+            {"id": "shop", "topic": "com.example.app", "environment": "custom",
+             "endpoint": {"host": "127.0.0.1", "port": \(simulator.port), "caPEM": "\(escaped(caPEM))"},
+             "credentials": {"type": "token", "keyPEM": "\(escaped(keyPEM))", "keyID": "SIMKEY0001", "teamID": "SIMTEAM001"}}
+            """)
+        guard created.status == 201, case .string(let appKey)? = try created.json()["appKey"],
+            case .string(let master)? = try created.json()["masterSecret"]
+        else { throw CLITestError("creating the app: \(created.text)") }
+
+        // Registrations go to both nodes.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                let client = (worker % 2 == 0 ? first : second).client(bearer: appKey)
+                group.addTask {
+                    for number in stride(from: worker, to: count, by: 8) {
+                        let response = try await client.put(
+                            "/v1/apps/shop/devices/\(ServeCommandTests.device(number))",
+                            #"{"token": "\#(ServeCommandTests.token(number))", "environment": "production", "tags": ["all"]}"#)
+                        guard response.status == 200 else { throw CLITestError("registration \(number): \(response.text)") }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        // 20 ms per request and 50 in flight: about 2,500 a second, so what happens next lands mid-push.
+        _ = try await HTTPTestClient(port: simulator.controlPort).put("/scenario/latency", #"{"fixedMilliseconds": 20}"#)
+
+        let nodes = TwoNodes(first: first, second: second, simulator: simulator, master: master)
+        try await body(nodes)
+        if first.process.isRunning { #expect(first.interrupt() == 0) }
+        if second.process.isRunning { #expect(second.interrupt() == 0) }
+        #expect(simulator.interrupt() == 0)
+    }
+
+    /// A push to every device, stored through the second node. - Returns: its id.
+    func startPush() async throws -> String {
+        let accepted = try await second.client(bearer: master).post(
+            "/v1/apps/shop/pushes", #"{"audience": {"tags": ["all"]}, "notification": {"title": "Sale"}}"#)
+        guard accepted.status == 202, case .string(let id)? = try accepted.json()["id"] else {
+            throw CLITestError("push: \(accepted.status) \(accepted.text)")
+        }
+        return id
+    }
+
+    func waitUntilTargeted(atLeast target: Int, _ pushID: String) async throws {
+        var targeted = 0
+        let deadline = Date().addingTimeInterval(30)
+        while targeted < target, Date() < deadline {
+            let state = try await second.client(bearer: master).get("/v1/apps/shop/pushes/\(pushID)").json()
+            if case .int(let value)? = state["counts"]?["targeted"] { targeted = value }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(targeted >= target && targeted < Self.count, "interrupted mid-push at \(targeted) of \(Self.count)")
+    }
+
+    /// The push completes (asked of the second node) and every device got it, with at most `repeatsAtMost` of them
+    /// twice (what was in flight when things went wrong).
+    func expectCompleted(_ pushID: String, within seconds: Double, repeatsAtMost: Int) async throws {
+        var status = ""
+        var final: JSONValue = .null
+        let finish = Date().addingTimeInterval(seconds)
+        while status != "completed", Date() < finish {
+            // While the database restarts, the node answers 500s; keep asking.
+            if let state = try? await second.client(bearer: master).get("/v1/apps/shop/pushes/\(pushID)").json() {
+                final = state
+                if case .string(let value)? = state["status"] { status = value }
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(status == "completed", "\(final)")
+        // Counts include a page sent again, so they are at least the audience.
+        if case .int(let accepted)? = final["counts"]?["accepted"] {
+            #expect(accepted >= Self.count, "\(final)")
+        } else {
+            Issue.record("no accepted count in \(final)")
+        }
+
+        var received: [String: Int] = [:]
+        var after = 0
+        let control = HTTPTestClient(port: simulator.controlPort)
+        while true {
+            let page = try await control.get("/notifications?after=\(after)&limit=10000").json()
+            guard case .array(let items)? = page["items"], !items.isEmpty else { break }
+            for item in items { if case .string(let token)? = item["token"] { received[token, default: 0] += 1 } }
+            guard case .int(let next)? = page["next"] else { break }
+            after = next
+        }
+        #expect(received.count == Self.count, "every device reached")
+        let repeats = received.values.reduce(0) { $0 + ($1 - 1) }
+        #expect(repeats <= repeatsAtMost, "\(repeats) repeats; at most \(repeatsAtMost)")
+    }
+
+    private static func psql(_ statement: String) throws {
+        let result = try Commands.run("/usr/bin/env", ["psql", serverURL!, "-v", "ON_ERROR_STOP=1", "-q", "-c", statement])
+        guard result.status == 0 else { throw CLITestError("psql \(statement): \(result.stderr)") }
+    }
+}
