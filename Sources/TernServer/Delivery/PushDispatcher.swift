@@ -15,7 +15,8 @@ import TernStore
 /// in order, unless `ordering` is off), applies the pruning rule to dead tokens, and records the page's results and
 /// the new cursor in one transaction. A process killed mid-push re-sends at most the page each push was on; the
 /// push id is the notifications' `apns-collapse-id` unless the caller chose one, so a device shows such a repeat
-/// once.
+/// once. With several nodes on one database, only the node holding the `dispatcher` lease sends; another takes
+/// over at each push's cursor when that node stops or loses its database connection.
 final class PushDispatcher: Service {
     struct Settings: Sendable {
         var pageSize = 2000

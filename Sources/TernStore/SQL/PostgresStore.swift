@@ -15,8 +15,13 @@ extension SQLStore {
         // minute before it gives up on a server it cannot reach).
         do {
             let connection = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 0, logger: logger)
-            defer { Task { try? await connection.close() } }
-            try await connection.sql(queryLogLevel: .trace).raw("SELECT 1").run()
+            do {
+                try await connection.sql(queryLogLevel: .trace).raw("SELECT 1").run()
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+            try await connection.close()
         } catch {
             throw StoreError.unavailable("cannot reach PostgreSQL at \(location.redacted): \(PostgresSessions.describe(error))")
         }
