@@ -128,7 +128,10 @@ struct PostgresURL {
         case "require": tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
         default: tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
         }
-        return PostgresConnection.Configuration(host: host, port: port, username: username, password: password, database: database, tls: tls)
+        var configuration = PostgresConnection.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+        configuration.options.additionalStartupParameters = Self.startupParameters
+        return configuration
     }
 
     func clientConfiguration(maximumConnections: Int) -> PostgresClient.Configuration {
@@ -141,8 +144,14 @@ struct PostgresURL {
         var configuration = PostgresClient.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
         configuration.options.maximumConnections = max(1, maximumConnections)
+        configuration.options.additionalStartupParameters = Self.startupParameters
         return configuration
     }
+
+    /// Plan every statement for its parameters and the tables as they are now. PostgreSQL otherwise settles on a
+    /// generic plan after a few runs, and keeps the foreign-key checks' plans for a connection's life: made while a
+    /// new database's tables were nearly empty, they scan whole tables once the tables have grown.
+    static let startupParameters = [("plan_cache_mode", "force_custom_plan")]
 
     /// The URL without its password, for messages.
     var redacted: String {
