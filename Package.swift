@@ -170,11 +170,13 @@ let package = Package(
             name: "TernAPNsTests",
             dependencies: ["TernAPNs"]
         ),
-        // Helpers every test target shares (timeouts).
+        // Helpers every test target shares (timeouts, HTTP and HTTP/2 clients, the PostgreSQL test server).
         .target(
             name: "TernTestSupport",
             dependencies: [
                 "TernAPNs",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -5,7 +5,7 @@ import Testing
 
 /// Two `tern serve` processes on one PostgreSQL database and one `tern simulator`: one node dies with SIGKILL, or
 /// the database restarts, in the middle of a push; the push still reaches every device.
-@Suite("tern serve: two nodes on PostgreSQL", .serialized, .enabled(if: TwoNodes.serverURL != nil))
+@Suite("tern serve: two nodes on PostgreSQL", .serialized, .enabled(if: PostgresTestServer.url != nil))
 struct MultiNodeCommandTests {
     @Test func aNodeKilledMidPushIsReplacedByTheOtherWithNoRecipientLost() async throws {
         try await TwoNodes.with { nodes in
@@ -17,7 +17,7 @@ struct MultiNodeCommandTests {
         }
     }
 
-    @Test(.enabled(if: TwoNodes.restartCommand != nil))
+    @Test(.enabled(if: PostgresTestServer.restartCommand != nil))
     func aDatabaseRestartMidPushIsSurvived() async throws {
         try await TwoNodes.with { nodes in
             let pushID = try await nodes.startPush()
@@ -25,7 +25,7 @@ struct MultiNodeCommandTests {
             // No pipes: the restarted server lives on and must not hold one of the test's open (its log has a file).
             let restart = Process()
             restart.executableURL = URL(fileURLWithPath: "/bin/sh")
-            restart.arguments = ["-c", TwoNodes.restartCommand!]
+            restart.arguments = ["-c", PostgresTestServer.restartCommand!]
             restart.standardInput = FileHandle.nullDevice
             restart.standardOutput = FileHandle.nullDevice
             restart.standardError = FileHandle.nullDevice
@@ -41,9 +41,6 @@ struct MultiNodeCommandTests {
 /// The set-up both tests share: a fresh database, a simulator with 20 ms latency, two nodes (the first takes the
 /// leases before the second starts), an app and 3,000 registered devices.
 struct TwoNodes {
-    static let serverURL = ProcessInfo.processInfo.environment["TERN_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
-    /// A shell command that restarts the test server (scripts/test.sh sets it for the server it starts).
-    static let restartCommand = ProcessInfo.processInfo.environment["TERN_TEST_POSTGRES_RESTART"].flatMap { $0.isEmpty ? nil : $0 }
     static let pageSize = 300
     static let count = 3000
     static let admin = "admin-token-for-two-nodes"
@@ -54,17 +51,16 @@ struct TwoNodes {
     let master: String
 
     static func with(_ body: (TwoNodes) async throws -> Void) async throws {
-        let database = "tern_cli_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        try psql("CREATE DATABASE \(database)")
-        defer { try? psql("DROP DATABASE IF EXISTS \(database) WITH (FORCE)") }
-        var components = URLComponents(string: serverURL!)!
-        components.path = "/" + database
+        try await PostgresTestServer.withDatabase(prefix: "tern_cli") { url in try await with(databaseURL: url, body) }
+    }
+
+    private static func with(databaseURL: String, _ body: (TwoNodes) async throws -> Void) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-nodes-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
 
         let simulator = try SimulatorProcess()
         let environment = [
-            "TERN_ADMIN_TOKEN": admin, "TERN_DATABASE_URL": components.string!,
+            "TERN_ADMIN_TOKEN": admin, "TERN_DATABASE_URL": databaseURL,
             "TERN_SERVER_KEY": Data((0..<32).map { UInt8($0 * 3) }).base64EncodedString(),
             "TERN_DELIVERY_PAGESIZE": "\(pageSize)", "TERN_DELIVERY_CONCURRENCY": "50",
         ]
@@ -85,20 +81,7 @@ struct TwoNodes {
         else { throw CLITestError("creating the app: \(created.text)") }
 
         // Registrations go to both nodes.
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for worker in 0..<8 {
-                let client = (worker % 2 == 0 ? first : second).client(bearer: appKey)
-                group.addTask {
-                    for number in stride(from: worker, to: count, by: 8) {
-                        let response = try await client.put(
-                            "/v1/apps/shop/devices/\(ServeCommandTests.device(number))",
-                            #"{"token": "\#(ServeCommandTests.token(number))", "environment": "production", "tags": ["all"]}"#)
-                        guard response.status == 200 else { throw CLITestError("registration \(number): \(response.text)") }
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
+        try await Devices.register(count, through: [first.client(bearer: appKey), second.client(bearer: appKey)])
         // 20 ms per request and 50 in flight: about 2,500 a second, so what happens next lands mid-push.
         _ = try await HTTPTestClient(port: simulator.controlPort).put("/scenario/latency", #"{"fixedMilliseconds": 20}"#)
 
@@ -152,23 +135,9 @@ struct TwoNodes {
             Issue.record("no accepted count in \(final)")
         }
 
-        var received: [String: Int] = [:]
-        var after = 0
-        let control = HTTPTestClient(port: simulator.controlPort)
-        while true {
-            let page = try await control.get("/notifications?after=\(after)&limit=10000").json()
-            guard case .array(let items)? = page["items"], !items.isEmpty else { break }
-            for item in items { if case .string(let token)? = item["token"] { received[token, default: 0] += 1 } }
-            guard case .int(let next)? = page["next"] else { break }
-            after = next
-        }
+        let received = try await Devices.received(from: HTTPTestClient(port: simulator.controlPort))
         #expect(received.count == Self.count, "every device reached")
         let repeats = received.values.reduce(0) { $0 + ($1 - 1) }
         #expect(repeats <= repeatsAtMost, "\(repeats) repeats; at most \(repeatsAtMost)")
-    }
-
-    private static func psql(_ statement: String) throws {
-        let result = try Commands.run("/usr/bin/env", ["psql", serverURL!, "-v", "ON_ERROR_STOP=1", "-q", "-c", statement])
-        guard result.status == 0 else { throw CLITestError("psql \(statement): \(result.stderr)") }
     }
 }

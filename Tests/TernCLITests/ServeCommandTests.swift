@@ -89,21 +89,7 @@ import Testing
         let master = try #require(app["masterSecret"].flatMap { if case .string(let s) = $0 { s } else { nil } })
 
         let count = 3000
-        let registrar = serve.client(bearer: appKey)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for worker in 0..<8 {
-                group.addTask {
-                    let client = registrar
-                    for number in stride(from: worker, to: count, by: 8) {
-                        let response = try await client.put(
-                            "/v1/apps/shop/devices/\(Self.device(number))",
-                            #"{"token": "\#(Self.token(number))", "environment": "production", "tags": ["all"]}"#)
-                        guard response.status == 200 else { throw CLITestError("registration \(number): \(response.text)") }
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
+        try await Devices.register(count, through: [serve.client(bearer: appKey)])
         // 20 ms per request and 50 in flight: about 2,500 a second, so the kill lands mid-push.
         _ = try await control.put("/scenario/latency", #"{"fixedMilliseconds": 20}"#)
         let accepted = try await serve.client(bearer: master).post(
@@ -137,15 +123,7 @@ import Testing
         #expect(serve.interrupt() == 0)
 
         // Every device got it; repeats are only what was in flight when the process died.
-        var received: [String: Int] = [:]
-        var after = 0
-        while true {
-            let page = try await control.get("/notifications?after=\(after)&limit=10000").json()
-            guard case .array(let items)? = page["items"], !items.isEmpty else { break }
-            for item in items { if case .string(let token)? = item["token"] { received[token, default: 0] += 1 } }
-            guard case .int(let next)? = page["next"] else { break }
-            after = next
-        }
+        let received = try await Devices.received(from: control)
         #expect(received.count == count, "every recipient reached")
         let repeats = received.values.reduce(0) { $0 + ($1 - 1) }
         #expect(repeats <= pageSize, "\(repeats) repeats; at most the page in flight")

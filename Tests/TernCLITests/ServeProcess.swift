@@ -73,3 +73,39 @@ final class ServeProcess {
         if process.isRunning { process.terminate() }
     }
 }
+
+/// Devices the `tern serve` end-to-end tests register, and what a `tern simulator` received.
+enum Devices {
+    /// Registers devices 0..<count (ids and tokens from ``ServeCommandTests``), tagged `all`, for app `shop`, with
+    /// eight workers taking `clients` in turn.
+    static func register(_ count: Int, through clients: [HTTPTestClient]) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                let client = clients[worker % clients.count]
+                group.addTask {
+                    for number in stride(from: worker, to: count, by: 8) {
+                        let response = try await client.put(
+                            "/v1/apps/shop/devices/\(ServeCommandTests.device(number))",
+                            #"{"token": "\#(ServeCommandTests.token(number))", "environment": "production", "tags": ["all"]}"#)
+                        guard response.status == 200 else { throw CLITestError("registration \(number): \(response.text)") }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// How many times each token arrived at the simulator behind `control`.
+    static func received(from control: HTTPTestClient) async throws -> [String: Int] {
+        var received: [String: Int] = [:]
+        var after = 0
+        while true {
+            let page = try await control.get("/notifications?after=\(after)&limit=10000").json()
+            guard case .array(let items)? = page["items"], !items.isEmpty else { break }
+            for item in items { if case .string(let token)? = item["token"] { received[token, default: 0] += 1 } }
+            guard case .int(let next)? = page["next"] else { break }
+            after = next
+        }
+        return received
+    }
+}

@@ -1,16 +1,14 @@
 import Foundation
 import Logging
-import SQLKit
 import Synchronization
 import TernAPNs
 import TernServer
 import TernSimulator
-@testable import TernStore
 import TernTestSupport
 import Testing
 
 /// Several `tern serve` nodes on one PostgreSQL database, delivering to one simulator (in this process).
-@Suite("Several nodes on one PostgreSQL", .enabled(if: PostgresServer.url != nil))
+@Suite("Several nodes on one PostgreSQL", .enabled(if: PostgresTestServer.url != nil))
 struct MultiNodeTests {
     @Test("a push stored on a standby node is sent once, by the node holding the lease; another takes over when it leaves")
     func standbyNodeTakesOver() async throws {
@@ -49,30 +47,6 @@ struct MultiNodeTests {
             #expect(ids[0] != nil && ids[0] == ids[1], "\(answerA.text) / \(answerB.text)")
             #expect(Set([answerA.status, answerB.status]) == [200, 201], "one created it, the other found it")
             #expect(cluster.arrivals().count == 50)
-        }
-    }
-}
-
-/// The server the tests may use (`TERN_TEST_POSTGRES_URL`, set by scripts/test.sh).
-enum PostgresServer {
-    static let url = ProcessInfo.processInfo.environment["TERN_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
-
-    /// A new empty database on it, dropped after `body`.
-    static func withDatabase<T: Sendable>(_ body: (String) async throws -> T) async throws -> T {
-        guard let url, var components = URLComponents(string: url) else { throw HTTPTestClientError(description: "no PostgreSQL server") }
-        let name = "tern_nodes_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        let admin = try await SQLStore.openPostgres(url: url, maximumConnections: 1, logger: Logger(label: "test"))
-        try await admin.exclusive { db in try await db.raw("CREATE DATABASE \(ident: name)").run() }
-        components.path = "/" + name
-        do {
-            let result = try await body(components.string!)
-            try await admin.exclusive { db in try await db.raw("DROP DATABASE IF EXISTS \(ident: name) WITH (FORCE)").run() }
-            try await admin.close()
-            return result
-        } catch {
-            _ = try? await admin.exclusive { db in try await db.raw("DROP DATABASE IF EXISTS \(ident: name) WITH (FORCE)").run() }
-            try? await admin.close()
-            throw error
         }
     }
 }
@@ -126,7 +100,7 @@ struct MultiNode: Sendable {
         configuration.environment = .production
         configuration.tokenKeys = [ProviderTokenKey(keyID: key.keyID, teamID: key.teamID, publicKey: key.publicKey)]
         try await APNsSimulator.withRunning(configuration, logger: Logger(label: "test.simulator")) { simulator in
-            try await PostgresServer.withDatabase { url in
+            try await PostgresTestServer.withDatabase(prefix: "tern_nodes") { url in
                 let serverKey = Data((0..<32).map { UInt8($0) }).base64EncodedString()
                 let configure = { (settings: inout TernServerConfiguration) in
                     settings.databaseURL = url

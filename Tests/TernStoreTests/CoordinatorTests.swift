@@ -22,10 +22,12 @@ struct CoordinatorTests {
     @Test("each job is held by one node at a time; when its holder leaves, another takes it",
           .enabled(if: PostgresTestServer.url != nil))
     func oneHolderAtATime() async throws {
-        let database = try await PostgresTestServer.createDatabase()
-        defer { Task { try? await PostgresTestServer.dropDatabase(database.name) } }
+        try await PostgresTestServer.withDatabase { url in try await oneHolderAtATime(url: url) }
+    }
+
+    private func oneHolderAtATime(url: String) async throws {
         let nodes = try (0..<3).map { _ in
-            try PostgresCoordinator(url: database.url, checkInterval: .milliseconds(100), logger: Logger(label: "test"))
+            try PostgresCoordinator(url: url, checkInterval: .milliseconds(100), logger: Logger(label: "test"))
         }
         let leases = nodes.map { ($0.lease("sweeper"), $0.lease("dispatcher")) }
         var running = nodes.map { node in Task { await node.run() } }
@@ -51,10 +53,13 @@ struct CoordinatorTests {
     @Test("a holder whose connection the server drops lets go at once, reconnects, and one node holds the job again",
           .enabled(if: PostgresTestServer.url != nil))
     func droppedConnection() async throws {
-        let database = try await PostgresTestServer.createDatabase()
-        defer { Task { try? await PostgresTestServer.dropDatabase(database.name) } }
+        try await PostgresTestServer.withDatabase { url in try await droppedConnection(url: url) }
+    }
+
+    private func droppedConnection(url: String) async throws {
+        let database = try #require(URLComponents(string: url)?.path.dropFirst()).description
         let nodes = try (0..<2).map { _ in
-            try PostgresCoordinator(url: database.url, checkInterval: .milliseconds(100), logger: Logger(label: "test"))
+            try PostgresCoordinator(url: url, checkInterval: .milliseconds(100), logger: Logger(label: "test"))
         }
         let leases = nodes.map { $0.lease("dispatcher") }
         let running = nodes.map { node in Task { await node.run() } }
@@ -63,11 +68,8 @@ struct CoordinatorTests {
         let holder = try #require(leases.firstIndex { $0.isHeld })
 
         // The server ends the nodes' sessions (as a restart or a network cut would).
-        try await PostgresTestServer.withAdmin { db in
-            try await db.raw("""
-                SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(bind: database.name) AND pid <> pg_backend_pid()
-                """).run()
-        }
+        try await PostgresTestServer.administer(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(database)' AND pid <> pg_backend_pid()")
         try await waitUntil("the old holder to let go") { !leases[holder].isHeld }
         try await waitUntil("exactly one holder again") { leases.filter(\.isHeld).count == 1 }
 

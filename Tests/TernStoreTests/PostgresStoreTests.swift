@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import SQLKit
 import Testing
+import TernTestSupport
 @testable import TernStore
 
 /// What only the PostgreSQL store has: its URL, its pool, migrations from several nodes at once, and transactions
@@ -37,10 +38,12 @@ struct PostgresStoreTests {
 
     @Test("nodes migrating one database at once apply each step once", .enabled(if: PostgresTestServer.url != nil))
     func concurrentMigrations() async throws {
-        let database = try await PostgresTestServer.createDatabase()
-        defer { Task { try? await PostgresTestServer.dropDatabase(database.name) } }
+        try await PostgresTestServer.withDatabase { url in try await concurrentMigrations(url: url) }
+    }
+
+    private func concurrentMigrations(url: String) async throws {
         var stores: [SQLStore] = []
-        for _ in 0..<4 { stores.append(try await SQLStore.openPostgres(url: database.url, logger: Logger(label: "test"))) }
+        for _ in 0..<4 { stores.append(try await SQLStore.openPostgres(url: url, logger: Logger(label: "test"))) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for store in stores { group.addTask { try await store.migrate() } }
             try await group.waitForAll()

@@ -3,6 +3,7 @@ import Logging
 import SQLKit
 import Testing
 @testable import TernStore
+import TernTestSupport
 
 /// One way to get a fresh, empty store. Every conformance test runs once per factory in ``all``.
 struct StoreFactory: Sendable, CustomTestStringConvertible {
@@ -72,39 +73,4 @@ struct TemporaryDirectory: Sendable {
     func path(_ name: String) -> String { url.appendingPathComponent(name).path }
 
     func remove() throws { try FileManager.default.removeItem(at: url) }
-}
-
-/// The PostgreSQL server the tests may use: `TERN_TEST_POSTGRES_URL`, a URL whose user may create databases.
-enum PostgresTestServer {
-    static let url = ProcessInfo.processInfo.environment["TERN_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
-
-    /// Creates an empty database with a fresh name. - Returns: its name and URL.
-    static func createDatabase() async throws -> (name: String, url: String) {
-        guard let url, var components = URLComponents(string: url) else { throw TestServerMissing() }
-        let name = "tern_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        try await withAdmin { db in try await db.raw("CREATE DATABASE \(ident: name)").run() }
-        components.path = "/" + name
-        return (name, components.string!)
-    }
-
-    static func dropDatabase(_ name: String) async throws {
-        try await withAdmin { db in try await db.raw("DROP DATABASE IF EXISTS \(ident: name) WITH (FORCE)").run() }
-    }
-
-    /// Runs `body` on a connection to the server's own database (not one a test uses).
-    static func withAdmin(_ body: @escaping @Sendable (any SQLDatabase) async throws -> Void) async throws {
-        guard let url else { throw TestServerMissing() }
-        let admin = try await SQLStore.openPostgres(url: url, maximumConnections: 1, logger: Logger(label: "tern.store.tests"))
-        do {
-            try await admin.exclusive(body)
-        } catch {
-            try? await admin.close()
-            throw error
-        }
-        try await admin.close()
-    }
-
-    struct TestServerMissing: Error, CustomStringConvertible {
-        var description: String { "TERN_TEST_POSTGRES_URL is not set (scripts/test.sh starts a server and sets it)" }
-    }
 }

@@ -1,0 +1,62 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The PostgreSQL server the tests may use: `TERN_TEST_POSTGRES_URL`, whose user may create databases
+/// (`scripts/test.sh` starts one and sets it). Suites that need it are enabled only when it is set.
+public enum PostgresTestServer {
+    public static let url = environment("TERN_TEST_POSTGRES_URL")
+    /// A shell command that restarts that server (set by `scripts/test.sh` for the server it starts).
+    public static let restartCommand = environment("TERN_TEST_POSTGRES_RESTART")
+
+    /// Creates an empty database with a fresh name. - Returns: its name and URL.
+    public static func createDatabase(prefix: String = "tern_test") async throws -> (name: String, url: String) {
+        guard let url, var components = URLComponents(string: url) else { throw Missing() }
+        let name = prefix + "_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await administer("CREATE DATABASE \(name)")
+        components.path = "/" + name
+        return (name, components.string!)
+    }
+
+    public static func dropDatabase(_ name: String) async throws {
+        try await administer("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+    }
+
+    /// Runs `body` with a new database's URL, and drops the database afterwards whatever happens.
+    public static func withDatabase<T>(prefix: String = "tern_test", _ body: (String) async throws -> T) async throws -> T {
+        let database = try await createDatabase(prefix: prefix)
+        do {
+            let result = try await body(database.url)
+            try await dropDatabase(database.name)
+            return result
+        } catch {
+            try? await dropDatabase(database.name)
+            throw error
+        }
+    }
+
+    /// Runs one statement (no binds: database names are not bindable) on the server's own database.
+    public static func administer(_ statement: String) async throws {
+        guard let url, let components = URLComponents(string: url), let host = components.host else { throw Missing() }
+        var configuration = PostgresConnection.Configuration(
+            host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
+            database: String(components.path.dropFirst()), tls: .disable)
+        configuration.options.connectTimeout = .seconds(10)
+        let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: Logger(label: "tern.tests.postgres"))
+        do {
+            _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: Logger(label: "tern.tests.postgres"))
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        try await connection.close()
+    }
+
+    public struct Missing: Error, CustomStringConvertible {
+        public var description: String { "TERN_TEST_POSTGRES_URL is not set (scripts/test.sh starts a server and sets it)" }
+    }
+
+    private static func environment(_ name: String) -> String? {
+        ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
+    }
+}
