@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import TernServer
 import Testing
 
@@ -33,5 +34,39 @@ struct ConfigurationTests {
         var configuration = TernServerConfiguration()
         configuration.deliveryConcurrency = 0
         #expect(throws: TernServerConfigurationError.self) { try configuration.validate() }
+    }
+
+    @Test func aPostgreSQLDatabaseIsConfiguredByURLAndAWrongOneIsAClearError() async throws {
+        let configuration = try await TernServerConfiguration.load(
+            file: nil, environment: ["TERN_DATABASE_URL": "postgres://tern:pw@db:5432/tern", "TERN_DATABASE_CONNECTIONS": "4"])
+        #expect(configuration.databaseURL == "postgres://tern:pw@db:5432/tern")
+        #expect(configuration.databaseConnections == 4)
+
+        func message(_ change: (inout TernServerConfiguration) -> Void) -> String {
+            var settings = TernServerConfiguration()
+            change(&settings)
+            do {
+                try settings.validate()
+                return "valid"
+            } catch {
+                return error.description
+            }
+        }
+        #expect(message { $0.databaseURL = "mysql://db/tern" }.contains("database.url must be a PostgreSQL URL"))
+        #expect(message { $0.databaseConnections = 0 } == "database.connections must be 1-1000")
+        #expect(message { $0.databaseURL = "postgresql://db/tern" } == "valid")
+
+        // A server that is not there: the start fails at once, saying why, and never shows the password.
+        var settings = TernServerConfiguration()
+        settings.port = 0
+        settings.simulator = false
+        settings.databaseURL = "postgres://tern:hunter2secret@127.0.0.1:1/tern?sslmode=disable"
+        let server = TernServer(configuration: settings, metrics: nil, logger: Logger(label: "test"))
+        let error = await #expect(throws: TernServerConfigurationError.self) {
+            try await server.run(gracefulShutdownSignals: []) { _ in }
+        }
+        let text = error?.description ?? ""
+        #expect(text.hasPrefix("database: cannot reach PostgreSQL at postgres://tern:***@127.0.0.1:1/tern"), "\(text)")
+        #expect(!text.contains("hunter2secret"))
     }
 }
