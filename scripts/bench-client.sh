@@ -85,9 +85,7 @@ bench() {
   echo "$rate $lat $rss"
 }
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-column() { awk -v c="$1" '{print $c}' <<<"$2" | median; }
-maximum() { awk -v c="$1" 'BEGIN {m=0} {if ($c > m) m=$c} END {print m}' <<<"$2"; }
+source scripts/lib/stats.sh
 
 # One table row: LABEL RESULTS(one "rate p50 p99 p99.9 max rss" line per run) H2LOAD-MEDIAN
 row() {

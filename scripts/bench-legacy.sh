@@ -33,9 +33,7 @@ bench() {
   echo "$settled $gateway $rss"
 }
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-column() { awk -v c="$1" '{print $c}' <<<"$2" | median; }
-maximum() { awk -v c="$1" 'BEGIN {m=0} {if ($c > m) m=$c} END {print m}' <<<"$2"; }
+source scripts/lib/stats.sh
 
 cases=("frame 1" "enhanced 1" "frame 2")
 declare -A results=()

@@ -81,7 +81,7 @@ rate() {
   fi
   grep -o 'finished in [^,]*, [0-9.]* req/s' <<<"$out" | awk '{print $(NF-1)}'
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+source scripts/lib/stats.sh
 
 echo "| conns × streams | simulator (production) | simulator (development) | nghttpd 200 (empty file) | nghttpd 404 (same path) | simulator ÷ nghttpd 200 | simulator ÷ nghttpd 404 |"
 echo "|---|---|---|---|---|---|---|"
