@@ -9,14 +9,15 @@ import TernTestSupport
 /// single-node stand-in (``LocalCoordinator``).
 @Suite("Node coordination")
 struct CoordinatorTests {
-    @Test("alone on SQLite, a node holds every lease and hears its own announcements")
+    @Test("alone on SQLite, a node holds every lease and has no one to announce to")
     func localCoordinator() async throws {
         let coordinator = LocalCoordinator()
         #expect(coordinator.lease("dispatcher").isHeld)
-        let events = coordinator.events()
-        await coordinator.announce("push")
-        var iterator = events.makeAsyncIterator()
-        #expect(await iterator.next() == "push")
+        #expect(coordinator.lease("dispatcher") === coordinator.lease("dispatcher"), "one lease per job")
+        coordinator.announce("push")
+        var events: [String] = []
+        for await event in coordinator.events() { events.append(event) }
+        #expect(events.isEmpty)
     }
 
     @Test("each job is held by one node at a time; when its holder leaves, another takes it",
@@ -73,18 +74,19 @@ struct CoordinatorTests {
         try await waitUntil("the old holder to let go") { !leases[holder].isHeld }
         try await waitUntil("exactly one holder again") { leases.filter(\.isHeld).count == 1 }
 
-        // Announcements still reach every node after the reconnect.
-        let streams = nodes.map { $0.events() }
-        try await Task.sleep(for: .milliseconds(300))
-        await nodes[0].announce("push")
-        for stream in streams {
-            let first = Task { () -> String? in
-                for await event in stream { return event }
+        // Announcements still reach the other node after the reconnect, and not the one that made them.
+        let firstEvents = nodes.map { node in
+            Task { () -> String? in
+                for await event in node.events() { return event }
                 return nil
             }
-            let event = try await withTimeout(5, "an announcement") { await first.value }
-            #expect(event == "push")
         }
+        try await waitUntil("both nodes to be connected again") { nodes.allSatisfy(\.isConnected) }
+        try await Task.sleep(for: .milliseconds(300))
+        nodes[0].announce("push")
+        nodes[1].announce("wake")
+        #expect(try await withTimeout(5, "node 1 to hear node 0") { await firstEvents[1].value } == "push")
+        #expect(try await withTimeout(5, "node 0 to hear node 1") { await firstEvents[0].value } == "wake", "not its own push")
     }
 
     private func waitUntil(_ what: String, within seconds: Double = 10, _ condition: () -> Bool) async throws {

@@ -67,8 +67,7 @@ final class PushDispatcher: Service {
     /// A new push is stored: this node and the others look now rather than at the next poll.
     func wake() {
         doorbell.ring()
-        // Not awaited: the caller answers its request without waiting for the database.
-        Task { [coordinator] in await coordinator.announce(Self.newPushEvent) }
+        coordinator.announce(Self.newPushEvent)
     }
 
     static let newPushEvent = "push"

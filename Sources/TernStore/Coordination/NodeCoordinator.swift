@@ -3,14 +3,15 @@ import Synchronization
 /// What the `tern serve` nodes sharing one database agree on: which node runs a job that must run on one node at a
 /// time (a ``JobLease``), and wake-ups when one node stores work another may do.
 ///
-/// On SQLite there is one node, which holds every lease (``LocalCoordinator``); on PostgreSQL, leases are advisory
-/// locks and wake-ups are LISTEN/NOTIFY (``PostgresCoordinator``).
+/// On SQLite there is one node, which holds every lease and has no one to tell (``LocalCoordinator``); on
+/// PostgreSQL, leases are advisory locks and wake-ups are LISTEN/NOTIFY (``PostgresCoordinator``).
 public protocol NodeCoordinator: Sendable {
     /// The lease on `job` (one per name). The coordinator takes it whenever no other node holds it.
     func lease(_ job: String) -> JobLease
-    /// Tells every node (this one too) that `event` happened, e.g. that a push was stored.
-    func announce(_ event: String) async
-    /// Events announced by any node, from now on, while the coordinator runs.
+    /// Tells the other nodes that `event` happened, e.g. that a push was stored, without waiting for them (this
+    /// node acts on its own events directly).
+    func announce(_ event: String)
+    /// Events the other nodes announce, from now on, while the coordinator runs.
     func events() -> AsyncStream<String>
     /// Keeps the leases and the event subscription alive (reconnecting after a database outage) until cancelled;
     /// on the way out every lease is released.
@@ -33,10 +34,9 @@ public final class JobLease: Sendable {
     func set(_ value: Bool) { held.store(value, ordering: .releasing) }
 }
 
-/// One node on its own database (SQLite): it holds every lease, and announcements reach only itself.
+/// One node on its own database (SQLite): it holds every lease, and there is no one to announce anything to.
 public final class LocalCoordinator: NodeCoordinator {
     private let leases = Mutex<[String: JobLease]>([:])
-    private let subscribers = Mutex<[AsyncStream<String>.Continuation]>([])
 
     public init() {}
 
@@ -49,18 +49,11 @@ public final class LocalCoordinator: NodeCoordinator {
         }
     }
 
-    public func announce(_ event: String) async {
-        for subscriber in subscribers.withLock({ $0 }) { subscriber.yield(event) }
-    }
+    public func announce(_ event: String) {}
 
-    public func events() -> AsyncStream<String> {
-        let (stream, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(64))
-        subscribers.withLock { $0.append(continuation) }
-        return stream
-    }
+    public func events() -> AsyncStream<String> { AsyncStream { $0.finish() } }
 
     public func run() async {
         while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
-        for subscriber in subscribers.withLock({ $0 }) { subscriber.finish() }
     }
 }

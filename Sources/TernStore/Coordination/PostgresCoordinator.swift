@@ -1,9 +1,11 @@
+import Foundation
 import Logging
 import PostgresNIO
 import Synchronization
 
 /// Nodes on one PostgreSQL database: a lease is a session-level advisory lock held on a connection of the
-/// coordinator's own, and announcements are NOTIFY on one channel, which every node LISTENs to.
+/// coordinator's own, and announcements are NOTIFY on one channel, which every node LISTENs to (each payload
+/// names its sender, so a node skips its own).
 ///
 /// The connection is checked every `checkInterval`; when it breaks, every lease is dropped at once (the server
 /// releases the locks with the session, so another node may take the jobs over) and the coordinator reconnects,
@@ -17,6 +19,8 @@ public final class PostgresCoordinator: NodeCoordinator {
     private let leases = Mutex<[String: JobLease]>([:])
     private let subscribers = Mutex<[AsyncStream<String>.Continuation]>([])
     private let connection = Mutex<PostgresConnection?>(nil)
+    /// This process, in the payloads it sends.
+    private let node = UUID().uuidString
 
     /// - Parameter url: the database's URL, as for ``SQLStore/openPostgres(url:maximumConnections:logger:)``.
     public init(url: String, checkInterval: Duration = .seconds(1), logger: Logger) throws {
@@ -34,15 +38,22 @@ public final class PostgresCoordinator: NodeCoordinator {
         }
     }
 
-    public func announce(_ event: String) async {
+    public func announce(_ event: String) {
         guard let connection = connection.withLock({ $0 }) else { return }
+        Task { [node, logger] in await Self.notify(connection, "\(node) \(event)", logger: logger) }
+    }
+
+    private static func notify(_ connection: PostgresConnection, _ payload: String, logger: Logger) async {
         do {
-            _ = try await connection.query("SELECT pg_notify(\(Self.channel), \(event))", logger: logger)
+            _ = try await connection.query("SELECT pg_notify(\(Self.channel), \(payload))", logger: logger)
         } catch {
             // The others look for work on their own every second or so; a lost wake-up only delays it.
-            logger.debug("cannot announce to the other nodes", metadata: ["event": "\(event)", "error": "\(PostgresSessions.describe(error))"])
+            logger.debug("cannot announce to the other nodes", metadata: ["event": "\(payload)", "error": "\(PostgresSessions.describe(error))"])
         }
     }
+
+    /// Whether the coordination connection is up (for tests and readiness).
+    public var isConnected: Bool { connection.withLock { $0 != nil } }
 
     public func events() -> AsyncStream<String> {
         let (stream, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(64))
@@ -89,7 +100,11 @@ public final class PostgresCoordinator: NodeCoordinator {
     private func listen(on connection: PostgresConnection) async throws {
         try await connection.listen(on: Self.channel) { notifications in
             for try await notification in notifications {
-                for subscriber in subscribers.withLock({ $0 }) { subscriber.yield(notification.payload) }
+                // "<sender> <event>"
+                let payload = notification.payload
+                guard let space = payload.firstIndex(of: " "), payload[..<space] != node else { continue }
+                let event = String(payload[payload.index(after: space)...])
+                for subscriber in subscribers.withLock({ $0 }) { subscriber.yield(event) }
             }
         }
     }
@@ -128,3 +143,4 @@ public final class PostgresCoordinator: NodeCoordinator {
         return Int64(bitPattern: hash)
     }
 }
+
