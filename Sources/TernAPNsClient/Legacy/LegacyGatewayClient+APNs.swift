@@ -21,7 +21,9 @@ extension LegacyGatewayClient {
             }
             while let burst = await bursts.next() {
                 group.addTask {
-                    let outcomes = await self.send(burst.map { LegacyNotification($0) })
+                    // One clock reading per burst for the default 30-day expiration, not one per notification.
+                    let now = Date()
+                    let outcomes = await self.send(burst.map { LegacyNotification($0, now: now) })
                     for (notification, outcome) in zip(burst, outcomes) {
                         await onResult(APNsBatchResult(notification: notification, result: Self.result(outcome, for: notification)))
                     }
