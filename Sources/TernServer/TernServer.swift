@@ -108,7 +108,7 @@ public final class TernServer: Sendable {
 
         let clients = ClientDirectory(
             serverKey: serverKey, simulator: nil, connections: configuration.apnsConnections, logger: logger)
-        // Nodes on one PostgreSQL database share it: one at a time sends pushes and runs each periodic job.
+        // Nodes on one PostgreSQL database share it: they send pushes together, and one at a time runs each periodic job.
         let coordinator: any NodeCoordinator =
             try configuration.databaseURL.map { try PostgresCoordinator(url: $0, logger: logger) } ?? LocalCoordinator()
         let webhooks = WebhookSender(store: store, serverKey: serverKey, coordinator: coordinator, logger: logger)
@@ -116,7 +116,8 @@ public final class TernServer: Sendable {
             store: store, clients: clients,
             settings: .init(
                 pageSize: configuration.deliveryPageSize, concurrency: configuration.deliveryConcurrency,
-                pushConcurrency: configuration.deliveryPushes, ordering: configuration.deliveryOrdering),
+                pushConcurrency: configuration.deliveryPushes, ordering: configuration.deliveryOrdering,
+                chunkLease: .seconds(configuration.deliveryChunkLease)),
             coordinator: coordinator, onTokensPruned: { webhooks.wake() }, logger: logger)
         let badgeUpdates = BadgeUpdates(
             store: store, clients: clients, order: dispatcher.order, delay: .milliseconds(configuration.inboxBadgeUpdateDelay),

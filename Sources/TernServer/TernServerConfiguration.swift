@@ -27,17 +27,20 @@ public struct TernServerConfiguration: Sendable {
     public var simulatorStateDirectory = ".tern/simulator"
     /// Create the `demo` app (on the simulator) when there are no apps yet.
     public var demoApp = true
-    /// Recipients read from the store and recorded per checkpoint.
+    /// Recipients per chunk: claimed by one node, sent, and recorded together.
     public var deliveryPageSize = 2000
-    /// Notifications in flight per push.
+    /// Notifications in flight per chunk.
     public var deliveryConcurrency = 1000
     /// HTTP/2 connections per app and APNs environment.
     public var apnsConnections = 2
     /// At most one notification per device token in flight, in order (badges never jump). Off: full concurrency
     /// per token too.
     public var deliveryOrdering = true
-    /// Pushes sent at the same time.
+    /// Chunks sent at the same time (many small pushes go out side by side; a large push has two pages in flight).
     public var deliveryPushes = 32
+    /// How long a node's claim on a chunk lasts without renewal, in seconds (renewed every third of it). When a
+    /// node dies, its chunks go to the other nodes after this long.
+    public var deliveryChunkLease = 15
     /// How often expired inbox messages are deleted, in seconds.
     public var inboxSweepInterval = 60
     /// How long reads are gathered before the silent badge update they cause, in milliseconds: a burst of reads
@@ -63,6 +66,7 @@ public struct TernServerConfiguration: Sendable {
         guard (1...100_000).contains(deliveryConcurrency) else { throw .init("delivery.concurrency must be 1-100000") }
         guard (1...64).contains(apnsConnections) else { throw .init("apns.connections must be 1-64") }
         guard (1...1024).contains(deliveryPushes) else { throw .init("delivery.pushes must be 1-1024") }
+        guard (2...3600).contains(deliveryChunkLease) else { throw .init("delivery.chunkLease must be 2-3600 seconds") }
         guard (1...86_400).contains(inboxSweepInterval) else { throw .init("inbox.sweepInterval must be 1-86400 seconds") }
         guard (0...60_000).contains(inboxBadgeUpdateDelay) else { throw .init("inbox.badgeUpdateDelay must be 0-60000 ms") }
         guard (1...86_400).contains(feedbackCheckInterval) else { throw .init("feedback.checkInterval must be 1-86400 seconds") }
@@ -88,7 +92,7 @@ extension TernServerConfiguration {
     /// `database.url` (PostgreSQL instead of SQLite), `database.connections`,
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.pageSize`, `delivery.concurrency`, `delivery.ordering`, `delivery.pushes`,
-    /// `apns.connections`, `inbox.sweepInterval`, `inbox.badgeUpdateDelay`.
+    /// `delivery.chunkLease`, `apns.connections`, `inbox.sweepInterval`, `inbox.badgeUpdateDelay`.
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
         var providers: [any ConfigProvider] = [
             EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY", "TERN_DATABASE_URL"]))
@@ -120,6 +124,7 @@ extension TernServerConfiguration {
         configuration.apnsConnections = reader.int(forKey: "apns.connections") ?? configuration.apnsConnections
         configuration.deliveryOrdering = reader.bool(forKey: "delivery.ordering") ?? configuration.deliveryOrdering
         configuration.deliveryPushes = reader.int(forKey: "delivery.pushes") ?? configuration.deliveryPushes
+        configuration.deliveryChunkLease = reader.int(forKey: "delivery.chunkLease") ?? configuration.deliveryChunkLease
         configuration.inboxSweepInterval = reader.int(forKey: "inbox.sweepInterval") ?? configuration.inboxSweepInterval
         configuration.inboxBadgeUpdateDelay = reader.int(forKey: "inbox.badgeUpdateDelay") ?? configuration.inboxBadgeUpdateDelay
         configuration.feedbackCheckInterval = reader.int(forKey: "feedback.checkInterval") ?? configuration.feedbackCheckInterval

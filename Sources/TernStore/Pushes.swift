@@ -5,7 +5,7 @@ public struct PushRecord: Sendable, Equatable {
     public enum Status: String, Sendable, Equatable {
         /// Stored, not yet picked up by a dispatcher.
         case pending
-        /// A dispatcher is sending it; ``PushRecord/cursor`` says how far it got.
+        /// Nodes are sending it, chunk by chunk; ``PushRecord/cursor`` says how far the audience has been handed out.
         case sending
         /// Every recipient has a result.
         case completed
@@ -21,7 +21,7 @@ public struct PushRecord: Sendable, Equatable {
     public var notification: [UInt8]
     public var status: Status
     public var counts: PushCounts
-    /// The last recipient key whose result is recorded: delivery resumes after it.
+    /// The last recipient key handed out in a chunk: the next chunk starts after it.
     public var cursor: String?
     public var createdAt: Date
     public var finishedAt: Date?
@@ -110,22 +110,70 @@ public struct PushFailure: Sendable, Equatable {
     }
 }
 
-/// The results of a run of consecutive recipients, recorded together.
+/// The results of a chunk's recipients, recorded together.
 public struct PushProgress: Sendable, Equatable {
     public var accepted: Int
     public var failures: [PushFailure]
     /// How many of the failures pruned a token.
     public var pruned: Int
-    /// The last recipient key covered: the new cursor.
-    public var cursor: String
-    /// Older inbox messages the cap deleted for this run's recipients.
+    /// Older inbox messages the cap deleted for this chunk's recipients.
     public var inboxDropped: Int
 
-    public init(accepted: Int, failures: [PushFailure], pruned: Int, cursor: String, inboxDropped: Int = 0) {
+    public init(accepted: Int, failures: [PushFailure], pruned: Int, inboxDropped: Int = 0) {
         self.accepted = accepted
         self.failures = failures
         self.pruned = pruned
-        self.cursor = cursor
         self.inboxDropped = inboxDropped
     }
+}
+
+/// A run of consecutive recipients of one push, claimed by one node under a lease (see ``TernStore/claimChunk(node:size:leaseUntil:at:)``).
+public struct PushChunk: Sendable, Equatable {
+    /// The push as stored when the chunk was claimed.
+    public var push: PushRecord
+    /// The chunk's number within its push, from 0.
+    public var sequence: Int
+    /// Its recipients, in key order: the audience's keys after the previous chunk's last, up to and including its own.
+    public var recipients: [Recipient]
+    /// Whether it was claimed before by a node whose lease ran out (some of it may have been sent already).
+    public var reclaimed: Bool
+
+    public var id: ChunkID { ChunkID(pushID: push.id, sequence: sequence) }
+
+    public init(push: PushRecord, sequence: Int, recipients: [Recipient], reclaimed: Bool) {
+        self.push = push
+        self.sequence = sequence
+        self.recipients = recipients
+        self.reclaimed = reclaimed
+    }
+}
+
+/// Names a chunk: its push and its number within it.
+public struct ChunkID: Sendable, Hashable {
+    public var pushID: String
+    public var sequence: Int
+
+    public init(pushID: String, sequence: Int) {
+        self.pushID = pushID
+        self.sequence = sequence
+    }
+}
+
+/// What a node looking for work gets (``TernStore/claimChunk(node:size:leaseUntil:at:)``).
+public enum ChunkClaim: Sendable, Equatable {
+    /// A chunk to send, leased to the node until the lease time given or a renewal.
+    case chunk(PushChunk)
+    /// Nothing claimable now, but something may be soon (another node was claiming from the same push, or a push
+    /// just completed): ask again shortly.
+    case retrySoon
+    /// Nothing to do until a push is stored or a lease runs out.
+    case idle
+}
+
+/// What became of a chunk's results (``TernStore/recordChunk(pushID:sequence:node:_:at:)``).
+public enum ChunkRecording: Sendable, Equatable {
+    /// Recorded; `pushCompleted` when it was the push's last open chunk.
+    case recorded(pushCompleted: Bool)
+    /// Not recorded: the node's lease ran out and another node claimed the chunk, which records it instead.
+    case lost
 }

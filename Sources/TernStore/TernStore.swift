@@ -99,16 +99,31 @@ public protocol TernStore: Sendable {
     /// - Returns: the stored push and whether it is new.
     func createPush(_ push: PushRecord) async throws -> (push: PushRecord, created: Bool)
     func push(app: String, id: String) async throws -> PushRecord?
-    /// Pushes not completed (pending or sending), oldest first: what a dispatcher has to do, after a restart too.
+    /// Pushes not completed (pending or sending), oldest first.
     func unfinishedPushes(limit: Int) async throws -> [PushRecord]
-    /// Marks a push as being sent.
-    func startPush(id: String, at: Date) async throws
     /// The audience's recipients after the cursor, by key, `limit` at a time: active devices only (a `tokens`
     /// audience lists the given tokens, minus those registered and deactivated). Never the whole audience at once.
     func recipients(app: String, audience: Audience, after cursor: String?, limit: Int) async throws -> Page<Recipient>
-    /// Records a run of results and moves the push's cursor, in one transaction.
-    func recordProgress(pushID: String, _ progress: PushProgress) async throws
-    func completePush(id: String, at: Date) async throws
+
+    // MARK: Delivery in chunks
+
+    /// Claims the next chunk of work for `node`, in one transaction, until `leaseUntil`: a chunk whose node's lease
+    /// ran out (taken over as it was), or else the next `size` recipients of an unfinished push. Pushes go oldest
+    /// first, and any number of nodes may claim chunks of one push. A node claims from a later push of an app only
+    /// when every earlier unfinished push of that app is handed out in full and its open chunks are this node's, so
+    /// a device's notifications from one app are sent in the order the pushes were made, whichever nodes send them.
+    func claimChunk(node: String, size: Int, leaseUntil: Date, at now: Date) async throws -> ChunkClaim
+    /// Extends `node`'s lease on the given chunks (those it is still sending; one it gave up lapses, and any node
+    /// may then claim it again). - Returns: how many of them it still holds.
+    @discardableResult
+    func renewChunks(node: String, _ chunks: [ChunkID], until: Date) async throws -> Int
+    /// Records a chunk's results and closes it, in one transaction, if `node` still holds it; completes the push
+    /// when that was its last open chunk.
+    func recordChunk(pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date) async throws -> ChunkRecording
+    /// Lets any node claim every open chunk now: for a node starting alone on its database, whose previous run's
+    /// chunks would otherwise wait for their leases to run out. - Returns: how many were open.
+    @discardableResult
+    func releaseChunks() async throws -> Int
     /// A push's failures, `limit` at a time; the cursor is opaque.
     func failures(pushID: String, after cursor: String?, limit: Int) async throws -> Page<PushFailure>
 

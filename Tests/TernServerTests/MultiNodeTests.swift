@@ -10,22 +10,29 @@ import Testing
 /// Several `tern serve` nodes on one PostgreSQL database, delivering to one simulator (in this process).
 @Suite("Several nodes on one PostgreSQL", .enabled(if: PostgresTestServer.url != nil))
 struct MultiNodeTests {
-    @Test("a push stored on a standby node is sent once, by the node holding the lease; another takes over when it leaves")
-    func standbyNodeTakesOver() async throws {
+    @Test("both nodes send a large push together, each device once; when one leaves, the other sends alone")
+    func nodesShareAPush() async throws {
         try await MultiNode.with { cluster in
             try await cluster.createApp(on: cluster.nodes[0])
-            let devices = 200
+            let devices = 400
             try await cluster.register(devices, on: cluster.nodes[1])
+            // Every answer takes 5-15 ms, so no node can send all 20 chunks before the other has claimed some.
+            try cluster.simulator.state.setLatency(.init(minMilliseconds: 5, maxMilliseconds: 15))
 
-            let first = try await cluster.master(1).post("/v1/apps/shop/pushes?wait=20", Fixture.push(audience: #"{"all": true}"#, title: "one"))
+            let first = try await cluster.master(1).post("/v1/apps/shop/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "one"))
             #expect(first.status == 201, "\(first.text)")
+            let id = try #require(try first.json()["id"]?.string)
             #expect(try first.json()["counts"]?["accepted"]?.int == devices)
+            #expect(try first.json()["counts"]?["targeted"]?.int == devices, "each chunk recorded once")
             #expect(cluster.arrivals().count == devices)
             #expect(Set(cluster.arrivals().map(\.token)).count == devices, "each device got it once")
+            let owners = try await PostgresTestServer.integers(
+                "SELECT COUNT(DISTINCT owner) FROM push_chunks WHERE push_id = '\(id)'", database: cluster.databaseURL)
+            #expect(owners == [2], "both nodes claimed chunks of the push")
 
-            // The node that sent leaves; the other takes the lease and sends the next push.
+            // One node leaves; the other sends the next push alone.
             await cluster.nodes[0].server.shutdown()
-            let second = try await cluster.master(1).post("/v1/apps/shop/pushes?wait=20", Fixture.push(audience: #"{"all": true}"#, title: "two"))
+            let second = try await cluster.master(1).post("/v1/apps/shop/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "two"))
             #expect(second.status == 201, "\(second.text)")
             #expect(try second.json()["counts"]?["accepted"]?.int == devices)
             let arrivals = cluster.arrivals()
@@ -56,6 +63,7 @@ struct MultiNode: Sendable {
     let nodes: [RunningServer]
     let simulator: APNsSimulator
     let key: APNsSigningKey
+    let databaseURL: String
 
     func arrivals() -> [RecordedNotification] {
         simulator.state.notifications(after: 0, limit: 100_000)
@@ -107,12 +115,11 @@ struct MultiNode: Sendable {
                     settings.serverKey = serverKey
                     settings.simulator = false
                     settings.demoApp = false
+                    settings.deliveryPageSize = 20
                 }
                 try await ServerHarness.withServer(configure: configure) { first in
-                    // The first node takes the leases before the second starts.
-                    try await Task.sleep(for: .milliseconds(1500))
                     try await ServerHarness.withServer(configure: configure) { second in
-                        try await body(MultiNode(nodes: [first, second], simulator: simulator, key: key))
+                        try await body(MultiNode(nodes: [first, second], simulator: simulator, key: key, databaseURL: url))
                     }
                 }
             }

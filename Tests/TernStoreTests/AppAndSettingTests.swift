@@ -72,7 +72,10 @@ struct AppAndSettingTests {
                 app: "demo", token: "t3", reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: time(4)
             ) != nil)
             _ = try await store.createPush(makePush("p1", app: "demo", key: "k"))
-            try await store.recordProgress(pushID: "p1", PushProgress(accepted: 0, failures: [failure("t2")], pruned: 0, cursor: "d1"))
+            let chunk = try await store.claimChunk(node: "a", size: 1, leaseUntil: time(60_000), at: time(4))
+            #expect(chunk.chunk?.push.id == "p1")
+            #expect(try await store.recordChunk(
+                pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 0, failures: [failure("t2")], pruned: 0), at: time(4)) != .lost)
             _ = try await store.register(registration("d1", token: "other-token"), app: "other", at: time(5))
             _ = try await store.createPush(makePush("p2", app: "other"))
 

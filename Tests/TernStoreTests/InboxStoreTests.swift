@@ -181,9 +181,14 @@ struct InboxStoreTests {
             try await store.updateApp(app)
             #expect(try await store.app("demo") == app)
 
+            _ = try await store.register(registration("d1", token: "t1"), app: "demo", at: time(0))
+            _ = try await store.register(registration("d2", token: "t2"), app: "demo", at: time(0))
             _ = try await store.createPush(makePush("p1"))
-            try await store.recordProgress(pushID: "p1", PushProgress(accepted: 2, failures: [], pruned: 0, cursor: "a", inboxDropped: 3))
-            try await store.recordProgress(pushID: "p1", PushProgress(accepted: 1, failures: [], pruned: 0, cursor: "b", inboxDropped: 1))
+            for (sequence, dropped) in [3, 1].enumerated() {
+                #expect(try await store.claimChunk(node: "a", size: 1, leaseUntil: time(60_000), at: time(1)).chunk?.sequence == sequence)
+                let progress = PushProgress(accepted: 1, failures: [], pruned: 0, inboxDropped: dropped)
+                #expect(try await store.recordChunk(pushID: "p1", sequence: sequence, node: "a", progress, at: time(2)) != .lost)
+            }
             #expect(try await store.push(app: "demo", id: "p1")?.counts.inboxDropped == 4)
         }
     }

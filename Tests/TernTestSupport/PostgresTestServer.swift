@@ -37,19 +37,30 @@ public enum PostgresTestServer {
 
     /// Runs one statement (no binds: database names are not bindable) on the server's own database.
     public static func administer(_ statement: String) async throws {
-        guard let url, let components = URLComponents(string: url), let host = components.host else { throw Missing() }
+        guard let url else { throw Missing() }
+        _ = try await integers(statement, database: url)
+    }
+
+    /// Runs a query on the database at `databaseURL` and returns its rows' first column as integers.
+    public static func integers(_ query: String, database databaseURL: String) async throws -> [Int] {
+        guard let components = URLComponents(string: databaseURL), let host = components.host else { throw Missing() }
         var configuration = PostgresConnection.Configuration(
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
             database: String(components.path.dropFirst()), tls: .disable)
         configuration.options.connectTimeout = .seconds(10)
-        let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: Logger(label: "tern.tests.postgres"))
+        let logger = Logger(label: "tern.tests.postgres")
+        let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
         do {
-            _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: Logger(label: "tern.tests.postgres"))
+            var values: [Int] = []
+            for try await row in try await connection.query(PostgresQuery(unsafeSQL: query), logger: logger) {
+                if let value = try? row.decode(Int.self) { values.append(value) }
+            }
+            try await connection.close()
+            return values
         } catch {
             try? await connection.close()
             throw error
         }
-        try await connection.close()
     }
 
     public struct Missing: Error, CustomStringConvertible {

@@ -24,15 +24,16 @@ struct ServeCommand: AsyncParsableCommand {
             Keys: http.host, http.port, database.path, database.url (PostgreSQL;
             TERN_DATABASE_URL), database.connections, admin.token, server.key,
             server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled,
-            delivery.pageSize, delivery.concurrency, delivery.pushes, delivery.ordering
-            (one notification per device in flight, so badges never jump: default
-            true), apns.connections, inbox.sweepInterval (seconds), inbox.badgeUpdateDelay
+            delivery.pageSize (recipients per chunk), delivery.concurrency, delivery.pushes,
+            delivery.ordering (one notification per device in flight, so badges never
+            jump: default true), delivery.chunkLease (seconds before a dead node's chunks
+            go to another node: default 15), apns.connections, inbox.sweepInterval (seconds), inbox.badgeUpdateDelay
             (ms: reads gathered into one silent badge update), feedback.checkInterval
             (seconds between looks for legacy apps due a feedback read).
 
-            Ctrl-C (SIGINT) or SIGTERM stops it gracefully: no new requests, the page
-            of recipients in flight is delivered and recorded, the rest of a push
-            resumes at the next start.
+            Ctrl-C (SIGINT) or SIGTERM stops it gracefully: no new requests, the chunks
+            of recipients in flight are delivered and recorded, the rest of a push is
+            sent by the other nodes or resumes at the next start.
 
             Examples:
               tern serve

@@ -7,50 +7,60 @@ import TernAPNs
 import TernAPNsClient
 import TernStore
 
-/// Delivers stored pushes, page by page, so a restart resumes where the last recorded page ended.
+/// Delivers stored pushes in chunks, so several nodes share a push and a restart resumes where the last recorded
+/// chunk ended.
 ///
-/// Up to `pushConcurrency` unfinished pushes at once (oldest first). For each it reads the audience from the store
-/// `pageSize` recipients at a time (never the whole audience), keeps the inbox message and works out badges, sends
-/// the page through the app's APNs clients with at most `concurrency` in flight (one per device token at a time,
-/// in order, unless `ordering` is off), applies the pruning rule to dead tokens, and records the page's results and
-/// the new cursor in one transaction. A process killed mid-push re-sends at most the page each push was on; the
-/// push id is the notifications' `apns-collapse-id` unless the caller chose one, so a device shows such a repeat
-/// once. With several nodes on one database, only the node holding the `dispatcher` lease sends; another takes
-/// over at each push's cursor when that node stops or loses its database connection.
+/// The dispatcher claims chunks from the store (``TernStore/claimChunk(node:size:leaseUntil:at:)``): `pageSize`
+/// consecutive recipients of an unfinished push, oldest push first, leased to this node and renewed while it sends
+/// them. It keeps at most `pagesInFlight` pages' worth of recipients and `pushConcurrency` chunks in flight. For
+/// each chunk it keeps the inbox message and works out badges, sends the notifications through the app's APNs
+/// clients with at most `concurrency` in flight (one per device token at a time, in order, unless `ordering` is off),
+/// applies the pruning rule to dead tokens, and records the results and closes the chunk in one transaction.
+///
+/// Any number of nodes on one database do this together. A node that dies or loses the database stops renewing,
+/// and when its leases run out (`chunkLease`) another node sends its open chunks again, so a device may get a
+/// notification twice, at most for the chunks the node had in flight. The push id is the notifications'
+/// `apns-collapse-id` unless the caller chose one, so a device shows such a repeat once.
 final class PushDispatcher: Service {
     struct Settings: Sendable {
         var pageSize = 2000
         var concurrency = 1000
-        /// Pushes sent at once (oldest first).
+        /// Chunks sent at once: many small pushes go out side by side.
         var pushConcurrency = 32
         /// At most one notification per device token in flight, in order (see ``DeliveryOrder``).
         var ordering = true
         /// How often to look for work when nothing woke the dispatcher.
         var pollInterval: Duration = .seconds(1)
+        /// How long a claimed chunk is this node's without a renewal (renewed every third of it).
+        var chunkLease: Duration = .seconds(15)
+        /// Recipients in flight at most, in pages: one being sent while the next is read and admitted.
+        var pagesInFlight = 2
     }
 
     private let store: any TernStore
     private let clients: ClientDirectory
     private let settings: Settings
     private let coordinator: any NodeCoordinator
-    /// Only the node holding it sends; the others take over when it is lost (see ``NodeCoordinator``).
-    private let lease: JobLease
+    /// This process's name on the chunks it claims.
+    private let node = UUID().uuidString.lowercased()
     private let onTokensPruned: @Sendable () -> Void
     private let logger: Logger
     private let doorbell = Doorbell()
     /// Each token's line; shared with the badge updates sent after inbox reads.
     let order = DeliveryOrder()
-    /// One page at a time counts badges and queues notifications, so lines follow the order badges were counted.
+    /// One chunk at a time counts badges and queues notifications, in the order the chunks were claimed, so lines
+    /// follow the order badges were counted.
     private let admission = AdmissionQueue()
-    /// The pushes being sent now.
-    private let running = Mutex<Set<String>>([])
+    /// The chunks being sent now, with their recipient counts.
+    private let inFlight = Mutex<[ChunkID: Int]>([:])
     private let stopping = Atomic<Bool>(false)
     private let pushesCompleted = Counter(label: "tern_pushes_completed_total")
+    private let chunksReclaimed = Counter(label: "tern_push_chunks_reclaimed_total")
     private let recipientsAccepted = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "accepted")])
     private let recipientsFailed = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "failed")])
     private let tokensPruned = Counter(label: "tern_tokens_pruned_total")
 
-    /// - Parameter onTokensPruned: called after a page that deactivated tokens (the webhook sender looks then).
+    /// - Parameter onTokensPruned: called after a chunk that deactivated tokens (the webhook sender looks then).
     init(
         store: any TernStore, clients: ClientDirectory, settings: Settings, coordinator: any NodeCoordinator = LocalCoordinator(),
         onTokensPruned: @escaping @Sendable () -> Void = {}, logger: Logger
@@ -59,7 +69,6 @@ final class PushDispatcher: Service {
         self.clients = clients
         self.settings = settings
         self.coordinator = coordinator
-        self.lease = coordinator.lease("dispatcher")
         self.onTokensPruned = onTokensPruned
         self.logger = logger
     }
@@ -78,93 +87,160 @@ final class PushDispatcher: Service {
             for await event in coordinator.events() where event == Self.newPushEvent { doorbell.ring() }
         }
         defer { listener.cancel() }
+        if coordinator.isSoleNode {
+            // What this node's previous run had claimed is claimable now, not once its leases run out.
+            do {
+                let released = try await store.releaseChunks()
+                if released > 0 { logger.info("resuming chunks left open by the previous run", metadata: ["chunks": "\(released)"]) }
+            } catch {
+                logger.error("cannot release the previous run's chunks", metadata: ["error": "\(error)"])
+            }
+        }
+        let renewal = Task { await self.renewLeases() }
+        defer { renewal.cancel() }
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 while !stopping.load(ordering: .relaxed) {
-                    // Only the node holding the lease sends; the others serve the API and stand by.
-                    guard lease.isHeld else {
-                        await doorbell.wait(upTo: settings.pollInterval)
-                        continue
-                    }
-                    let pushes: [PushRecord]
-                    do {
-                        pushes = try await store.unfinishedPushes(limit: settings.pushConcurrency * 2)
-                    } catch {
-                        logger.error("cannot read pushes from the store", metadata: ["error": "\(error)"])
-                        pushes = []
-                    }
-                    // Oldest first, up to pushConcurrency at once; a push already being sent is not started again.
-                    for push in pushes where !stopping.load(ordering: .relaxed) {
-                        let start = self.running.withLock { running -> Bool in
-                            guard running.count < settings.pushConcurrency, !running.contains(push.id) else { return false }
-                            running.insert(push.id)
-                            return true
-                        }
-                        guard start else { continue }
-                        let place = admission.reserve()
+                    let pause = await claimWhileThereIsRoom { chunk, place in
                         group.addTask {
-                            do {
-                                try await self.deliver(push, place: place)
-                            } catch {
-                                self.logger.error("push delivery interrupted", metadata: ["push": "\(push.id)", "error": "\(error)"])
-                            }
-                            _ = self.running.withLock { $0.remove(push.id) }
+                            await self.deliver(chunk, place: place)
+                            _ = self.inFlight.withLock { $0.removeValue(forKey: chunk.id) }
                             self.doorbell.ring()
                         }
                     }
                     if !stopping.load(ordering: .relaxed) {
-                        await doorbell.wait(upTo: settings.pollInterval)
+                        await doorbell.wait(upTo: pause)
                     }
                 }
             }
         } onGracefulShutdown: {
-            // The pages in flight finish and are recorded; the rest resumes at the next start.
+            // The chunks in flight finish and are recorded; the rest is left to the other nodes or the next start.
             self.stopping.store(true, ordering: .relaxed)
             self.doorbell.ring()
         }
     }
 
-    /// Sends one push from its cursor to the end of its audience (or until shutdown). `place` is its first page's
-    /// place in the admission queue.
-    func deliver(_ listed: PushRecord, place: UInt64) async throws {
-        var firstPlace: UInt64? = place
-        defer { if let firstPlace { admission.give(up: firstPlace) } }
-        // Read again: the list may predate a run of this push that finished since (its cursor moved, or it completed).
-        guard let push = try await store.push(app: listed.appID, id: listed.id), push.status != .completed else { return }
-        guard let app = try await store.app(push.appID) else {
-            try await store.completePush(id: push.id, at: Date())
-            return
+    /// Claims chunks while there is room in flight and starts each with `start`, its place in the admission queue
+    /// reserved in claim order. - Returns: how long to wait before looking again (unless woken).
+    private func claimWhileThereIsRoom(start: (PushChunk, UInt64) -> Void) async -> Duration {
+        while !stopping.load(ordering: .relaxed) {
+            let hasRoom = inFlight.withLock { chunks in
+                chunks.count < settings.pushConcurrency && chunks.values.reduce(0, +) <= (settings.pagesInFlight - 1) * settings.pageSize
+            }
+            // A finishing chunk rings the doorbell.
+            guard hasRoom else { return settings.pollInterval }
+            let claim: ChunkClaim
+            do {
+                let now = Date()
+                claim = try await store.claimChunk(
+                    node: node, size: settings.pageSize, leaseUntil: now.addingTimeInterval(leaseSeconds), at: now)
+            } catch {
+                logger.error("cannot claim push work from the store", metadata: ["error": "\(error)"])
+                return settings.pollInterval
+            }
+            switch claim {
+            case .chunk(let chunk):
+                if chunk.reclaimed {
+                    chunksReclaimed.increment()
+                    logger.info("taking over a chunk whose lease ran out", metadata: ["push": "\(chunk.push.id)", "chunk": "\(chunk.sequence)"])
+                }
+                inFlight.withLock { $0[chunk.id] = chunk.recipients.count }
+                start(chunk, admission.reserve())
+            case .retrySoon:
+                return .milliseconds(20)
+            case .idle:
+                return settings.pollInterval
+            }
         }
-        let content = try JSONDecoder().decode(PushContent.self, from: Data(push.notification))
-        if push.status == .pending { try await store.startPush(id: push.id, at: Date()) }
-        var cursor = push.cursor
-        // A node that lost the lease stops after the page in flight: the node that took over resumes at the cursor.
-        while !stopping.load(ordering: .relaxed), lease.isHeld {
-            let page = try await store.recipients(app: app.id, audience: push.audience, after: cursor, limit: settings.pageSize)
-            guard let last = page.items.last else { break }
-            let pagePlace = firstPlace ?? admission.reserve()
-            firstPlace = nil
-            var progress = try await send(page.items, app: app, content: content, pushID: push.id, place: pagePlace)
-            progress.cursor = last.key
-            try await store.recordProgress(pushID: push.id, progress)
-            recipientsAccepted.increment(by: progress.accepted)
-            recipientsFailed.increment(by: progress.failures.count)
-            tokensPruned.increment(by: progress.pruned)
-            if progress.pruned > 0 { onTokensPruned() }
-            cursor = last.key
-            if page.next == nil { break }
-        }
-        guard !stopping.load(ordering: .relaxed), lease.isHeld else { return }
-        try await store.completePush(id: push.id, at: Date())
-        pushesCompleted.increment()
-        logger.info("push delivered", metadata: ["push": "\(push.id)", "app": "\(app.id)"])
+        return .zero
     }
 
-    /// Sends one page and classifies every result.
+    private var leaseSeconds: TimeInterval {
+        let (seconds, attoseconds) = settings.chunkLease.components
+        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+    }
+
+    /// Renews the leases on the chunks in flight, every third of the lease, until cancelled.
+    private func renewLeases() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: settings.chunkLease / 3)
+            let chunks = inFlight.withLock { Array($0.keys) }
+            guard !chunks.isEmpty else { continue }
+            do {
+                try await store.renewChunks(node: node, chunks, until: Date().addingTimeInterval(leaseSeconds))
+            } catch {
+                logger.warning("cannot renew the leases on chunks in flight", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// Sends one chunk and records its results. `place` is its place in the admission queue.
+    func deliver(_ chunk: PushChunk, place: UInt64) async {
+        let push = chunk.push
+        var progress = PushProgress(accepted: 0, failures: [], pruned: 0)
+        do {
+            let app: AppRecord?
+            let content: PushContent
+            do {
+                app = try await store.app(push.appID)
+                content = try JSONDecoder().decode(PushContent.self, from: Data(push.notification))
+            } catch {
+                admission.give(up: place)
+                throw error
+            }
+            if let app {
+                progress = try await send(chunk.recipients, app: app, content: content, pushID: push.id, place: place)
+            } else {
+                // The app is gone (its pushes with it): nothing to send, nothing to record.
+                admission.give(up: place)
+                return
+            }
+        } catch {
+            // Left unrecorded, its lease lapses and a node sends it again.
+            logger.error("push chunk not sent", metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)", "error": "\(error)"])
+            return
+        }
+        recipientsAccepted.increment(by: progress.accepted)
+        recipientsFailed.increment(by: progress.failures.count)
+        tokensPruned.increment(by: progress.pruned)
+        if progress.pruned > 0 { onTokensPruned() }
+
+        // The database may be briefly away (a restart): try for as long as the lease could last.
+        let deadline = ContinuousClock.now + settings.chunkLease
+        var pause = Duration.milliseconds(250)
+        while true {
+            do {
+                let recording = try await store.recordChunk(pushID: push.id, sequence: chunk.sequence, node: node, progress, at: Date())
+                switch recording {
+                case .recorded(pushCompleted: true):
+                    pushesCompleted.increment()
+                    logger.info("push delivered", metadata: ["push": "\(push.id)", "app": "\(push.appID)"])
+                case .recorded(pushCompleted: false):
+                    break
+                case .lost:
+                    logger.warning(
+                        "another node took over the chunk after its lease ran out; it records the results",
+                        metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)"])
+                }
+                return
+            } catch {
+                guard ContinuousClock.now + pause < deadline else {
+                    logger.error(
+                        "cannot record a chunk's results; it will be sent again",
+                        metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)", "error": "\(error)"])
+                    return
+                }
+                try? await Task.sleep(for: pause)
+                pause = min(pause * 2, .seconds(2))
+            }
+        }
+    }
+
+    /// Sends one chunk and classifies every result.
     ///
-    /// First, one page at a time across all pushes: the inbox message goes into the recipients' inboxes, their
+    /// First, one chunk at a time across all pushes: the inbox message goes into the recipients' inboxes, their
     /// badges are worked out, and every notification takes its place in its token's line. Taken together, that
-    /// makes a device's notifications leave in the order their badges were counted. Then the page is sent.
+    /// makes a device's notifications leave in the order their badges were counted. Then the chunk is sent.
     private func send(
         _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, place: UInt64
     ) async throws -> PushProgress {
@@ -210,7 +286,7 @@ final class PushDispatcher: Service {
         return tally.progress()
     }
 
-    /// Inbox, badges and places in line for a page's recipients. - Returns: the notifications by environment.
+    /// Inbox, badges and places in line for a chunk's recipients. - Returns: the notifications by environment.
     private func admit(
         _ recipients: [(recipient: Recipient, token: DeviceToken)], app: AppRecord, content: PushContent, pushID: String,
         into tally: Tally
@@ -285,7 +361,7 @@ final class PushDispatcher: Service {
     }
 }
 
-/// A page's results as they come in from several clients.
+/// A chunk's results as they come in from several clients.
 private final class Tally: Sendable {
     private struct State {
         var accepted = 0
@@ -308,7 +384,7 @@ private final class Tally: Sendable {
 
     func progress() -> PushProgress {
         state.withLock {
-            PushProgress(accepted: $0.accepted, failures: $0.failures, pruned: $0.pruned, cursor: "", inboxDropped: $0.inboxDropped)
+            PushProgress(accepted: $0.accepted, failures: $0.failures, pruned: $0.pruned, inboxDropped: $0.inboxDropped)
         }
     }
 }

@@ -6,6 +6,8 @@ import Synchronization
 /// On SQLite there is one node, which holds every lease and has no one to tell (``LocalCoordinator``); on
 /// PostgreSQL, leases are advisory locks and wake-ups are LISTEN/NOTIFY (``PostgresCoordinator``).
 public protocol NodeCoordinator: Sendable {
+    /// Whether this node is the only one on its database (SQLite), so what a previous run left claimed is its own.
+    var isSoleNode: Bool { get }
     /// The lease on `job` (one per name). The coordinator takes it whenever no other node holds it.
     func lease(_ job: String) -> JobLease
     /// Tells the other nodes that `event` happened, e.g. that a push was stored, without waiting for them (this
@@ -39,6 +41,8 @@ public final class LocalCoordinator: NodeCoordinator {
     private let leases = Mutex<[String: JobLease]>([:])
 
     public init() {}
+
+    public var isSoleNode: Bool { true }
 
     public func lease(_ job: String) -> JobLease {
         leases.withLock { leases in

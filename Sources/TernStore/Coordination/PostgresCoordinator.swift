@@ -29,6 +29,8 @@ public final class PostgresCoordinator: NodeCoordinator {
         self.logger = logger
     }
 
+    public var isSoleNode: Bool { false }
+
     public func lease(_ job: String) -> JobLease {
         leases.withLock { leases in
             if let lease = leases[job] { return lease }

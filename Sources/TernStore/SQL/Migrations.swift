@@ -15,6 +15,9 @@ struct SQLFlavor: Sendable {
     var isTransient: @Sendable (any Error) -> Bool = { _ in false }
     /// Statements that make schema migrations from several processes take turns, if the database needs them.
     var schemaLock: (acquire: String, release: String)?
+    /// Appended to a SELECT whose rows the transaction will update: locks them, and leaves out rows another
+    /// transaction has locked, so nodes claiming work pass each other by. Empty where transactions never overlap.
+    var lockSkippingLocked = ""
 
     static let sqlite = SQLFlavor(
         bytes: "BLOB",
@@ -241,6 +244,27 @@ extension SQLStore {
                 "ALTER TABLE apps ADD COLUMN endpoint_feedback_port INTEGER",
                 "ALTER TABLE apps ADD COLUMN feedback_interval BIGINT NOT NULL DEFAULT \(AppRecord.defaultFeedbackInterval)",
                 "ALTER TABLE apps ADD COLUMN feedback_polled_at BIGINT",
+            ]),
+            // A push is delivered in chunks of consecutive recipients, each claimed by one node under a lease it
+            // renews. `cursor_key` is now where the next chunk starts; `chunks` counts the chunks handed out, and
+            // `handed_out` is 1 once the whole audience is in chunks.
+            Migration(version: 4, name: "push chunks", statements: [
+                """
+                CREATE TABLE push_chunks (
+                    push_id TEXT NOT NULL REFERENCES pushes (id) ON DELETE CASCADE,
+                    sequence INTEGER NOT NULL,
+                    after_key TEXT,
+                    last_key TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    owner TEXT NOT NULL,
+                    lease_until BIGINT NOT NULL,
+                    claimed_at BIGINT NOT NULL,
+                    PRIMARY KEY (push_id, sequence)
+                )
+                """,
+                "CREATE INDEX push_chunks_open ON push_chunks (push_id, owner) WHERE status = 'claimed'",
+                "ALTER TABLE pushes ADD COLUMN chunks INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE pushes ADD COLUMN handed_out INTEGER NOT NULL DEFAULT 0",
             ]),
         ]
     }

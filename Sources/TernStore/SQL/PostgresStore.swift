@@ -51,7 +51,8 @@ extension SQLFlavor {
             return state == "40001" || state == "40P01"
         },
         // Any fixed number: it names the lock only within this database.
-        schemaLock: ("SELECT pg_advisory_lock(7461726001)", "SELECT pg_advisory_unlock(7461726001)")
+        schemaLock: ("SELECT pg_advisory_lock(7461726001)", "SELECT pg_advisory_unlock(7461726001)"),
+        lockSkippingLocked: " FOR UPDATE SKIP LOCKED"
     )
 }
 

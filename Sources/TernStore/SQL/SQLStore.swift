@@ -294,105 +294,8 @@ public final class SQLStore: TernStore {
         }
     }
 
-    public func startPush(id: String, at: Date) async throws {
-        try await transaction { db in
-            let started = try await db.raw("""
-                UPDATE pushes SET status = 'sending', started_at = COALESCE(started_at, \(bind: at.milliseconds))
-                WHERE id = \(bind: id)
-                RETURNING id
-                """).first()
-            guard started != nil else { throw StoreError.notFound("push \(id)") }
-        }
-    }
-
     public func recipients(app: String, audience: Audience, after cursor: String?, limit: Int) async throws -> Page<Recipient> {
-        let limit = max(limit, 1)
-        return try await exclusive { db in
-            switch audience {
-            case .tokens(let tokens):
-                return try await Self.pageThroughKeys(tokens, after: cursor, limit: limit) { chunk in
-                    try await Self.tokenRecipients(chunk, app: app, db)
-                }
-            case .devices(let deviceIDs):
-                return try await Self.pageThroughKeys(deviceIDs, after: cursor, limit: limit) { chunk in
-                    let found = try await Self.deviceRecipients(
-                        app: app, after: nil, limit: chunk.count, where: "device_id IN (\(binds: chunk))", db
-                    )
-                    let byKey = Dictionary(uniqueKeysWithValues: found.map { ($0.key, $0) })
-                    return chunk.compactMap { byKey[$0] }
-                }
-            case .aliases(let aliases):
-                return try await Self.aliasPage(aliases, app: app, after: cursor, limit: limit, db)
-            case .tags(let tags, all: false):
-                // Each tag's first devices after the cursor, from the tag's index; merged, they hold the page.
-                var found: [String: Recipient] = [:]
-                for tag in Set(tags) {
-                    for recipient in try await Self.taggedRecipients(app: app, tag: tag, alsoTagged: [], after: cursor, limit: limit + 1, db) {
-                        found[recipient.key] = recipient
-                    }
-                }
-                let merged = found.values.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.prefix(limit + 1)
-                let items = Array(merged.prefix(limit))
-                return Page(items: items, next: merged.count > limit ? items.last?.key : nil)
-            case .tags(let tags, all: true):
-                // No tags at all would match every device; an empty condition sends to nobody, not to everyone.
-                let tags = Set(tags).sorted()
-                guard let first = tags.first else { return Page(items: [], next: nil) }
-                let found = try await Self.taggedRecipients(
-                    app: app, tag: first, alsoTagged: Array(tags.dropFirst()), after: cursor, limit: limit + 1, db)
-                let items = Array(found.prefix(limit))
-                return Page(items: items, next: found.count > limit ? items.last?.key : nil)
-            case .everyone:
-                return try await Self.devicePage(app: app, after: cursor, limit: limit, where: nil, db)
-            }
-        }
-    }
-
-    public func recordProgress(pushID: String, _ progress: PushProgress) async throws {
-        try await transaction { db in
-            guard let row = try await db.raw("SELECT failed_by_reason FROM pushes WHERE id = \(bind: pushID)").first() else {
-                throw StoreError.notFound("push \(pushID)")
-            }
-            var failedByReason = try JSON.decode([String: Int].self, try row.decode(column: "failed_by_reason", as: String.self))
-            for failure in progress.failures {
-                failedByReason[failure.reason, default: 0] += 1
-            }
-            try await db.raw("""
-                UPDATE pushes SET
-                    targeted = targeted + \(bind: progress.accepted + progress.failures.count),
-                    accepted = accepted + \(bind: progress.accepted),
-                    failed = failed + \(bind: progress.failures.count),
-                    pruned = pruned + \(bind: progress.pruned),
-                    inbox_dropped = inbox_dropped + \(bind: progress.inboxDropped),
-                    failed_by_reason = \(bind: try JSON.encode(failedByReason)),
-                    cursor_key = \(bind: progress.cursor)
-                WHERE id = \(bind: pushID)
-                """).run()
-            // In slices, to stay well under the database's limit on bound parameters.
-            for start in stride(from: 0, to: progress.failures.count, by: 100) {
-                let rows = progress.failures[start..<min(start + 100, progress.failures.count)].map { failure -> SQLQueryString in
-                    """
-                    (\(bind: pushID), \(bind: failure.deviceID), \(bind: failure.token), \(bind: failure.status),
-                        \(bind: failure.reason), \(bind: failure.at.milliseconds))
-                    """
-                }
-                try await db.raw("""
-                    INSERT INTO push_failures (push_id, device_id, token, status, reason, failed_at)
-                    VALUES \(rows.joined(separator: ", "))
-                    """).run()
-            }
-        }
-    }
-
-    public func completePush(id: String, at: Date) async throws {
-        try await transaction { db in
-            let completed = try await db.raw("""
-                UPDATE pushes SET status = 'completed', finished_at = \(bind: at.milliseconds)
-                WHERE id = \(bind: id)
-                RETURNING id
-                """).first()
-            guard completed != nil else { throw StoreError.notFound("push \(id)") }
-        }
+        try await exclusive { db in try await Self.recipients(app: app, audience: audience, after: cursor, limit: limit, db) }
     }
 
     public func failures(pushID: String, after cursor: String?, limit: Int) async throws -> Page<PushFailure> {
@@ -465,6 +368,50 @@ extension SQLStore {
 // MARK: - Queries shared by several calls
 
 extension SQLStore {
+    /// A page of the audience after the cursor (see ``TernStore/recipients(app:audience:after:limit:)``).
+    static func recipients(
+        app: String, audience: Audience, after cursor: String?, limit: Int, _ db: any SQLDatabase
+    ) async throws -> Page<Recipient> {
+        let limit = max(limit, 1)
+        switch audience {
+        case .tokens(let tokens):
+            return try await Self.pageThroughKeys(tokens, after: cursor, limit: limit) { chunk in
+                try await Self.tokenRecipients(chunk, app: app, db)
+            }
+        case .devices(let deviceIDs):
+            return try await Self.pageThroughKeys(deviceIDs, after: cursor, limit: limit) { chunk in
+                let found = try await Self.deviceRecipients(
+                    app: app, after: nil, limit: chunk.count, where: "device_id IN (\(binds: chunk))", db
+                )
+                let byKey = Dictionary(uniqueKeysWithValues: found.map { ($0.key, $0) })
+                return chunk.compactMap { byKey[$0] }
+            }
+        case .aliases(let aliases):
+            return try await Self.aliasPage(aliases, app: app, after: cursor, limit: limit, db)
+        case .tags(let tags, all: false):
+            // Each tag's first devices after the cursor, from the tag's index; merged, they hold the page.
+            var found: [String: Recipient] = [:]
+            for tag in Set(tags) {
+                for recipient in try await Self.taggedRecipients(app: app, tag: tag, alsoTagged: [], after: cursor, limit: limit + 1, db) {
+                    found[recipient.key] = recipient
+                }
+            }
+            let merged = found.values.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.prefix(limit + 1)
+            let items = Array(merged.prefix(limit))
+            return Page(items: items, next: merged.count > limit ? items.last?.key : nil)
+        case .tags(let tags, all: true):
+            // No tags at all would match every device; an empty condition sends to nobody, not to everyone.
+            let tags = Set(tags).sorted()
+            guard let first = tags.first else { return Page(items: [], next: nil) }
+            let found = try await Self.taggedRecipients(
+                app: app, tag: first, alsoTagged: Array(tags.dropFirst()), after: cursor, limit: limit + 1, db)
+            let items = Array(found.prefix(limit))
+            return Page(items: items, next: found.count > limit ? items.last?.key : nil)
+        case .everyone:
+            return try await Self.devicePage(app: app, after: cursor, limit: limit, where: nil, db)
+        }
+    }
+
     static func requireApp(_ id: String, _ db: any SQLDatabase) async throws {
         guard try await db.raw("SELECT id FROM apps WHERE id = \(bind: id)").first() != nil else {
             throw StoreError.notFound("app \(id)")

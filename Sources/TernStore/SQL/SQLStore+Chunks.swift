@@ -1,0 +1,205 @@
+import Foundation
+import SQLKit
+
+/// Delivery in chunks: nodes claim runs of a push's recipients under leases they renew, so any number of nodes share
+/// one push, and a node that stops renewing (it died, or lost the database) leaves its chunks to the others.
+extension SQLStore {
+    /// How many unfinished pushes one claim looks at, oldest first.
+    static let claimScan = 64
+
+    public func claimChunk(node: String, size: Int, leaseUntil: Date, at now: Date) async throws -> ChunkClaim {
+        let lock = flavor.lockSkippingLocked
+        let size = max(size, 1)
+        return try await transaction { db in
+            // Pushes with audience left to hand out, or with a chunk whose lease ran out.
+            let candidates = try await db.raw("""
+                SELECT \(unsafeRaw: Columns.push), chunks, handed_out FROM pushes p
+                WHERE status <> 'completed' AND (handed_out = 0 OR EXISTS (
+                    SELECT 1 FROM push_chunks k WHERE k.push_id = p.id AND k.status = 'claimed'
+                        AND k.lease_until < \(bind: now.milliseconds)))
+                ORDER BY created_at, id
+                LIMIT \(bind: Self.claimScan)
+                """).all()
+            var looked = Set<String>()
+            var retrySoon = false
+            for row in candidates {
+                var push = try PushRecord(row: row)
+                // An app's first candidate only: a later one waits at least until this one is handed out in full.
+                guard looked.insert(push.appID).inserted else { continue }
+                let createdAt = try row.decode(column: "created_at", as: Int64.self)
+                guard try await !Self.waitsForEarlierPushes(push, createdAt: createdAt, node: node, db) else { continue }
+
+                // A chunk whose lease ran out (its node died, lost the database, or gave it up): taken over as it was.
+                if let open = try await db.raw("""
+                    SELECT sequence, after_key, last_key FROM push_chunks
+                    WHERE push_id = \(bind: push.id) AND status = 'claimed' AND lease_until < \(bind: now.milliseconds)
+                    ORDER BY sequence
+                    LIMIT 1\(unsafeRaw: lock)
+                    """).first()
+                {
+                    let sequence = try open.decode(column: "sequence", as: Int.self)
+                    try await db.raw("""
+                        UPDATE push_chunks SET owner = \(bind: node), lease_until = \(bind: leaseUntil.milliseconds),
+                            claimed_at = \(bind: now.milliseconds)
+                        WHERE push_id = \(bind: push.id) AND sequence = \(bind: sequence)
+                        """).run()
+                    let recipients = try await Self.recipients(
+                        of: push, after: try open.decode(column: "after_key", as: String?.self),
+                        through: try open.decode(column: "last_key", as: String.self), pageSize: size, db)
+                    return .chunk(PushChunk(push: push, sequence: sequence, recipients: recipients, reclaimed: true))
+                }
+                guard try row.decode(column: "handed_out", as: Int.self) == 0 else {
+                    // Its expired chunk is being taken over by another node right now.
+                    retrySoon = true
+                    continue
+                }
+                // The next run of the audience. Another node handing out from this push now has its row locked.
+                guard try await db.raw("SELECT id FROM pushes WHERE id = \(bind: push.id)\(unsafeRaw: lock)").first() != nil else {
+                    retrySoon = true
+                    continue
+                }
+                let page = try await Self.recipients(app: push.appID, audience: push.audience, after: push.cursor, limit: size, db)
+                guard let last = page.items.last else {
+                    // The previous chunk ended exactly at the end of the audience (or it is empty).
+                    try await db.raw("UPDATE pushes SET handed_out = 1 WHERE id = \(bind: push.id)").run()
+                    // Completed, it no longer holds the app's later pushes back.
+                    if try await Self.completeIfDone(pushID: push.id, at: now, db) { looked.remove(push.appID) }
+                    retrySoon = true
+                    continue
+                }
+                let sequence = try row.decode(column: "chunks", as: Int.self)
+                try await db.raw("""
+                    INSERT INTO push_chunks (push_id, sequence, after_key, last_key, status, owner, lease_until, claimed_at)
+                    VALUES (\(bind: push.id), \(bind: sequence), \(bind: push.cursor), \(bind: last.key), 'claimed', \(bind: node),
+                        \(bind: leaseUntil.milliseconds), \(bind: now.milliseconds))
+                    """).run()
+                try await db.raw("""
+                    UPDATE pushes SET cursor_key = \(bind: last.key), chunks = chunks + 1, handed_out = \(bind: page.next == nil ? 1 : 0),
+                        status = 'sending', started_at = COALESCE(started_at, \(bind: now.milliseconds))
+                    WHERE id = \(bind: push.id)
+                    """).run()
+                push.status = .sending
+                push.cursor = last.key
+                return .chunk(PushChunk(push: push, sequence: sequence, recipients: page.items, reclaimed: false))
+            }
+            return retrySoon ? .retrySoon : .idle
+        }
+    }
+
+    @discardableResult
+    public func renewChunks(node: String, _ chunks: [ChunkID], until: Date) async throws -> Int {
+        guard !chunks.isEmpty else { return 0 }
+        return try await transaction { db in
+            var renewed = 0
+            // In slices, to stay well under the database's limit on bound parameters.
+            for start in stride(from: 0, to: chunks.count, by: 100) {
+                let named = chunks[start..<min(start + 100, chunks.count)].map { chunk -> SQLQueryString in
+                    "(push_id = \(bind: chunk.pushID) AND sequence = \(bind: chunk.sequence))"
+                }
+                renewed += try await db.raw("""
+                    UPDATE push_chunks SET lease_until = \(bind: until.milliseconds)
+                    WHERE owner = \(bind: node) AND status = 'claimed' AND (\(named.joined(separator: " OR ")))
+                    RETURNING sequence
+                    """).all().count
+            }
+            return renewed
+        }
+    }
+
+    public func recordChunk(
+        pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date
+    ) async throws -> ChunkRecording {
+        try await transaction { db in
+            let closed = try await db.raw("""
+                UPDATE push_chunks SET status = 'done'
+                WHERE push_id = \(bind: pushID) AND sequence = \(bind: sequence) AND owner = \(bind: node) AND status = 'claimed'
+                RETURNING sequence
+                """).first()
+            guard closed != nil else { return .lost }
+            try await Self.add(progress, toPush: pushID, db)
+            return .recorded(pushCompleted: try await Self.completeIfDone(pushID: pushID, at: now, db))
+        }
+    }
+
+    @discardableResult
+    public func releaseChunks() async throws -> Int {
+        try await transaction { db in
+            try await db.raw("UPDATE push_chunks SET lease_until = 0 WHERE status = 'claimed' RETURNING sequence").all().count
+        }
+    }
+
+    /// Whether an earlier unfinished push of the same app still has audience to hand out, or open chunks held by
+    /// another node: until neither is so, `push` waits, so no device gets it before the earlier ones.
+    static func waitsForEarlierPushes(_ push: PushRecord, createdAt: Int64, node: String, _ db: any SQLDatabase) async throws -> Bool {
+        try await db.raw("""
+            SELECT 1 AS waits FROM pushes e
+            WHERE e.app_id = \(bind: push.appID) AND e.status <> 'completed'
+                AND (e.created_at < \(bind: createdAt) OR (e.created_at = \(bind: createdAt) AND e.id < \(bind: push.id)))
+                AND (e.handed_out = 0 OR EXISTS (
+                    SELECT 1 FROM push_chunks k WHERE k.push_id = e.id AND k.status = 'claimed' AND k.owner <> \(bind: node)))
+            LIMIT 1
+            """).first() != nil
+    }
+
+    /// The audience's recipients after `after` up to and including `last`, read a page at a time: a chunk taken over
+    /// holds what its range holds now (devices registered since included, deactivated ones left out).
+    static func recipients(
+        of push: PushRecord, after: String?, through last: String, pageSize: Int, _ db: any SQLDatabase
+    ) async throws -> [Recipient] {
+        var found: [Recipient] = []
+        var cursor = after
+        while true {
+            let page = try await recipients(app: push.appID, audience: push.audience, after: cursor, limit: pageSize, db)
+            for recipient in page.items {
+                guard !last.utf8.lexicographicallyPrecedes(recipient.key.utf8) else { return found }
+                found.append(recipient)
+            }
+            guard let next = page.next else { return found }
+            cursor = next
+        }
+    }
+
+    /// Completes the push if its audience is handed out in full and no chunk is open. - Returns: whether it did.
+    static func completeIfDone(pushID: String, at now: Date, _ db: any SQLDatabase) async throws -> Bool {
+        try await db.raw("""
+            UPDATE pushes SET status = 'completed', finished_at = \(bind: now.milliseconds)
+            WHERE id = \(bind: pushID) AND handed_out = 1 AND status <> 'completed'
+                AND NOT EXISTS (SELECT 1 FROM push_chunks k WHERE k.push_id = \(bind: pushID) AND k.status = 'claimed')
+            RETURNING id
+            """).first() != nil
+    }
+
+    /// Adds a chunk's results to the push's counts and stores its failures.
+    static func add(_ progress: PushProgress, toPush pushID: String, _ db: any SQLDatabase) async throws {
+        guard let row = try await db.raw("SELECT failed_by_reason FROM pushes WHERE id = \(bind: pushID)").first() else {
+            throw StoreError.notFound("push \(pushID)")
+        }
+        var failedByReason = try JSON.decode([String: Int].self, try row.decode(column: "failed_by_reason", as: String.self))
+        for failure in progress.failures {
+            failedByReason[failure.reason, default: 0] += 1
+        }
+        try await db.raw("""
+            UPDATE pushes SET
+                targeted = targeted + \(bind: progress.accepted + progress.failures.count),
+                accepted = accepted + \(bind: progress.accepted),
+                failed = failed + \(bind: progress.failures.count),
+                pruned = pruned + \(bind: progress.pruned),
+                inbox_dropped = inbox_dropped + \(bind: progress.inboxDropped),
+                failed_by_reason = \(bind: try JSON.encode(failedByReason))
+            WHERE id = \(bind: pushID)
+            """).run()
+        // In slices, to stay well under the database's limit on bound parameters.
+        for start in stride(from: 0, to: progress.failures.count, by: 100) {
+            let rows = progress.failures[start..<min(start + 100, progress.failures.count)].map { failure -> SQLQueryString in
+                """
+                (\(bind: pushID), \(bind: failure.deviceID), \(bind: failure.token), \(bind: failure.status),
+                    \(bind: failure.reason), \(bind: failure.at.milliseconds))
+                """
+            }
+            try await db.raw("""
+                INSERT INTO push_failures (push_id, device_id, token, status, reason, failed_at)
+                VALUES \(rows.joined(separator: ", "))
+                """).run()
+        }
+    }
+}

@@ -1,0 +1,294 @@
+import Foundation
+import Testing
+import TernStore
+
+/// Delivery in chunks: what nodes claim, renew, record and take over (`claimChunk`, `renewChunks`, `recordChunk`).
+@Suite("Push chunks")
+struct PushChunkTests {
+    static let lease = time(60_000)
+
+    @Test("chunks hand out the audience once, in key order; the last one recorded completes the push", arguments: StoreFactory.all)
+    func chunksCoverTheAudience(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(25, in: store)
+            _ = try await store.createPush(makePush("p1"))
+
+            var chunks: [PushChunk] = []
+            while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(1)) {
+                chunks.append(chunk)
+                #expect(chunks.count <= 3, "claimed more chunks than the audience holds")
+                if chunks.count > 3 { break }
+            }
+            #expect(chunks.map(\.sequence) == [0, 1, 2])
+            #expect(chunks.map(\.recipients.count) == [10, 10, 5])
+            #expect(chunks.flatMap(\.recipients).map(\.key) == (1...25).map { numbered("device", $0) })
+            #expect(chunks.allSatisfy { !$0.reclaimed })
+            let sending = try #require(try await store.push(app: "demo", id: "p1"))
+            #expect(sending.status == .sending)
+            #expect(sending.cursor == numbered("device", 25))
+            #expect(try await store.claimChunk(node: "b", size: 10, leaseUntil: Self.lease, at: time(2)) == .idle)
+
+            let outcomes = [
+                PushProgress(accepted: 9, failures: [failure("t1", reason: "Unregistered", status: 410)], pruned: 1, inboxDropped: 2),
+                PushProgress(accepted: 8, failures: [failure("t2"), failure("t3", reason: "timeout", status: nil)], pruned: 0),
+                PushProgress(accepted: 5, failures: [], pruned: 0),
+            ]
+            // Out of order: the push completes with its last open chunk, whichever that is.
+            for (index, order) in [2, 0, 1].enumerated() {
+                let recording = try await store.recordChunk(pushID: "p1", sequence: order, node: "a", outcomes[order], at: time(9))
+                #expect(recording == .recorded(pushCompleted: index == 2))
+            }
+            let push = try #require(try await store.push(app: "demo", id: "p1"))
+            #expect(push.status == .completed)
+            #expect(push.finishedAt == time(9))
+            #expect(push.counts == PushCounts(
+                targeted: 25, accepted: 22, failed: 3, pruned: 1, failedByReason: ["Unregistered": 1, "BadDeviceToken": 1, "timeout": 1],
+                inboxDropped: 2))
+            #expect(try await store.recordChunk(pushID: "p1", sequence: 0, node: "a", outcomes[0], at: time(10)) == .lost,
+                "a chunk is recorded once")
+            #expect(try await store.push(app: "demo", id: "p1")?.counts.targeted == 25)
+        }
+    }
+
+    @Test("two nodes claiming from one push get disjoint chunks that together are its audience", arguments: StoreFactory.all)
+    func nodesShareAPush(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(200, in: store)
+            _ = try await store.createPush(makePush("p1"))
+
+            let claimed = try await withThrowingTaskGroup(of: [PushChunk].self) { group in
+                for node in ["a", "b", "c", "d"] {
+                    group.addTask {
+                        var mine: [PushChunk] = []
+                        for _ in 0..<200 {
+                            switch try await store.claimChunk(node: node, size: 7, leaseUntil: Self.lease, at: time(1)) {
+                            case .chunk(let chunk): mine.append(chunk)
+                            case .retrySoon: try await Task.sleep(for: .milliseconds(5))
+                            case .idle: return mine
+                            }
+                        }
+                        return mine
+                    }
+                }
+                return try await group.reduce(into: [PushChunk]()) { $0 += $1 }
+            }
+            #expect(claimed.flatMap(\.recipients).map(\.key).sorted() == (1...200).map { numbered("device", $0) })
+            #expect(Set(claimed.map(\.sequence)).count == claimed.count, "each chunk went to one node")
+            #expect(claimed.count == 29)
+        }
+    }
+
+    @Test("a later push of an app waits for the earlier ones to be handed out and held by the claiming node", arguments: StoreFactory.all)
+    func laterPushesWait(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await store.createApp(makeApp("other"))
+            try await registerDevices(15, in: store)
+            _ = try await store.register(registration("solo", token: "solo-token"), app: "other", at: time(0))
+            _ = try await store.createPush(makePush("p1", at: time(10)))
+            _ = try await store.createPush(makePush("p2", at: time(20)))
+            _ = try await store.createPush(makePush("q1", app: "other", at: time(30)))
+
+            let first = try #require(try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(40)).chunk)
+            #expect(first.push.id == "p1")
+            // p1 has audience left: node b gets more of p1, not p2; then another app's push.
+            let second = try #require(try await store.claimChunk(node: "b", size: 10, leaseUntil: Self.lease, at: time(41)).chunk)
+            #expect(second.push.id == "p1")
+            #expect(second.recipients.count == 5)
+            let third = try #require(try await store.claimChunk(node: "b", size: 10, leaseUntil: Self.lease, at: time(42)).chunk)
+            #expect(third.push.id == "q1", "p2 waits while node a holds part of p1")
+            #expect(try await store.claimChunk(node: "b", size: 10, leaseUntil: Self.lease, at: time(43)) == .idle)
+            #expect(try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(43)) == .idle,
+                "p2 waits while node b holds part of p1")
+
+            _ = try await store.recordChunk(pushID: "p1", sequence: 1, node: "b", PushProgress(accepted: 5, failures: [], pruned: 0), at: time(44))
+            // Every open chunk of p1 is node a's: a may send p2 after it (its own order keeps devices in line); b may not.
+            #expect(try await store.claimChunk(node: "b", size: 10, leaseUntil: Self.lease, at: time(45)) == .idle)
+            let fourth = try #require(try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(45)).chunk)
+            #expect(fourth.push.id == "p2")
+        }
+    }
+
+    @Test("a chunk whose lease ran out goes to another node; its first node's results are refused", arguments: StoreFactory.all)
+    func expiredChunksAreTakenOver(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(10, in: store)
+            _ = try await store.createPush(makePush("p1"))
+            let original = try #require(try await store.claimChunk(node: "a", size: 4, leaseUntil: time(1_000), at: time(0)).chunk)
+            let renewed = try #require(try await store.claimChunk(node: "a", size: 4, leaseUntil: time(1_000), at: time(0)).chunk)
+            let last = try #require(try await store.claimChunk(node: "b", size: 4, leaseUntil: time(100_000), at: time(0)).chunk)
+            #expect(try await store.renewChunks(node: "a", [renewed.id], until: time(5_000)) == 1)
+            #expect(try await store.renewChunks(node: "b", [renewed.id], until: time(9_000)) == 0, "only the holder renews")
+
+            // At 2 s, the first chunk's lease has run out; the renewed one and node b's have not.
+            let taken = try #require(try await store.claimChunk(node: "b", size: 4, leaseUntil: time(100_000), at: time(2_000)).chunk)
+            #expect(taken.sequence == original.sequence)
+            #expect(taken.reclaimed)
+            #expect(taken.recipients == original.recipients)
+            #expect(try await store.claimChunk(node: "c", size: 4, leaseUntil: time(100_000), at: time(2_000)) == .idle)
+
+            let progress = PushProgress(accepted: 4, failures: [], pruned: 0)
+            #expect(try await store.recordChunk(pushID: "p1", sequence: original.sequence, node: "a", progress, at: time(2_001)) == .lost)
+            #expect(try await store.push(app: "demo", id: "p1")?.counts.targeted == 0, "the lost chunk's results are not counted")
+            #expect(try await store.recordChunk(pushID: "p1", sequence: taken.sequence, node: "b", progress, at: time(2_002)) == .recorded(pushCompleted: false))
+            #expect(try await store.recordChunk(pushID: "p1", sequence: renewed.sequence, node: "a", progress, at: time(2_003)) == .recorded(pushCompleted: false))
+            #expect(try await store.recordChunk(pushID: "p1", sequence: last.sequence, node: "b", PushProgress(accepted: 2, failures: [], pruned: 0), at: time(2_004))
+                == .recorded(pushCompleted: true))
+            #expect(try await store.push(app: "demo", id: "p1")?.counts.targeted == 10)
+        }
+    }
+
+    @Test("releaseChunks makes every open chunk claimable at once", arguments: StoreFactory.all)
+    func releasedChunksAreClaimable(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(6, in: store)
+            _ = try await store.createPush(makePush("p1"))
+            let first = try #require(try await store.claimChunk(node: "old", size: 3, leaseUntil: Self.lease, at: time(0)).chunk)
+            _ = try #require(try await store.claimChunk(node: "old", size: 3, leaseUntil: Self.lease, at: time(0)).chunk)
+            #expect(try await store.claimChunk(node: "new", size: 3, leaseUntil: Self.lease, at: time(1)) == .idle)
+
+            #expect(try await store.releaseChunks() == 2)
+            let resumed = try #require(try await store.claimChunk(node: "new", size: 3, leaseUntil: Self.lease, at: time(1)).chunk)
+            #expect(resumed.sequence == first.sequence)
+            #expect(resumed.reclaimed)
+        }
+    }
+
+    @Test("a push with nobody in its audience completes when claimed", arguments: StoreFactory.all)
+    func emptyAudienceCompletes(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            _ = try await store.createPush(makePush("p1", audience: .tags(["nobody"], all: false)))
+            #expect(try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(5)) == .retrySoon)
+            let push = try #require(try await store.push(app: "demo", id: "p1"))
+            #expect(push.status == .completed)
+            #expect(push.finishedAt == time(5))
+            #expect(try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(6)) == .idle)
+            #expect(try await store.unfinishedPushes(limit: 10).isEmpty)
+        }
+    }
+
+    @Test("unfinished pushes are pending and sending ones, oldest first", arguments: StoreFactory.all)
+    func unfinishedPushes(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await store.createApp(makeApp("other"))
+            try await registerDevices(2, in: store)
+            _ = try await store.createPush(makePush("p0", audience: .devices([]), at: time(10)))
+            _ = try await store.createPush(makePush("p1", at: time(20)))
+            _ = try await store.createPush(makePush("p3", app: "other", at: time(40)))
+            _ = try await store.createPush(makePush("p2", at: time(30)))
+            // One claim completes p0 (nobody in it) and takes p1's first chunk; p2 waits behind p1, p3 is not claimed.
+            #expect(try await store.claimChunk(node: "a", size: 1, leaseUntil: Self.lease, at: time(50)).chunk?.push.id == "p1")
+
+            let unfinished = try await store.unfinishedPushes(limit: 10)
+            #expect(unfinished.map(\.id) == ["p1", "p2", "p3"])
+            #expect(unfinished.map(\.status) == [.sending, .pending, .pending])
+            #expect(try await store.unfinishedPushes(limit: 2).map(\.id) == ["p1", "p2"])
+        }
+    }
+
+    @Test("failures are stored with the chunks' results and page completely", arguments: StoreFactory.all)
+    func failurePaging(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(4, in: store)
+            _ = try await store.createPush(makePush("p1", at: time(1)))
+            _ = try await store.createApp(makeApp("other"))
+            _ = try await store.register(registration("solo", token: "solo-token"), app: "other", at: time(0))
+            _ = try await store.createPush(makePush("p2", app: "other", at: time(2)))
+            let recorded = (0..<250).map { (n: Int) -> PushFailure in
+                let deviceID: String? = n % 3 == 0 ? nil : "device-\(n)"
+                let status: Int? = n % 5 == 0 ? nil : 410
+                let reason = n % 2 == 0 ? "Unregistered" : "BadDeviceToken"
+                return PushFailure(deviceID: deviceID, token: "token-\(n)", status: status, reason: reason, at: time(Int64(n)))
+            }
+            var chunks: [PushChunk] = []
+            while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 1, leaseUntil: Self.lease, at: time(3)) {
+                chunks.append(chunk)
+            }
+            let ofP1 = chunks.filter { $0.push.id == "p1" }.map(\.sequence)
+            #expect(ofP1.count == 4)
+            // A chunk with more than one insert's worth, then smaller ones.
+            for (sequence, batch) in zip(ofP1, [recorded[0..<180], recorded[180..<200], recorded[200..<250], recorded[250..<250]]) {
+                let progress = PushProgress(accepted: 0, failures: Array(batch), pruned: 0)
+                #expect(try await store.recordChunk(pushID: "p1", sequence: sequence, node: "a", progress, at: time(4)) != .lost)
+            }
+            let elsewhere = PushProgress(accepted: 0, failures: [failure("elsewhere")], pruned: 0)
+            #expect(try await store.recordChunk(pushID: "p2", sequence: 0, node: "a", elsewhere, at: time(4)) == .recorded(pushCompleted: true))
+
+            var pages: [Page<PushFailure>] = []
+            var cursor: String?
+            repeat {
+                let page = try await store.failures(pushID: "p1", after: cursor, limit: 100)
+                pages.append(page)
+                cursor = page.next
+            } while cursor != nil && pages.count < 10
+
+            #expect(pages.map(\.items.count) == [100, 100, 50])
+            #expect(pages.last?.next == nil)
+            #expect(pages.flatMap(\.items) == recorded)
+            #expect(try await store.push(app: "demo", id: "p1")?.counts.failed == 250)
+            #expect(try await store.failures(pushID: "ghost", after: nil, limit: 10).items.isEmpty)
+        }
+    }
+
+    @Test("results for a chunk nobody holds change nothing", arguments: StoreFactory.all)
+    func unknownChunk(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            _ = try await store.createPush(makePush("p1"))
+            let before = try await store.push(app: "demo", id: "p1")
+            let progress = PushProgress(accepted: 1, failures: [failure("t1")], pruned: 1)
+            #expect(try await store.recordChunk(pushID: "ghost", sequence: 0, node: "a", progress, at: time(1)) == .lost)
+            #expect(try await store.recordChunk(pushID: "p1", sequence: 0, node: "a", progress, at: time(1)) == .lost)
+            #expect(try await store.failures(pushID: "ghost", after: nil, limit: 10).items.isEmpty)
+            #expect(try await store.failures(pushID: "p1", after: nil, limit: 10).items.isEmpty)
+            #expect(try await store.push(app: "demo", id: "p1") == before)
+        }
+    }
+
+    @Test("chunks recorded concurrently lose no count", arguments: StoreFactory.all)
+    func concurrentRecording(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(50, in: store)
+            _ = try await store.createPush(makePush("p1"))
+            var sequences: [Int] = []
+            while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 1, leaseUntil: Self.lease, at: time(1)) {
+                sequences.append(chunk.sequence)
+            }
+            #expect(sequences.count == 50)
+            let completions = try await withThrowingTaskGroup(of: ChunkRecording.self) { group in
+                for n in sequences {
+                    group.addTask {
+                        try await store.recordChunk(pushID: "p1", sequence: n, node: "a", PushProgress(
+                            accepted: 1, failures: [failure("t\(n)", reason: n % 2 == 0 ? "even" : "odd")], pruned: 1
+                        ), at: time(2))
+                    }
+                }
+                return try await group.reduce(into: [ChunkRecording]()) { $0.append($1) }
+            }
+            #expect(completions.filter { $0 == .recorded(pushCompleted: true) }.count == 1, "exactly one completes the push")
+            let push = try #require(try await store.push(app: "demo", id: "p1"))
+            #expect(push.status == .completed)
+            #expect(push.counts == PushCounts(targeted: 100, accepted: 50, failed: 50, pruned: 50, failedByReason: ["even": 25, "odd": 25]))
+        }
+    }
+
+    private func registerDevices(_ count: Int, in store: any TernStore) async throws {
+        for n in 1...count {
+            _ = try await store.register(registration(numbered("device", n), token: numbered("token", n)), app: "demo", at: time(0))
+        }
+    }
+}
+
+extension ChunkClaim {
+    var chunk: PushChunk? {
+        if case .chunk(let chunk) = self { chunk } else { nil }
+    }
+}
