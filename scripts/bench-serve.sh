@@ -149,6 +149,12 @@ targeted=$(grep -o '"targeted":[0-9]*' <<<"$push_json" | cut -d: -f2)
 accepted=$(grep -o '"accepted":[0-9]*' <<<"$push_json" | cut -d: -f2)
 status=$(grep -o '"status":"[a-z]*"' <<<"$push_json" | cut -d'"' -f4)
 peak=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+chunks=""
+if [ "$DATABASE" = postgres ]; then
+  # How the push's chunks were shared out: the count each node sent, largest first.
+  chunks=$(psql "$TERN_DATABASE_URL" -Atc \
+    "SELECT string_agg(n::text, ' / ' ORDER BY n DESC) FROM (SELECT COUNT(*) AS n FROM push_chunks GROUP BY owner) c")
+fi
 
 echo
 echo "| measurement ($DATABASE, $NODES node(s) for the push) | result |"
@@ -158,3 +164,4 @@ echo "| registration latency p50 / p99 | $reg_p50 / $reg_p99 |"
 echo "| registrations answered non-2xx | ${non2xx:-0} |"
 echo "| push to the $targeted devices of a tag (of $DEVICES registered), POST to completed | ${push_time} s ($status; accepted $accepted) |"
 echo "| server RSS before the push / peak | $((rss_before / 1024)) MiB / $((peak / 1024)) MiB |"
+[ -z "$chunks" ] || echo "| chunks sent by each node | $chunks |"

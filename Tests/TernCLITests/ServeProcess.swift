@@ -77,13 +77,14 @@ final class ServeProcess {
 /// Devices the `tern serve` end-to-end tests register, and what a `tern simulator` received.
 enum Devices {
     /// Registers devices 0..<count (ids and tokens from ``ServeCommandTests``), tagged `all`, for app `shop`, with
-    /// eight workers taking `clients` in turn.
+    /// sixteen workers taking `clients` in turn.
     static func register(_ count: Int, through clients: [HTTPTestClient]) async throws {
+        let workers = 16
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for worker in 0..<8 {
+            for worker in 0..<workers {
                 let client = clients[worker % clients.count]
                 group.addTask {
-                    for number in stride(from: worker, to: count, by: 8) {
+                    for number in stride(from: worker, to: count, by: workers) {
                         let response = try await client.put(
                             "/v1/apps/shop/devices/\(ServeCommandTests.device(number))",
                             #"{"token": "\#(ServeCommandTests.token(number))", "environment": "production", "tags": ["all"]}"#)

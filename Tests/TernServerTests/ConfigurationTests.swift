@@ -36,6 +36,20 @@ struct ConfigurationTests {
         #expect(throws: TernServerConfigurationError.self) { try configuration.validate() }
     }
 
+    @Test func camelCaseKeysAreWordsInTheEnvironmentAndTheChunkLeaseIsChecked() async throws {
+        let configuration = try await TernServerConfiguration.load(
+            file: nil, environment: ["TERN_DELIVERY_PAGE_SIZE": "300", "TERN_DELIVERY_CHUNK_LEASE": "3"])
+        #expect(configuration.deliveryPageSize == 300)
+        #expect(configuration.deliveryChunkLease == 3)
+        #expect(TernServerConfiguration().deliveryChunkLease == 15)
+        for lease in [1, 3601] {
+            var settings = TernServerConfiguration()
+            settings.deliveryChunkLease = lease
+            let error = #expect(throws: TernServerConfigurationError.self) { try settings.validate() }
+            #expect(error?.description == "delivery.chunkLease must be 2-3600 seconds")
+        }
+    }
+
     @Test func aPostgreSQLDatabaseIsConfiguredByURLAndAWrongOneIsAClearError() async throws {
         let configuration = try await TernServerConfiguration.load(
             file: nil, environment: ["TERN_DATABASE_URL": "postgres://tern:pw@db:5432/tern", "TERN_DATABASE_CONNECTIONS": "4"])

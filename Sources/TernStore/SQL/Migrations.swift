@@ -246,8 +246,10 @@ extension SQLStore {
                 "ALTER TABLE apps ADD COLUMN feedback_polled_at BIGINT",
             ]),
             // A push is delivered in chunks of consecutive recipients, each claimed by one node under a lease it
-            // renews. `cursor_key` is now where the next chunk starts; `chunks` counts the chunks handed out, and
-            // `handed_out` is 1 once the whole audience is in chunks.
+            // renews, and holding its own results: a push's counts are its row's (from before chunks) plus its done
+            // chunks', so nodes recording chunks of one push at once never write the same row. `cursor_key` is now
+            // where the next chunk starts; `chunks` counts the chunks handed out, and `handed_out` is 1 once the
+            // whole audience is in chunks.
             Migration(version: 4, name: "push chunks", statements: [
                 """
                 CREATE TABLE push_chunks (
@@ -259,6 +261,11 @@ extension SQLStore {
                     owner TEXT NOT NULL,
                     lease_until BIGINT NOT NULL,
                     claimed_at BIGINT NOT NULL,
+                    accepted INTEGER NOT NULL DEFAULT 0,
+                    failed INTEGER NOT NULL DEFAULT 0,
+                    pruned INTEGER NOT NULL DEFAULT 0,
+                    inbox_dropped INTEGER NOT NULL DEFAULT 0,
+                    failed_by_reason TEXT,
                     PRIMARY KEY (push_id, sequence)
                 )
                 """,

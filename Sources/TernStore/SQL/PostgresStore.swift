@@ -3,6 +3,7 @@ import Logging
 import NIOSSL
 import PostgresKit
 import PostgresNIO
+import Synchronization
 
 extension SQLStore {
     /// Connects to the PostgreSQL database at `url` (`postgres://user:password@host:port/database`, with
@@ -61,15 +62,38 @@ final class PostgresSessions: SQLSessions {
     private let client: PostgresClient
     private let running: Task<Void, Never>
 
-    init(client: PostgresClient) {
+    /// How long one call may take before it fails as unavailable.
+    private let callTimeout: Duration
+
+    init(client: PostgresClient, callTimeout: Duration = .seconds(15)) {
         self.client = client
+        self.callTimeout = callTimeout
         self.running = Task { await client.run() }
     }
 
+    /// Runs `body` on a pooled connection. A call still unanswered after `callTimeout` fails as unavailable, and is
+    /// left to finish on its own: a call in flight while the server restarts can otherwise wait forever (seen with
+    /// postgres-nio 1.33), and the caller would wait with it.
     func withSession<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in
-            // Every query is logged at trace: its binds hold tokens and aliases.
-            try await body(connection.sql(queryLogLevel: .trace))
+        let call = Deadline<T>()
+        let client = self.client
+        return try await withCheckedThrowingContinuation { continuation in
+            call.start(continuation)
+            let work = Task {
+                do {
+                    call.finish(.success(try await client.withConnection { connection in
+                        // Every query is logged at trace: its binds hold tokens and aliases.
+                        try await body(connection.sql(queryLogLevel: .trace))
+                    }))
+                } catch {
+                    call.finish(.failure(error))
+                }
+            }
+            call.timer = Task { [callTimeout] in
+                try? await Task.sleep(for: callTimeout)
+                guard !Task.isCancelled else { return }
+                if call.finish(.failure(StoreError.unavailable("the database did not answer within \(callTimeout)"))) { work.cancel() }
+            }
         }
     }
 
@@ -157,5 +181,44 @@ struct PostgresURL {
     /// The URL without its password, for messages.
     var redacted: String {
         "postgres://\(username)\(password == nil ? "" : ":***")@\(host):\(port)/\(database ?? "")"
+    }
+}
+
+/// One call racing its timeout: whichever finishes first resumes the caller, once.
+private final class Deadline<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, any Error>?
+        var timer: Task<Void, Never>?
+    }
+
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<T, any Error>) {
+        state.withLock { $0.continuation = continuation }
+    }
+
+    /// The timer, cancelled when the call finishes first.
+    var timer: Task<Void, Never>? {
+        get { state.withLock { $0.timer } }
+        set {
+            let finished = state.withLock { state -> Bool in
+                state.timer = newValue
+                return state.continuation == nil
+            }
+            if finished { newValue?.cancel() }
+        }
+    }
+
+    /// Resumes the caller with `result` unless it was resumed already. - Returns: whether it did.
+    @discardableResult
+    func finish(_ result: Result<T, any Error>) -> Bool {
+        let (continuation, timer) = state.withLock { state in
+            defer { state.continuation = nil }
+            return (state.continuation, state.timer)
+        }
+        guard let continuation else { return false }
+        timer?.cancel()
+        continuation.resume(with: result)
+        return true
     }
 }

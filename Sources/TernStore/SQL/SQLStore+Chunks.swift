@@ -109,14 +109,26 @@ extension SQLStore {
     public func recordChunk(
         pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date
     ) async throws -> ChunkRecording {
-        try await transaction { db in
+        var failedByReason: [String: Int] = [:]
+        for failure in progress.failures {
+            failedByReason[failure.reason, default: 0] += 1
+        }
+        let reasons = failedByReason.isEmpty ? nil : try JSON.encode(failedByReason)
+        return try await transaction { db in
             let closed = try await db.raw("""
-                UPDATE push_chunks SET status = 'done'
+                UPDATE push_chunks SET status = 'done', accepted = \(bind: progress.accepted),
+                    failed = \(bind: progress.failures.count), pruned = \(bind: progress.pruned),
+                    inbox_dropped = \(bind: progress.inboxDropped), failed_by_reason = \(bind: reasons)
                 WHERE push_id = \(bind: pushID) AND sequence = \(bind: sequence) AND owner = \(bind: node) AND status = 'claimed'
                 RETURNING sequence
                 """).first()
             guard closed != nil else { return .lost }
-            try await Self.add(progress, toPush: pushID, db)
+            try await Self.insertFailures(progress.failures, pushID: pushID, db)
+            // Only a push handed out in full can be complete; until then the push's row is not read, so recording
+            // chunks does not conflict with nodes claiming from it.
+            let handedOut = try await db.raw("SELECT handed_out FROM pushes WHERE id = \(bind: pushID)").first()?
+                .decode(column: "handed_out", as: Int.self)
+            guard handedOut == 1 else { return .recorded(pushCompleted: false) }
             return .recorded(pushCompleted: try await Self.completeIfDone(pushID: pushID, at: now, db))
         }
     }
@@ -169,28 +181,11 @@ extension SQLStore {
             """).first() != nil
     }
 
-    /// Adds a chunk's results to the push's counts and stores its failures.
-    static func add(_ progress: PushProgress, toPush pushID: String, _ db: any SQLDatabase) async throws {
-        guard let row = try await db.raw("SELECT failed_by_reason FROM pushes WHERE id = \(bind: pushID)").first() else {
-            throw StoreError.notFound("push \(pushID)")
-        }
-        var failedByReason = try JSON.decode([String: Int].self, try row.decode(column: "failed_by_reason", as: String.self))
-        for failure in progress.failures {
-            failedByReason[failure.reason, default: 0] += 1
-        }
-        try await db.raw("""
-            UPDATE pushes SET
-                targeted = targeted + \(bind: progress.accepted + progress.failures.count),
-                accepted = accepted + \(bind: progress.accepted),
-                failed = failed + \(bind: progress.failures.count),
-                pruned = pruned + \(bind: progress.pruned),
-                inbox_dropped = inbox_dropped + \(bind: progress.inboxDropped),
-                failed_by_reason = \(bind: try JSON.encode(failedByReason))
-            WHERE id = \(bind: pushID)
-            """).run()
+    /// Stores a chunk's failures.
+    static func insertFailures(_ failures: [PushFailure], pushID: String, _ db: any SQLDatabase) async throws {
         // In slices, to stay well under the database's limit on bound parameters.
-        for start in stride(from: 0, to: progress.failures.count, by: 100) {
-            let rows = progress.failures[start..<min(start + 100, progress.failures.count)].map { failure -> SQLQueryString in
+        for start in stride(from: 0, to: failures.count, by: 100) {
+            let rows = failures[start..<min(start + 100, failures.count)].map { failure -> SQLQueryString in
                 """
                 (\(bind: pushID), \(bind: failure.deviceID), \(bind: failure.token), \(bind: failure.status),
                     \(bind: failure.reason), \(bind: failure.at.milliseconds))
@@ -201,5 +196,27 @@ extension SQLStore {
                 VALUES \(rows.joined(separator: ", "))
                 """).run()
         }
+    }
+
+    /// The push with its done chunks' results added to the counts its row holds.
+    static func withChunkCounts(_ push: PushRecord, _ db: any SQLDatabase) async throws -> PushRecord {
+        var push = push
+        let rows = try await db.raw("""
+            SELECT accepted, failed, pruned, inbox_dropped, failed_by_reason FROM push_chunks
+            WHERE push_id = \(bind: push.id) AND status = 'done'
+            """).all()
+        for row in rows {
+            let accepted = try row.decode(column: "accepted", as: Int.self)
+            let failed = try row.decode(column: "failed", as: Int.self)
+            push.counts.targeted += accepted + failed
+            push.counts.accepted += accepted
+            push.counts.failed += failed
+            push.counts.pruned += try row.decode(column: "pruned", as: Int.self)
+            push.counts.inboxDropped += try row.decode(column: "inbox_dropped", as: Int.self)
+            if let reasons = try row.decode(column: "failed_by_reason", as: String?.self) {
+                push.counts.failedByReason.merge(try JSON.decode([String: Int].self, reasons), uniquingKeysWith: +)
+            }
+        }
+        return push
     }
 }

@@ -269,7 +269,7 @@ public final class SQLStore: TernStore {
                 WHERE app_id = \(bind: push.appID) AND idempotency_key = \(bind: key)
                 """).first()
             {
-                return (try PushRecord(row: first), false)
+                return (try await Self.withChunkCounts(try PushRecord(row: first), db), false)
             }
             throw StoreError.conflict("push \(push.id)")
         }
@@ -277,9 +277,11 @@ public final class SQLStore: TernStore {
 
     public func push(app: String, id: String) async throws -> PushRecord? {
         try await exclusive { db in
-            try await db.raw("""
+            guard let row = try await db.raw("""
                 SELECT \(unsafeRaw: Columns.push) FROM pushes WHERE app_id = \(bind: app) AND id = \(bind: id)
-                """).first().map(PushRecord.init(row:))
+                """).first()
+            else { return nil }
+            return try await Self.withChunkCounts(try PushRecord(row: row), db)
         }
     }
 
