@@ -99,7 +99,7 @@ public protocol TernStore: Sendable {
     /// - Returns: the stored push and whether it is new.
     func createPush(_ push: PushRecord) async throws -> (push: PushRecord, created: Bool)
     func push(app: String, id: String) async throws -> PushRecord?
-    /// Pushes not completed (pending or sending), oldest first: which ones, not how far (their counts leave out
+    /// Pushes not completed (pending or sending), in the order they were stored: which ones, not how far (their counts leave out
     /// the chunks' results, which ``push(app:id:)`` adds).
     func unfinishedPushes(limit: Int) async throws -> [PushRecord]
     /// The audience's recipients after the cursor, by key, `limit` at a time: active devices only (a `tokens`
@@ -109,8 +109,8 @@ public protocol TernStore: Sendable {
     // MARK: Delivery in chunks
 
     /// Claims the next chunk of work for `node`, in one transaction, until `leaseUntil`: a chunk whose node's lease
-    /// ran out (taken over as it was), or else the next `size` recipients of an unfinished push. Pushes go oldest
-    /// first, and any number of nodes may claim chunks of one push. A node claims from a later push of an app only
+    /// ran out (taken over as it was), or else the next `size` recipients of an unfinished push. Pushes go in the
+    /// order they were stored (never by a node's clock), and any number of nodes may claim chunks of one push. A node claims from a later push of an app only
     /// when every earlier unfinished push of that app is handed out in full and its open chunks are this node's, so
     /// a device's notifications from one app are sent in the order the pushes were made, whichever nodes send them.
     func claimChunk(node: String, size: Int, leaseUntil: Date, at now: Date) async throws -> ChunkClaim

@@ -41,6 +41,78 @@ struct MultiNodeTests {
         }
     }
 
+    @Test("rapid pushes to one device, made through both nodes in turn, arrive in the order they were made")
+    func orderAcrossNodes() async throws {
+        try await MultiNode.with { cluster in
+            try await cluster.createApp(on: cluster.nodes[0])
+            let devices = 10
+            let pushesPerDevice = 6
+            try await cluster.register(devices, on: cluster.nodes[0])
+            // Answers take 0-20 ms, so a node that ran ahead of the other would show.
+            try cluster.simulator.state.setLatency(.init(minMilliseconds: 0, maxMilliseconds: 20))
+
+            // Each device's pushes alternate between the nodes; the devices' streams of pushes run side by side.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for number in 0..<devices {
+                    group.addTask {
+                        for index in 1...pushesPerDevice {
+                            let body = Fixture.push(audience: #"{"devices": ["\#(Fixture.device(number))"]}"#, title: "message \(index)")
+                            let answer = try await cluster.master(index % 2).post("/v1/apps/shop/pushes", body)
+                            #expect(answer.status == 202, "\(answer.text)")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+
+            var arrivals: [RecordedNotification] = []
+            for _ in 0..<300 {
+                arrivals = cluster.arrivals()
+                if arrivals.count >= devices * pushesPerDevice { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(arrivals.count == devices * pushesPerDevice)
+            for number in 0..<devices {
+                let titles = try arrivals.filter { $0.token == Fixture.token(number) }.map { arrival in
+                    try JSONValue(parsing: Data(arrival.payload.utf8))[path: "aps.alert.title"]?.string
+                }
+                #expect(titles == (1...pushesPerDevice).map { "message \($0)" }, "device \(number) saw \(titles)")
+            }
+        }
+    }
+
+    @Test("a push to a few devices made during a large push reaches them after the large one, whichever node sends it")
+    func targetedPushAfterABroadcast() async throws {
+        // One notification at a time per chunk, so a node's chunk of 20 takes a while to go out.
+        try await MultiNode.with(concurrency: 1) { cluster in
+            try await cluster.createApp(on: cluster.nodes[0])
+            let devices = 300
+            try await cluster.register(devices, on: cluster.nodes[0])
+            try cluster.simulator.state.setLatency(.init(minMilliseconds: 2, maxMilliseconds: 10))
+
+            // The broadcast through one node, at once the last 10 devices (its last chunk) through the other.
+            let broadcast = try await cluster.master(0).post("/v1/apps/shop/pushes", Fixture.push(audience: #"{"all": true}"#, title: "first"))
+            #expect(broadcast.status == 202, "\(broadcast.text)")
+            let last = (devices - 10..<devices).map { #""\#(Fixture.device($0))""# }.joined(separator: ", ")
+            let targeted = try await cluster.master(1).post("/v1/apps/shop/pushes", Fixture.push(audience: #"{"devices": [\#(last)]}"#, title: "second"))
+            #expect(targeted.status == 202, "\(targeted.text)")
+
+            var arrivals: [RecordedNotification] = []
+            for _ in 0..<300 {
+                arrivals = cluster.arrivals()
+                if arrivals.count >= devices + 10 { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(arrivals.count == devices + 10)
+            for number in devices - 10..<devices {
+                let titles = try arrivals.filter { $0.token == Fixture.token(number) }.map { arrival in
+                    try JSONValue(parsing: Data(arrival.payload.utf8))[path: "aps.alert.title"]?.string
+                }
+                #expect(titles == ["first", "second"], "device \(number) saw \(titles)")
+            }
+        }
+    }
+
     @Test("an idempotent push sent to both nodes at once is one push, delivered once")
     func idempotencyAcrossNodes() async throws {
         try await MultiNode.with { cluster in
@@ -97,8 +169,9 @@ struct MultiNode: Sendable {
 
     private let secrets = SecretsBox()
 
-    /// Runs two nodes on a fresh database and a simulator, all stopped afterwards.
-    static func with(_ body: (MultiNode) async throws -> Void) async throws {
+    /// Runs two nodes (chunks of 20, `concurrency` notifications in flight per chunk) on a fresh database and a
+    /// simulator, all stopped afterwards.
+    static func with(concurrency: Int = 1000, _ body: (MultiNode) async throws -> Void) async throws {
         let key = APNsSigningKey.generate(keyID: "NODEKEY001", teamID: "NODETEAM01")
         var configuration = try APNsSimulator.Configuration()
         configuration.port = 0
@@ -116,6 +189,7 @@ struct MultiNode: Sendable {
                     settings.simulator = false
                     settings.demoApp = false
                     settings.deliveryPageSize = 20
+                    settings.deliveryConcurrency = concurrency
                 }
                 try await ServerHarness.withServer(configure: configure) { first in
                     try await ServerHarness.withServer(configure: configure) { second in

@@ -51,8 +51,9 @@ final class PushDispatcher: Service {
     /// One chunk at a time counts badges and queues notifications, in the order the chunks were claimed, so lines
     /// follow the order badges were counted.
     private let admission = AdmissionQueue()
-    /// The chunks being sent now, with their recipient counts.
-    private let inFlight = Mutex<[ChunkID: Int]>([:])
+    /// The chunks being sent now, with their recipient counts, by a number of this node's own (a chunk this node
+    /// gave up and claimed again can be in flight twice for a moment).
+    private let inFlight = Mutex<(next: UInt64, chunks: [UInt64: (id: ChunkID, recipients: Int)])>((0, [:]))
     private let stopping = Atomic<Bool>(false)
     private let pushesCompleted = Counter(label: "tern_pushes_completed_total")
     private let chunksReclaimed = Counter(label: "tern_push_chunks_reclaimed_total")
@@ -102,9 +103,14 @@ final class PushDispatcher: Service {
             await withDiscardingTaskGroup { group in
                 while !stopping.load(ordering: .relaxed) {
                     let pause = await claimWhileThereIsRoom { chunk, place in
+                        let number = inFlight.withLock { inFlight in
+                            defer { inFlight.next += 1 }
+                            inFlight.chunks[inFlight.next] = (chunk.id, chunk.recipients.count)
+                            return inFlight.next
+                        }
                         group.addTask {
                             await self.deliver(chunk, place: place)
-                            _ = self.inFlight.withLock { $0.removeValue(forKey: chunk.id) }
+                            _ = self.inFlight.withLock { $0.chunks.removeValue(forKey: number) }
                             self.doorbell.ring()
                         }
                     }
@@ -124,8 +130,9 @@ final class PushDispatcher: Service {
     /// reserved in claim order. - Returns: how long to wait before looking again (unless woken).
     private func claimWhileThereIsRoom(start: (PushChunk, UInt64) -> Void) async -> Duration {
         while !stopping.load(ordering: .relaxed) {
-            let hasRoom = inFlight.withLock { chunks in
-                chunks.count < settings.pushConcurrency && chunks.values.reduce(0, +) <= (settings.pagesInFlight - 1) * settings.pageSize
+            let hasRoom = inFlight.withLock { inFlight in
+                inFlight.chunks.count < settings.pushConcurrency
+                    && inFlight.chunks.values.reduce(0) { $0 + $1.recipients } <= (settings.pagesInFlight - 1) * settings.pageSize
             }
             // A finishing chunk rings the doorbell.
             guard hasRoom else { return settings.pollInterval }
@@ -144,7 +151,6 @@ final class PushDispatcher: Service {
                     chunksReclaimed.increment()
                     logger.info("taking over a chunk whose lease ran out", metadata: ["push": "\(chunk.push.id)", "chunk": "\(chunk.sequence)"])
                 }
-                inFlight.withLock { $0[chunk.id] = chunk.recipients.count }
                 start(chunk, admission.reserve())
             case .retrySoon:
                 return .milliseconds(20)
@@ -164,7 +170,7 @@ final class PushDispatcher: Service {
     private func renewLeases() async {
         while !Task.isCancelled {
             try? await Task.sleep(for: settings.chunkLease / 3)
-            let chunks = inFlight.withLock { Array($0.keys) }
+            let chunks = inFlight.withLock { Array(Set($0.chunks.values.map(\.id))) }
             guard !chunks.isEmpty else { continue }
             do {
                 try await store.renewChunks(node: node, chunks, until: Date().addingTimeInterval(leaseSeconds))

@@ -18,12 +18,17 @@ struct SQLFlavor: Sendable {
     /// Appended to a SELECT whose rows the transaction will update: locks them, and leaves out rows another
     /// transaction has locked, so nodes claiming work pass each other by. Empty where transactions never overlap.
     var lockSkippingLocked = ""
+    /// `pushes.ordinal`, a push's place in the order pushes are sent, given by the database (never a node's clock):
+    /// the column's type, and the value a new push gets (nil where the database makes it by itself).
+    var pushOrdinal: (type: String, value: String?)
 
     static let sqlite = SQLFlavor(
         bytes: "BLOB",
         serialPrimaryKey: "INTEGER PRIMARY KEY AUTOINCREMENT",
         // Takes the write lock up front, so a transaction never fails halfway on another process's lock.
-        beginTransaction: "BEGIN IMMEDIATE"
+        beginTransaction: "BEGIN IMMEDIATE",
+        // Writes take turns, so the next number is simply one more than the last.
+        pushOrdinal: ("INTEGER", "(SELECT COALESCE(MAX(ordinal), 0) + 1 FROM pushes)")
     )
 }
 
@@ -272,6 +277,13 @@ extension SQLStore {
                 "CREATE INDEX push_chunks_open ON push_chunks (push_id, owner) WHERE status = 'claimed'",
                 "ALTER TABLE pushes ADD COLUMN chunks INTEGER NOT NULL DEFAULT 0",
                 "ALTER TABLE pushes ADD COLUMN handed_out INTEGER NOT NULL DEFAULT 0",
+                // Pushes go out in the order they were stored; creation times from different nodes' clocks can't
+                // say which came first. PostgreSQL numbers the existing rows itself; on SQLite they keep their
+                // insertion order (rowid).
+                "ALTER TABLE pushes ADD COLUMN ordinal \(flavor.pushOrdinal.type)",
+            ] + (flavor.pushOrdinal.value == nil ? [] : ["UPDATE pushes SET ordinal = rowid"]) + [
+                "CREATE INDEX pushes_by_ordinal ON pushes (ordinal)",
+                "CREATE INDEX pushes_unfinished_by_ordinal ON pushes (ordinal) WHERE status <> 'completed'",
             ]),
         ]
     }

@@ -53,7 +53,9 @@ extension SQLFlavor {
         },
         // Any fixed number: it names the lock only within this database.
         schemaLock: ("SELECT pg_advisory_lock(7461726001)", "SELECT pg_advisory_unlock(7461726001)"),
-        lockSkippingLocked: " FOR UPDATE SKIP LOCKED"
+        lockSkippingLocked: " FOR UPDATE SKIP LOCKED",
+        // An identity column: numbered in the order the inserts ran.
+        pushOrdinal: ("BIGINT GENERATED ALWAYS AS IDENTITY", nil)
     )
 }
 

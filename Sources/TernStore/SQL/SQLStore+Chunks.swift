@@ -13,11 +13,11 @@ extension SQLStore {
         return try await transaction { db in
             // Pushes with audience left to hand out, or with a chunk whose lease ran out.
             let candidates = try await db.raw("""
-                SELECT \(unsafeRaw: Columns.push), chunks, handed_out FROM pushes p
+                SELECT \(unsafeRaw: Columns.push), ordinal, chunks, handed_out FROM pushes p
                 WHERE status <> 'completed' AND (handed_out = 0 OR EXISTS (
                     SELECT 1 FROM push_chunks k WHERE k.push_id = p.id AND k.status = 'claimed'
                         AND k.lease_until < \(bind: now.milliseconds)))
-                ORDER BY created_at, id
+                ORDER BY ordinal
                 LIMIT \(bind: Self.claimScan)
                 """).all()
             var looked = Set<String>()
@@ -26,8 +26,8 @@ extension SQLStore {
                 var push = try PushRecord(row: row)
                 // An app's first candidate only: a later one waits at least until this one is handed out in full.
                 guard looked.insert(push.appID).inserted else { continue }
-                let createdAt = try row.decode(column: "created_at", as: Int64.self)
-                guard try await !Self.waitsForEarlierPushes(push, createdAt: createdAt, node: node, db) else { continue }
+                let ordinal = try row.decode(column: "ordinal", as: Int64.self)
+                guard try await !Self.waitsForEarlierPushes(push, ordinal: ordinal, node: node, db) else { continue }
 
                 // A chunk whose lease ran out (its node died, lost the database, or gave it up): taken over as it was.
                 if let open = try await db.raw("""
@@ -142,11 +142,11 @@ extension SQLStore {
 
     /// Whether an earlier unfinished push of the same app still has audience to hand out, or open chunks held by
     /// another node: until neither is so, `push` waits, so no device gets it before the earlier ones.
-    static func waitsForEarlierPushes(_ push: PushRecord, createdAt: Int64, node: String, _ db: any SQLDatabase) async throws -> Bool {
+    static func waitsForEarlierPushes(_ push: PushRecord, ordinal: Int64, node: String, _ db: any SQLDatabase) async throws -> Bool {
         try await db.raw("""
             SELECT 1 AS waits FROM pushes e
             WHERE e.app_id = \(bind: push.appID) AND e.status <> 'completed'
-                AND (e.created_at < \(bind: createdAt) OR (e.created_at = \(bind: createdAt) AND e.id < \(bind: push.id)))
+                AND e.ordinal < \(bind: ordinal)
                 AND (e.handed_out = 0 OR EXISTS (
                     SELECT 1 FROM push_chunks k WHERE k.push_id = e.id AND k.status = 'claimed' AND k.owner <> \(bind: node)))
             LIMIT 1

@@ -248,18 +248,19 @@ public final class SQLStore: TernStore {
     // MARK: Pushes
 
     public func createPush(_ push: PushRecord) async throws -> (push: PushRecord, created: Bool) {
-        try await transaction { db in
+        let ordinal = flavor.pushOrdinal.value
+        return try await transaction { db in
             try await Self.requireApp(push.appID, db)
             let counts = push.counts
             // DO NOTHING on either key: a reused idempotency key returns the first push, a reused id is a conflict.
             let inserted = try await db.raw("""
                 INSERT INTO pushes (id, app_id, idempotency_key, audience, notification, status, targeted, accepted,
-                    failed, pruned, failed_by_reason, cursor_key, created_at, finished_at)
+                    failed, pruned, failed_by_reason, cursor_key, created_at, finished_at\(unsafeRaw: ordinal == nil ? "" : ", ordinal"))
                 VALUES (\(bind: push.id), \(bind: push.appID), \(bind: push.idempotencyKey),
                     \(bind: try StoredAudience.encode(push.audience)), \(bind: Data(push.notification)),
                     \(bind: push.status.rawValue), \(bind: counts.targeted), \(bind: counts.accepted), \(bind: counts.failed),
                     \(bind: counts.pruned), \(bind: try JSON.encode(counts.failedByReason)), \(bind: push.cursor),
-                    \(bind: push.createdAt.milliseconds), \(bind: push.finishedAt?.milliseconds))
+                    \(bind: push.createdAt.milliseconds), \(bind: push.finishedAt?.milliseconds)\(unsafeRaw: ordinal.map { ", " + $0 } ?? ""))
                 ON CONFLICT DO NOTHING
                 RETURNING \(unsafeRaw: Columns.push)
                 """).first()
@@ -290,7 +291,7 @@ public final class SQLStore: TernStore {
             try await db.raw("""
                 SELECT \(unsafeRaw: Columns.push) FROM pushes
                 WHERE status <> 'completed'
-                ORDER BY created_at, id
+                ORDER BY ordinal
                 LIMIT \(bind: max(limit, 1))
                 """).all().map(PushRecord.init(row:))
         }
