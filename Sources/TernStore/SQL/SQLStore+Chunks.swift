@@ -4,7 +4,7 @@ import SQLKit
 /// Delivery in chunks: nodes claim runs of a push's recipients under leases they renew, so any number of nodes share
 /// one push, and a node that stops renewing (it died, or lost the database) leaves its chunks to the others.
 extension SQLStore {
-    /// How many unfinished pushes one claim looks at, oldest first.
+    /// How many unfinished pushes one claim looks at, in the order they were stored.
     static let claimScan = 64
 
     public func claimChunk(node: String, size: Int, leaseUntil: Date, at now: Date) async throws -> ChunkClaim {
