@@ -8,6 +8,7 @@
 #   DEVICES=20000 DURATION=10 scripts/bench-serve.sh
 #   DATABASE=postgres scripts/bench-serve.sh  # on a throwaway PostgreSQL (installed when missing) instead of SQLite
 #   DATABASE=postgres NODES=2 scripts/bench-serve.sh   # phase 2 with a second node on the same database
+#   LATENCY_MS=20 TERN_DELIVERY_CONCURRENCY=50 …      # the simulator answers the push in 20 ms, 50 in flight per chunk
 #
 # Needs wrk (Debian: wrk); installs it when missing. Everything runs on loopback and stops by itself; KEEP=1 keeps
 # the data folder (its path is printed) to look at the database afterwards.
@@ -139,6 +140,17 @@ if [ "$NODES" = 2 ]; then
   echo "second node: $(head -1 "$work/b/serve.out")" >&2
 fi
 
+if [ -n "${LATENCY_MS:-}" ]; then
+  # Slow APNs: every node sends the demo app's pushes to its own built-in simulator, and each of those answers
+  # every request after LATENCY_MS.
+  for out in "$work/serve.out" "$work/b/serve.out"; do
+    [ -f "$out" ] || continue
+    control=$(grep -o 'control API http://127.0.0.1:[0-9]*' "$out" | awk '{print $3}')
+    curl -sf -X PUT "$control/scenario/latency" -d "{\"fixedMilliseconds\": $LATENCY_MS}" >/dev/null
+    echo "simulator latency: $LATENCY_MS ms at $control" >&2
+  done
+fi
+
 echo "── one push to tag 'bench'" >&2
 push=$(curl -s -w '\n%{time_total}' -X POST "$url/v1/apps/demo/pushes?wait=60" -H "Authorization: Bearer $master" \
   -H 'Content-Type: application/json' -d '{"audience": {"tags": ["bench"]}, "notification": {"title": "Benchmark", "body": "one push to every device"}}')
@@ -157,7 +169,7 @@ if [ "$DATABASE" = postgres ]; then
 fi
 
 echo
-echo "| measurement ($DATABASE, $NODES node(s) for the push) | result |"
+echo "| measurement ($DATABASE, $NODES node(s) for the push${LATENCY_MS:+, APNs answering in $LATENCY_MS ms}) | result |"
 echo "|---|---|"
 echo "| registrations/s (wrk, $CONNECTIONS connections, ${DURATION} s) | $reg_rate |"
 echo "| registration latency p50 / p99 | $reg_p50 / $reg_p99 |"
