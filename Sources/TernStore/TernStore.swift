@@ -99,9 +99,6 @@ public protocol TernStore: Sendable {
     /// - Returns: the stored push and whether it is new.
     func createPush(_ push: PushRecord) async throws -> (push: PushRecord, created: Bool)
     func push(app: String, id: String) async throws -> PushRecord?
-    /// Pushes not completed (pending or sending), in the order they were stored: which ones, not how far (their counts leave out
-    /// the chunks' results, which ``push(app:id:)`` adds).
-    func unfinishedPushes(limit: Int) async throws -> [PushRecord]
     /// The audience's recipients after the cursor, by key, `limit` at a time: active devices only (a `tokens`
     /// audience lists the given tokens, minus those registered and deactivated). Never the whole audience at once.
     func recipients(app: String, audience: Audience, after cursor: String?, limit: Int) async throws -> Page<Recipient>

@@ -286,17 +286,6 @@ public final class SQLStore: TernStore {
         }
     }
 
-    public func unfinishedPushes(limit: Int) async throws -> [PushRecord] {
-        try await exclusive { db in
-            try await db.raw("""
-                SELECT \(unsafeRaw: Columns.push) FROM pushes
-                WHERE status <> 'completed'
-                ORDER BY ordinal
-                LIMIT \(bind: max(limit, 1))
-                """).all().map(PushRecord.init(row:))
-        }
-    }
-
     public func recipients(app: String, audience: Audience, after cursor: String?, limit: Int) async throws -> Page<Recipient> {
         try await exclusive { db in try await Self.recipients(app: app, audience: audience, after: cursor, limit: limit, db) }
     }
