@@ -72,17 +72,7 @@ struct TwoNodes {
         let first = try ServeProcess(folder: folder.appendingPathComponent("a"), arguments: ["--no-demo", "--no-simulator"], environment: environment)
         let second = try ServeProcess(folder: folder.appendingPathComponent("b"), arguments: ["--no-demo", "--no-simulator"], environment: environment)
 
-        let keyPEM = try String(contentsOf: simulator.stateDirectory.appendingPathComponent("SIMKEY0001.p8"), encoding: .utf8)
-        let caPEM = try String(contentsOf: simulator.stateDirectory.appendingPathComponent("ca.pem"), encoding: .utf8)
-        func escaped(_ text: String) -> String { text.replacingOccurrences(of: "\n", with: "\\n") }
-        let created = try await second.client(bearer: admin).post("/v1/apps", """
-            {"id": "shop", "topic": "com.example.app", "environment": "custom",
-             "endpoint": {"host": "127.0.0.1", "port": \(simulator.port), "caPEM": "\(escaped(caPEM))"},
-             "credentials": {"type": "token", "keyPEM": "\(escaped(keyPEM))", "keyID": "SIMKEY0001", "teamID": "SIMTEAM001"}}
-            """)
-        guard created.status == 201, case .string(let appKey)? = try created.json()["appKey"],
-            case .string(let master)? = try created.json()["masterSecret"]
-        else { throw CLITestError("creating the app: \(created.text)") }
+        let (appKey, master) = try await second.createShopApp(on: simulator, admin: admin)
 
         // Registrations go to both nodes.
         try await Devices.register(count, through: [first.client(bearer: appKey), second.client(bearer: appKey)])

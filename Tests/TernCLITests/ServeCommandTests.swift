@@ -75,18 +75,7 @@ import Testing
         let environment = ["TERN_ADMIN_TOKEN": admin, "TERN_DELIVERY_PAGE_SIZE": "\(pageSize)", "TERN_DELIVERY_CONCURRENCY": "50"]
         var serve = try ServeProcess(folder: folder, arguments: ["--no-demo"], environment: environment)
 
-        let keyPEM = try String(contentsOf: simulator.stateDirectory.appendingPathComponent("SIMKEY0001.p8"), encoding: .utf8)
-        let caPEM = try String(contentsOf: simulator.stateDirectory.appendingPathComponent("ca.pem"), encoding: .utf8)
-        func escaped(_ text: String) -> String { text.replacingOccurrences(of: "\n", with: "\\n") }
-        let created = try await serve.client(bearer: admin).post("/v1/apps", """
-            {"id": "shop", "topic": "com.example.app", "environment": "custom",
-             "endpoint": {"host": "127.0.0.1", "port": \(simulator.port), "caPEM": "\(escaped(caPEM))"},
-             "credentials": {"type": "token", "keyPEM": "\(escaped(keyPEM))", "keyID": "SIMKEY0001", "teamID": "SIMTEAM001"}}
-            """)
-        #expect(created.status == 201, "\(created.text)")
-        let app = try created.json()
-        let appKey = try #require(app["appKey"].flatMap { if case .string(let s) = $0 { s } else { nil } })
-        let master = try #require(app["masterSecret"].flatMap { if case .string(let s) = $0 { s } else { nil } })
+        let (appKey, master) = try await serve.createShopApp(on: simulator, admin: admin)
 
         let count = 3000
         try await Devices.register(count, through: [serve.client(bearer: appKey)])

@@ -75,6 +75,25 @@ final class ServeProcess {
 }
 
 /// Devices the `tern serve` end-to-end tests register, and what a `tern simulator` received.
+extension ServeProcess {
+    /// Creates the app `shop`, delivering to `simulator` with its demo signing key, through this node's admin API.
+    /// - Returns: the app key and the master secret.
+    func createShopApp(on simulator: SimulatorProcess, admin: String) async throws -> (appKey: String, master: String) {
+        let keyPEM = try String(contentsOf: simulator.stateDirectory.appendingPathComponent("SIMKEY0001.p8"), encoding: .utf8)
+        let caPEM = try String(contentsOf: simulator.stateDirectory.appendingPathComponent("ca.pem"), encoding: .utf8)
+        func escaped(_ text: String) -> String { text.replacingOccurrences(of: "\n", with: "\\n") }
+        let created = try await client(bearer: admin).post("/v1/apps", """
+            {"id": "shop", "topic": "com.example.app", "environment": "custom",
+             "endpoint": {"host": "127.0.0.1", "port": \(simulator.port), "caPEM": "\(escaped(caPEM))"},
+             "credentials": {"type": "token", "keyPEM": "\(escaped(keyPEM))", "keyID": "SIMKEY0001", "teamID": "SIMTEAM001"}}
+            """)
+        guard created.status == 201, case .string(let appKey)? = try created.json()["appKey"],
+            case .string(let master)? = try created.json()["masterSecret"]
+        else { throw CLITestError("creating the app: \(created.status) \(created.text)") }
+        return (appKey, master)
+    }
+}
+
 enum Devices {
     /// Registers devices 0..<count (ids and tokens from ``ServeCommandTests``), tagged `all`, for app `shop`, with
     /// sixteen workers taking `clients` in turn.
