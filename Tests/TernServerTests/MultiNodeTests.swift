@@ -41,46 +41,6 @@ struct MultiNodeTests {
         }
     }
 
-    @Test("rapid pushes to one device, made through both nodes in turn, arrive in the order they were made")
-    func orderAcrossNodes() async throws {
-        try await MultiNode.with { cluster in
-            try await cluster.createApp(on: cluster.nodes[0])
-            let devices = 10
-            let pushesPerDevice = 6
-            try await cluster.register(devices, on: cluster.nodes[0])
-            // Answers take 0-20 ms, so a node that ran ahead of the other would show.
-            try cluster.simulator.state.setLatency(.init(minMilliseconds: 0, maxMilliseconds: 20))
-
-            // Each device's pushes alternate between the nodes; the devices' streams of pushes run side by side.
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for number in 0..<devices {
-                    group.addTask {
-                        for index in 1...pushesPerDevice {
-                            let body = Fixture.push(audience: #"{"devices": ["\#(Fixture.device(number))"]}"#, title: "message \(index)")
-                            let answer = try await cluster.master(index % 2).post("/v1/apps/shop/pushes", body)
-                            #expect(answer.status == 202, "\(answer.text)")
-                        }
-                    }
-                }
-                try await group.waitForAll()
-            }
-
-            var arrivals: [RecordedNotification] = []
-            for _ in 0..<300 {
-                arrivals = cluster.arrivals()
-                if arrivals.count >= devices * pushesPerDevice { break }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            #expect(arrivals.count == devices * pushesPerDevice)
-            for number in 0..<devices {
-                let titles = try arrivals.filter { $0.token == Fixture.token(number) }.map { arrival in
-                    try JSONValue(parsing: Data(arrival.payload.utf8))[path: "aps.alert.title"]?.string
-                }
-                #expect(titles == (1...pushesPerDevice).map { "message \($0)" }, "device \(number) saw \(titles)")
-            }
-        }
-    }
-
     @Test("a push to a few devices made during a large push reaches them after the large one, whichever node sends it")
     func targetedPushAfterABroadcast() async throws {
         // One notification at a time per chunk, so a node's chunk of 20 takes a while to go out.
@@ -97,17 +57,10 @@ struct MultiNodeTests {
             let targeted = try await cluster.master(1).post("/v1/apps/shop/pushes", Fixture.push(audience: #"{"devices": [\#(last)]}"#, title: "second"))
             #expect(targeted.status == 202, "\(targeted.text)")
 
-            var arrivals: [RecordedNotification] = []
-            for _ in 0..<300 {
-                arrivals = cluster.arrivals()
-                if arrivals.count >= devices + 10 { break }
-                try await Task.sleep(for: .milliseconds(100))
-            }
+            let arrivals = try await cluster.arrivals(count: devices + 10)
             #expect(arrivals.count == devices + 10)
             for number in devices - 10..<devices {
-                let titles = try arrivals.filter { $0.token == Fixture.token(number) }.map { arrival in
-                    try JSONValue(parsing: Data(arrival.payload.utf8))[path: "aps.alert.title"]?.string
-                }
+                let titles = try MultiNode.titles(in: arrivals, for: Fixture.token(number))
                 #expect(titles == ["first", "second"], "device \(number) saw \(titles)")
             }
         }
@@ -139,6 +92,23 @@ struct MultiNode: Sendable {
 
     func arrivals() -> [RecordedNotification] {
         simulator.state.notifications(after: 0, limit: 100_000)
+    }
+
+    /// What the simulator received, once `count` notifications have arrived or 30 s have passed.
+    func arrivals(count: Int) async throws -> [RecordedNotification] {
+        var arrivals = self.arrivals()
+        for _ in 0..<300 where arrivals.count < count {
+            try await Task.sleep(for: .milliseconds(100))
+            arrivals = self.arrivals()
+        }
+        return arrivals
+    }
+
+    /// The alert titles `token` received, in arrival order.
+    static func titles(in arrivals: [RecordedNotification], for token: String) throws -> [String?] {
+        try arrivals.filter { $0.token == token }.map { arrival in
+            try JSONValue(parsing: Data(arrival.payload.utf8))[path: "aps.alert.title"]?.string
+        }
     }
 
     /// The app `shop`, delivering to the simulator with a token key.
