@@ -23,4 +23,14 @@ swift build --build-tests
 # (simulators, servers, SQLite files), and Foundation's Process, which the CLI tests use to start `tern`, reads past
 # its /proc/self/fd listing once that listing fills glibc's 32 KiB directory buffer; it crashed the test process
 # with SIGSEGV in about one run in six. One at a time, the process stays under 250 descriptors.
-swift test --skip-build --no-parallel "$@"
+# The output goes to a log too: a failing run ends by repeating what failed, so the tail of a long CI log names it.
+log="$(mktemp "${TMPDIR:-/tmp}/tern-test.XXXXXX")"
+status=0
+swift test --skip-build --no-parallel "$@" 2>&1 | tee "$log" || status=$?
+if [ "$status" -ne 0 ]; then
+  echo
+  echo "== what failed (exit $status) =="
+  grep -E '✘|error:|Fatal error|Test Suite .* failed' "$log" | grep -v ' started\.$' | tail -n 60 || true
+fi
+rm -f "$log"
+exit "$status"
