@@ -11,7 +11,7 @@ struct MultiNodeCommandTests {
     @Test func aNodeKilledMidPushIsReplacedByTheOtherWithNoRecipientLost() async throws {
         try await TwoNodes.with { nodes in
             let pushID = try await nodes.startPush()
-            try await nodes.waitUntilTargeted(atLeast: 10 * TwoNodes.pageSize, pushID)
+            try await nodes.waitUntilTargeted(atLeast: 20 * TwoNodes.pageSize, pushID)
             #expect(try await nodes.chunkOwners(pushID) == 2, "both nodes are sending the push")
             // The first node dies without a word. Its chunks' leases run out, and the second node sends them again.
             nodes.first.kill()

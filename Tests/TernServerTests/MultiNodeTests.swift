@@ -16,8 +16,10 @@ struct MultiNodeTests {
             try await cluster.createApp(on: cluster.nodes[0])
             let devices = 400
             try await cluster.register(devices, on: cluster.nodes[1])
-            // Every answer takes 5-15 ms, so no node can send all 20 chunks before the other has claimed some.
-            try cluster.simulator.state.setLatency(.init(minMilliseconds: 5, maxMilliseconds: 15))
+            // Every answer takes 100-150 ms: one node alone, two chunks at a time, needs over a second for the 20
+            // chunks, so the other claims some even if it misses the wake-up and only finds the push at its next
+            // look (every second).
+            try cluster.simulator.state.setLatency(.init(minMilliseconds: 100, maxMilliseconds: 150))
 
             let first = try await cluster.master(1).post("/v1/apps/shop/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "one"))
             #expect(first.status == 201, "\(first.text)")

@@ -12,8 +12,8 @@ struct CoordinatorTests {
     @Test("alone on SQLite, a node holds every lease and has no one to announce to")
     func localCoordinator() async throws {
         let coordinator = LocalCoordinator()
-        #expect(coordinator.lease("dispatcher").isHeld)
-        #expect(coordinator.lease("dispatcher") === coordinator.lease("dispatcher"), "one lease per job")
+        #expect(coordinator.lease("feedback-poller").isHeld)
+        #expect(coordinator.lease("feedback-poller") === coordinator.lease("feedback-poller"), "one lease per job")
         coordinator.announce("push")
         var events: [String] = []
         for await event in coordinator.events() { events.append(event) }
@@ -30,7 +30,7 @@ struct CoordinatorTests {
         let nodes = try (0..<3).map { _ in
             try PostgresCoordinator(url: url, checkInterval: .milliseconds(100), logger: Logger(label: "test"))
         }
-        let leases = nodes.map { ($0.lease("sweeper"), $0.lease("dispatcher")) }
+        let leases = nodes.map { ($0.lease("inbox-sweeper"), $0.lease("feedback-poller")) }
         var running = nodes.map { node in Task { await node.run() } }
         defer { for task in running { task.cancel() } }
 
@@ -62,7 +62,7 @@ struct CoordinatorTests {
         let nodes = try (0..<2).map { _ in
             try PostgresCoordinator(url: url, checkInterval: .milliseconds(100), logger: Logger(label: "test"))
         }
-        let leases = nodes.map { $0.lease("dispatcher") }
+        let leases = nodes.map { $0.lease("feedback-poller") }
         let running = nodes.map { node in Task { await node.run() } }
         defer { for task in running { task.cancel() } }
         try await waitUntil("a holder") { leases.filter(\.isHeld).count == 1 }
