@@ -72,14 +72,14 @@ import Testing
         let control = HTTPTestClient(port: simulator.controlPort)
         let admin = "admin-token-for-the-crash-test"
         let pageSize = 300
-        let environment = ["TERN_ADMIN_TOKEN": admin, "TERN_DELIVERY_PAGE_SIZE": "\(pageSize)", "TERN_DELIVERY_CONCURRENCY": "50"]
+        let environment = ["TERN_ADMIN_TOKEN": admin, "TERN_DELIVERY_PAGE_SIZE": "\(pageSize)", "TERN_DELIVERY_CONCURRENCY": "25"]
         var serve = try ServeProcess(folder: folder, arguments: ["--no-demo"], environment: environment)
 
         let (appKey, master) = try await serve.createShopApp(on: simulator, admin: admin)
 
         let count = 3000
         try await Devices.register(count, through: [serve.client(bearer: appKey)])
-        // 20 ms per request and 50 in flight: about 2,500 a second, so the kill lands mid-push.
+        // 20 ms per request and 25 in flight: about 1,250 a second, so the kill lands mid-push, seconds from the end.
         _ = try await control.put("/scenario/latency", #"{"fixedMilliseconds": 20}"#)
         let accepted = try await serve.client(bearer: master).post(
             "/v1/apps/shop/pushes", #"{"audience": {"tags": ["all"]}, "notification": {"title": "Sale"}}"#)
