@@ -30,7 +30,7 @@ swift test --skip-build --no-parallel "$@" 2>&1 | tee "$log" || status=$?
 if [ "$status" -ne 0 ]; then
   echo
   echo "== what failed (exit $status) =="
-  grep -E '✘|error:|Fatal error|Test Suite .* failed' "$log" | grep -v ' started\.$' | tail -n 60 || true
+  grep -E '✘|↳|error:|Fatal error|Test Suite .* failed' "$log" | grep -v ' started\.$' | tail -n 60 || true
 fi
 rm -f "$log"
 exit "$status"
