@@ -19,10 +19,10 @@ if [ -z "${TERN_TEST_POSTGRES_URL:-}" ]; then
 fi
 
 swift build --build-tests
-# One test at a time (about 70 s instead of 35): run in parallel, the suites hold 1,300-1,450 descriptors at once
-# (simulators, servers, SQLite files), and Foundation's Process, which the CLI tests use to start `tern`, reads past
-# its /proc/self/fd listing once that listing fills glibc's 32 KiB directory buffer; it crashed the test process
-# with SIGSEGV in about one run in six. One at a time, the process stays under 250 descriptors.
+# One test at a time, though that takes about twice as long: run in parallel, the suites hold 1,300-1,450
+# descriptors at once (simulators, servers, SQLite files), and Foundation's Process, which the CLI tests use to start
+# `tern`, reads past its /proc/self/fd listing once that listing fills glibc's 32 KiB directory buffer; it crashed the
+# test process with SIGSEGV in about one run in six. One at a time, the process stays under 250 descriptors.
 # The output goes to a log too: a failing run ends by repeating what failed, so the tail of a long CI log names it.
 log="$(mktemp "${TMPDIR:-/tmp}/tern-test.XXXXXX")"
 status=0
