@@ -145,7 +145,11 @@ if [ -n "${LATENCY_MS:-}" ]; then
   # every request after LATENCY_MS.
   for out in "$work/serve.out" "$work/b/serve.out"; do
     [ -f "$out" ] || continue
-    control=$(grep -o 'control API http://127.0.0.1:[0-9]*' "$out" | awk '{print $3}')
+    control=$(grep -o 'control API http://127.0.0.1:[0-9]*' "$out" | awk '{print $3}' || true)
+    if [ -z "$control" ]; then
+      echo "LATENCY_MS needs the built-in simulator's control API, and $out names none" >&2
+      exit 2
+    fi
     curl -sf -X PUT "$control/scenario/latency" -d "{\"fixedMilliseconds\": $LATENCY_MS}" >/dev/null
     echo "simulator latency: $LATENCY_MS ms at $control" >&2
   done
