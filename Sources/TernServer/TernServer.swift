@@ -20,7 +20,7 @@ public final class TernServer: Sendable {
         /// The admin token, when this start generated it (it is stored only as a hash).
         public var newAdminToken: String?
         /// The demo app's secrets, when this start created it.
-        public var demo: (appKey: String, masterSecret: String)?
+        public var demo: DemoSecrets?
         /// The built-in simulator's HTTP/2 and control ports, when it runs.
         public var simulator: (port: Int, controlPort: Int?)?
         /// Where the data is: the SQLite file, or the PostgreSQL server and database.
@@ -29,21 +29,40 @@ public final class TernServer: Sendable {
         public var newServerKeyFile: String?
     }
 
+    /// What the first start tells about the demo app, once.
+    public struct DemoSecrets: Sendable {
+        /// For devices (ships in the app).
+        public var appKey: String
+        /// For the app's backend.
+        public var masterSecret: String
+        /// For the app's backend: signs alias tokens.
+        public var identitySecret: String
+        /// An alias token for ``demoAlias``, valid for an hour, as the app's backend would mint it.
+        public var aliasToken: String
+    }
+
     public static let demoAppID = "demo"
+    /// The user the first start's example binds a device to.
+    public static let demoAlias = "user-42"
     public static let demoTopic = "com.example.tern.demo"
 
     private let configuration: TernServerConfiguration
     private let logger: Logger
+    /// Wall-clock time for the rules that depend on it (alias tokens' expiry, the device-secret limit).
+    private let clock: any WallClock
     private let registry: PrometheusCollectorRegistry?
     private let port = Mutex<Int?>(nil)
     private let services = Mutex<ServiceGroup?>(nil)
 
     /// - Parameter metrics: the registry `/metrics` shows; the caller bootstraps swift-metrics with it (once per
     ///   process).
-    public init(configuration: TernServerConfiguration, metrics: PrometheusCollectorRegistry?, logger: Logger) {
+    public init(
+        configuration: TernServerConfiguration, metrics: PrometheusCollectorRegistry?, logger: Logger, clock: any WallClock = SystemWallClock()
+    ) {
         self.configuration = configuration
         self.registry = metrics
         self.logger = logger
+        self.clock = clock
     }
 
     /// The API's port, once it listens.
@@ -129,20 +148,31 @@ public final class TernServer: Sendable {
         let apps = AppsAPI(
             store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache,
             simulatorAuthority: simulatorAuthority, feedback: feedback)
-        var demo: (appKey: String, masterSecret: String)?
+        var demo: DemoSecrets?
         if configuration.demoApp, configuration.simulator, try await store.apps().isEmpty {
             let created = try await apps.create(
                 .init(id: Self.demoAppID, topic: Self.demoTopic, environment: AppEnvironment.simulator, endpoint: nil, credentials: nil, webhookURL: nil))
-            demo = (created.appKey!, created.masterSecret!)
+            let identitySecret = created.identitySecret!
+            demo = DemoSecrets(
+                appKey: created.appKey!, masterSecret: created.masterSecret!, identitySecret: identitySecret,
+                aliasToken: AliasToken.mint(
+                    alias: Self.demoAlias, app: Self.demoAppID, secret: Array(identitySecret.utf8),
+                    expires: clock.now.addingTimeInterval(AliasToken.maximumLifetime)))
+        }
+        // Apps from before signed user binding keep binding users as they did: say so once, with the way out.
+        for app in try await store.apps() where app.userBinding == .open {
+            logger.warning(
+                "app \(app.id): any holder of its app key may bind a device to any user (userBinding open); see the README's \"Who may do what\" to switch to signed binding")
         }
 
         let router = Router(context: ServerRequestContext.self)
         router.middlewares.add(ErrorLoggingMiddleware(logger: logger))
         SystemAPI(store: store, registry: registry).register(on: router)
         apps.register(on: router)
-        DevicesAPI(store: store, apps: cache, serverKey: serverKey).register(on: router)
+        let gate = DeviceGate(serverKey: serverKey, limiter: DeviceSecretLimiter(clock: clock), logger: logger)
+        DevicesAPI(store: store, apps: cache, serverKey: serverKey, gate: gate, clock: clock).register(on: router)
         PushesAPI(store: store, apps: cache, dispatcher: dispatcher).register(on: router)
-        InboxAPI(store: store, apps: cache, serverKey: serverKey, badgeUpdates: badgeUpdates).register(on: router)
+        InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates).register(on: router)
 
         let listening = ReadySignal()
         let application = Application(

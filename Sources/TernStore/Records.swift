@@ -28,6 +28,10 @@ public struct AppRecord: Sendable, Equatable {
     public var feedbackInterval: Int = AppRecord.defaultFeedbackInterval
     /// When the feedback service was last read for this app (by any node).
     public var feedbackPolledAt: Date?
+    /// Whether a device (app key) may bind itself to a user only with a token signed by the app's backend.
+    public var userBinding: UserBinding = .signed
+    /// The key the app's backend signs alias tokens with (HS256), sealed with the server key; nil until one is made.
+    public var sealedIdentitySecret: [UInt8]?
     public var createdAt: Date
     public var updatedAt: Date
 
@@ -77,6 +81,36 @@ public struct AppRecord: Sendable, Equatable {
     }
 }
 
+/// How a device may bind itself to a user (an alias) with the app key.
+public enum UserBinding: String, Sendable, Equatable, CaseIterable {
+    /// Only with an `aliasToken` the app's backend signed with the app's identity secret (the default).
+    case signed
+    /// With any alias: for apps with nothing private per user. Apps made before signed binding existed start here.
+    case open
+}
+
+/// Who makes a registration, and what it proved; the store checks it against the device's row in the same
+/// transaction that writes it, so no other registration can come between the check and the write.
+public enum RegistrationCaller: Sendable, Equatable {
+    /// The app's backend (master secret): may register any device id and bind any alias.
+    case backend
+    /// The device itself (app key).
+    /// - presentedSecretHash: SHA-256 of the `X-Tern-Device-Secret` it sent, if any. An existing device's row must
+    ///   hold the same hash (or, for a device from before random secrets, `legacySecretHash`).
+    /// - legacySecretHash: SHA-256 of the secret the server derived for this id before random secrets.
+    /// - aliasProven: the alias in the registration came with a valid signed alias token (or the app's binding is
+    ///   open). Without it, the registration may only keep the alias the device has.
+    case device(presentedSecretHash: [UInt8]?, legacySecretHash: [UInt8], aliasProven: Bool)
+}
+
+/// Why the store refused a registration. Nothing was written.
+public enum RegistrationRefusal: String, Sendable, Equatable {
+    /// The device exists and the caller did not present its secret.
+    case deviceSecret
+    /// A device tried to bind an alias it has not proven.
+    case aliasBinding
+}
+
 /// What a device sends when it registers (`PUT /v1/apps/{app}/devices/{deviceId}`), already validated.
 public struct DeviceRegistration: Sendable, Equatable {
     /// A UUID the app keeps in the keychain, lowercase.
@@ -93,6 +127,10 @@ public struct DeviceRegistration: Sendable, Equatable {
     public var locale: String?
     public var timezone: String?
     public var appVersion: String?
+    /// Who registers; the store refuses a device that does not prove what the caller needs.
+    public var caller: RegistrationCaller = .backend
+    /// SHA-256 of the secret the device gets if this registration creates it (ignored for an existing device).
+    public var newSecretHash: [UInt8] = []
 
     public init(
         deviceID: String, token: String, environment: String, alias: String? = nil, tags: Set<String>? = nil, locale: String? = nil,
@@ -126,13 +164,15 @@ public struct DeviceRecord: Sendable, Equatable {
     public var deactivatedAt: Date?
     public var deactivationReason: String?
     public var createdAt: Date
+    /// SHA-256 of the device's secret; nil for a device registered before random secrets (its secret is derived).
+    public var secretHash: [UInt8]?
 
     public var isActive: Bool { deactivatedAt == nil }
 
     public init(
         appID: String, deviceID: String, token: String, environment: String, alias: String?, tags: Set<String>, locale: String?,
         timezone: String?, appVersion: String?, lastRegisteredAt: Date, deactivatedAt: Date?, deactivationReason: String?,
-        createdAt: Date
+        createdAt: Date, secretHash: [UInt8]? = nil
     ) {
         self.appID = appID
         self.deviceID = deviceID
@@ -147,6 +187,7 @@ public struct DeviceRecord: Sendable, Equatable {
         self.deactivatedAt = deactivatedAt
         self.deactivationReason = deactivationReason
         self.createdAt = createdAt
+        self.secretHash = secretHash
     }
 }
 

@@ -10,6 +10,8 @@ public enum StoreError: Error, Equatable, Sendable {
     case invalidInput(String)
     /// The database cannot be reached; the message says why.
     case unavailable(String)
+    /// A registration's caller did not prove what it needs (``RegistrationCaller``); nothing was written.
+    case refused(RegistrationRefusal)
 }
 
 extension StoreError: CustomStringConvertible {
@@ -18,6 +20,7 @@ extension StoreError: CustomStringConvertible {
         case .conflict(let what): "\(what) exists already"
         case .notFound(let what): "no \(what)"
         case .invalidInput(let message), .unavailable(let message): message
+        case .refused(let refusal): "registration refused: \(refusal.rawValue)"
         }
     }
 }
@@ -63,9 +66,14 @@ public protocol TernStore: Sendable {
     /// - a token belongs to one device: registered under another device id, it moves there and the device that had
     ///   it is removed (its id was lost, e.g. a cleared keychain);
     /// - registering again sets `lastRegisteredAt` to `at` and reactivates a deactivated token;
-    /// - a non-nil alias binds the device to it (unbinding the old one); non-nil tags replace the device's tags.
+    /// - a non-nil alias binds the device to it (unbinding the old one); non-nil tags replace the device's tags;
+    /// - a new device keeps `newSecretHash` as its secret's hash; an existing one keeps its own;
+    /// - a device caller must present an existing device's secret, and may bind only an alias it proved (or the
+    ///   one it has): otherwise ``StoreError/refused(_:)`` and nothing is written.
     /// - Throws: ``StoreError/notFound(_:)`` for an unknown app.
     func register(_ registration: DeviceRegistration, app: String, at: Date) async throws -> DeviceRecord
+    /// Replaces a device's secret hash. Returns false if there is no such device.
+    func setDeviceSecret(app: String, deviceID: String, secretHash: [UInt8], at: Date) async throws -> Bool
     func device(app: String, deviceID: String) async throws -> DeviceRecord?
     /// Returns false if there was no such device.
     func deleteDevice(app: String, deviceID: String) async throws -> Bool

@@ -17,12 +17,15 @@ public struct JSONAPIError: HTTPResponseError, CustomStringConvertible {
     public let error: String
     public let message: String
     public let field: String?
+    /// Seconds to wait before trying again, sent as `Retry-After` (with 429 and 503).
+    public var retryAfter: Int?
 
-    public init(status: HTTPResponse.Status, error: String, message: String, field: String? = nil) {
+    public init(status: HTTPResponse.Status, error: String, message: String, field: String? = nil, retryAfter: Int? = nil) {
         self.status = status
         self.error = error
         self.message = message
         self.field = field
+        self.retryAfter = retryAfter
     }
 
     public var description: String { "\(status.code) \(error): \(message)" + (field.map { " (\($0))" } ?? "") }
@@ -39,8 +42,8 @@ public struct JSONAPIError: HTTPResponseError, CustomStringConvertible {
         JSONAPIError(status: .unauthorized, error: "unauthorized", message: message)
     }
 
-    public static func forbidden(_ message: String) -> JSONAPIError {
-        JSONAPIError(status: .forbidden, error: "forbidden", message: message)
+    public static func forbidden(_ message: String, field: String? = nil) -> JSONAPIError {
+        JSONAPIError(status: .forbidden, error: "forbidden", message: message, field: field)
     }
 
     public static func conflict(field: String?, _ message: String) -> JSONAPIError {
@@ -53,6 +56,7 @@ public struct JSONAPIError: HTTPResponseError, CustomStringConvertible {
         let body = try JSONValue.object(object).serialized()
         var headers: HTTPFields = [.contentType: "application/json"]
         if status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
+        if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }

@@ -33,6 +33,9 @@ struct AppsAPI {
         var transport: String?
         /// For `legacy`: seconds between reads of the feedback service (default 12 hours, at least 5 minutes).
         var feedbackInterval: Int?
+        /// `signed` (default): a device binds itself to a user only with an alias token from the app's backend.
+        /// `open`: with any alias (for apps with nothing private per user).
+        var userBinding: String?
     }
 
     struct EndpointInput: Codable {
@@ -55,7 +58,8 @@ struct AppsAPI {
         var inboxCap: Int?
         var transport: String?
         var feedbackInterval: Int?
-        /// Secrets to replace: `appKey`, `masterSecret`. The new ones are in the answer, once.
+        var userBinding: String?
+        /// Secrets to replace: `appKey`, `masterSecret`, `identitySecret`. The new ones are in the answer, once.
         var rotate: [String]?
     }
 
@@ -72,10 +76,15 @@ struct AppsAPI {
         var transport: String
         var feedbackInterval: Int?
         var feedbackPolledAt: Date?
+        var userBinding: String
+        /// Whether the app has an identity secret (for signing alias tokens); the secret itself is shown once.
+        var hasIdentitySecret: Bool
         var createdAt: Date
         var updatedAt: Date
         var appKey: String?
         var masterSecret: String?
+        /// The key the app's backend signs alias tokens with (HS256); shown when made.
+        var identitySecret: String?
         /// The key webhook requests are signed with (`X-Tern-Signature`); shown when a webhook URL is set.
         var webhookSecret: String?
     }
@@ -165,6 +174,7 @@ struct AppsAPI {
         try Self.validateWebhook(body.webhookURL)
         let appKey = Secrets.generate(prefix: "tak_")
         let masterSecret = Secrets.generate(prefix: "tms_")
+        let identitySecret = Secrets.generate(prefix: Secrets.identityPrefix)
         var record = AppRecord(
             id: body.id, topic: body.topic, environment: body.environment, endpoint: endpoint,
             sealedCredentials: AppCredentialsVault(serverKey: serverKey).seal(credentials), appKeyHash: Secrets.hash(appKey),
@@ -174,6 +184,8 @@ struct AppsAPI {
         record.inboxCap = try Self.validateInboxCap(body.inboxCap) ?? record.inboxCap
         record.transport = transport
         record.feedbackInterval = try Self.validateFeedbackInterval(body.feedbackInterval) ?? record.feedbackInterval
+        record.userBinding = try Self.validateUserBinding(body.userBinding) ?? .signed
+        record.sealedIdentitySecret = serverKey.seal(Array(identitySecret.utf8))
         do {
             try await store.createApp(record)
         } catch StoreError.conflict {
@@ -182,6 +194,7 @@ struct AppsAPI {
         var shown = try view(record)
         shown.appKey = appKey
         shown.masterSecret = masterSecret
+        shown.identitySecret = identitySecret
         if record.webhookURL != nil { shown.webhookSecret = serverKey.webhookSecret(app: record.id) }
         return shown
     }
@@ -222,8 +235,10 @@ struct AppsAPI {
         }
         updated.inboxMaxTTL = try Self.validateInboxMaxTTL(body.inboxMaxTTL) ?? updated.inboxMaxTTL
         updated.inboxCap = try Self.validateInboxCap(body.inboxCap) ?? updated.inboxCap
+        updated.userBinding = try Self.validateUserBinding(body.userBinding) ?? updated.userBinding
         var appKey: String?
         var masterSecret: String?
+        var identitySecret: String?
         for (index, secret) in (body.rotate ?? []).enumerated() {
             switch secret {
             case "appKey":
@@ -232,8 +247,12 @@ struct AppsAPI {
             case "masterSecret":
                 masterSecret = Secrets.generate(prefix: "tms_")
                 updated.masterSecretHash = Secrets.hash(masterSecret!)
+            case "identitySecret":
+                identitySecret = Secrets.generate(prefix: Secrets.identityPrefix)
+                updated.sealedIdentitySecret = serverKey.seal(Array(identitySecret!.utf8))
             default:
-                throw JSONAPIError.badRequest(field: "rotate[\(index)]", "rotate takes appKey and masterSecret, not '\(secret)'")
+                throw JSONAPIError.badRequest(
+                    field: "rotate[\(index)]", "rotate takes appKey, masterSecret and identitySecret, not '\(secret.prefix(64))'")
             }
         }
         updated.updatedAt = max(Date(), app.updatedAt.addingTimeInterval(0.001))
@@ -243,6 +262,7 @@ struct AppsAPI {
         var shown = try view(updated)
         shown.appKey = appKey
         shown.masterSecret = masterSecret
+        shown.identitySecret = identitySecret
         if body.webhookURL != nil, updated.webhookURL != nil { shown.webhookSecret = serverKey.webhookSecret(app: updated.id) }
         return shown
     }
@@ -258,7 +278,8 @@ struct AppsAPI {
             },
             credentials: credentials.summary, webhookURL: app.webhookURL, inboxMaxTTL: app.inboxMaxTTL, inboxCap: app.inboxCap,
             transport: app.transport, feedbackInterval: app.transport == AppRecord.legacy ? app.feedbackInterval : nil,
-            feedbackPolledAt: app.feedbackPolledAt, createdAt: app.createdAt, updatedAt: app.updatedAt)
+            feedbackPolledAt: app.feedbackPolledAt, userBinding: app.userBinding.rawValue, hasIdentitySecret: app.sealedIdentitySecret != nil,
+            createdAt: app.createdAt, updatedAt: app.updatedAt)
     }
 
     /// What an app on the built-in simulator authenticates with: its provider-token key, or for the legacy
@@ -314,6 +335,14 @@ struct AppsAPI {
             throw .badRequest(field: "transport", "transport must be http2 or legacy, not '\(value)'")
         }
         return value
+    }
+
+    static func validateUserBinding(_ value: String?) throws(JSONAPIError) -> UserBinding? {
+        guard let value else { return nil }
+        guard let binding = UserBinding(rawValue: value) else {
+            throw .badRequest(field: "userBinding", "userBinding must be signed (alias tokens from your backend) or open, not '\(value.prefix(64))'")
+        }
+        return binding
     }
 
     static func validateFeedbackInterval(_ value: Int?) throws(JSONAPIError) -> Int? {

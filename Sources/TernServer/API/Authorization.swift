@@ -1,19 +1,114 @@
+import Foundation
+import HTTPTypes
 import Hummingbird
+import Logging
+import TernAPNs
 import TernStore
 import TernWeb
 
 /// Who a request's bearer secret says it is.
-enum Caller {
+enum Caller: Sendable, Equatable, CaseIterable {
     /// The app's backend (master secret): everything about the app.
     case master
-    /// The mobile app (app key): registering devices.
+    /// The mobile app (app key). The key ships inside every copy of the app, so it is public: with it, a device acts
+    /// only as itself, proven by its device secret.
     case appKey
 }
 
-/// Bearer-secret checks. Every secret is compared by its SHA-256 in constant time; a missing or wrong secret is a
-/// 401, a right secret used where it is not enough a 403.
+/// The calls a device can make, one row each of the authorization table (README, "Who may do what").
+enum DeviceCall: String, Sendable, CaseIterable {
+    /// `PUT …/devices/{id}` for an id no device has yet.
+    case registerNew
+    /// `PUT …/devices/{id}` for an existing device.
+    case registerExisting
+    /// `GET …/devices/{id}`.
+    case read
+    /// `DELETE …/devices/{id}`.
+    case delete
+    /// `DELETE …/devices/{id}/alias` (log out).
+    case logout
+    /// `PATCH …/devices/{id}/tags`.
+    case tags
+    /// `POST …/devices/{id}/secret`: a new device secret.
+    case rotateSecret
+    /// `GET …/inbox`, `POST …/inbox/read`, `DELETE …/inbox/{id}`, for the device's own user.
+    case inbox
+    /// `GET …/devices/{id}/tokens`.
+    case tokenHistory
+    /// `GET …/devices?alias=|tag=`.
+    case list
+}
+
+/// What a request presented in `X-Tern-Device-Secret`, judged against the device.
+enum SecretProof: String, Sendable, CaseIterable {
+    case none
+    case wrong
+    case right
+}
+
+/// The table's verdict on one cell.
+enum Access: Sendable, Equatable {
+    case allowed
+    /// 403: the call needs the master secret.
+    case needsMaster
+    /// 403: the call needs the device's secret (none was sent).
+    case needsDeviceSecret
+    /// 403 (or 429 once a device has had too many): the secret sent is not the device's.
+    case wrongDeviceSecret
+}
+
+/// Bearer-secret checks and the authorization table. Every secret is compared by its SHA-256 in constant time; a
+/// missing or wrong bearer secret is a 401 (the same for an app that does not exist), a right secret used where it is
+/// not enough a 403.
 struct Authorization: Sendable {
     let adminTokenHash: [UInt8]
+
+    // MARK: The table
+
+    /// Who may make `call`: the one place that decides. The store checks a registration's proof again in the
+    /// transaction that writes it (``RegistrationCaller``), so nothing can come between the check and the write.
+    static func access(_ call: DeviceCall, caller: Caller, proof: SecretProof) -> Access {
+        switch (caller, call) {
+        case (.master, _):
+            return .allowed
+        case (.appKey, .tokenHistory), (.appKey, .list):
+            return .needsMaster
+        case (.appKey, .registerNew):
+            // Nothing to prove yet: the answer carries the new device's secret.
+            return .allowed
+        case (.appKey, .registerExisting), (.appKey, .read), (.appKey, .delete), (.appKey, .logout), (.appKey, .tags),
+            (.appKey, .rotateSecret), (.appKey, .inbox):
+            switch proof {
+            case .right: return .allowed
+            case .none: return .needsDeviceSecret
+            case .wrong: return .wrongDeviceSecret
+            }
+        }
+    }
+
+    /// Whether a device (app key) may bind the alias in its registration, before the store compares it with the
+    /// alias it has (keeping the same alias needs no new proof).
+    /// - Returns: true when the alias is proven: a valid alias token, or an app whose binding is open.
+    /// - Throws: 403 naming the reason when an alias token is given and does not verify.
+    static func aliasProven(
+        alias: String?, aliasToken: String?, app: AppRecord, identitySecret: [UInt8]?, now: Date
+    ) throws(JSONAPIError) -> Bool {
+        guard let aliasToken else { return app.userBinding == .open }
+        guard let alias else { throw .badRequest(field: "aliasToken", "aliasToken goes with alias: the alias it was signed for") }
+        guard let identitySecret else {
+            throw .forbidden(
+                "app \(app.id) has no identity secret yet: make one with PATCH /v1/apps/\(app.id) {\"rotate\": [\"identitySecret\"]}",
+                field: "aliasToken")
+        }
+        do {
+            try AliasToken.verify(aliasToken, alias: alias, app: app.id, secret: identitySecret, now: now)
+        } catch {
+            throw .forbidden("the alias token is refused: \(error.rawValue)", field: "aliasToken")
+        }
+        return true
+    }
+
+    // MARK: Bearer secrets
 
     static func bearer(_ request: Request) throws(JSONAPIError) -> String {
         guard let header = request.headers[.authorization] else {
@@ -41,19 +136,83 @@ struct Authorization: Sendable {
         throw .unauthorized("the secret is not this app's app key or master secret")
     }
 
-    /// With the app key, a device acts only as itself: its secret (derived from the server key) must come in
-    /// `X-Tern-Device-Secret`. - Throws: a 403 otherwise.
-    static func requireDeviceSecret(_ request: Request, app: AppRecord, deviceID: String, serverKey: ServerKey, _ refusal: String) throws(JSONAPIError) {
-        let expected = serverKey.deviceSecret(app: app.id, deviceID: deviceID)
-        guard let presented = request.headers[DevicesAPI.deviceSecretHeader], Secrets.matches(presented, storedHash: Secrets.hash(expected)) else {
-            throw .forbidden(refusal)
-        }
+    /// The app's master secret, and nothing less (calls outside the device table, such as pushes, pass nil).
+    static func requireMaster(_ request: Request, app: AppRecord, call: DeviceCall? = nil) throws(JSONAPIError) {
+        let caller = try caller(request, app: app)
+        let access = call.map { Self.access($0, caller: caller, proof: .none) } ?? (caller == .master ? .allowed : .needsMaster)
+        guard access == .allowed else { throw refusal(access, call: call ?? .list) }
     }
 
-    /// The app's master secret, and nothing less.
-    static func requireMaster(_ request: Request, app: AppRecord) throws(JSONAPIError) {
-        guard case .master = try caller(request, app: app) else {
-            throw .forbidden("this call needs the app's master secret; the app key is only for devices")
+    /// The error a refused cell answers.
+    static func refusal(_ access: Access, call: DeviceCall) -> JSONAPIError {
+        switch access {
+        case .allowed, .needsMaster:
+            return .forbidden("this call needs the app's master secret; the app key is only for devices")
+        case .needsDeviceSecret:
+            return .forbidden(
+                call == .inbox
+                    ? "with the app key, a device reads only its own inbox: send its secret in X-Tern-Device-Secret"
+                    : "with the app key, a device acts only as itself: send its secret in X-Tern-Device-Secret",
+                field: "X-Tern-Device-Secret")
+        case .wrongDeviceSecret:
+            return .forbidden("X-Tern-Device-Secret is not this device's secret", field: "X-Tern-Device-Secret")
+        }
+    }
+}
+
+/// Applies the table to requests about one device: reads the presented device secret, judges it, and counts wrong
+/// ones per device (``DeviceSecretLimiter``).
+struct DeviceGate: Sendable {
+    let serverKey: ServerKey
+    let limiter: DeviceSecretLimiter
+    let logger: Logger
+
+    static let secretHeader = HTTPField.Name("X-Tern-Device-Secret")!
+
+    /// The presented device secret's hash, if one was sent.
+    static func presentedSecretHash(_ request: Request) -> [UInt8]? {
+        request.headers[secretHeader].map(Secrets.hash)
+    }
+
+    /// The hash a device's secret must have: its stored one, or for a device registered before random secrets
+    /// (no stored hash), that of the secret derived from the server key.
+    func expectedSecretHash(app: String, device: DeviceRecord) -> [UInt8] {
+        device.secretHash ?? legacySecretHash(app: app, deviceID: device.deviceID)
+    }
+
+    /// Checks `call` on an existing `device` by `caller`. - Throws: 403 (or 429 past the limit) when refused.
+    func authorize(_ call: DeviceCall, caller: Caller, request: Request, app: String, device: DeviceRecord) throws(JSONAPIError) {
+        let proof: SecretProof
+        if let presented = Self.presentedSecretHash(request) {
+            proof = Secrets.sameHash(presented, expectedSecretHash(app: app, device: device)) ? .right : .wrong
+        } else {
+            proof = .none
+        }
+        let access = Authorization.access(call, caller: caller, proof: proof)
+        if access == .wrongDeviceSecret { try refuseWrongSecret(app: app, deviceID: device.deviceID, call: call) }
+        guard access == .allowed else { throw Authorization.refusal(access, call: call) }
+    }
+
+    /// The hash of the secret derived for a device registered before random secrets.
+    func legacySecretHash(app: String, deviceID: String) -> [UInt8] {
+        Secrets.hash(serverKey.legacyDeviceSecret(app: app, deviceID: deviceID))
+    }
+
+    /// A wrong device secret: counted, and answered 403, or 429 once the device has had too many this minute.
+    func refuseWrongSecret(app: String, deviceID: String, call: DeviceCall) throws(JSONAPIError) -> Never {
+        switch limiter.recordFailure(app: app, deviceID: deviceID) {
+        case .counted:
+            throw Authorization.refusal(.wrongDeviceSecret, call: call)
+        case .limited(let retryAfter, let firstTime):
+            if firstTime {
+                logger.warning(
+                    "wrong device secrets: too many for one device, answering 429 until the minute is over",
+                    metadata: ["app": "\(app)", "device": "\(deviceID)"])
+            }
+            throw JSONAPIError(
+                status: .tooManyRequests, error: "tooManyAttempts",
+                message: "too many wrong device secrets for this device; try again in \(retryAfter) s",
+                field: "X-Tern-Device-Secret", retryAfter: retryAfter)
         }
     }
 }

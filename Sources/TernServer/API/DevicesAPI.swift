@@ -10,11 +10,16 @@ struct DevicesAPI {
     let store: any TernStore
     let apps: AppCache
     let serverKey: ServerKey
+    let gate: DeviceGate
+    let clock: any WallClock
 
     struct RegisterRequest: Decodable {
         var token: String
         var environment: String
         var alias: String?
+        /// With the app key, binding `alias` needs this: a JWT (HS256) the app's backend signed with the app's
+        /// identity secret (``AliasToken``). Keeping the alias the device has needs none.
+        var aliasToken: String?
         var tags: [String]?
         var locale: String?
         var timezone: String?
@@ -66,6 +71,11 @@ struct DevicesAPI {
         var next: String?
     }
 
+    struct SecretView: ResponseEncodable {
+        var deviceId: String
+        var deviceSecret: String
+    }
+
     struct TokenHistoryView: ResponseEncodable {
         struct Entry: Codable {
             var token: String
@@ -77,49 +87,57 @@ struct DevicesAPI {
         var tokens: [Entry]
     }
 
-    static let deviceSecretHeader = HTTPField.Name("X-Tern-Device-Secret")!
-
     func register(on router: Router<ServerRequestContext>) {
         let devices = router.group("v1/apps/:app/devices")
         devices.put(":device") { request, context -> DeviceView in
             let app = try await apps.app(context)
-            _ = try Authorization.caller(request, app: app)
+            let caller = try Authorization.caller(request, app: app)
             let deviceID = try Self.deviceID(context)
             let body = try await JSONBody.decode(RegisterRequest.self, from: request, limit: 64 * 1024)
-            let registration = try Self.validate(body, deviceID: deviceID)
-            let record = try await store.register(registration, app: app.id, at: Date())
-            return DeviceView(record, deviceSecret: serverKey.deviceSecret(app: app.id, deviceID: deviceID))
+            return try await register(body, app: app, deviceID: deviceID, caller: caller, request: request)
         }
         devices.get(":device") { request, context -> DeviceView in
-            let (app, deviceID) = try await deviceCall(request, context)
-            guard let record = try await store.device(app: app.id, deviceID: deviceID) else { throw JSONAPIError.notFound("no device \(deviceID)") }
-            return DeviceView(record)
+            DeviceView(try await deviceCall(.read, request, context).device)
         }
         devices.delete(":device") { request, context -> HTTPResponse.Status in
-            let (app, deviceID) = try await deviceCall(request, context)
-            guard try await store.deleteDevice(app: app.id, deviceID: deviceID) else { throw JSONAPIError.notFound("no device \(deviceID)") }
+            let (app, device) = try await deviceCall(.delete, request, context)
+            guard try await store.deleteDevice(app: app.id, deviceID: device.deviceID) else {
+                throw JSONAPIError.notFound("no device \(device.deviceID)")
+            }
             return .noContent
         }
         devices.delete(":device/alias") { request, context -> DeviceView in
-            let (app, deviceID) = try await deviceCall(request, context)
-            guard let record = try await store.removeAlias(app: app.id, deviceID: deviceID, at: Date()) else {
-                throw JSONAPIError.notFound("no device \(deviceID)")
+            let (app, device) = try await deviceCall(.logout, request, context)
+            guard let record = try await store.removeAlias(app: app.id, deviceID: device.deviceID, at: clock.now) else {
+                throw JSONAPIError.notFound("no device \(device.deviceID)")
             }
             return DeviceView(record)
         }
         devices.patch(":device/tags") { request, context -> DeviceView in
-            let (app, deviceID) = try await deviceCall(request, context)
+            let (app, device) = try await deviceCall(.tags, request, context)
             let body = try await JSONBody.decode(TagsRequest.self, from: request, limit: 64 * 1024)
             let add = try Self.validateTags(body.add ?? [], field: "add")
             let remove = try Self.validateTags(body.remove ?? [], field: "remove")
-            guard let record = try await store.updateTags(app: app.id, deviceID: deviceID, add: add, remove: remove, at: Date()) else {
-                throw JSONAPIError.notFound("no device \(deviceID)")
+            guard let record = try await store.updateTags(app: app.id, deviceID: device.deviceID, add: add, remove: remove, at: clock.now)
+            else {
+                throw JSONAPIError.notFound("no device \(device.deviceID)")
             }
             return DeviceView(record)
         }
+        // A new secret for the device: the old one stops working at once. The device (with its current secret)
+        // or the backend (e.g. after a secret leaked) may ask.
+        devices.post(":device/secret") { request, context -> SecretView in
+            let (app, device) = try await deviceCall(.rotateSecret, request, context)
+            let secret = Secrets.generate(prefix: Secrets.devicePrefix)
+            guard try await store.setDeviceSecret(app: app.id, deviceID: device.deviceID, secretHash: Secrets.hash(secret), at: clock.now)
+            else {
+                throw JSONAPIError.notFound("no device \(device.deviceID)")
+            }
+            return SecretView(deviceId: device.deviceID, deviceSecret: secret)
+        }
         devices.get(":device/tokens") { request, context -> TokenHistoryView in
             let app = try await apps.app(context)
-            try Authorization.requireMaster(request, app: app)
+            try Authorization.requireMaster(request, app: app, call: .tokenHistory)
             let deviceID = try Self.deviceID(context)
             let history = try await store.tokenHistory(app: app.id, deviceID: deviceID)
             return TokenHistoryView(tokens: history.map {
@@ -128,7 +146,7 @@ struct DevicesAPI {
         }
         devices.get { request, context -> DeviceList in
             let app = try await apps.app(context)
-            try Authorization.requireMaster(request, app: app)
+            try Authorization.requireMaster(request, app: app, call: .list)
             let query = request.uri.queryParameters
             if let alias = query.get("alias") {
                 return DeviceList(devices: try await store.devices(app: app.id, alias: alias).map { DeviceView($0) }, next: nil)
@@ -142,19 +160,56 @@ struct DevicesAPI {
         }
     }
 
-    /// A call about one device: the master secret, or the app key with that device's secret.
-    private func deviceCall(_ request: Request, _ context: ServerRequestContext) async throws -> (AppRecord, String) {
-        let app = try await apps.app(context)
-        let deviceID = try Self.deviceID(context)
-        switch try Authorization.caller(request, app: app) {
+    /// Registers (or registers again) a device. A device created now gets a new random secret, in this answer only.
+    private func register(_ body: RegisterRequest, app: AppRecord, deviceID: String, caller: Caller, request: Request) async throws -> DeviceView {
+        var registration = try Self.validate(body, deviceID: deviceID)
+        let now = clock.now
+        let newSecret = Secrets.generate(prefix: Secrets.devicePrefix)
+        registration.newSecretHash = Secrets.hash(newSecret)
+        let presented = DeviceGate.presentedSecretHash(request)
+        switch caller {
         case .master:
-            break
+            registration.caller = .backend
         case .appKey:
-            try Authorization.requireDeviceSecret(
-                request, app: app, deviceID: deviceID, serverKey: serverKey,
-                "with the app key, a device acts only as itself: send its secret in X-Tern-Device-Secret")
+            let identitySecret = try app.sealedIdentitySecret.map { sealed throws(JSONAPIError) in try openIdentitySecret(sealed) }
+            let proven = try Authorization.aliasProven(
+                alias: body.alias, aliasToken: body.aliasToken, app: app, identitySecret: identitySecret, now: now)
+            registration.caller = .device(
+                presentedSecretHash: presented, legacySecretHash: gate.legacySecretHash(app: app.id, deviceID: deviceID), aliasProven: proven)
         }
-        return (app, deviceID)
+        do {
+            let record = try await store.register(registration, app: app.id, at: now)
+            let created = record.secretHash == registration.newSecretHash
+            return DeviceView(record, deviceSecret: created ? newSecret : nil)
+        } catch StoreError.refused(.deviceSecret) {
+            // The device exists: the table's registerExisting row, with what was presented.
+            let access = Authorization.access(.registerExisting, caller: caller, proof: presented == nil ? .none : .wrong)
+            if access == .wrongDeviceSecret { try gate.refuseWrongSecret(app: app.id, deviceID: deviceID, call: .registerExisting) }
+            throw Authorization.refusal(access, call: .registerExisting)
+        } catch StoreError.refused(.aliasBinding) {
+            throw JSONAPIError.forbidden(
+                "app \(app.id) binds users only with aliasToken: a JWT (HS256) your backend signs with the app's identity secret "
+                    + "(sub = the alias, aud = \(app.id), exp within an hour)",
+                field: "aliasToken")
+        }
+    }
+
+    private func openIdentitySecret(_ sealed: [UInt8]) throws(JSONAPIError) -> [UInt8] {
+        do {
+            return try serverKey.open(sealed)
+        } catch {
+            throw JSONAPIError(status: .internalServerError, error: "internal", message: "the app's identity secret cannot be opened")
+        }
+    }
+
+    /// A call about one existing device, after the table allowed it.
+    private func deviceCall(_ call: DeviceCall, _ request: Request, _ context: ServerRequestContext) async throws -> (app: AppRecord, device: DeviceRecord) {
+        let app = try await apps.app(context)
+        let caller = try Authorization.caller(request, app: app)
+        let deviceID = try Self.deviceID(context)
+        guard let device = try await store.device(app: app.id, deviceID: deviceID) else { throw JSONAPIError.notFound("no device \(deviceID)") }
+        try gate.authorize(call, caller: caller, request: request, app: app.id, device: device)
+        return (app, device)
     }
 
     // MARK: Validation

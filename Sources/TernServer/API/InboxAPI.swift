@@ -13,7 +13,7 @@ import TernWeb
 struct InboxAPI {
     let store: any TernStore
     let apps: AppCache
-    let serverKey: ServerKey
+    let gate: DeviceGate
     let badgeUpdates: BadgeUpdates
 
     struct MessageView: Codable {
@@ -105,13 +105,14 @@ struct InboxAPI {
             }
             deviceID = uuid.apnsString
         }
-        switch try Authorization.caller(request, app: app) {
+        let caller = try Authorization.caller(request, app: app)
+        switch caller {
         case .master:
             switch (alias, deviceID) {
             case (let alias?, nil):
                 return (app, .alias(alias))
             case (nil, let deviceID?):
-                return (app, try await owner(of: deviceID, app: app))
+                return (app, InboxOwner(try await device(deviceID, app: app)))
             default:
                 throw JSONAPIError.badRequest(field: "alias", "give alias or deviceId: whose inbox")
             }
@@ -119,22 +120,21 @@ struct InboxAPI {
             guard let deviceID else {
                 throw JSONAPIError.badRequest(field: "deviceId", "a device reads its inbox with ?deviceId= and its X-Tern-Device-Secret")
             }
-            try Authorization.requireDeviceSecret(
-                request, app: app, deviceID: deviceID, serverKey: serverKey,
-                "with the app key, a device reads only its own inbox: send its secret in X-Tern-Device-Secret")
-            let owner = try await owner(of: deviceID, app: app)
+            let device = try await device(deviceID, app: app)
+            try gate.authorize(.inbox, caller: caller, request: request, app: app.id, device: device)
+            let owner = InboxOwner(device)
             if let alias, owner != .alias(alias) {
-                throw JSONAPIError.forbidden("a device reads only its own user's inbox")
+                throw JSONAPIError.forbidden("a device reads only its own user's inbox", field: "alias")
             }
             return (app, owner)
         }
     }
 
-    private func owner(of deviceID: String, app: AppRecord) async throws -> InboxOwner {
+    private func device(_ deviceID: String, app: AppRecord) async throws -> DeviceRecord {
         guard let device = try await store.device(app: app.id, deviceID: deviceID) else {
             throw JSONAPIError.notFound("no device \(deviceID)")
         }
-        return InboxOwner(deviceID: device.deviceID, alias: device.alias)
+        return device
     }
 
     /// A message id in the form it is stored in.
@@ -149,5 +149,12 @@ struct InboxAPI {
             id: message.id, sequence: item.sequence, title: message.title, body: message.body,
             data: message.data.flatMap { try? JSONValue(parsing: Data($0.utf8)) }, createdAt: message.createdAt,
             expiresAt: message.expiresAt, read: item.readAt != nil, readAt: item.readAt)
+    }
+}
+
+extension InboxOwner {
+    /// Whose inbox a device reads: its user's, or its own while it has no alias.
+    init(_ device: DeviceRecord) {
+        self.init(deviceID: device.deviceID, alias: device.alias)
     }
 }

@@ -2,9 +2,13 @@ import Crypto
 import Foundation
 import TernAPNs
 
-/// Random bearer secrets (admin token, app keys, master secrets) and how they are kept: only their SHA-256 is
-/// stored, and presented secrets are compared with it in constant time.
+/// Random bearer secrets (admin token, app keys, master secrets, device secrets) and how they are kept: only their
+/// SHA-256 is stored, and presented secrets are compared with it in constant time. (Identity secrets are the
+/// exception: Tern must sign-check with them, so they are sealed with the server key instead.)
 enum Secrets {
+    static let devicePrefix = "tds_"
+    static let identityPrefix = "tis_"
+
     /// A new secret: `prefix` then 32 random bytes in base64url (256 bits; a hash of it cannot be brute-forced).
     static func generate(prefix: String) -> String {
         var generator = SystemRandomNumberGenerator()
@@ -18,10 +22,14 @@ enum Secrets {
 
     /// Whether `secret` hashes to `storedHash`, in time that does not depend on where they differ.
     static func matches(_ secret: String, storedHash: [UInt8]) -> Bool {
-        let presented = hash(secret)
-        guard presented.count == storedHash.count else { return false }
+        sameHash(hash(secret), storedHash)
+    }
+
+    /// Whether two hashes are equal, in time that does not depend on where they differ. Empty hashes match nothing.
+    static func sameHash(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count, !a.isEmpty else { return false }
         var difference: UInt8 = 0
-        for index in presented.indices { difference |= presented[index] ^ storedHash[index] }
+        for index in a.indices { difference |= a[index] ^ b[index] }
         return difference == 0
     }
 }

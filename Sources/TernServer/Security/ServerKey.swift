@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import TernAPNs
 
-/// The server's own secret: it seals apps' APNs credentials at rest (AES-256-GCM) and derives device secrets.
+/// The server's own secret: it seals apps' APNs credentials and identity secrets at rest (AES-256-GCM).
 ///
 /// It never goes into the database (a stolen database alone opens nothing): it comes from configuration
 /// (`server.key`, base64 of 32 bytes) or from a key file that the first start creates with mode 0600.
@@ -72,8 +72,10 @@ struct ServerKey: Sendable {
         return "tws_" + Base64URL.encode(Array(mac))
     }
 
-    /// The secret of one device of one app: the same on every registration, never stored.
-    func deviceSecret(app: String, deviceID: String) -> String {
+    /// The secret a device registered before random device secrets was given: derived from the server key and its id.
+    /// Such a device (no stored secret hash) still proves itself with it; every device registered since has a random
+    /// secret, shown once.
+    func legacyDeviceSecret(app: String, deviceID: String) -> String {
         let mac = HMAC<SHA256>.authenticationCode(for: Array("device:\(app):\(deviceID)".utf8), using: key)
         return "tds_" + Base64URL.encode(Array(mac))
     }

@@ -285,6 +285,14 @@ extension SQLStore {
                 "CREATE INDEX pushes_by_ordinal ON pushes (ordinal)",
                 "CREATE INDEX pushes_unfinished_by_ordinal ON pushes (ordinal) WHERE status <> 'completed'",
             ]),
+            // Devices get random secrets, kept as their SHA-256; a device from before has NULL and keeps its derived
+            // secret. Apps made before signed user binding keep binding aliases as they did ('open'), so devices
+            // in the field keep working; new apps are made 'signed'.
+            Migration(version: 5, name: "device secrets and signed user binding", statements: [
+                "ALTER TABLE devices ADD COLUMN secret_hash \(flavor.bytes)",
+                "ALTER TABLE apps ADD COLUMN user_binding TEXT NOT NULL DEFAULT '\(UserBinding.open.rawValue)'",
+                "ALTER TABLE apps ADD COLUMN sealed_identity_secret \(flavor.bytes)",
+            ]),
         ]
     }
 }

@@ -81,17 +81,15 @@ extension SQLStore {
             }
             let group = Array(queued[start..<end])
             do {
-                let records = try await Self.inTransaction(db, flavor: flavor) { db in
+                results += try await Self.inTransaction(db, flavor: flavor) { db in
                     try await Self.registerGroup(group, db)
                 }
-                results += records.map { .success($0) }
             } catch {
                 for pending in group {
                     do {
-                        let record = try await Self.inTransaction(db, flavor: flavor) { db in
-                            try await Self.registerGroup([pending], db)[0]
+                        results += try await Self.inTransaction(db, flavor: flavor) { db in
+                            try await Self.registerGroup([pending], db)
                         }
-                        results.append(.success(record))
                     } catch {
                         results.append(.failure(error))
                     }
@@ -103,31 +101,74 @@ extension SQLStore {
     }
 
     /// One group's statements, inside a transaction. The group is for one app and its device ids and tokens are
-    /// distinct. - Returns: the devices, in the group's order.
-    private static func registerGroup(_ group: [PendingRegistration], _ db: any SQLDatabase) async throws -> [DeviceRecord] {
-        let app = group[0].app
+    /// distinct. A registration whose caller does not prove what it needs is refused and leaves the rest to go on.
+    /// - Returns: each registration's device or refusal, in the group's order.
+    private static func registerGroup(_ all: [PendingRegistration], _ db: any SQLDatabase) async throws -> [Result<DeviceRecord, any Error>] {
+        let app = all[0].app
         try await requireApp(app, db)
-        let deviceIDs = group.map(\.registration.deviceID)
-        let tokens = group.map(\.registration.token)
-
         // Who has these device ids and these tokens now.
-        // Two indexed lookups, a row that matches both comes twice (the dictionaries below keep one). With OR, or
+        let current = try await currentDevices(
+            app: app, deviceIDs: all.map(\.registration.deviceID), tokens: all.map(\.registration.token), db)
+        let existing = Dictionary(current.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
+        let refusals = all.map { refusal(of: $0.registration, existing: existing[$0.registration.deviceID]) }
+        let group = zip(all, refusals).filter { $0.1 == nil }.map(\.0)
+        let records = group.isEmpty ? [] : try await write(group, app: app, current: current, db)
+        var written = records.makeIterator()
+        return refusals.map { refusal in
+            if let refusal { return .failure(StoreError.refused(refusal)) }
+            return .success(written.next()!)
+        }
+    }
+
+    /// Why the caller may not make this registration, or nil if it may. - Parameter current: the device's row now.
+    static func refusal(of registration: DeviceRegistration, existing current: CurrentDevice?) -> RegistrationRefusal? {
+        guard case .device(let presented, let legacy, let aliasProven) = registration.caller else { return nil }
+        if let current {
+            guard let presented, Self.sameBytes(presented, current.secretHash ?? legacy) else { return .deviceSecret }
+        }
+        if let alias = registration.alias, alias != current?.alias, !aliasProven { return .aliasBinding }
+        return nil
+    }
+
+    /// Equal byte strings, compared in time that does not depend on where they differ.
+    static func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count, !a.isEmpty else { return false }
+        var difference: UInt8 = 0
+        for index in a.indices { difference |= a[index] ^ b[index] }
+        return difference == 0
+    }
+
+    /// The rows of these device ids and these tokens.
+    private static func currentDevices(app: String, deviceIDs: [String], tokens: [String], _ db: any SQLDatabase) async throws -> [CurrentDevice] {
+        // Two indexed lookups, a row that matches both comes twice (the callers' dictionaries keep one). With OR, or
         // with UNION (which SQLite 3.54 merges in device-id order, reading the token side through the device-id
         // index), SQLite scans the app's devices: registrations then slow down as the registry grows.
-        let rows = try await db.raw("""
-            SELECT device_id, token, environment, token_registered_at, alias, created_at FROM devices
-            WHERE app_id = \(bind: app) AND device_id IN (\(binds: deviceIDs))
+        let byToken: SQLQueryString = tokens.isEmpty ? "" : """
             UNION ALL
-            SELECT device_id, token, environment, token_registered_at, alias, created_at FROM devices
+            SELECT device_id, token, environment, token_registered_at, alias, created_at, secret_hash FROM devices
             WHERE app_id = \(bind: app) AND token IN (\(binds: tokens))
+            """
+        let rows = try await db.raw("""
+            SELECT device_id, token, environment, token_registered_at, alias, created_at, secret_hash FROM devices
+            WHERE app_id = \(bind: app) AND device_id IN (\(binds: deviceIDs))
+            \(byToken)
             """).all()
-        let current = try rows.map { row in
+        return try rows.map { row in
             CurrentDevice(
                 deviceID: try row.decode(column: "device_id", as: String.self), token: try row.decode(column: "token", as: String.self),
                 environment: try row.decode(column: "environment", as: String.self),
                 tokenRegisteredAt: try row.decode(column: "token_registered_at", as: Int64.self),
-                alias: try row.decode(column: "alias", as: String?.self), createdAt: try row.decode(column: "created_at", as: Int64.self))
+                alias: try row.decode(column: "alias", as: String?.self), createdAt: try row.decode(column: "created_at", as: Int64.self),
+                secretHash: try row.decode(column: "secret_hash", as: Data?.self).map { [UInt8]($0) })
         }
+    }
+
+    /// Writes registrations the callers may make. - Returns: the devices, in the group's order.
+    /// - Parameter current: the rows of the group's device ids and tokens, read in this transaction.
+    private static func write(
+        _ group: [PendingRegistration], app: String, current: [CurrentDevice], _ db: any SQLDatabase
+    ) async throws -> [DeviceRecord] {
+        let deviceIDs = group.map(\.registration.deviceID)
         let byDevice = Dictionary(current.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
         let byToken = Dictionary(current.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
         let groupDevices = Set(deviceIDs)
@@ -168,14 +209,15 @@ extension SQLStore {
             return """
                 (\(bind: app), \(bind: registration.deviceID), \(bind: registration.token), \(bind: registration.environment),
                 \(bind: registration.alias), \(bind: registration.locale), \(bind: registration.timezone),
-                \(bind: registration.appVersion), \(bind: now), \(bind: now), \(bind: now), \(bind: now))
+                \(bind: registration.appVersion), \(bind: now), \(bind: now), \(bind: now), \(bind: now),
+                \(bind: registration.newSecretHash.isEmpty ? nil : Data(registration.newSecretHash)))
                 """
         }
         // No RETURNING: every returned row costs a thread hand-off in SQLiteNIO; the records are known from the
         // rows read above and the registrations.
         try await db.raw("""
             INSERT INTO devices (app_id, device_id, token, environment, alias, locale, timezone, app_version,
-                token_registered_at, last_registered_at, created_at, updated_at)
+                token_registered_at, last_registered_at, created_at, updated_at, secret_hash)
             VALUES \(values.joined(separator: ", "))
             ON CONFLICT (app_id, device_id) DO UPDATE SET
                 token = excluded.token,
@@ -215,7 +257,8 @@ extension SQLStore {
                 alias: registration.alias ?? before?.alias, tags: registration.tags ?? oldTags[registration.deviceID] ?? [],
                 locale: registration.locale, timezone: registration.timezone, appVersion: registration.appVersion,
                 lastRegisteredAt: Date(milliseconds: pending.at.milliseconds), deactivatedAt: nil, deactivationReason: nil,
-                createdAt: before.map { Date(milliseconds: $0.createdAt) } ?? Date(milliseconds: pending.at.milliseconds))
+                createdAt: before.map { Date(milliseconds: $0.createdAt) } ?? Date(milliseconds: pending.at.milliseconds),
+                secretHash: before.map(\.secretHash) ?? (registration.newSecretHash.isEmpty ? nil : registration.newSecretHash))
         }
     }
 
@@ -227,12 +270,13 @@ extension SQLStore {
     private struct GroupConflict: Error {}
 }
 
-/// A device row's token as it was before a registration, for its history.
-private struct CurrentDevice {
+/// A device row's token as it was before a registration, for its history, and what a caller must prove about it.
+struct CurrentDevice {
     var deviceID: String
     var token: String
     var environment: String
     var tokenRegisteredAt: Int64
     var alias: String?
     var createdAt: Int64
+    var secretHash: [UInt8]?
 }

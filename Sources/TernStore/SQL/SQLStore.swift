@@ -64,12 +64,13 @@ public final class SQLStore: TernStore {
             let inserted = try await db.raw("""
                 INSERT INTO apps (id, topic, environment, endpoint_host, endpoint_port, endpoint_ca_pem, sealed_credentials,
                     app_key_hash, master_secret_hash, webhook_url, inbox_max_ttl, inbox_cap, transport, endpoint_feedback_port,
-                    feedback_interval, created_at, updated_at)
+                    feedback_interval, user_binding, sealed_identity_secret, created_at, updated_at)
                 VALUES (\(bind: app.id), \(bind: app.topic), \(bind: app.environment), \(bind: endpoint?.host),
                     \(bind: endpoint?.port), \(bind: endpoint?.caPEM), \(bind: Data(app.sealedCredentials)),
                     \(bind: Data(app.appKeyHash)), \(bind: Data(app.masterSecretHash)), \(bind: app.webhookURL),
                     \(bind: app.inboxMaxTTL), \(bind: app.inboxCap), \(bind: app.transport), \(bind: endpoint?.feedbackPort),
-                    \(bind: app.feedbackInterval), \(bind: app.createdAt.milliseconds), \(bind: app.updatedAt.milliseconds))
+                    \(bind: app.feedbackInterval), \(bind: app.userBinding.rawValue), \(bind: app.sealedIdentitySecret.map { Data($0) }),
+                    \(bind: app.createdAt.milliseconds), \(bind: app.updatedAt.milliseconds))
                 ON CONFLICT (id) DO NOTHING
                 RETURNING id
                 """).first()
@@ -99,7 +100,9 @@ public final class SQLStore: TernStore {
                     app_key_hash = \(bind: Data(app.appKeyHash)), master_secret_hash = \(bind: Data(app.masterSecretHash)),
                     webhook_url = \(bind: app.webhookURL), inbox_max_ttl = \(bind: app.inboxMaxTTL), inbox_cap = \(bind: app.inboxCap),
                     transport = \(bind: app.transport), endpoint_feedback_port = \(bind: endpoint?.feedbackPort),
-                    feedback_interval = \(bind: app.feedbackInterval), updated_at = \(bind: app.updatedAt.milliseconds)
+                    feedback_interval = \(bind: app.feedbackInterval), user_binding = \(bind: app.userBinding.rawValue),
+                    sealed_identity_secret = \(bind: app.sealedIdentitySecret.map { Data($0) }),
+                    updated_at = \(bind: app.updatedAt.milliseconds)
                 WHERE id = \(bind: app.id)
                 RETURNING id
                 """).first()
@@ -143,6 +146,16 @@ public final class SQLStore: TernStore {
                 WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)
                 """).run()
             return try await Self.device(app: app, deviceID: deviceID, db)
+        }
+    }
+
+    public func setDeviceSecret(app: String, deviceID: String, secretHash: [UInt8], at: Date) async throws -> Bool {
+        try await transaction { db in
+            try await db.raw("""
+                UPDATE devices SET secret_hash = \(bind: Data(secretHash)), updated_at = \(bind: at.milliseconds)
+                WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)
+                RETURNING device_id
+                """).first() != nil
         }
     }
 
@@ -582,11 +595,11 @@ enum Columns {
     static let app = """
         id, topic, environment, endpoint_host, endpoint_port, endpoint_ca_pem, sealed_credentials, app_key_hash, \
         master_secret_hash, webhook_url, inbox_max_ttl, inbox_cap, transport, endpoint_feedback_port, feedback_interval, \
-        feedback_polled_at, created_at, updated_at
+        feedback_polled_at, user_binding, sealed_identity_secret, created_at, updated_at
         """
     static let deviceNames = [
         "app_id", "device_id", "token", "environment", "alias", "locale", "timezone", "app_version", "last_registered_at",
-        "deactivated_at", "deactivation_reason", "created_at",
+        "deactivated_at", "deactivation_reason", "created_at", "secret_hash",
     ]
     static let device = deviceNames.joined(separator: ", ")
     static func device(in table: String) -> String { deviceNames.map { "\(table).\($0)" }.joined(separator: ", ") }
@@ -620,6 +633,12 @@ extension AppRecord {
         feedbackPolledAt = try row.decode(column: "feedback_polled_at", as: Int64?.self).map {
             Date(timeIntervalSince1970: TimeInterval($0) / 1000)
         }
+        let binding = try row.decode(column: "user_binding", as: String.self)
+        guard let userBinding = UserBinding(rawValue: binding) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown user binding \(binding)"))
+        }
+        self.userBinding = userBinding
+        sealedIdentitySecret = try row.decode(column: "sealed_identity_secret", as: Data?.self).map { [UInt8]($0) }
     }
 }
 
@@ -644,7 +663,8 @@ extension DeviceRecord {
             locale: try row.decode(column: "locale", as: String?.self), timezone: try row.decode(column: "timezone", as: String?.self),
             appVersion: try row.decode(column: "app_version", as: String?.self), lastRegisteredAt: try row.date("last_registered_at"),
             deactivatedAt: try row.optionalDate("deactivated_at"),
-            deactivationReason: try row.decode(column: "deactivation_reason", as: String?.self), createdAt: try row.date("created_at")
+            deactivationReason: try row.decode(column: "deactivation_reason", as: String?.self), createdAt: try row.date("created_at"),
+            secretHash: try row.decode(column: "secret_hash", as: Data?.self).map { [UInt8]($0) }
         )
     }
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import TernAPNs
 import TernTestSupport
@@ -15,9 +16,12 @@ enum Fixture {
         String(repeating: "ab", count: 28) + String(format: "%08x", number)
     }
 
-    static func registration(token: String, alias: String? = nil, tags: [String]? = nil, environment: String = "production") -> String {
+    static func registration(
+        token: String, alias: String? = nil, aliasToken: String? = nil, tags: [String]? = nil, environment: String = "production"
+    ) -> String {
         var object: [String: JSONValue] = ["token": .string(token), "environment": .string(environment)]
         if let alias { object["alias"] = .string(alias) }
+        if let aliasToken { object["aliasToken"] = .string(aliasToken) }
         if let tags { object["tags"] = .array(tags.map { .string($0) }) }
         return String(decoding: try! JSONValue.object(object).serialized(), as: UTF8.self)
     }
@@ -56,12 +60,23 @@ extension RunningServer {
         }
     }
 
-    /// Registers a device with the demo app's key; expects 200.
+    /// Registers a device with the demo app's key, as the app would: with the device secret of an earlier
+    /// registration, and an alias token from the backend for the alias. Expects 200.
     @discardableResult
     func register(_ device: String, token: String, alias: String? = nil, tags: [String]? = nil) async throws -> JSONValue {
-        let response = try await self.device.put("/v1/apps/demo/devices/\(device)", Fixture.registration(token: token, alias: alias, tags: tags))
+        let aliasToken = alias.map { AliasTokens.mint(alias: $0, app: "demo", secret: identitySecret) }
+        let response = try await self.device.send(
+            .PUT, "/v1/apps/demo/devices/\(device)", body: Fixture.registration(token: token, alias: alias, aliasToken: aliasToken, tags: tags),
+            headers: deviceSecrets[device].map { [("X-Tern-Device-Secret", $0)] } ?? [])
         #expect(response.status == 200, "registration answered \(response.status): \(response.text)")
-        return try response.json()
+        let answer = try response.json()
+        if let secret = answer["deviceSecret"]?.string { deviceSecrets[device] = secret }
+        return answer
+    }
+
+    /// The demo app's key with a device's secret, as that device calls.
+    func asDevice(_ device: String) -> [(String, String)] {
+        deviceSecrets[device].map { [("X-Tern-Device-Secret", $0)] } ?? []
     }
 
     /// Sends a push with the master secret and waits up to 20 s for its outcome.
@@ -91,5 +106,27 @@ extension JSONValue {
     var string: String? {
         if case .string(let value) = self { return value }
         return nil
+    }
+}
+
+/// Alias tokens as an app's backend mints them (HS256 over the identity secret's bytes), written here apart from
+/// the server's own code so the tests check the server against an independent signer.
+enum AliasTokens {
+    static func mint(
+        alias: String, app: String, secret: String, expiresIn: TimeInterval = 600, now: Date = Date(),
+        header: String = #"{"alg":"HS256","typ":"JWT"}"#, extraClaims: [String: JSONValue] = [:], audience: JSONValue? = nil
+    ) -> String {
+        var claims: [String: JSONValue] = [
+            "sub": .string(alias), "aud": audience ?? .string(app), "exp": .int(Int(now.timeIntervalSince1970 + expiresIn)),
+        ]
+        for (key, value) in extraClaims { claims[key] = value }
+        let signingInput = base64URL(Array(header.utf8)) + "." + base64URL(try! JSONValue.object(claims).serialized())
+        let mac = HMAC<SHA256>.authenticationCode(for: Array(signingInput.utf8), using: SymmetricKey(data: Array(secret.utf8)))
+        return signingInput + "." + base64URL(Array(mac))
+    }
+
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
     }
 }

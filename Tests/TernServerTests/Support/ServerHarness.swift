@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Logging
 import TernAPNs
 import TernServer
@@ -18,6 +19,10 @@ struct RunningServer: Sendable {
     let device: HTTPTestClient
     /// The built-in simulator's control API.
     let simulator: HTTPTestClient
+    /// The demo app's identity secret (signs alias tokens).
+    let identitySecret: String
+    /// The device secrets the demo app's registrations answered, by device id.
+    let deviceSecrets = DeviceSecrets()
 
     static let adminToken = "test-admin-token-0123456789"
 
@@ -75,17 +80,27 @@ enum ServerHarness {
     private static func running(_ server: TernServer, _ banner: TernServer.Banner, folder: URL, port: Int) -> RunningServer {
         // The demo's secrets are printed on the first start only; a restarted server (same folder) reuses them.
         let file = folder.appendingPathComponent("demo-secrets.txt")
-        var secrets = banner.demo
+        var secrets = banner.demo.map { (appKey: $0.appKey, masterSecret: $0.masterSecret, identitySecret: $0.identitySecret) }
         if let demo = banner.demo {
-            try? "\(demo.appKey)\n\(demo.masterSecret)\n".write(to: file, atomically: true, encoding: .utf8)
-        } else if let lines = try? String(contentsOf: file, encoding: .utf8).split(separator: "\n"), lines.count == 2 {
-            secrets = (String(lines[0]), String(lines[1]))
+            try? "\(demo.appKey)\n\(demo.masterSecret)\n\(demo.identitySecret)\n".write(to: file, atomically: true, encoding: .utf8)
+        } else if let lines = try? String(contentsOf: file, encoding: .utf8).split(separator: "\n"), lines.count == 3 {
+            secrets = (String(lines[0]), String(lines[1]), String(lines[2]))
         }
         return RunningServer(
             server: server, banner: banner, folder: folder,
             admin: HTTPTestClient(port: port, bearer: RunningServer.adminToken),
             master: HTTPTestClient(port: port, bearer: secrets?.masterSecret),
             device: HTTPTestClient(port: port, bearer: secrets?.appKey),
-            simulator: HTTPTestClient(port: banner.simulator?.controlPort ?? 0))
+            simulator: HTTPTestClient(port: banner.simulator?.controlPort ?? 0), identitySecret: secrets?.identitySecret ?? "")
+    }
+}
+
+/// Device secrets kept by a test, as an app keeps its own in the keychain.
+final class DeviceSecrets: Sendable {
+    private let secrets = Mutex<[String: String]>([:])
+
+    subscript(device: String) -> String? {
+        get { secrets.withLock { $0[device] } }
+        set { secrets.withLock { $0[device] = newValue } }
     }
 }
