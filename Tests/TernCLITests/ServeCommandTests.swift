@@ -20,7 +20,10 @@ import Testing
         let appKey = try #require(serve.value(after: "app key"))
         let masterSecret = try #require(serve.value(after: "master secret"))
         #expect(serve.value(after: "admin token")?.hasPrefix("tat_") == true)
+        #expect(serve.value(after: "identity secret")?.hasPrefix("tis_") == true)
         #expect(serve.banner.contains("curl -X PUT"))
+        // The banner's example carries an alias token for user-42, as the app's backend would mint it.
+        let aliasToken = try #require(serve.banner.components(separatedBy: #""aliasToken": ""#).dropFirst().first?.components(separatedBy: "\"").first)
         #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("tern.db").path))
         let keyAttributes = try FileManager.default.attributesOfItem(atPath: folder.appendingPathComponent("tern.key").path)
         #expect((keyAttributes[.posixPermissions] as? Int) == 0o600)
@@ -28,8 +31,9 @@ import Testing
         let device = serve.client(bearer: appKey)
         for number in 1...2 {
             let registered = try await device.put(
-                "/v1/apps/demo/devices/\(Self.device(number))", #"{"token": "\#(Self.token(number))", "environment": "production", "alias": "user-42"}"#)
-            #expect(registered.status == 200)
+                "/v1/apps/demo/devices/\(Self.device(number))",
+                #"{"token": "\#(Self.token(number))", "environment": "production", "alias": "user-42", "aliasToken": "\#(aliasToken)"}"#)
+            #expect(registered.status == 200, "\(registered.text)")
         }
         let push = try await serve.client(bearer: masterSecret).post(
             "/v1/apps/demo/pushes?wait=10", #"{"audience": {"aliases": ["user-42"]}, "notification": {"title": "Hello"}}"#)

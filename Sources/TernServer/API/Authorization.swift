@@ -91,7 +91,7 @@ struct Authorization: Sendable {
     /// - Returns: true when the alias is proven: a valid alias token, or an app whose binding is open.
     /// - Throws: 403 naming the reason when an alias token is given and does not verify.
     static func aliasProven(
-        alias: String?, aliasToken: String?, app: AppRecord, identitySecret: [UInt8]?, now: Date
+        alias: String?, aliasToken: String?, app: AppRecord, deviceID: String, identitySecret: [UInt8]?, now: Date
     ) throws(JSONAPIError) -> Bool {
         guard let aliasToken else { return app.userBinding == .open }
         guard let alias else { throw .badRequest(field: "aliasToken", "aliasToken goes with alias: the alias it was signed for") }
@@ -101,7 +101,7 @@ struct Authorization: Sendable {
                 field: "aliasToken")
         }
         do {
-            try AliasToken.verify(aliasToken, alias: alias, app: app.id, secret: identitySecret, now: now)
+            try AliasToken.verify(aliasToken, alias: alias, app: app.id, deviceID: deviceID, secret: identitySecret, now: now)
         } catch {
             throw .forbidden("the alias token is refused: \(error.rawValue)", field: "aliasToken")
         }

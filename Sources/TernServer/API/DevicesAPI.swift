@@ -173,7 +173,7 @@ struct DevicesAPI {
         case .appKey:
             let identitySecret = try app.sealedIdentitySecret.map { sealed throws(JSONAPIError) in try openIdentitySecret(sealed) }
             let proven = try Authorization.aliasProven(
-                alias: body.alias, aliasToken: body.aliasToken, app: app, identitySecret: identitySecret, now: now)
+                alias: body.alias, aliasToken: body.aliasToken, app: app, deviceID: deviceID, identitySecret: identitySecret, now: now)
             registration.caller = .device(
                 presentedSecretHash: presented, legacySecretHash: gate.legacySecretHash(app: app.id, deviceID: deviceID), aliasProven: proven)
         }

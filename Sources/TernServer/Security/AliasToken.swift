@@ -26,10 +26,13 @@ enum AliasToken {
         case notYetValid = "nbf or iat is in the future"
         case wrongAudience = "aud is not this app's id"
         case wrongSubject = "sub is not the alias being bound"
+        case wrongDevice = "did names another device"
     }
 
-    /// Checks `token` for binding `alias` in `app`. - Throws: the first rule it breaks.
-    static func verify(_ token: String, alias: String, app: String, secret: [UInt8], now: Date) throws(Refusal) {
+    /// Checks `token` for binding `alias` to `deviceID` in `app`. A token with a `did` claim is for that device only
+    /// (so one that leaks is no use on another device); one without is for any device of the app.
+    /// - Throws: the first rule it breaks.
+    static func verify(_ token: String, alias: String, app: String, deviceID: String? = nil, secret: [UInt8], now: Date) throws(Refusal) {
         guard token.utf8.count <= maximumLength else { throw .malformed }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = Base64URL.decode(String(parts[0])), let payloadBytes = Base64URL.decode(String(parts[1])),
@@ -57,6 +60,9 @@ enum AliasToken {
         default: throw .wrongAudience
         }
         guard claims["sub"] == .string(alias) else { throw .wrongSubject }
+        if let device = claims["did"] {
+            guard case .string(let named) = device, let deviceID, named.lowercased() == deviceID.lowercased() else { throw .wrongDevice }
+        }
     }
 
     /// A token for `alias`, as an app's backend would make it. For tests, the demo and `tern` tooling.

@@ -43,6 +43,11 @@ extension SQLStore {
     /// Brings the schema up to date, each missing step in its own transaction, recorded in `schema_migrations`.
     /// On PostgreSQL, nodes starting together take turns (an advisory lock), so each step runs once.
     public func migrate() async throws {
+        try await migrate(through: nil)
+    }
+
+    /// Brings the schema up to `last` (every step when nil). Upgrade tests make an older database with it.
+    func migrate(through last: Int?) async throws {
         let flavor = self.flavor
         let logger = self.logger
         try await exclusive { db in
@@ -56,7 +61,7 @@ extension SQLStore {
                     )
                     """))).run()
                 let applied = Set(try await db.raw("SELECT version FROM schema_migrations").all(decodingColumn: "version", as: Int.self))
-                for migration in Self.migrations(flavor) where !applied.contains(migration.version) {
+                for migration in Self.migrations(flavor) where !applied.contains(migration.version) && migration.version <= last ?? .max {
                     try await Self.inTransaction(db, flavor: flavor) { db in
                         for statement in migration.statements {
                             try await db.raw(SQLQueryString(flavor.adapt(statement))).run()

@@ -30,6 +30,22 @@ struct RunningServer: Sendable {
 }
 
 enum ServerHarness {
+    /// One server that many small tests share (each uses device ids of its own), started by the first that asks and
+    /// left to end with the test process.
+    static let shared = Task { () throws -> RunningServer in
+        let started = AsyncStream.makeStream(of: RunningServer.self)
+        let running = Task {
+            try await withServer { server in
+                started.continuation.yield(server)
+                // Serves until the test process ends (this waits for nothing to happen; no test asserts on it).
+                try await Task.sleep(for: .seconds(86_400))
+            }
+        }
+        for await server in started.stream { return server }
+        try await running.value
+        throw HTTPTestClientError(description: "the shared server stopped before it was ready")
+    }
+
     /// Runs a server for `body` and stops it gracefully afterwards; `configure` adjusts the defaults.
     static func withServer<T: Sendable>(
         folder given: URL? = nil,
