@@ -2,6 +2,8 @@ import Foundation
 import Hummingbird
 import Logging
 import Metrics
+import NIOCore
+import NIOPosix
 import Prometheus
 import ServiceLifecycle
 import Synchronization
@@ -81,9 +83,12 @@ public final class TernServer: Sendable {
         gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint], onReady: @escaping @Sendable (Banner) -> Void
     ) async throws {
         try configuration.validate()
+        // What can fail at start is tried first, each saying what it is in one line, before anything else starts.
+        try await Self.checkCanListen(host: configuration.host, port: configuration.port)
+        let serverKey = try loadServerKey()
         let store = try await openStore()
         do {
-            try await serve(store: store, gracefulShutdownSignals: gracefulShutdownSignals, onReady: onReady)
+            try await serve(store: store, serverKey: serverKey, gracefulShutdownSignals: gracefulShutdownSignals, onReady: onReady)
             try await store.close()
         } catch {
             try? await store.close()
@@ -101,14 +106,38 @@ public final class TernServer: Sendable {
             return try await SQLStore.openSQLite(path: configuration.databasePath, logger: logger)
         } catch let error as StoreError {
             throw TernServerConfigurationError("database: \(error)")
+        } catch {
+            // SQLite's own errors (a folder where the file should be, a file that is not a database); a PostgreSQL
+            // failure arrives as a StoreError above, without the password.
+            throw TernServerConfigurationError("database \(configuration.databasePath): cannot open: \(error)")
+        }
+    }
+
+    /// Fails when the API's address cannot be bound: a port in use would otherwise show only once the store, the
+    /// simulator and the dispatcher run. (Another process could still take the port before the API binds it; then
+    /// the start fails all the same, a moment later.)
+    static func checkCanListen(host: String, port: Int) async throws(TernServerConfigurationError) {
+        guard port != 0 else { return }
+        do {
+            let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: host, port: port).get()
+            try await channel.close()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            throw .init("http: cannot listen on \(host):\(port): the address is in use (is another server on that port?)")
+        } catch {
+            throw .init("http: cannot listen on \(host):\(port): \(error)")
         }
     }
 
     private func serve(
-        store: any TernStore, gracefulShutdownSignals: [UnixSignal], onReady: @escaping @Sendable (Banner) -> Void
+        store: any TernStore, serverKey: (key: ServerKey, newFile: String?), gracefulShutdownSignals: [UnixSignal],
+        onReady: @escaping @Sendable (Banner) -> Void
     ) async throws {
-        try await store.migrate()
-        let (serverKey, newKeyFile) = try loadServerKey()
+        do {
+            try await store.migrate()
+        } catch {
+            throw TernServerConfigurationError("database: cannot bring the schema up to date: \(error)")
+        }
+        let (serverKey, newKeyFile) = serverKey
         let newAdminToken = try await prepareAdminToken(store)
         let adminTokenHash = try await adminTokenHash(store)
 
@@ -130,7 +159,8 @@ public final class TernServer: Sendable {
         // Nodes on one PostgreSQL database share it: they send pushes together, and one at a time runs each periodic job.
         let coordinator: any NodeCoordinator =
             try configuration.databaseURL.map { try PostgresCoordinator(url: $0, logger: logger) } ?? LocalCoordinator()
-        let webhooks = WebhookSender(store: store, serverKey: serverKey, coordinator: coordinator, logger: logger)
+        let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooksAllowPrivateNetworks)
+        let webhooks = WebhookSender(store: store, serverKey: serverKey, policy: webhookPolicy, coordinator: coordinator, logger: logger)
         let dispatcher = PushDispatcher(
             store: store, clients: clients,
             settings: .init(
@@ -147,7 +177,7 @@ public final class TernServer: Sendable {
         let cache = AppCache(store: store)
         let apps = AppsAPI(
             store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache,
-            simulatorAuthority: simulatorAuthority, feedback: feedback)
+            simulatorAuthority: simulatorAuthority, feedback: feedback, webhookPolicy: webhookPolicy)
         var demo: DemoSecrets?
         if configuration.demoApp, configuration.simulator, try await store.apps().isEmpty {
             let created = try await apps.create(
@@ -200,7 +230,12 @@ public final class TernServer: Sendable {
             store: store, interval: .seconds(configuration.inboxSweepInterval), coordinator: coordinator, logger: logger))
         services.append(application)
         let group = ServiceGroup(
-            configuration: .init(services: services, gracefulShutdownSignals: gracefulShutdownSignals, logger: logger))
+            configuration: {
+                var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: gracefulShutdownSignals, logger: logger)
+                // What has not finished gracefully by then is cancelled.
+                group.maximumGracefulShutdownDuration = .seconds(configuration.shutdownTimeout)
+                return group
+            }())
         self.services.withLock { $0 = group }
 
         let demoSecrets = demo
@@ -219,10 +254,14 @@ public final class TernServer: Sendable {
         }
     }
 
-    private func loadServerKey() throws -> (ServerKey, String?) {
-        if let text = configuration.serverKey { return (try ServerKey(base64: text), nil) }
-        let (key, created) = try ServerKey.loadOrCreate(file: URL(fileURLWithPath: configuration.serverKeyFile))
-        return (key, created ? configuration.serverKeyFile : nil)
+    private func loadServerKey() throws(TernServerConfigurationError) -> (key: ServerKey, newFile: String?) {
+        do {
+            if let text = configuration.serverKey { return (try ServerKey(base64: text), nil) }
+            let (key, created) = try ServerKey.loadOrCreate(file: URL(fileURLWithPath: configuration.serverKeyFile))
+            return (key, created ? configuration.serverKeyFile : nil)
+        } catch {
+            throw .init(configuration.serverKey == nil ? "server key \(configuration.serverKeyFile): \(error)" : "server.key: \(error)")
+        }
     }
 
     private static let adminTokenSetting = "admin.tokenHash"

@@ -48,6 +48,10 @@ public struct TernServerConfiguration: Sendable {
     public var inboxBadgeUpdateDelay = 500
     /// How often the feedback poller looks for legacy apps whose interval has passed, in seconds.
     public var feedbackCheckInterval = 60
+    /// Let webhook URLs point at loopback and private networks (link-local and metadata addresses never).
+    public var webhooksAllowPrivateNetworks = false
+    /// How long a graceful stop (SIGINT, SIGTERM) may take, in seconds, before the work left is cancelled.
+    public var shutdownTimeout = 30
 
     public init() {}
 
@@ -70,6 +74,7 @@ public struct TernServerConfiguration: Sendable {
         guard (1...86_400).contains(inboxSweepInterval) else { throw .init("inbox.sweepInterval must be 1-86400 seconds") }
         guard (0...60_000).contains(inboxBadgeUpdateDelay) else { throw .init("inbox.badgeUpdateDelay must be 0-60000 ms") }
         guard (1...86_400).contains(feedbackCheckInterval) else { throw .init("feedback.checkInterval must be 1-86400 seconds") }
+        guard (1...3600).contains(shutdownTimeout) else { throw .init("server.shutdownTimeout must be 1-3600 seconds") }
     }
 }
 
@@ -92,7 +97,8 @@ extension TernServerConfiguration {
     /// `database.url` (PostgreSQL instead of SQLite), `database.connections`,
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.pageSize`, `delivery.concurrency`, `delivery.ordering`, `delivery.pushes`,
-    /// `delivery.chunkLease`, `apns.connections`, `inbox.sweepInterval`, `inbox.badgeUpdateDelay`.
+    /// `delivery.chunkLease`, `apns.connections`, `inbox.sweepInterval`, `inbox.badgeUpdateDelay`,
+    /// `feedback.checkInterval`, `webhooks.allowPrivateNetworks`, `server.shutdownTimeout`.
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
         var providers: [any ConfigProvider] = [
             EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY", "TERN_DATABASE_URL"]))
@@ -128,6 +134,9 @@ extension TernServerConfiguration {
         configuration.inboxSweepInterval = reader.int(forKey: "inbox.sweepInterval") ?? configuration.inboxSweepInterval
         configuration.inboxBadgeUpdateDelay = reader.int(forKey: "inbox.badgeUpdateDelay") ?? configuration.inboxBadgeUpdateDelay
         configuration.feedbackCheckInterval = reader.int(forKey: "feedback.checkInterval") ?? configuration.feedbackCheckInterval
+        configuration.webhooksAllowPrivateNetworks =
+            reader.bool(forKey: "webhooks.allowPrivateNetworks") ?? configuration.webhooksAllowPrivateNetworks
+        configuration.shutdownTimeout = reader.int(forKey: "server.shutdownTimeout") ?? configuration.shutdownTimeout
         return configuration
     }
 }

@@ -240,8 +240,8 @@ public final class APNsSimulator: Service, Sendable {
             verifier: ProviderTokenVerifier(keys: configuration.tokenKeys), environment: configuration.environment,
             clock: configuration.clock)
         let settings = SimulatorConnectionHandler.Settings(
-            maxConcurrentStreams: configuration.maxConcurrentStreams, initialWindowSize: configuration.initialWindowSize,
-            environment: configuration.environment)
+            maxConcurrentStreams: configuration.maxConcurrentStreams, resetExcessStreams: configuration.resetExcessStreams,
+            initialWindowSize: configuration.initialWindowSize, environment: configuration.environment)
         let state = self.state
         let bootstrap = ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.backlog, value: 256)

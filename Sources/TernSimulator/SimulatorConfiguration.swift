@@ -26,6 +26,9 @@ extension APNsSimulator {
         public var serverCertificate: IssuedCertificate?
         /// MAX_CONCURRENT_STREAMS once a connection is authenticated (token connections get 1 before that).
         public var maxConcurrentStreams = 1000
+        /// A stream over that limit: false (as APNs) ends the connection with GOAWAY `REFUSED_STREAM`; true resets that
+        /// stream only (RST_STREAM `REFUSED_STREAM`).
+        public var resetExcessStreams = false
         /// SETTINGS_INITIAL_WINDOW_SIZE, and the connection window it keeps open (64 KiB, like APNs).
         public var initialWindowSize = 65_535
         /// How many accepted notifications the arrival log keeps (the oldest go first).

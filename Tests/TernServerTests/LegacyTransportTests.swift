@@ -49,6 +49,8 @@ import Testing
             // registered again since (the app was reinstalled and got the same token).
             _ = try await server.simulator.post("/tokens/\(Fixture.token(1))/unregister", #"{"timestamp": \#(Int64((now + 60) * 1000))}"#)
             _ = try await server.simulator.post("/tokens/\(Fixture.token(2))/unregister", #"{"timestamp": \#(Int64((now - 3600) * 1000))}"#)
+            // Token 99 is another app's: the simulator's feedback service is shared, so it is listed too, but not counted.
+            _ = try await server.simulator.post("/tokens/\(Fixture.token(99))/unregister", #"{"timestamp": \#(Int64((now + 60) * 1000))}"#)
 
             let read = try await server.admin.post("/v1/apps/demo/feedback")
             #expect(read.status == 200, "\(read.text)")

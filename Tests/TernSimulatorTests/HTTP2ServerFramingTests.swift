@@ -30,11 +30,12 @@ struct HTTP2ServerFramingTests {
     }
 
     /// A framing that has had the preface and an (acknowledged) client SETTINGS exchange.
-    static func connected(maxStreams: Int = 10, window: Int = 65_535, largestBody: Int = 5120, acknowledge: Bool = true)
-        throws -> HTTP2ServerFraming
-    {
+    static func connected(
+        maxStreams: Int = 10, window: Int = 65_535, largestBody: Int = 5120, acknowledge: Bool = true, resetExcessStreams: Bool = false
+    ) throws -> HTTP2ServerFraming {
         var framing = HTTP2ServerFraming(
-            configuration: .init(maxConcurrentStreams: maxStreams, initialWindowSize: window, largestBody: largestBody),
+            configuration: .init(
+                maxConcurrentStreams: maxStreams, initialWindowSize: window, largestBody: largestBody, resetExcessStreams: resetExcessStreams),
             allocator: ByteBufferAllocator())
         framing.start()
         framing.output.clear()
@@ -231,9 +232,24 @@ struct HTTP2ServerFramingTests {
 
     // MARK: Limits and flow control
 
-    @Test func streamsOverTheLimitAreRefusedOnceSettingsAreAcknowledged() throws {
+    @Test func aStreamOverTheAcknowledgedLimitEndsTheConnectionAsAPNsDoes() throws {
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
         var framing = try Self.connected(maxStreams: 1)
+        try Self.feed(&framing, Self.frame(0x1, flags: 0x5, stream: 1, try Self.headerBlock(&encoder)))
+        #expect(Self.requests(Self.events(&framing)).map(\.stream) == [1])
+        do {
+            try Self.feed(&framing, Self.frame(0x1, flags: 0x5, stream: 3, try Self.headerBlock(&encoder)))
+            Issue.record("stream 3 over the limit was taken")
+        } catch let error as HTTP2ServerFraming.ConnectionError {
+            // The handler answers this error with GOAWAY carrying the code and message, then closes.
+            #expect(error.code == 7, "REFUSED_STREAM")
+            #expect(error.message == "Maximum active streams violated for this endpoint.")
+        }
+    }
+
+    @Test func withResetExcessStreamsOnlyTheStreamOverTheLimitIsRefused() throws {
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        var framing = try Self.connected(maxStreams: 1, resetExcessStreams: true)
         try Self.feed(&framing, Self.frame(0x1, flags: 0x5, stream: 1, try Self.headerBlock(&encoder)))
         try Self.feed(&framing, Self.frame(0x1, flags: 0x5, stream: 3, try Self.headerBlock(&encoder)))
         #expect(Self.requests(Self.events(&framing)).map(\.stream) == [], "stream 3 arrives while stream 1 is open")

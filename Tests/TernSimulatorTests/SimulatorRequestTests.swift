@@ -41,7 +41,7 @@ func expectRejection(
     #expect(response.status == status, "body: \(response.bodyText)", sourceLocation: sourceLocation)
     #expect(response.bodyText == #"{"reason":"\#(reason)"}"#, sourceLocation: sourceLocation)
     #expect(response.header("content-type") == "application/json", sourceLocation: sourceLocation)
-    #expect(response.header("apns-id").flatMap { UUID(uuidString: $0) } != nil, sourceLocation: sourceLocation)
+    #expect(response.header("apns-id").flatMap { UUID(uuidString: $0) } != nil || reason == "BadMessageId", sourceLocation: sourceLocation)
 }
 
 @Suite("Requests: every status and reason over real TLS")
@@ -103,6 +103,31 @@ struct SimulatorRequestTests {
         },
         RejectionCase(":method twice", 400, "DuplicateHeaders") { $0.push(extraHeaders: [(":method", "POST")]) },
     ]
+
+    @Test("A malformed apns-id is answered with that apns-id as sent, so a client matching answers by it finds its own")
+    func aMalformedApnsIDIsEchoed() async throws {
+        try await withSimulator { sim in
+            let client = try await sim.connect()
+            for sent in ["not-a-uuid", "123e4567e89b12d3a456426614174000", "123E4567-E89B-12D3-A456-4266141740"] {
+                let response = try await client.send(sim.push(apnsID: sent))
+                expectRejection(response, status: 400, reason: "BadMessageId")
+                #expect(response.header("apns-id") == sent)
+            }
+        }
+    }
+
+    @Test("content-available alone at priority 10 is refused; at 5, or with an alert, it is taken")
+    func contentAvailableOnlyMayNotUsePriorityTen() async throws {
+        try await withSimulator { sim in
+            let client = try await sim.connect()
+            let silent = #"{"aps":{"content-available":1},"orderId":7}"#
+            expectRejection(try await client.send(sim.push(pushType: "alert", priority: "10", payload: silent)), status: 400, reason: "BadPriority")
+            expectRejection(try await client.send(sim.push(pushType: "alert", payload: silent)), status: 400, reason: "BadPriority")
+            #expect(try await client.send(sim.push(pushType: "alert", priority: "5", payload: silent)).status == 200)
+            #expect(try await client.send(sim.push(pushType: "alert", priority: "10", payload: #"{"aps":{"content-available":1,"badge":3}}"#)).status == 200)
+            #expect(try await client.send(sim.push(pushType: "background", priority: "5", payload: silent)).status == 200)
+        }
+    }
 
     @Test("Each bad request gets its status, application/json and exactly {\"reason\":…}", arguments: rejections)
     func rejectedRequestGetsItsReason(_ rejection: RejectionCase) async throws {

@@ -106,7 +106,9 @@ struct ServeCommand: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data(Self.describe(banner).utf8))
             }
         } catch let error as TernServerConfigurationError {
-            throw ValidationError(error.description)
+            // One line that says what could not be bound, opened or reached; nothing else has started.
+            FileHandle.standardError.write(Data("tern serve: cannot start: \(error.description)\n".utf8))
+            throw ExitCode(1)
         }
     }
 

@@ -87,6 +87,11 @@ extension SimulatorCommand {
         @Option(name: .long, help: "MAX_CONCURRENT_STREAMS once a connection is authenticated.")
         var maxConcurrentStreams = 1000
 
+        @Flag(
+            name: .long,
+            help: "Answer a stream over MAX_CONCURRENT_STREAMS with RST_STREAM REFUSED_STREAM (that stream only) instead of APNs' GOAWAY.")
+        var resetExcessStreams = false
+
         @Option(name: .long, help: "Initial flow-control window in bytes (APNs uses 64 KiB).")
         var initialWindowSize = 65_535
 
@@ -136,6 +141,7 @@ extension SimulatorCommand {
             configuration.feedbackPort = noLegacy ? nil : feedbackPort
             configuration.environment = environment
             configuration.maxConcurrentStreams = maxConcurrentStreams
+            configuration.resetExcessStreams = resetExcessStreams
             configuration.initialWindowSize = initialWindowSize
             configuration.logCapacity = logCapacity
             configuration.serverCertificate = serverCertificate
@@ -220,7 +226,7 @@ extension SimulatorCommand {
                 pem = existing
             } else {
                 pem = APNsSigningKey.generate(keyID: demoKeyID, teamID: demoTeamID).pemRepresentation
-                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
                 guard FileManager.default.createFile(atPath: file.path, contents: Data(pem.utf8), attributes: [.posixPermissions: 0o600]) else {
                     throw ValidationError("cannot write the demo key to \(file.path)")
                 }

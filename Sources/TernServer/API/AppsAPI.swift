@@ -16,6 +16,8 @@ struct AppsAPI {
     var simulatorAuthority: SimulatorCertificateAuthority?
     /// Reads the legacy feedback service on request (`POST /v1/apps/{app}/feedback`).
     var feedback: FeedbackPoller?
+    /// Where webhooks may point.
+    var webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: false)
 
     struct CreateRequest: Decodable {
         var id: String
@@ -171,7 +173,7 @@ struct AppsAPI {
         case (nil, _): throw JSONAPIError.badRequest(field: "credentials", "credentials are required (token key, certificate or PKCS#12)")
         }
         try Self.check(credentials, transport: transport)
-        try Self.validateWebhook(body.webhookURL)
+        try Self.validateWebhook(body.webhookURL, policy: webhookPolicy)
         let appKey = Secrets.generate(prefix: "tak_")
         let masterSecret = Secrets.generate(prefix: "tms_")
         let identitySecret = Secrets.generate(prefix: Secrets.identityPrefix)
@@ -230,7 +232,7 @@ struct AppsAPI {
             try Self.check(try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials), transport: updated.transport)
         }
         if let webhookURL = body.webhookURL {
-            try Self.validateWebhook(webhookURL)
+            try Self.validateWebhook(webhookURL, policy: webhookPolicy)
             updated.webhookURL = webhookURL.isEmpty ? nil : webhookURL
         }
         updated.inboxMaxTTL = try Self.validateInboxMaxTTL(body.inboxMaxTTL) ?? updated.inboxMaxTTL
@@ -389,10 +391,15 @@ struct AppsAPI {
         return value
     }
 
-    static func validateWebhook(_ url: String?) throws(JSONAPIError) {
+    static func validateWebhook(_ url: String?, policy: WebhookAddressPolicy) throws(JSONAPIError) {
         guard let url, !url.isEmpty else { return }
-        guard url.utf8.count <= 2048, let parsed = URL(string: url), let scheme = parsed.scheme, ["http", "https"].contains(scheme), parsed.host != nil else {
+        guard url.utf8.count <= 2048, let parsed = URL(string: url), let scheme = parsed.scheme, ["http", "https"].contains(scheme),
+            let host = parsed.host, !host.isEmpty
+        else {
             throw .badRequest(field: "webhookURL", "webhookURL must be an http(s) URL")
+        }
+        if let refused = policy.refusal(host: host) {
+            throw .badRequest(field: "webhookURL", "webhookURL may not point at \(refused)")
         }
     }
 }

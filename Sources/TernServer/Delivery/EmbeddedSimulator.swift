@@ -19,7 +19,7 @@ enum EmbeddedSimulator {
     /// A simulator on a free loopback port that trusts the simulator key of `serverKey`, with its CA kept in
     /// `stateDirectory`.
     static func configuration(serverKey: ServerKey, stateDirectory: URL) throws -> APNsSimulator.Configuration {
-        try FileManager.default.createDirectory(at: stateDirectory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var configuration = APNsSimulator.Configuration(
             certificateAuthority: try SimulatorCertificateAuthority.loadOrCreate(in: stateDirectory))
         configuration.host = "127.0.0.1"
@@ -28,6 +28,9 @@ enum EmbeddedSimulator {
         configuration.environment = .production
         let key = serverKey.simulatorSigningKey(keyID: demoKeyID, teamID: demoTeamID)
         configuration.tokenKeys = [ProviderTokenKey(keyID: key.keyID, teamID: key.teamID, publicKey: key.publicKey)]
+        // It stops with the server, after the dispatcher: streams it still holds then are the server's own, which
+        // gave up on them already.
+        configuration.shutdownGracePeriod = .seconds(1)
         return configuration
     }
 

@@ -15,11 +15,12 @@ import TernStore
 actor FeedbackPoller: Service {
     /// What one read found and did.
     struct Result: Codable, Sendable, Equatable, ResponseEncodable {
-        /// Tuples the service listed.
+        /// Listed tokens that are this app's live tokens (a shared service lists other apps' too; those, and tokens
+        /// this app already deactivated, are not counted).
         var listed: Int
         /// Tokens deactivated.
         var deactivated: Int
-        /// Listed tokens left alone: registered again after the feedback time, unknown, or already inactive.
+        /// Listed tokens left alone: registered again after the feedback time.
         var kept: Int
     }
 
@@ -104,8 +105,18 @@ actor FeedbackPoller: Service {
         // The service has cleared its list: note the read before applying, so a crash cannot make us read early.
         try await store.recordFeedbackPoll(app: app.id, at: now)
         retryAfter[app.id] = nil
-        var result = Result(listed: tuples.count, deactivated: 0, kept: 0)
-        for tuple in tuples {
+        // A feedback service may serve several apps (the simulator's does): only this app's live tokens count.
+        let listedTokens = tuples.map { DeviceToken.hex($0.token) }
+        var ours: Set<String> = []
+        var cursor: String?
+        repeat {
+            let page = try await store.recipients(app: app.id, audience: .tokens(listedTokens), after: cursor, limit: 1000)
+            ours.formUnion(page.items.filter { $0.deviceID != nil }.map(\.token))
+            cursor = page.next
+        } while cursor != nil
+        var result = Result(listed: 0, deactivated: 0, kept: 0)
+        for tuple in tuples where ours.contains(DeviceToken.hex(tuple.token)) {
+            result.listed += 1
             let since = Date(timeIntervalSince1970: TimeInterval(tuple.timestamp))
             let event = try await store.deactivateToken(
                 app: app.id, token: DeviceToken.hex(tuple.token), reason: APNsReason.unregistered.rawValue, invalidSince: since,

@@ -55,6 +55,8 @@ final class PushDispatcher: Service {
     /// gave up and claimed again can be in flight twice for a moment).
     private let inFlight = Mutex<(next: UInt64, chunks: [UInt64: (id: ChunkID, recipients: Int)])>((0, [:]))
     private let stopping = Atomic<Bool>(false)
+    /// Waits after failed claims (the store away), so the loop neither spins nor floods the log.
+    private let claimBackoff = Mutex(ErrorBackoff())
     private let pushesCompleted = Counter(label: "tern_pushes_completed_total")
     private let chunksReclaimed = Counter(label: "tern_push_chunks_reclaimed_total")
     private let recipientsAccepted = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "accepted")])
@@ -101,7 +103,8 @@ final class PushDispatcher: Service {
         defer { renewal.cancel() }
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
-                while !stopping.load(ordering: .relaxed) {
+                // Cancelled (another service failed, e.g. the API could not bind its port): stop claiming at once.
+                while !stopping.load(ordering: .relaxed), !Task.isCancelled {
                     let pause = await claimWhileThereIsRoom { chunk, place in
                         let number = inFlight.withLock { inFlight in
                             defer { inFlight.next += 1 }
@@ -114,7 +117,7 @@ final class PushDispatcher: Service {
                             self.doorbell.ring()
                         }
                     }
-                    if !stopping.load(ordering: .relaxed) {
+                    if !stopping.load(ordering: .relaxed), !Task.isCancelled {
                         await doorbell.wait(upTo: pause)
                     }
                 }
@@ -129,7 +132,7 @@ final class PushDispatcher: Service {
     /// Claims chunks while there is room in flight and starts each with `start`, its place in the admission queue
     /// reserved in claim order. - Returns: how long to wait before looking again (unless woken).
     private func claimWhileThereIsRoom(start: (PushChunk, UInt64) -> Void) async -> Duration {
-        while !stopping.load(ordering: .relaxed) {
+        while !stopping.load(ordering: .relaxed), !Task.isCancelled {
             let hasRoom = inFlight.withLock { inFlight in
                 inFlight.chunks.count < settings.pushConcurrency
                     && inFlight.chunks.values.reduce(0) { $0 + $1.recipients } <= (settings.pagesInFlight - 1) * settings.pageSize
@@ -142,9 +145,11 @@ final class PushDispatcher: Service {
                 claim = try await store.claimChunk(
                     node: node, size: settings.pageSize, leaseUntil: now.addingTimeInterval(leaseSeconds), at: now)
             } catch {
-                logger.error("cannot claim push work from the store", metadata: ["error": "\(error)"])
-                return settings.pollInterval
+                let wait = claimBackoff.withLock { $0.failed() }
+                logger.error("cannot claim push work from the store", metadata: ["error": "\(error)", "retryIn": "\(wait)"])
+                return wait
             }
+            if claimBackoff.withLock({ $0.succeeded() }) { logger.info("claiming push work from the store again") }
             switch claim {
             case .chunk(let chunk):
                 if chunk.reclaimed {
@@ -230,7 +235,9 @@ final class PushDispatcher: Service {
                 }
                 return
             } catch {
-                guard ContinuousClock.now + pause < deadline else {
+                // Cancelled (a stop past its graceful time): the store calls fail at once now, so trying again would
+                // spin until the deadline. The chunk's lease lapses and it is sent again.
+                guard !Task.isCancelled, ContinuousClock.now + pause < deadline else {
                     logger.error(
                         "cannot record a chunk's results; it will be sent again",
                         metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)", "error": "\(error)"])

@@ -20,6 +20,7 @@ final class WebhookSender: Service {
 
     private let store: any TernStore
     private let serverKey: ServerKey
+    private let policy: WebhookAddressPolicy
     private let logger: Logger
     private let pollInterval: Duration
     /// One node sends webhooks at a time, so a receiver gets each event once per attempt.
@@ -30,11 +31,12 @@ final class WebhookSender: Service {
     private let backoff = Mutex<[String: (failures: Int, next: ContinuousClock.Instant)]>([:])
 
     init(
-        store: any TernStore, serverKey: ServerKey, pollInterval: Duration = .seconds(1),
+        store: any TernStore, serverKey: ServerKey, policy: WebhookAddressPolicy, pollInterval: Duration = .seconds(1),
         coordinator: any NodeCoordinator = LocalCoordinator(), logger: Logger
     ) {
         self.store = store
         self.serverKey = serverKey
+        self.policy = policy
         self.pollInterval = pollInterval
         self.lease = coordinator.lease("webhooks")
         self.logger = logger
@@ -49,15 +51,19 @@ final class WebhookSender: Service {
         configuration.timeout = .init(connect: .seconds(5), read: .seconds(10))
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         await withGracefulShutdownHandler {
-            while !stopping.load(ordering: .relaxed) {
+            var backoff = ErrorBackoff()
+            while !stopping.load(ordering: .relaxed), !Task.isCancelled {
+                var wait = pollInterval
                 do {
                     for app in try await store.apps() where app.webhookURL != nil && !stopping.load(ordering: .relaxed) && lease.isHeld {
                         await deliver(app, using: http)
                     }
+                    if backoff.succeeded() { logger.info("reading apps for webhooks again") }
                 } catch {
-                    logger.error("cannot read apps for webhooks", metadata: ["error": "\(error)"])
+                    wait = max(backoff.failed(), pollInterval)
+                    if !Task.isCancelled { logger.error("cannot read apps for webhooks", metadata: ["error": "\(error)", "retryIn": "\(wait)"]) }
                 }
-                await doorbell.wait(upTo: pollInterval)
+                await doorbell.wait(upTo: wait)
             }
         } onGracefulShutdown: {
             self.stopping.store(true, ordering: .relaxed)
@@ -68,6 +74,7 @@ final class WebhookSender: Service {
 
     private func deliver(_ app: AppRecord, using http: HTTPClient) async {
         guard let url = app.webhookURL else { return }
+        guard let parsed = URL(string: url), let host = parsed.host else { return }
         if let wait = backoff.withLock({ $0[app.id] }), ContinuousClock.now < wait.next { return }
         let cursorKey = "webhook.cursor.\(app.id)"
         do {
@@ -75,6 +82,10 @@ final class WebhookSender: Service {
             while !stopping.load(ordering: .relaxed), lease.isHeld {
                 let events = try await store.tokenEvents(app: app.id, after: cursor, limit: 100)
                 guard let last = events.last else { return }
+                // Checked on the addresses the name has now, not only as the URL was written.
+                if let refused = await policy.refusal(resolving: host, port: parsed.port ?? (parsed.scheme == "https" ? 443 : 80)) {
+                    throw WebhookError("the webhook URL may not be reached: \(refused)")
+                }
                 let body = try Self.body(app: app.id, events: events)
                 var request = HTTPClientRequest(url: url)
                 request.method = .POST

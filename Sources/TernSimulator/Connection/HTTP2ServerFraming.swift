@@ -20,6 +20,10 @@ struct HTTP2ServerFraming {
         var initialWindowSize: Int
         /// Bodies longer than this are not kept; the request completes at once with `bodyTooLarge`.
         var largestBody: Int
+        /// A stream over MAX_CONCURRENT_STREAMS (once the client acknowledged it): false answers as APNs does, with
+        /// GOAWAY `REFUSED_STREAM` "Maximum active streams violated for this endpoint." and the connection closed;
+        /// true resets only that stream with RST_STREAM `REFUSED_STREAM`, which a client may retry.
+        var resetExcessStreams = false
     }
 
     enum Event {
@@ -246,9 +250,13 @@ struct HTTP2ServerFraming {
         // (RFC 9113 §6.5.3): the advertised limit binds from the acknowledgement on.
         let limit = settingsAcknowledged ? advertisedMaxStreams : max(advertisedMaxStreams, Self.limitBeforeSettingsAck)
         guard streams.count < limit else {
-            // Over MAX_CONCURRENT_STREAMS: refused, unprocessed, so the client may send it again (RFC 9113 §5.1.2).
-            // A stream error rather than APNs' observed GOAWAY, because a client may legally open streams before
-            // it has read our first SETTINGS.
+            // Over MAX_CONCURRENT_STREAMS once the client has acknowledged it: APNs ends the connection (GOAWAY,
+            // REFUSED_STREAM), so a client must meet that before production. Before the acknowledgement a client
+            // may legally not know the limit yet, so that stream alone is refused, unprocessed (RFC 9113 §5.1.2), as
+            // every excess stream is with `resetExcessStreams`.
+            if settingsAcknowledged, !configuration.resetExcessStreams {
+                throw ConnectionError(code: ErrorCode.refusedStream, message: "Maximum active streams violated for this endpoint.")
+            }
             refusedStreams += 1
             output.writeHTTP2RstStream(streamID: streamID, code: ErrorCode.refusedStream)
             return

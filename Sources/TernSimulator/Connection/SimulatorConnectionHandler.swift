@@ -16,6 +16,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
 
     struct Settings {
         var maxConcurrentStreams: Int
+        var resetExcessStreams = false
         var initialWindowSize: Int
         var environment: APNsEnvironment
         /// How long a connection that got GOAWAY may keep unfinished streams before it is closed anyway.
@@ -46,7 +47,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
             configuration: .init(
                 maxConcurrentStreams: auth.isTokenConnection ? 1 : settings.maxConcurrentStreams,
                 initialWindowSize: settings.initialWindowSize,
-                largestBody: APNsPushType.voip.maximumPayloadSize),
+                largestBody: APNsPushType.voip.maximumPayloadSize, resetExcessStreams: settings.resetExcessStreams),
             allocator: ByteBufferAllocator())
     }
 

@@ -173,7 +173,8 @@ struct RequestValidator {
         let apnsID: String
         if let apnsIDHeader {
             guard let uuid = try? UUID(apnsID: apnsIDHeader) else {
-                return .failure(Rejection(reason: .badMessageId, apnsID: nil))
+                // Echoed as sent: a client matching answers by apns-id must find this one.
+                return .failure(Rejection(reason: .badMessageId, apnsID: apnsIDHeader))
             }
             apnsID = uuid.apnsString
         } else {
@@ -261,10 +262,28 @@ struct RequestValidator {
         // An oversized body is not kept (`body` is then empty): it is too large, not empty.
         guard !body.isEmpty || bodyTooLarge else { return reject(.payloadEmpty) }
         guard !bodyTooLarge, body.count <= pushType.maximumPayloadSize else { return reject(.payloadTooLarge) }
+        // Priority 10 must alert, sound or badge: a payload with only content-available may not use it.
+        if effectivePriority == .immediate, Self.isContentAvailableOnly(body) { return reject(.badPriority) }
 
         return .success(
             AcceptedRequest(
                 token: token, topic: topic, bundleID: bundleID, pushType: pushType, priority: effectivePriority,
                 expiration: expiration, collapseID: collapseIDHeader, apnsID: apnsID, payload: body))
+    }
+
+    private static let contentAvailableKey = Array("content-available".utf8)
+
+    /// Whether the payload's `aps` has `content-available` and no alert, sound or badge. Only payloads that mention
+    /// the key are parsed, so the common alert costs no JSON parse.
+    static func isContentAvailableOnly(_ body: [UInt8]) -> Bool {
+        guard body.firstRange(of: contentAvailableKey) != nil,
+            case .object(let aps)? = (try? JSONValue(parsing: Data(body)))?["aps"]
+        else { return false }
+        let flag: Bool = switch aps["content-available"] {
+        case .int(let value)?: value != 0
+        case .double(let value)?: value != 0
+        default: false
+        }
+        return flag && aps["alert"] == nil && aps["sound"] == nil && aps["badge"] == nil
     }
 }

@@ -72,7 +72,7 @@ public struct SimulatorCertificateAuthority: Sendable {
                 certificatePEM: String(contentsOf: certificateURL, encoding: .utf8),
                 privateKeyPEM: String(contentsOf: keyURL, encoding: .utf8))
         }
-        try fileManager.createDirectory(at: directory, withIntermediateDirectories: true)
+        try fileManager.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let authority = try generate()
         try writeSecret(authority.privateKeyPEM, to: keyURL)
         try authority.certificatePEM.write(to: certificateURL, atomically: true, encoding: .utf8)
@@ -202,7 +202,7 @@ public struct IssuedCertificate: Sendable {
     /// Writes `<name>.pem` and `<name>-key.pem` (mode 600) into `directory`; returns their paths.
     @discardableResult
     public func write(to directory: URL, name: String) throws -> (certificate: URL, privateKey: URL) {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let certificateURL = directory.appendingPathComponent("\(name).pem")
         let keyURL = directory.appendingPathComponent("\(name)-key.pem")
         try certificatePEM.write(to: certificateURL, atomically: true, encoding: .utf8)

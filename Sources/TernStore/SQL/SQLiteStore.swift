@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import SQLiteKit
 
@@ -6,6 +7,13 @@ extension SQLStore {
     ///
     /// One connection, in write-ahead-log mode so readers in other processes (a backup, `sqlite3`) never block it.
     public static func openSQLite(path: String, logger: Logger) async throws -> SQLStore {
+        // Tokens, aliases and inbox messages are nobody else's business: a new database file is made owner-only
+        // whatever the umask, and SQLite gives its -wal and -shm files the database file's mode.
+        if !FileManager.default.fileExists(atPath: path),
+            !FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+        {
+            throw StoreError.unavailable("cannot create the database file \(path)")
+        }
         let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         // Every query is logged at trace: its binds hold tokens and aliases.
         let database = connection.sql(queryLogLevel: .trace)

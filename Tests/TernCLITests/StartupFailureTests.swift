@@ -1,0 +1,144 @@
+import Foundation
+import TernTestSupport
+import Testing
+
+/// A start that cannot bind, open or reach something says so in one line and exits non-zero within 2 s, before
+/// anything else starts; and a stop always ends, whatever the server is busy with.
+@Suite(.serialized) struct StartupFailureTests {
+    static func folder() throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-start-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder
+    }
+
+    /// `tern serve` with `arguments`, timed; the result must be a failure that names `expected` in one line.
+    static func expectOneLineFailure(_ arguments: [String], naming expected: String, environment: [String: String] = [:]) throws {
+        let started = Date()
+        let result = try Commands.run(Commands.tern, ["serve", "--no-demo"] + arguments, timeout: 20, environment: environment)
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(result.status != 0, "\(arguments): exit status 0")
+        #expect(elapsed < 2, "\(arguments): took \(elapsed) s to fail")
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "\(arguments): stderr was:\n\(result.stderr.prefix(2000))")
+        #expect(result.stderr.contains(expected), "\(arguments): stderr was:\n\(result.stderr.prefix(2000))")
+        #expect(result.stdout.isEmpty, "\(arguments): printed a banner: \(result.stdout.prefix(500))")
+    }
+
+    @Test func aPortInUseIsOneLineAndAFailingExitNotALogFlood() throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // Another server holds the port, as in the report (`python3 -m http.server 8080 & tern serve`).
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        holder.arguments = ["python3", "-c", """
+            import socket, sys, time
+            s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 0)); s.listen()
+            print(s.getsockname()[1], flush=True); time.sleep(60)
+            """]
+        let output = Pipe()
+        holder.standardOutput = output
+        try holder.run()
+        defer { holder.terminate() }
+        let port = try #require(Int(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        try Self.expectOneLineFailure(
+            ["--port", "\(port)", "--database", folder.appendingPathComponent("tern.db").path, "--server-key-file", folder.appendingPathComponent("tern.key").path],
+            naming: "127.0.0.1:\(port): the address is in use")
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("tern.db").path), "the store was opened before the port was checked")
+    }
+
+    @Test func aDatabaseThatCannotBeOpenedIsOneLine() throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let key = ["--server-key-file", folder.appendingPathComponent("tern.key").path, "--port", "0", "--no-simulator"]
+        // A folder where the file should be.
+        let directory = folder.appendingPathComponent("a-folder.db")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try Self.expectOneLineFailure(["--database", directory.path] + key, naming: "database")
+        // A file that is not a database.
+        let garbage = folder.appendingPathComponent("garbage.db")
+        try Data(repeating: 0x42, count: 8192).write(to: garbage)
+        try Self.expectOneLineFailure(["--database", garbage.path] + key, naming: "database")
+        // A folder that does not exist.
+        try Self.expectOneLineFailure(["--database", folder.appendingPathComponent("nowhere/tern.db").path] + key, naming: "database")
+    }
+
+    @Test func aBadServerKeyIsOneLine() throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let keyFile = folder.appendingPathComponent("tern.key")
+        try Data("not base64 at all!\n".utf8).write(to: keyFile)
+        let database = ["--database", folder.appendingPathComponent("tern.db").path, "--port", "0", "--no-simulator"]
+        try Self.expectOneLineFailure(database + ["--server-key-file", keyFile.path], naming: "server key \(keyFile.path)")
+        try Data((Data(repeating: 1, count: 16).base64EncodedString() + "\n").utf8).write(to: keyFile)
+        try Self.expectOneLineFailure(database + ["--server-key-file", keyFile.path], naming: "32 bytes")
+    }
+
+    @Test func anUnreachablePostgreSQLIsOneLineWithoutThePassword() throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let arguments = [
+            "--database", "postgres://tern:hunter2-secret@127.0.0.1:1/tern", "--server-key-file", folder.appendingPathComponent("tern.key").path,
+            "--port", "0", "--no-simulator",
+        ]
+        let result = try Commands.run(Commands.tern, ["serve", "--no-demo"] + arguments, timeout: 20)
+        #expect(result.status != 0)
+        #expect(result.stderr.split(separator: "\n").count == 1, "stderr was:\n\(result.stderr.prefix(2000))")
+        #expect(result.stderr.contains("database"))
+        #expect(!result.stderr.contains("hunter2"))
+        try Self.expectOneLineFailure(arguments, naming: "database")
+    }
+
+    @Test func newDataFilesAreOwnerOnlyWhateverTheUmask() async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // The umask of a usual login shell; the test process's own is whatever CI has.
+        let previous = umask(0o022)
+        defer { umask(previous) }
+        let serve = try ServeProcess(folder: folder)
+        _ = serve.interrupt()
+        for name in ["tern.db", "tern.db-wal", "tern.db-shm", "tern.key", ".tern/simulator/ca-key.pem"] {
+            let path = folder.appendingPathComponent(name).path
+            guard FileManager.default.fileExists(atPath: path) else { continue }
+            let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+            #expect(mode.map { $0 & 0o077 } == 0, "\(name) is \(String(mode ?? 0, radix: 8))")
+        }
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("tern.db").path))
+        for name in [".tern", ".tern/simulator"] {
+            let mode = try FileManager.default.attributesOfItem(atPath: folder.appendingPathComponent(name).path)[.posixPermissions] as? Int
+            #expect(mode.map { $0 & 0o077 } == 0, "\(name) is \(String(mode ?? 0, radix: 8))")
+        }
+    }
+
+    @Test func sigtermEndsTheProcessWithinTheShutdownTimeEvenWhileAPNsHoldsEveryAnswer() async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let serve = try ServeProcess(folder: folder, environment: ["TERN_SERVER_SHUTDOWN_TIMEOUT": "2"])
+        let appKey = try #require(serve.value(after: "app key"))
+        let master = try #require(serve.value(after: "master secret"))
+        let control = try #require(serve.banner.range(of: "control API http://127.0.0.1:").map { Int(serve.banner[$0.upperBound...].prefix(while: \.isNumber)) } ?? nil)
+        // APNs (the built-in simulator) holds every answer for a minute.
+        let latency = try Commands.curl(["-X", "PUT", "http://127.0.0.1:\(control)/scenario/latency", "-d", #"{"fixedMilliseconds": 60000}"#])
+        #expect(latency.status == 0)
+        for n in 0..<20 {
+            let registered = try await serve.client(bearer: appKey).put(
+                "/v1/apps/demo/devices/\(ServeCommandTests.device(n))", #"{"token": "\#(ServeCommandTests.token(n))", "environment": "production"}"#)
+            #expect(registered.status == 200)
+        }
+        let push = try await serve.client(bearer: master).post("/v1/apps/demo/pushes", #"{"audience": {"all": true}, "notification": {"title": "held"}}"#)
+        #expect(push.status == 202)
+        // Wait until the notifications are on the wire (the simulator has them), then stop.
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            let stats = try Commands.curl(["http://127.0.0.1:\(control)/stats"]).stdout
+            if stats.contains("\"requests\":20") { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let stopping = Date()
+        kill(serve.process.processIdentifier, SIGTERM)
+        serve.process.waitUntilExit()
+        let took = Date().timeIntervalSince(stopping)
+        // The 2 s graceful time, then the embedded simulator's 1 s grace and the rest of the cancellation.
+        #expect(took < 2 + 3, "SIGTERM took \(took) s with a 2 s shutdown time")
+        #expect(serve.process.terminationStatus == 0)
+    }
+}
