@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import Metrics
 import NIOCore
@@ -196,7 +197,9 @@ public final class TernServer: Sendable {
         }
 
         let router = Router(context: ServerRequestContext.self)
+        let routes = RouteTable()
         router.middlewares.add(ErrorLoggingMiddleware(logger: logger))
+        router.middlewares.add(RequestShapeMiddleware(routes: routes))
         SystemAPI(store: store, registry: registry).register(on: router)
         apps.register(on: router)
         let gate = DeviceGate(serverKey: serverKey, limiter: DeviceSecretLimiter(clock: clock), logger: logger)
@@ -204,9 +207,14 @@ public final class TernServer: Sendable {
         PushesAPI(store: store, apps: cache, dispatcher: dispatcher).register(on: router)
         InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates).register(on: router)
 
+        routes.load(router.routes)
+
         let listening = ReadySignal()
+        var http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ParserErrorResponder()])
+        http1.httpDecoder = .init(maxHeaderFieldSize: ParserErrorResponder.headerLimit, maxHeaderListSize: 4 * ParserErrorResponder.headerLimit)
         let application = Application(
             router: router,
+            server: .http1(configuration: http1),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "tern"),
             onServerRunning: { [self] channel in
                 self.port.withLock { $0 = channel.localAddress?.port }

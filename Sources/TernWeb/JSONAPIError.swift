@@ -19,6 +19,8 @@ public struct JSONAPIError: HTTPResponseError, CustomStringConvertible {
     public let field: String?
     /// Seconds to wait before trying again, sent as `Retry-After` (with 429 and 503).
     public var retryAfter: Int?
+    /// More header fields for the answer (`Allow` with a 405).
+    public var headers: HTTPFields = [:]
 
     public init(status: HTTPResponse.Status, error: String, message: String, field: String? = nil, retryAfter: Int? = nil) {
         self.status = status
@@ -54,7 +56,8 @@ public struct JSONAPIError: HTTPResponseError, CustomStringConvertible {
         var object: [String: JSONValue] = ["error": .string(error), "message": .string(message)]
         if let field { object["field"] = .string(field) }
         let body = try JSONValue.object(object).serialized()
-        var headers: HTTPFields = [.contentType: "application/json"]
+        var headers = self.headers
+        headers[.contentType] = "application/json"
         if status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
@@ -67,6 +70,10 @@ extension JSONAPIError {
         switch error {
         case let error as JSONAPIError:
             self = error
+        case let error as StrictJSON.SyntaxError:
+            self = .badRequest(field: error.path.isEmpty ? "body" : error.path, "the body is not valid JSON: \(error.description)")
+        case let error as StrictJSONDecoder.UnknownField:
+            self = .badRequest(field: error.path, "unknown field '\(error.path)': this endpoint does not take it (check its spelling)")
         case DecodingError.keyNotFound(let key, let context):
             self = .badRequest(field: Self.path(context.codingPath + [key]), "missing field")
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
@@ -106,7 +113,7 @@ public enum JSONBody {
             throw JSONAPIError.badRequest(field: "body", "a JSON body is required")
         }
         do {
-            return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+            return try StrictJSONDecoder().decode(T.self, from: buffer.readableBytesView)
         } catch {
             throw JSONAPIError(decoding: error)
         }

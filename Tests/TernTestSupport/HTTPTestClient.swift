@@ -42,6 +42,13 @@ public struct HTTPTestClient: Sendable {
     public func send(
         _ method: HTTPMethod, _ path: String, body: String? = nil, headers extra: [(String, String)] = [], timeout: Double = 10
     ) async throws -> HTTPTestResponse {
+        try await send(method, path, bytes: body.map { Array($0.utf8) }, headers: extra, timeout: timeout)
+    }
+
+    /// Sends a body as raw bytes (which need not be UTF-8).
+    public func send(
+        _ method: HTTPMethod, _ path: String, bytes body: [UInt8]?, headers extra: [(String, String)] = [], timeout: Double = 10
+    ) async throws -> HTTPTestResponse {
         let port = self.port
         let bearer = self.bearer
         do {
@@ -56,7 +63,7 @@ public struct HTTPTestClient: Sendable {
     }
 
     private func exchange(
-        _ method: HTTPMethod, _ path: String, body: String?, headers extra: [(String, String)], port: Int, bearer: String?, timeout: Double
+        _ method: HTTPMethod, _ path: String, body: [UInt8]?, headers extra: [(String, String)], port: Int, bearer: String?, timeout: Double
     ) async throws -> HTTPTestResponse {
         try await withTimeout(timeout, "an answer to \(method) \(path)") {
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -68,7 +75,7 @@ public struct HTTPTestClient: Sendable {
                     }
                 }
             return try await channel.executeThenClose { inbound, outbound in
-                let bytes = body.map { Array($0.utf8) } ?? []
+                let bytes = body ?? []
                 var head = HTTPRequestHead(version: .http1_1, method: method, uri: path)
                 head.headers.add(name: "host", value: "127.0.0.1:\(port)")
                 head.headers.add(name: "connection", value: "close")

@@ -133,8 +133,11 @@ struct Authorization: Sendable {
         let secret = try bearer(request)
         if Secrets.matches(secret, storedHash: app.masterSecretHash) { return .master }
         if Secrets.matches(secret, storedHash: app.appKeyHash) { return .appKey }
-        throw .unauthorized("the secret is not this app's app key or master secret")
+        throw wrongAppSecret
     }
+
+    /// A secret that is not the app's, or an app that does not exist: the same answer.
+    static let wrongAppSecret = JSONAPIError.unauthorized("the secret is not this app's app key or master secret")
 
     /// The app's master secret, and nothing less (calls outside the device table, such as pushes, pass nil).
     static func requireMaster(_ request: Request, app: AppRecord, call: DeviceCall? = nil) throws(JSONAPIError) {

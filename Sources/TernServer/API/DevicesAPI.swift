@@ -90,7 +90,7 @@ struct DevicesAPI {
     func register(on router: Router<ServerRequestContext>) {
         let devices = router.group("v1/apps/:app/devices")
         devices.put(":device") { request, context -> DeviceView in
-            let app = try await apps.app(context)
+            let app = try await apps.app(request, context)
             let caller = try Authorization.caller(request, app: app)
             let deviceID = try Self.deviceID(context)
             let body = try await JSONBody.decode(RegisterRequest.self, from: request, limit: 64 * 1024)
@@ -136,7 +136,7 @@ struct DevicesAPI {
             return SecretView(deviceId: device.deviceID, deviceSecret: secret)
         }
         devices.get(":device/tokens") { request, context -> TokenHistoryView in
-            let app = try await apps.app(context)
+            let app = try await apps.app(request, context)
             try Authorization.requireMaster(request, app: app, call: .tokenHistory)
             let deviceID = try Self.deviceID(context)
             let history = try await store.tokenHistory(app: app.id, deviceID: deviceID)
@@ -145,7 +145,7 @@ struct DevicesAPI {
             })
         }
         devices.get { request, context -> DeviceList in
-            let app = try await apps.app(context)
+            let app = try await apps.app(request, context)
             try Authorization.requireMaster(request, app: app, call: .list)
             let query = request.uri.queryParameters
             if let alias = query.get("alias") {
@@ -204,7 +204,7 @@ struct DevicesAPI {
 
     /// A call about one existing device, after the table allowed it.
     private func deviceCall(_ call: DeviceCall, _ request: Request, _ context: ServerRequestContext) async throws -> (app: AppRecord, device: DeviceRecord) {
-        let app = try await apps.app(context)
+        let app = try await apps.app(request, context)
         let caller = try Authorization.caller(request, app: app)
         let deviceID = try Self.deviceID(context)
         guard let device = try await store.device(app: app.id, deviceID: deviceID) else { throw JSONAPIError.notFound("no device \(deviceID)") }
@@ -233,9 +233,7 @@ struct DevicesAPI {
             throw .badRequest(field: "environment", "environment must be production or development (the APNs environment of the app build)")
         }
         if let alias = body.alias {
-            guard (1...128).contains(alias.utf8.count), !alias.contains(where: \.isNewline) else {
-                throw .badRequest(field: "alias", "alias must be 1-128 bytes (log out with DELETE …/alias)")
-            }
+            guard isValidAlias(alias) else { throw .badRequest(field: "alias", aliasRule + " (log out with DELETE …/alias)") }
         }
         try checkLength(body.locale, field: "locale", max: 35)
         try checkLength(body.timezone, field: "timezone", max: 64)
@@ -244,6 +242,21 @@ struct DevicesAPI {
         return DeviceRegistration(
             deviceID: deviceID, token: token.hex, environment: body.environment, alias: body.alias, tags: tags, locale: body.locale,
             timezone: body.timezone, appVersion: body.appVersion)
+    }
+
+    /// What an alias may be, as the README documents it.
+    static let aliasRule = "an alias is 1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
+
+    /// Whether `alias` is a user id Tern stores: printable text that reads the same in a console, a log and a
+    /// terminal (no NUL, control characters, bidi overrides or other invisible formatting).
+    static func isValidAlias(_ alias: String) -> Bool {
+        guard (1...128).contains(alias.utf8.count) else { return false }
+        return alias.unicodeScalars.allSatisfy { scalar in
+            switch scalar.properties.generalCategory {
+            case .control, .format, .surrogate, .unassigned, .lineSeparator, .paragraphSeparator, .privateUse: false
+            default: !scalar.properties.isNoncharacterCodePoint
+            }
+        }
     }
 
     static func validateTags(_ tags: [String], field: String) throws(JSONAPIError) -> Set<String> {

@@ -94,10 +94,10 @@ struct InboxAPI {
 
     /// The app and whose inbox the request is about, after checking the caller may read it.
     private func caller(_ request: Request, _ context: ServerRequestContext) async throws -> (AppRecord, InboxOwner) {
-        let app = try await apps.app(context)
+        let app = try await apps.app(request, context)
         let query = request.uri.queryParameters
         let alias = query.get("alias")
-        if let alias, !(1...128).contains(alias.utf8.count) { throw JSONAPIError.badRequest(field: "alias", "alias must be 1-128 bytes") }
+        if let alias, !DevicesAPI.isValidAlias(alias) { throw JSONAPIError.badRequest(field: "alias", DevicesAPI.aliasRule) }
         var deviceID: String?
         if let text = query.get("deviceId") {
             guard let uuid = UUID(apnsText: text) else {

@@ -76,7 +76,7 @@ struct PushesAPI {
     func register(on router: Router<ServerRequestContext>) {
         let pushes = router.group("v1/apps/:app")
         pushes.post("pushes") { request, context -> EditedResponse<PushView> in
-            let app = try await apps.app(context)
+            let app = try await apps.app(request, context)
             try Authorization.requireMaster(request, app: app)
             let wait = try Self.wait(request.uri.queryParameters.get("wait"))
             let body = try await JSONBody.decode(PushRequest.self, from: request, limit: 1 << 20)
@@ -104,7 +104,7 @@ struct PushesAPI {
             return EditedResponse(status: status, response: try await view(push, withFailures: push.status == .completed))
         }
         pushes.get("pushes/:push") { request, context -> PushView in
-            let app = try await apps.app(context)
+            let app = try await apps.app(request, context)
             try Authorization.requireMaster(request, app: app)
             let id = context.parameters.get("push") ?? ""
             guard let push = try await store.push(app: app.id, id: id) else { throw JSONAPIError.notFound("no push \(id)") }
@@ -112,7 +112,7 @@ struct PushesAPI {
             return try await view(push, withFailures: true, after: query.get("failuresAfter"), limit: try DevicesAPI.limit(query.get("limit")))
         }
         pushes.get("token-events") { request, context -> TokenEventList in
-            let app = try await apps.app(context)
+            let app = try await apps.app(request, context)
             try Authorization.requireMaster(request, app: app)
             let query = request.uri.queryParameters
             var after: Int64?
@@ -177,7 +177,7 @@ struct PushesAPI {
         }
         if let tokens = input.tokens { return .tokens(try list(tokens, "tokens") { try? DeviceToken(hex: $0).hex }) }
         if let devices = input.devices { return .devices(try list(devices, "devices") { UUID(apnsText: $0)?.apnsString }) }
-        if let aliases = input.aliases { return .aliases(try list(aliases, "aliases") { (1...128).contains($0.utf8.count) ? $0 : nil }) }
+        if let aliases = input.aliases { return .aliases(try list(aliases, "aliases") { DevicesAPI.isValidAlias($0) ? $0 : nil }) }
         if let tags = input.tags {
             let match = input.match ?? "any"
             guard match == "any" || match == "all" else { throw .badRequest(field: "audience.match", "match is any or all") }

@@ -1,4 +1,5 @@
 import Foundation
+import Hummingbird
 import Synchronization
 import TernStore
 import TernWeb
@@ -26,10 +27,12 @@ final class AppCache: Sendable {
         return app
     }
 
-    /// The app named by the request path's `{app}`. - Throws: a 404 if there is none.
-    func app(_ context: ServerRequestContext) async throws -> AppRecord {
-        let id = context.parameters.get("app") ?? ""
-        guard let app = try await app(id) else { throw JSONAPIError.notFound("no app '\(id)'") }
+    /// The app named by the request path's `{app}`, for endpoints guarded by the app's own secrets.
+    /// - Throws: the 401 a wrong secret gets, if there is no such app: without a right secret, an app id that exists
+    ///   and one that does not answer alike, so ids cannot be probed.
+    func app(_ request: Request, _ context: ServerRequestContext) async throws -> AppRecord {
+        _ = try Authorization.bearer(request)
+        guard let app = try await app(context.parameters.get("app") ?? "") else { throw Authorization.wrongAppSecret }
         return app
     }
 

@@ -192,6 +192,7 @@ struct PushContent: Codable, Sendable, Equatable {
                 }
                 rendered = try APNsNotification(deviceToken: sample, metadata: metadata, payload: built)
             case (nil, let payload?):
+                try checkRaw(payload, pushType: pushType, priority: priority)
                 rendered = try APNsNotification(deviceToken: sample, metadata: metadata, rawPayload: try payload.serialized())
             case (nil, nil):
                 throw JSONAPIError.badRequest(field: "notification", "give notification (title, body, badge, …) or a raw payload")
@@ -208,6 +209,37 @@ struct PushContent: Codable, Sendable, Equatable {
         return PushContent(
             payload: Data(rendered.payload), pushType: pushType.rawValue, priority: rendered.metadata.priority.rawValue,
             expiration: options?.expiration, collapseID: options?.collapseID)
+    }
+
+    /// A raw payload must be what its push type sends: an object, with an `aps` object; an alert that alerts,
+    /// sounds, badges or at least wakes the app; a background push with `content-available` and nothing visible.
+    private static func checkRaw(_ payload: JSONValue, pushType: APNsPushType, priority: APNsPriority?) throws(JSONAPIError) {
+        guard case .object(let members) = payload else { throw .badRequest(field: "payload", "a raw payload is a JSON object") }
+        let aps: [String: JSONValue]?
+        switch members["aps"] {
+        case .object(let object)?: aps = object
+        case nil: aps = nil
+        default: throw .badRequest(field: "payload.aps", "aps is an object")
+        }
+        let visible = ["alert", "sound", "badge"].contains { aps?[$0] != nil }
+        let wakes = aps?["content-available"] == .int(1)
+        switch pushType {
+        case .alert:
+            guard visible || wakes else {
+                throw .badRequest(field: "payload.aps", "an alert push needs aps with alert, sound, badge or content-available")
+            }
+            if !visible, (priority ?? .immediate) == .immediate {
+                throw .badRequest(field: "apns.priority", "a content-available-only push must use priority 5; priority 10 must alert, sound or badge")
+            }
+        case .background:
+            guard wakes, !visible else {
+                throw .badRequest(field: "payload.aps", "a background push is aps {\"content-available\": 1} with no alert, sound or badge")
+            }
+        case .voip, .liveactivity, .complication, .pushtotalk, .widgets, .controls:
+            guard aps != nil else { throw .badRequest(field: "payload.aps", "a \(pushType.rawValue) push needs an aps object") }
+        default:
+            break
+        }
     }
 
     private static func build(_ input: NotificationInput) throws -> APNsPayload {

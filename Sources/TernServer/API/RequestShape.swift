@@ -1,0 +1,107 @@
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import Synchronization
+import TernAPNs
+import TernWeb
+
+/// The routes the API serves, so a request for a known path with another method is told which methods it has.
+final class RouteTable: Sendable {
+    private let routes = Mutex<[(method: HTTPRequest.Method, components: [String])]>([])
+
+    /// Takes the router's routes, once they are all registered.
+    func load(_ descriptions: [Router<ServerRequestContext>.RouteDescription]) {
+        let loaded = descriptions.map { ($0.method, Self.components("\($0.path)")) }
+        routes.withLock { $0 = loaded }
+    }
+
+    /// The methods of the routes whose path pattern `path` matches.
+    func methods(for path: String) -> [HTTPRequest.Method] {
+        let requested = Self.components(path)
+        let methods = routes.withLock { routes in routes.filter { Self.matches($0.components, requested) }.map(\.method) }
+        return methods.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
+    }
+
+    private static func components(_ path: String) -> [String] {
+        path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+    }
+
+    private static func matches(_ pattern: [String], _ path: [String]) -> Bool {
+        if pattern.last == "**" { return path.count >= pattern.count - 1 && zip(pattern.dropLast(), path).allSatisfy(componentMatches) }
+        return pattern.count == path.count && zip(pattern, path).allSatisfy(componentMatches)
+    }
+
+    private static func componentMatches(_ pattern: String, _ component: String) -> Bool {
+        pattern == component || pattern.hasPrefix(":") || pattern.hasPrefix("{") || pattern == "*"
+    }
+}
+
+/// Every answer that is not a route's own has the API's JSON error shape: an unknown path is a 404, a known path with
+/// a method it does not have a 405 with `Allow`, a request target over 8 KiB a 414. A path is taken only as written:
+/// `//v1//apps` is not `/v1/apps`.
+struct RequestShapeMiddleware<Context: RequestContext>: RouterMiddleware {
+    let routes: RouteTable
+    static var longestTarget: Int { 8192 }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard request.uri.string.utf8.count <= Self.longestTarget else {
+            throw JSONAPIError(status: .uriTooLong, error: "uriTooLong", message: "the path and query are longer than \(Self.longestTarget) bytes")
+        }
+        let path = request.uri.path
+        guard !path.contains("//"), path == "/" || !path.hasSuffix("/") else { throw notFound(request) }
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            let allowed = routes.methods(for: path)
+            guard !allowed.isEmpty, !allowed.contains(request.method) else { throw notFound(request) }
+            var refusal = JSONAPIError(
+                status: .methodNotAllowed, error: "methodNotAllowed",
+                message: "\(request.method) is not a method of \(path.prefix(200)); it takes \(allowed.map(\.rawValue).joined(separator: ", "))")
+            refusal.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
+            throw refusal
+        } catch let error as HTTPError {
+            throw JSONAPIError(
+                status: error.status, error: "httpError",
+                message: error.body ?? (error.status.reasonPhrase.isEmpty ? "HTTP \(error.status.code)" : error.status.reasonPhrase))
+        }
+    }
+
+    private func notFound(_ request: Request) -> JSONAPIError {
+        JSONAPIError(status: .notFound, error: "notFound", message: "no such endpoint: \(request.method) \(request.uri.path.prefix(200))")
+    }
+}
+
+/// Answers a request the HTTP/1 parser refused (headers over the limit, a malformed request line) in the API's JSON
+/// error shape, instead of an empty 400, then closes the connection.
+final class ParserErrorResponder: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundOut = HTTPResponsePart
+
+    /// Header fields and lists larger than this are refused with 431.
+    static let headerLimit = 16 * 1024
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parserError = error as? HTTPParserError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        let (status, message): (HTTPResponse.Status, String) =
+            switch parserError {
+            case .headerOverflow: (.requestHeaderFieldsTooLarge, "the request's headers are larger than \(Self.headerLimit) bytes")
+            default: (.badRequest, "the request is not valid HTTP/1.1")
+            }
+        let body = (try? JSONValue.object(["error": .string(status == .badRequest ? "badRequest" : "headersTooLarge"), "message": .string(message)])
+            .serialized()) ?? []
+        let head = HTTPResponse(
+            status: status,
+            headerFields: [.contentType: "application/json", .connection: "close", .contentLength: String(body.count)])
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(ByteBuffer(bytes: body))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        context.close(mode: .output, promise: nil)
+    }
+}
