@@ -75,37 +75,10 @@ master=$(grep 'master secret' "$work/serve.out" | awk '{print $3}')
 [ -n "$url" ] && [ -n "$app_key" ] || { echo "tern serve did not start:" >&2; cat "$work/serve.err" >&2; exit 1; }
 echo "tern serve at $url (pid $pid, data in $work)" >&2
 
-# Each wrk thread registers its own devices: ids and tokens from a per-thread counter, all tagged "bench".
-# With QUOTA set (phase 2) a thread sends QUOTA registrations, then only GET /health, so exactly QUOTA × threads
-# devices end up registered if wrk runs long enough (its duration comes from phase 1's rate, with a margin);
-# phase 1 runs for DURATION without a quota.
-cat >"$work/register.lua" <<'LUA'
-local counter = 0
-local thread_id = 0
-local threads = {}
-local quota = tonumber(os.getenv("QUOTA") or "0")
-local key = os.getenv("APP_KEY")
-function setup(thread)
-  thread:set("tid", #threads)
-  table.insert(threads, thread)
-end
-function init(args)
-  thread_id = tid
-end
-function request()
-  -- wrk calls request() once on its first thread to check the script, and sends nothing for that call.
-  local sent = counter - (thread_id == 0 and 1 or 0)
-  if quota > 0 and sent >= quota then
-    return wrk.format("GET", "/health")
-  end
-  counter = counter + 1
-  local id = string.format("6f1c1f9e-8d7a-4d44-%04x-%012x", thread_id, counter)
-  local token = string.format("%056x%08x", thread_id, counter)
-  local body = '{"token":"' .. token .. '","environment":"production","tags":["bench"]}'
-  return wrk.format("PUT", "/v1/apps/demo/devices/" .. id,
-    {["Authorization"] = "Bearer " .. key, ["Content-Type"] = "application/json"}, body)
-end
-LUA
+# Each wrk thread registers its own devices (scripts/lib/register.lua). With QUOTA set (phase 2) exactly
+# QUOTA × threads devices end up registered if wrk runs long enough (its duration comes from phase 1's rate, with a
+# margin); phase 1 runs for DURATION without a quota.
+cp scripts/lib/register.lua "$work/register.lua"
 
 echo "── registrations: wrk -t2 -c$CONNECTIONS -d${DURATION}s" >&2
 reg=$(cd "$work" && APP_KEY=$app_key wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s register.lua "$url")

@@ -141,6 +141,39 @@ struct PushChunkTests {
         }
     }
 
+    @Test("progress recorded while a chunk is sent counts, and a node taking the chunk over starts after it", arguments: StoreFactory.all)
+    func progressIsKeptAcrossATakeOver(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(10, in: store)
+            _ = try await store.createPush(makePush("p1"))
+            let chunk = try #require(try await store.claimChunk(node: "a", size: 10, leaseUntil: time(1_000), at: time(0)).chunk)
+            let keys = chunk.recipients.map(\.key)
+            // Node a records the first 3, then the first 6, then dies.
+            #expect(try await store.recordChunkProgress(
+                pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 2, failures: [failure("t1")], pruned: 0, inboxDropped: 1),
+                through: keys[2]))
+            #expect(try await store.recordChunkProgress(
+                pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 2, failures: [failure("t5", reason: "Unregistered", status: 410)], pruned: 1),
+                through: keys[5]))
+            // Node b takes it over when the lease runs out, and gets only the recipients after the last record.
+            let taken = try #require(try await store.claimChunk(node: "b", size: 10, leaseUntil: time(100_000), at: time(2_000)).chunk)
+            #expect(taken.reclaimed)
+            #expect(taken.recipients.map(\.key) == Array(keys[6...]))
+            // Node a, late, can record nothing more.
+            #expect(try await store.recordChunkProgress(
+                pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 4, failures: [], pruned: 0), through: keys[9]) == false)
+            #expect(try await store.recordChunk(pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 4, failures: [], pruned: 0), at: time(2_001)) == .lost)
+            #expect(try await store.recordChunk(
+                pushID: "p1", sequence: 0, node: "b", PushProgress(accepted: 3, failures: [failure("t9")], pruned: 0), at: time(2_002))
+                == .recorded(pushCompleted: true))
+            let push = try #require(try await store.push(app: "demo", id: "p1"))
+            #expect(push.counts == PushCounts(
+                targeted: 10, accepted: 7, failed: 3, pruned: 1, failedByReason: ["BadDeviceToken": 2, "Unregistered": 1], inboxDropped: 1))
+            #expect(try await store.failures(pushID: "p1", after: nil, limit: 10).items.map(\.token) .sorted() == ["t1", "t5", "t9"])
+        }
+    }
+
     @Test("releaseChunks makes every open chunk claimable at once", arguments: StoreFactory.all)
     func releasedChunksAreClaimable(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in

@@ -188,7 +188,7 @@ final class PushDispatcher: Service {
     /// Sends one chunk and records its results. `place` is its place in the admission queue.
     func deliver(_ chunk: PushChunk, place: UInt64) async {
         let push = chunk.push
-        var progress = PushProgress(accepted: 0, failures: [], pruned: 0)
+        let ledger = ChunkLedger(keys: chunk.recipients.map(\.key))
         do {
             let app: AppRecord?
             let content: PushContent
@@ -200,7 +200,14 @@ final class PushDispatcher: Service {
                 throw error
             }
             if let app {
-                progress = try await send(chunk.recipients, app: app, content: content, pushID: push.id, place: place)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        try await self.send(chunk.recipients, app: app, content: content, pushID: push.id, place: place, into: ledger)
+                        ledger.finish()
+                    }
+                    group.addTask { await self.recordProgress(of: chunk, ledger: ledger) }
+                    try await group.waitForAll()
+                }
             } else {
                 // The app is gone (its pushes with it): nothing to send, nothing to record.
                 admission.give(up: place)
@@ -211,6 +218,7 @@ final class PushDispatcher: Service {
             logger.error("push chunk not sent", metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)", "error": "\(error)"])
             return
         }
+        let progress = ledger.remainder()
         recipientsAccepted.increment(by: progress.accepted)
         recipientsFailed.increment(by: progress.failures.count)
         tokensPruned.increment(by: progress.pruned)
@@ -249,18 +257,41 @@ final class PushDispatcher: Service {
         }
     }
 
+    /// Records the chunk's answered prefix while it is sent (``ChunkLedger``), so a crash sends again only what lay
+    /// beyond the last record. Returns when the chunk is sent, or when its lease was lost (the closing record then
+    /// finds that out too).
+    private func recordProgress(of chunk: PushChunk, ledger: ChunkLedger) async {
+        var backoff = ErrorBackoff(initial: ChunkLedger.interval, maximum: .seconds(2))
+        var wait = ChunkLedger.interval
+        while !ledger.isFinished, !Task.isCancelled {
+            await ledger.doorbell.wait(upTo: wait)
+            guard !ledger.isFinished, let (progress, through) = ledger.recordable() else { continue }
+            do {
+                let held = try await store.recordChunkProgress(
+                    pushID: chunk.push.id, sequence: chunk.sequence, node: node, progress, through: ledger.keys[through - 1])
+                guard held else { return }
+                ledger.markRecorded(through: through)
+                _ = backoff.succeeded()
+                wait = ChunkLedger.interval
+            } catch {
+                // Kept in the ledger: the next record, or the closing one, has these results too.
+                wait = backoff.failed()
+            }
+        }
+    }
+
     /// Sends one chunk and classifies every result.
     ///
     /// First, one chunk at a time across all pushes: the inbox message goes into the recipients' inboxes, their
     /// badges are worked out, and every notification takes its place in its token's line. Taken together, that
     /// makes a device's notifications leave in the order their badges were counted. Then the chunk is sent.
     private func send(
-        _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, place: UInt64
-    ) async throws -> PushProgress {
-        let tally = Tally()
+        _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, place: UInt64, into tally: ChunkLedger
+    ) async throws {
         var clientsByEnvironment: [String: any NotificationSender] = [:]
         var reachable: [(recipient: Recipient, token: DeviceToken)] = []
-        for recipient in recipients {
+        var indexByToken: [String: Int] = [:]
+        for (index, recipient) in recipients.enumerated() {
             let environment = recipient.environment ?? app.environment
             if clientsByEnvironment[environment] == nil {
                 do {
@@ -270,39 +301,41 @@ final class PushDispatcher: Service {
                 }
             }
             guard clientsByEnvironment[environment] != nil else {
-                tally.fail(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "clientUnavailable", at: Date()))
+                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "clientUnavailable", at: Date())
+                tally.set(index, .failed(failure, pruned: false))
                 continue
             }
             // Checked when registered or given; a token that is not hex is refused like APNs would.
             guard let token = try? DeviceToken(hex: recipient.token) else {
-                tally.fail(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "BadDeviceToken", at: Date()))
+                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "BadDeviceToken", at: Date())
+                tally.set(index, .failed(failure, pruned: false))
                 continue
             }
             reachable.append((recipient, token))
+            indexByToken[token.hex] = indexByToken[token.hex] ?? index
         }
 
         let batches = try await admission.admit(place) {
             try await self.admit(reachable, app: app, content: content, pushID: pushID, into: tally)
         }
-        let byToken = Dictionary(reachable.map { ($0.token.hex, $0.recipient) }, uniquingKeysWith: { first, _ in first })
+        let indexOfToken = indexByToken
         await withTaskGroup(of: Void.self) { group in
             for (environment, batch) in batches {
                 guard let client = clientsByEnvironment[environment] else { continue }
                 group.addTask {
                     await OrderedBatch.send(batch, client: client, order: self.order, concurrency: self.settings.concurrency) { notification, outcome in
-                        guard let recipient = byToken[notification.deviceToken.hex] else { return }
-                        await self.record(outcome, recipient: recipient, app: app, into: tally)
+                        guard let index = indexOfToken[notification.deviceToken.hex] else { return }
+                        tally.set(index, await self.classify(outcome, recipient: recipients[index], app: app))
                     }
                 }
             }
         }
-        return tally.progress()
     }
 
     /// Inbox, badges and places in line for a chunk's recipients. - Returns: the notifications by environment.
     private func admit(
         _ recipients: [(recipient: Recipient, token: DeviceToken)], app: AppRecord, content: PushContent, pushID: String,
-        into tally: Tally
+        into tally: ChunkLedger
     ) async throws -> [String: [QueuedNotification]] {
         let now = Date()
         let owners = recipients.compactMap { entry in entry.recipient.deviceID.map { InboxOwner(deviceID: $0, alias: entry.recipient.alias) } }
@@ -334,22 +367,21 @@ final class PushDispatcher: Service {
         return batches
     }
 
-    private func record(_ outcome: BatchOutcome, recipient: Recipient, app: AppRecord, into tally: Tally) async {
+    /// What an answer means for the recipient: accepted, or a failure (pruning a dead token on the way).
+    private func classify(_ outcome: BatchOutcome, recipient: Recipient, app: AppRecord) async -> ChunkLedger.Outcome {
         let now = Date()
         let result: Result<APNsDelivery, APNsClientError>
         switch outcome {
         case .sent(let sent):
             result = sent
         case .superseded:
-            tally.accept()
-            return
+            return .accepted
         case .notSent:
-            tally.fail(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "notSent", at: now))
-            return
+            return .failed(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "notSent", at: now), pruned: false)
         }
         switch result {
         case .success(let delivery) where delivery.isDelivered:
-            tally.accept()
+            return .accepted
         case .success(let delivery):
             let response = delivery.response
             let reason = response.reason?.rawValue ?? "\(response.status)"
@@ -367,37 +399,10 @@ final class PushDispatcher: Service {
                     logger.error("cannot deactivate a dead token", metadata: ["app": "\(app.id)", "error": "\(error)"])
                 }
             }
-            tally.fail(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: response.status, reason: reason, at: now), pruned: pruned)
+            return .failed(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: response.status, reason: reason, at: now), pruned: pruned)
         case .failure(let error):
-            tally.fail(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: error.code.rawValue, at: now))
+            return .failed(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: error.code.rawValue, at: now), pruned: false)
         }
     }
 }
 
-/// A chunk's results as they come in from several clients.
-private final class Tally: Sendable {
-    private struct State {
-        var accepted = 0
-        var failures: [PushFailure] = []
-        var pruned = 0
-        var inboxDropped = 0
-    }
-
-    private let state = Mutex(State())
-
-    func dropped(_ count: Int) { state.withLock { $0.inboxDropped += count } }
-    func accept() { state.withLock { $0.accepted += 1 } }
-
-    func fail(_ failure: PushFailure, pruned: Bool = false) {
-        state.withLock { state in
-            state.failures.append(failure)
-            if pruned { state.pruned += 1 }
-        }
-    }
-
-    func progress() -> PushProgress {
-        state.withLock {
-            PushProgress(accepted: $0.accepted, failures: $0.failures, pruned: $0.pruned, inboxDropped: $0.inboxDropped)
-        }
-    }
-}

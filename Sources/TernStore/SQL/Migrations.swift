@@ -298,6 +298,11 @@ extension SQLStore {
                 "ALTER TABLE apps ADD COLUMN user_binding TEXT NOT NULL DEFAULT '\(UserBinding.open.rawValue)'",
                 "ALTER TABLE apps ADD COLUMN sealed_identity_secret \(flavor.bytes)",
             ]),
+            // A chunk records its results while it is sent: `progress_key` is the last recipient whose result is in
+            // the chunk's counts, and a node that takes the chunk over starts after it.
+            Migration(version: 6, name: "chunk progress", statements: [
+                "ALTER TABLE push_chunks ADD COLUMN progress_key TEXT",
+            ]),
         ]
     }
 }

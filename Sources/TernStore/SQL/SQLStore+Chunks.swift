@@ -31,7 +31,7 @@ extension SQLStore {
 
                 // A chunk whose lease ran out (its node died, lost the database, or gave it up): taken over as it was.
                 if let open = try await db.raw("""
-                    SELECT sequence, after_key, last_key FROM push_chunks
+                    SELECT sequence, COALESCE(progress_key, after_key) AS after_key, last_key FROM push_chunks
                     WHERE push_id = \(bind: push.id) AND status = 'claimed' AND lease_until < \(bind: now.milliseconds)
                     ORDER BY sequence
                     LIMIT 1\(unsafeRaw: lock)
@@ -106,23 +106,50 @@ extension SQLStore {
         }
     }
 
-    public func recordChunk(
-        pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date
-    ) async throws -> ChunkRecording {
-        var failedByReason: [String: Int] = [:]
+    public func recordChunkProgress(
+        pushID: String, sequence: Int, node: String, _ progress: PushProgress, through key: String
+    ) async throws -> Bool {
+        try await transaction { db in
+            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, progressKey: key, close: false, db) else {
+                return false
+            }
+            try await Self.insertFailures(progress.failures, pushID: pushID, db)
+            return true
+        }
+    }
+
+    /// Adds `progress` to a chunk `node` holds (merging its failure reasons), moves its progress key, and closes it
+    /// if asked. - Returns: false if `node` no longer holds it.
+    static func addToChunk(
+        pushID: String, sequence: Int, node: String, _ progress: PushProgress, progressKey: String?, close: Bool, _ db: any SQLDatabase
+    ) async throws -> Bool {
+        guard let row = try await db.raw("""
+            SELECT failed_by_reason FROM push_chunks
+            WHERE push_id = \(bind: pushID) AND sequence = \(bind: sequence) AND owner = \(bind: node) AND status = 'claimed'
+            """).first()
+        else { return false }
+        var failedByReason = try row.decode(column: "failed_by_reason", as: String?.self).map { try JSON.decode([String: Int].self, $0) } ?? [:]
         for failure in progress.failures {
             failedByReason[failure.reason, default: 0] += 1
         }
         let reasons = failedByReason.isEmpty ? nil : try JSON.encode(failedByReason)
-        return try await transaction { db in
-            let closed = try await db.raw("""
-                UPDATE push_chunks SET status = 'done', accepted = \(bind: progress.accepted),
-                    failed = \(bind: progress.failures.count), pruned = \(bind: progress.pruned),
-                    inbox_dropped = \(bind: progress.inboxDropped), failed_by_reason = \(bind: reasons)
-                WHERE push_id = \(bind: pushID) AND sequence = \(bind: sequence) AND owner = \(bind: node) AND status = 'claimed'
-                RETURNING sequence
-                """).first()
-            guard closed != nil else { return .lost }
+        try await db.raw("""
+            UPDATE push_chunks SET status = \(bind: close ? "done" : "claimed"), accepted = accepted + \(bind: progress.accepted),
+                failed = failed + \(bind: progress.failures.count), pruned = pruned + \(bind: progress.pruned),
+                inbox_dropped = inbox_dropped + \(bind: progress.inboxDropped), failed_by_reason = \(bind: reasons),
+                progress_key = COALESCE(\(bind: progressKey), progress_key)
+            WHERE push_id = \(bind: pushID) AND sequence = \(bind: sequence)
+            """).run()
+        return true
+    }
+
+    public func recordChunk(
+        pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date
+    ) async throws -> ChunkRecording {
+        try await transaction { db in
+            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, progressKey: nil, close: true, db) else {
+                return .lost
+            }
             try await Self.insertFailures(progress.failures, pushID: pushID, db)
             // Only a push handed out in full can be complete; until then the push's row is not read, so recording
             // chunks does not conflict with nodes claiming from it.
