@@ -19,6 +19,8 @@ if [ -z "${TERN_TEST_POSTGRES_URL:-}" ]; then
 fi
 
 swift build --build-tests
+# The API against its contract (docs: scripts/api-fuzz.sh), before the suite so the suite's summary ends the log.
+scripts/api-fuzz.sh
 # One test at a time, though that takes about twice as long: run in parallel, the suites hold 1,300-1,450
 # descriptors at once (simulators, servers, SQLite files), and Foundation's Process, which the CLI tests use to start
 # `tern`, reads past its /proc/self/fd listing once that listing fills glibc's 32 KiB directory buffer; it crashed the

@@ -55,6 +55,8 @@ public final class TernServer: Sendable {
     private let clock: any WallClock
     private let registry: PrometheusCollectorRegistry?
     private let port = Mutex<Int?>(nil)
+    /// `METHOD /path` of every route the API serves, once it is built (the contract test compares them).
+    let servedRoutes = Mutex<[String]>([])
     private let services = Mutex<ServiceGroup?>(nil)
 
     /// - Parameter metrics: the registry `/metrics` shows; the caller bootstraps swift-metrics with it (once per
@@ -208,6 +210,7 @@ public final class TernServer: Sendable {
         InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates).register(on: router)
 
         routes.load(router.routes)
+        servedRoutes.withLock { $0 = router.routes.map { "\($0.method) \($0.path)" }.sorted() }
 
         let listening = ReadySignal()
         var http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ParserErrorResponder()])

@@ -2,7 +2,8 @@ import Hummingbird
 import Prometheus
 import TernStore
 
-/// `/health` (the process answers), `/ready` (and its store does), `/metrics` (Prometheus text).
+/// `/health` (the process answers), `/ready` (and its store does), `/metrics` (Prometheus text), `/openapi.json`
+/// (the API's contract).
 struct SystemAPI {
     let store: any TernStore
     let registry: PrometheusCollectorRegistry?
@@ -20,6 +21,11 @@ struct SystemAPI {
             } catch {
                 return EditedResponse(status: .serviceUnavailable, response: Status(status: "store unavailable"))
             }
+        }
+        router.get("openapi.json") { _, _ -> Response in
+            Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
         }
         router.get("metrics") { _, _ -> Response in
             var bytes: [UInt8] = []

@@ -1,0 +1,2507 @@
+/// The API's contract, served at `GET /openapi.json`: every route, parameter, body, answer and secret.
+/// `OpenAPITests` fails when a route is missing from it or it names one that does not exist; `scripts/test.sh` runs
+/// schemathesis against a live `tern serve` with it.
+enum OpenAPIDocument {
+    static let json = #"""
+{
+ "openapi": "3.1.0",
+ "info": {
+  "title": "Tern",
+  "version": "1",
+  "description": "A self-hosted push notification service for iOS apps. Who may make which call: README, 'Who may do what'."
+ },
+ "servers": [
+  {
+   "url": "/"
+  }
+ ],
+ "paths": {
+  "/health": {
+   "get": {
+    "operationId": "health",
+    "summary": "The process answers",
+    "tags": [
+     "system"
+    ],
+    "security": [],
+    "responses": {
+     "200": {
+      "description": "ok",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Status"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    }
+   }
+  },
+  "/ready": {
+   "get": {
+    "operationId": "ready",
+    "summary": "The process and its database answer",
+    "tags": [
+     "system"
+    ],
+    "security": [],
+    "responses": {
+     "200": {
+      "description": "ready",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Status"
+        }
+       }
+      }
+     },
+     "503": {
+      "description": "the database does not answer",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Status"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    }
+   }
+  },
+  "/metrics": {
+   "get": {
+    "operationId": "metrics",
+    "summary": "Prometheus metrics",
+    "tags": [
+     "system"
+    ],
+    "security": [],
+    "responses": {
+     "200": {
+      "description": "metrics",
+      "content": {
+       "text/plain": {
+        "schema": {
+         "type": "string"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    }
+   }
+  },
+  "/openapi.json": {
+   "get": {
+    "operationId": "openapi",
+    "summary": "This document",
+    "tags": [
+     "system"
+    ],
+    "security": [],
+    "responses": {
+     "200": {
+      "description": "the OpenAPI document",
+      "content": {
+       "application/json": {
+        "schema": {
+         "type": "object"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    }
+   }
+  },
+  "/v1/apps": {
+   "post": {
+    "operationId": "createApp",
+    "summary": "Create an app; its secrets are in this answer only",
+    "tags": [
+     "admin"
+    ],
+    "security": [
+     {
+      "adminToken": []
+     }
+    ],
+    "responses": {
+     "201": {
+      "description": "created",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/App"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/AppCreate"
+       }
+      }
+     }
+    }
+   },
+   "get": {
+    "operationId": "listApps",
+    "summary": "List the apps",
+    "tags": [
+     "admin"
+    ],
+    "security": [
+     {
+      "adminToken": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the apps",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/AppList"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    }
+   }
+  },
+  "/v1/apps/{app}": {
+   "get": {
+    "operationId": "getApp",
+    "summary": "Show an app (never its secrets)",
+    "tags": [
+     "admin"
+    ],
+    "security": [
+     {
+      "adminToken": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the app",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/App"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     }
+    ]
+   },
+   "patch": {
+    "operationId": "updateApp",
+    "summary": "Change an app; rotated secrets are in this answer only",
+    "tags": [
+     "admin"
+    ],
+    "security": [
+     {
+      "adminToken": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the app",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/App"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/AppUpdate"
+       }
+      }
+     }
+    }
+   },
+   "delete": {
+    "operationId": "deleteApp",
+    "summary": "Delete an app with all its data",
+    "tags": [
+     "admin"
+    ],
+    "security": [
+     {
+      "adminToken": []
+     }
+    ],
+    "responses": {
+     "204": {
+      "description": "deleted"
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/feedback": {
+   "post": {
+    "operationId": "readFeedback",
+    "summary": "Read a legacy app's feedback service now",
+    "tags": [
+     "admin"
+    ],
+    "security": [
+     {
+      "adminToken": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "what the service listed",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/FeedbackResult"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/devices": {
+   "get": {
+    "operationId": "listDevices",
+    "summary": "A user's devices (alias), or a tag's (paged)",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "devices",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/DeviceList"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "alias",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "string",
+       "minLength": 1,
+       "maxLength": 128,
+       "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
+      }
+     },
+     {
+      "name": "tag",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "string",
+       "pattern": "^[A-Za-z0-9._:-]{1,64}$"
+      }
+     },
+     {
+      "name": "after",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "string"
+      }
+     },
+     {
+      "name": "limit",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "integer",
+       "minimum": 1,
+       "maximum": 1000
+      }
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/devices/{deviceId}": {
+   "put": {
+    "operationId": "registerDevice",
+    "summary": "Register a device, or register it again (a new token, tags, its alias)",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the device",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Device"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "deviceId",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/Registration"
+       }
+      }
+     }
+    }
+   },
+   "get": {
+    "operationId": "getDevice",
+    "summary": "Show a device",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the device",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Device"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "deviceId",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     }
+    ]
+   },
+   "delete": {
+    "operationId": "deleteDevice",
+    "summary": "Delete a device",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "204": {
+      "description": "deleted"
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "deviceId",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/devices/{deviceId}/alias": {
+   "delete": {
+    "operationId": "logOut",
+    "summary": "Unbind the device from its user",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the device",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Device"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "deviceId",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/devices/{deviceId}/tags": {
+   "patch": {
+    "operationId": "changeTags",
+    "summary": "Add and remove tags",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the device",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Device"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "deviceId",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/TagsChange"
+       }
+      }
+     }
+    }
+   }
+  },
+  "/v1/apps/{app}/devices/{deviceId}/secret": {
+   "post": {
+    "operationId": "rotateDeviceSecret",
+    "summary": "A new device secret; the old one stops working",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the new secret",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/DeviceSecret"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "deviceId",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/devices/{deviceId}/tokens": {
+   "get": {
+    "operationId": "tokenHistory",
+    "summary": "A device's earlier tokens",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the history",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/TokenHistory"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "deviceId",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/pushes": {
+   "post": {
+    "operationId": "createPush",
+    "summary": "Store a push and deliver it; with wait, its outcome",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "201": {
+      "description": "completed within wait",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Push"
+        }
+       }
+      }
+     },
+     "202": {
+      "description": "stored; delivering",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Push"
+        }
+       }
+      }
+     },
+     "200": {
+      "description": "the push an idempotency key made before",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Push"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "wait",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "integer",
+       "minimum": 0,
+       "maximum": 60
+      },
+      "description": "seconds to wait for the outcome"
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/PushRequest"
+       }
+      }
+     }
+    }
+   }
+  },
+  "/v1/apps/{app}/pushes/{pushId}": {
+   "get": {
+    "operationId": "getPush",
+    "summary": "A push's status, counts and failures",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the push",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Push"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "pushId",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     },
+     {
+      "name": "failuresAfter",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "string"
+      }
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/token-events": {
+   "get": {
+    "operationId": "tokenEvents",
+    "summary": "Tokens deactivated, oldest first",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "events",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/TokenEvents"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "after",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "integer",
+       "minimum": 0
+      }
+     },
+     {
+      "name": "limit",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "integer",
+       "minimum": 1,
+       "maximum": 1000
+      }
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/inbox": {
+   "get": {
+    "operationId": "readInbox",
+    "summary": "A user's unexpired messages, oldest first",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the inbox",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Inbox"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "deviceId",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     },
+     {
+      "name": "alias",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "string",
+       "minLength": 1,
+       "maxLength": 128,
+       "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
+      }
+     },
+     {
+      "name": "after",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "integer",
+       "minimum": 0
+      }
+     },
+     {
+      "name": "limit",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "integer",
+       "minimum": 1,
+       "maximum": 1000
+      }
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/inbox/read": {
+   "post": {
+    "operationId": "markRead",
+    "summary": "Mark messages read",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the new counts",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/ReadResult"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "deviceId",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     },
+     {
+      "name": "alias",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "string",
+       "minLength": 1,
+       "maxLength": 128,
+       "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/ReadRequest"
+       }
+      }
+     }
+    }
+   }
+  },
+  "/v1/apps/{app}/inbox/{messageId}": {
+   "delete": {
+    "operationId": "deleteMessage",
+    "summary": "Delete a message from this inbox",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "204": {
+      "description": "deleted"
+     },
+     "default": {
+      "description": "a refusal or failure, in the one error shape",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "parameters": [
+     {
+      "name": "app",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+      }
+     },
+     {
+      "name": "messageId",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     },
+     {
+      "name": "deviceId",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     },
+     {
+      "name": "alias",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "string",
+       "minLength": 1,
+       "maxLength": 128,
+       "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
+      }
+     }
+    ]
+   }
+  }
+ },
+ "components": {
+  "schemas": {
+   "Error": {
+    "type": "object",
+    "properties": {
+     "error": {
+      "type": "string"
+     },
+     "message": {
+      "type": "string"
+     },
+     "field": {
+      "type": "string"
+     }
+    },
+    "required": [
+     "error",
+     "message"
+    ],
+    "additionalProperties": false,
+    "description": "Every 4xx and 5xx: what went wrong and, when an input is at fault, which field"
+   },
+   "Status": {
+    "type": "object",
+    "properties": {
+     "status": {
+      "type": "string"
+     }
+    },
+    "required": [
+     "status"
+    ]
+   },
+   "Credentials": {
+    "oneOf": [
+     {
+      "type": "object",
+      "properties": {
+       "type": {
+        "type": "string",
+        "enum": [
+         "token"
+        ]
+       },
+       "keyPEM": {
+        "type": "string"
+       },
+       "keyID": {
+        "type": "string"
+       },
+       "teamID": {
+        "type": "string"
+       }
+      },
+      "required": [
+       "type",
+       "keyPEM",
+       "keyID",
+       "teamID"
+      ],
+      "additionalProperties": false
+     },
+     {
+      "type": "object",
+      "properties": {
+       "type": {
+        "type": "string",
+        "enum": [
+         "certificate"
+        ]
+       },
+       "certificatePEM": {
+        "type": "string"
+       },
+       "privateKeyPEM": {
+        "type": "string"
+       }
+      },
+      "required": [
+       "type",
+       "certificatePEM",
+       "privateKeyPEM"
+      ],
+      "additionalProperties": false
+     },
+     {
+      "type": "object",
+      "properties": {
+       "type": {
+        "type": "string",
+        "enum": [
+         "pkcs12"
+        ]
+       },
+       "base64": {
+        "type": "string"
+       },
+       "passphrase": {
+        "type": "string"
+       }
+      },
+      "required": [
+       "type",
+       "base64",
+       "passphrase"
+      ],
+      "additionalProperties": false
+     }
+    ],
+    "description": "APNs credentials: a .p8 token key, a certificate and key (PEM), or a PKCS#12 bundle"
+   },
+   "EndpointInput": {
+    "type": "object",
+    "properties": {
+     "host": {
+      "type": "string",
+      "minLength": 1,
+      "maxLength": 253
+     },
+     "port": {
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 65535
+     },
+     "caPEM": {
+      "type": "string"
+     },
+     "feedbackPort": {
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 65535
+     }
+    },
+    "required": [
+     "host",
+     "port"
+    ],
+    "additionalProperties": false
+   },
+   "AppCreate": {
+    "type": "object",
+    "properties": {
+     "id": {
+      "type": "string",
+      "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+     },
+     "topic": {
+      "type": "string",
+      "minLength": 1,
+      "maxLength": 255,
+      "pattern": "^\\S+$"
+     },
+     "environment": {
+      "type": "string",
+      "enum": [
+       "production",
+       "development",
+       "simulator",
+       "custom"
+      ]
+     },
+     "endpoint": {
+      "$ref": "#/components/schemas/EndpointInput"
+     },
+     "credentials": {
+      "$ref": "#/components/schemas/Credentials"
+     },
+     "webhookURL": {
+      "type": "string",
+      "maxLength": 2048
+     },
+     "inboxMaxTTL": {
+      "type": "integer",
+      "minimum": 60,
+      "maximum": 2592000
+     },
+     "inboxCap": {
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 100000
+     },
+     "transport": {
+      "type": "string",
+      "enum": [
+       "http2",
+       "legacy"
+      ]
+     },
+     "feedbackInterval": {
+      "type": "integer",
+      "minimum": 300,
+      "maximum": 604800
+     },
+     "userBinding": {
+      "type": "string",
+      "enum": [
+       "signed",
+       "open"
+      ]
+     }
+    },
+    "required": [
+     "id",
+     "topic",
+     "environment"
+    ],
+    "additionalProperties": false
+   },
+   "AppUpdate": {
+    "type": "object",
+    "properties": {
+     "topic": {
+      "type": "string",
+      "minLength": 1,
+      "maxLength": 255,
+      "pattern": "^\\S+$"
+     },
+     "environment": {
+      "type": "string",
+      "enum": [
+       "production",
+       "development",
+       "simulator",
+       "custom"
+      ]
+     },
+     "endpoint": {
+      "$ref": "#/components/schemas/EndpointInput"
+     },
+     "credentials": {
+      "$ref": "#/components/schemas/Credentials"
+     },
+     "webhookURL": {
+      "type": "string",
+      "maxLength": 2048
+     },
+     "inboxMaxTTL": {
+      "type": "integer",
+      "minimum": 60,
+      "maximum": 2592000
+     },
+     "inboxCap": {
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 100000
+     },
+     "transport": {
+      "type": "string",
+      "enum": [
+       "http2",
+       "legacy"
+      ]
+     },
+     "feedbackInterval": {
+      "type": "integer",
+      "minimum": 300,
+      "maximum": 604800
+     },
+     "userBinding": {
+      "type": "string",
+      "enum": [
+       "signed",
+       "open"
+      ]
+     },
+     "rotate": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "enum": [
+        "appKey",
+        "masterSecret",
+        "identitySecret"
+       ]
+      }
+     }
+    },
+    "additionalProperties": false
+   },
+   "App": {
+    "type": "object",
+    "properties": {
+     "id": {
+      "type": "string"
+     },
+     "topic": {
+      "type": "string"
+     },
+     "environment": {
+      "type": "string"
+     },
+     "endpoint": {
+      "type": "object",
+      "properties": {
+       "host": {
+        "type": "string"
+       },
+       "port": {
+        "type": "integer"
+       },
+       "customCA": {
+        "type": "boolean"
+       },
+       "feedbackPort": {
+        "type": "integer"
+       }
+      },
+      "required": [
+       "host",
+       "port",
+       "customCA"
+      ],
+      "additionalProperties": false
+     },
+     "credentials": {
+      "type": "object",
+      "properties": {
+       "type": {
+        "type": "string"
+       },
+       "keyID": {
+        "type": "string"
+       },
+       "teamID": {
+        "type": "string"
+       }
+      },
+      "required": [
+       "type"
+      ],
+      "additionalProperties": false
+     },
+     "webhookURL": {
+      "type": "string"
+     },
+     "inboxMaxTTL": {
+      "type": "integer"
+     },
+     "inboxCap": {
+      "type": "integer"
+     },
+     "transport": {
+      "type": "string",
+      "enum": [
+       "http2",
+       "legacy"
+      ]
+     },
+     "feedbackInterval": {
+      "type": "integer"
+     },
+     "feedbackPolledAt": {
+      "type": "string",
+      "format": "date-time"
+     },
+     "userBinding": {
+      "type": "string",
+      "enum": [
+       "signed",
+       "open"
+      ]
+     },
+     "hasIdentitySecret": {
+      "type": "boolean"
+     },
+     "createdAt": {
+      "type": "string",
+      "format": "date-time"
+     },
+     "updatedAt": {
+      "type": "string",
+      "format": "date-time"
+     },
+     "appKey": {
+      "type": "string",
+      "description": "only in the answer that made it"
+     },
+     "masterSecret": {
+      "type": "string",
+      "description": "only in the answer that made it"
+     },
+     "identitySecret": {
+      "type": "string",
+      "description": "only in the answer that made it"
+     },
+     "webhookSecret": {
+      "type": "string",
+      "description": "when the webhook URL is set"
+     }
+    },
+    "required": [
+     "id",
+     "topic",
+     "environment",
+     "credentials",
+     "inboxMaxTTL",
+     "inboxCap",
+     "transport",
+     "userBinding",
+     "hasIdentitySecret",
+     "createdAt",
+     "updatedAt"
+    ],
+    "additionalProperties": false
+   },
+   "AppList": {
+    "type": "object",
+    "properties": {
+     "apps": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/App"
+      }
+     }
+    },
+    "required": [
+     "apps"
+    ],
+    "additionalProperties": false
+   },
+   "FeedbackResult": {
+    "type": "object",
+    "properties": {
+     "listed": {
+      "type": "integer"
+     },
+     "deactivated": {
+      "type": "integer"
+     },
+     "kept": {
+      "type": "integer"
+     }
+    },
+    "required": [
+     "listed",
+     "deactivated",
+     "kept"
+    ],
+    "additionalProperties": false
+   },
+   "Registration": {
+    "type": "object",
+    "properties": {
+     "token": {
+      "type": "string",
+      "pattern": "^[0-9a-fA-F]{2,200}$",
+      "description": "the APNs device token in hex (32 bytes today)"
+     },
+     "environment": {
+      "type": "string",
+      "enum": [
+       "production",
+       "development"
+      ]
+     },
+     "alias": {
+      "type": "string",
+      "minLength": 1,
+      "maxLength": 128,
+      "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
+     },
+     "aliasToken": {
+      "type": "string",
+      "minLength": 1,
+      "maxLength": 4096,
+      "description": "JWT (HS256) signed with the app's identity secret: sub the alias, aud the app id, exp at most an hour ahead"
+     },
+     "tags": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "pattern": "^[A-Za-z0-9._:-]{1,64}$"
+      },
+      "maxItems": 100
+     },
+     "locale": {
+      "type": "string",
+      "maxLength": 35
+     },
+     "timezone": {
+      "type": "string",
+      "maxLength": 64
+     },
+     "appVersion": {
+      "type": "string",
+      "maxLength": 64
+     }
+    },
+    "required": [
+     "token",
+     "environment"
+    ],
+    "additionalProperties": false
+   },
+   "Device": {
+    "type": "object",
+    "properties": {
+     "deviceId": {
+      "type": "string",
+      "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+     },
+     "token": {
+      "type": "string"
+     },
+     "environment": {
+      "type": "string"
+     },
+     "alias": {
+      "type": "string"
+     },
+     "tags": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      }
+     },
+     "locale": {
+      "type": "string"
+     },
+     "timezone": {
+      "type": "string"
+     },
+     "appVersion": {
+      "type": "string"
+     },
+     "active": {
+      "type": "boolean"
+     },
+     "lastRegisteredAt": {
+      "type": "string",
+      "format": "date-time"
+     },
+     "deactivatedAt": {
+      "type": "string",
+      "format": "date-time"
+     },
+     "deactivationReason": {
+      "type": "string"
+     },
+     "createdAt": {
+      "type": "string",
+      "format": "date-time"
+     },
+     "deviceSecret": {
+      "type": "string",
+      "description": "only in the answer of the registration that made the device"
+     }
+    },
+    "required": [
+     "deviceId",
+     "token",
+     "environment",
+     "tags",
+     "active",
+     "lastRegisteredAt",
+     "createdAt"
+    ],
+    "additionalProperties": false
+   },
+   "DeviceList": {
+    "type": "object",
+    "properties": {
+     "devices": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/Device"
+      }
+     },
+     "next": {
+      "type": "string"
+     }
+    },
+    "required": [
+     "devices"
+    ],
+    "additionalProperties": false
+   },
+   "TagsChange": {
+    "type": "object",
+    "properties": {
+     "add": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "pattern": "^[A-Za-z0-9._:-]{1,64}$"
+      },
+      "maxItems": 100
+     },
+     "remove": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "pattern": "^[A-Za-z0-9._:-]{1,64}$"
+      },
+      "maxItems": 100
+     }
+    },
+    "additionalProperties": false
+   },
+   "DeviceSecret": {
+    "type": "object",
+    "properties": {
+     "deviceId": {
+      "type": "string",
+      "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+     },
+     "deviceSecret": {
+      "type": "string"
+     }
+    },
+    "required": [
+     "deviceId",
+     "deviceSecret"
+    ],
+    "additionalProperties": false
+   },
+   "TokenHistory": {
+    "type": "object",
+    "properties": {
+     "tokens": {
+      "type": "array",
+      "items": {
+       "type": "object",
+       "properties": {
+        "token": {
+         "type": "string"
+        },
+        "environment": {
+         "type": "string"
+        },
+        "firstRegisteredAt": {
+         "type": "string",
+         "format": "date-time"
+        },
+        "replacedAt": {
+         "type": "string",
+         "format": "date-time"
+        },
+        "reason": {
+         "type": "string",
+         "enum": [
+          "replaced",
+          "moved"
+         ]
+        }
+       },
+       "required": [
+        "token",
+        "environment",
+        "firstRegisteredAt",
+        "replacedAt",
+        "reason"
+       ],
+       "additionalProperties": false
+      }
+     }
+    },
+    "required": [
+     "tokens"
+    ],
+    "additionalProperties": false
+   },
+   "Audience": {
+    "type": "object",
+    "properties": {
+     "tokens": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{2,200}$",
+       "description": "the APNs device token in hex (32 bytes today)"
+      }
+     },
+     "devices": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     },
+     "aliases": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "minLength": 1,
+       "maxLength": 128,
+       "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
+      }
+     },
+     "tags": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "pattern": "^[A-Za-z0-9._:-]{1,64}$"
+      }
+     },
+     "match": {
+      "type": "string",
+      "enum": [
+       "any",
+       "all"
+      ]
+     },
+     "all": {
+      "type": "boolean",
+      "enum": [
+       true
+      ]
+     }
+    },
+    "additionalProperties": false,
+    "description": "Exactly one of tokens, devices, aliases, tags (with match) or all"
+   },
+   "Notification": {
+    "type": "object",
+    "properties": {
+     "title": {
+      "type": "string"
+     },
+     "subtitle": {
+      "type": "string"
+     },
+     "body": {
+      "type": "string"
+     },
+     "badge": {
+      "oneOf": [
+       {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 99999
+       },
+       {
+        "type": "string",
+        "pattern": "^(unread|\\+[1-9][0-9]{0,4})$"
+       }
+      ]
+     },
+     "sound": {
+      "type": "string"
+     },
+     "category": {
+      "type": "string"
+     },
+     "threadID": {
+      "type": "string"
+     },
+     "contentAvailable": {
+      "type": "boolean"
+     },
+     "mutableContent": {
+      "type": "boolean"
+     },
+     "interruptionLevel": {
+      "type": "string",
+      "enum": [
+       "passive",
+       "active",
+       "time-sensitive",
+       "critical"
+      ]
+     },
+     "data": {
+      "type": "object",
+      "description": "keys beside aps"
+     }
+    },
+    "additionalProperties": false
+   },
+   "APNsOptions": {
+    "type": "object",
+    "properties": {
+     "pushType": {
+      "type": "string"
+     },
+     "priority": {
+      "type": "integer",
+      "enum": [
+       10,
+       5,
+       1
+      ]
+     },
+     "expiration": {
+      "type": "integer",
+      "minimum": 0
+     },
+     "collapseID": {
+      "type": "string",
+      "maxLength": 64
+     }
+    },
+    "additionalProperties": false
+   },
+   "PushRequest": {
+    "type": "object",
+    "properties": {
+     "audience": {
+      "$ref": "#/components/schemas/Audience"
+     },
+     "notification": {
+      "$ref": "#/components/schemas/Notification"
+     },
+     "payload": {
+      "type": "object",
+      "description": "a raw APNs payload, instead of notification"
+     },
+     "apns": {
+      "$ref": "#/components/schemas/APNsOptions"
+     },
+     "inbox": {
+      "type": "object",
+      "properties": {
+       "ttl": {
+        "type": "integer",
+        "minimum": 1
+       }
+      },
+      "additionalProperties": false
+     },
+     "idempotencyKey": {
+      "type": "string",
+      "minLength": 1,
+      "maxLength": 128
+     }
+    },
+    "required": [
+     "audience"
+    ],
+    "additionalProperties": false
+   },
+   "Push": {
+    "type": "object",
+    "properties": {
+     "id": {
+      "type": "string",
+      "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+     },
+     "status": {
+      "type": "string",
+      "enum": [
+       "pending",
+       "sending",
+       "completed"
+      ]
+     },
+     "idempotencyKey": {
+      "type": "string"
+     },
+     "counts": {
+      "type": "object",
+      "properties": {
+       "targeted": {
+        "type": "integer"
+       },
+       "accepted": {
+        "type": "integer"
+       },
+       "failed": {
+        "type": "integer"
+       },
+       "pruned": {
+        "type": "integer"
+       },
+       "failedByReason": {
+        "type": "object",
+        "additionalProperties": {
+         "type": "integer"
+        }
+       },
+       "inboxDropped": {
+        "type": "integer"
+       }
+      },
+      "required": [
+       "targeted",
+       "accepted",
+       "failed",
+       "pruned",
+       "failedByReason",
+       "inboxDropped"
+      ],
+      "additionalProperties": false
+     },
+     "createdAt": {
+      "type": "string",
+      "format": "date-time"
+     },
+     "finishedAt": {
+      "type": "string",
+      "format": "date-time"
+     },
+     "failures": {
+      "type": "array",
+      "items": {
+       "type": "object",
+       "properties": {
+        "deviceId": {
+         "type": "string"
+        },
+        "token": {
+         "type": "string"
+        },
+        "status": {
+         "type": "integer"
+        },
+        "reason": {
+         "type": "string"
+        },
+        "at": {
+         "type": "string",
+         "format": "date-time"
+        }
+       },
+       "required": [
+        "token",
+        "reason",
+        "at"
+       ],
+       "additionalProperties": false
+      }
+     },
+     "nextFailures": {
+      "type": "string"
+     }
+    },
+    "required": [
+     "id",
+     "status",
+     "counts",
+     "createdAt"
+    ],
+    "additionalProperties": false
+   },
+   "TokenEvents": {
+    "type": "object",
+    "properties": {
+     "events": {
+      "type": "array",
+      "items": {
+       "type": "object",
+       "properties": {
+        "id": {
+         "type": "integer"
+        },
+        "deviceId": {
+         "type": "string"
+        },
+        "token": {
+         "type": "string"
+        },
+        "reason": {
+         "type": "string"
+        },
+        "apnsTimestamp": {
+         "type": "string",
+         "format": "date-time"
+        },
+        "occurredAt": {
+         "type": "string",
+         "format": "date-time"
+        }
+       },
+       "required": [
+        "id",
+        "deviceId",
+        "token",
+        "reason",
+        "occurredAt"
+       ],
+       "additionalProperties": false
+      }
+     },
+     "next": {
+      "type": "string"
+     }
+    },
+    "required": [
+     "events"
+    ],
+    "additionalProperties": false
+   },
+   "Inbox": {
+    "type": "object",
+    "properties": {
+     "messages": {
+      "type": "array",
+      "items": {
+       "type": "object",
+       "properties": {
+        "id": {
+         "type": "string",
+         "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+        },
+        "sequence": {
+         "type": "integer"
+        },
+        "title": {
+         "type": "string"
+        },
+        "body": {
+         "type": "string"
+        },
+        "data": {},
+        "createdAt": {
+         "type": "string",
+         "format": "date-time"
+        },
+        "expiresAt": {
+         "type": "string",
+         "format": "date-time"
+        },
+        "read": {
+         "type": "boolean"
+        },
+        "readAt": {
+         "type": "string",
+         "format": "date-time"
+        }
+       },
+       "required": [
+        "id",
+        "sequence",
+        "createdAt",
+        "expiresAt",
+        "read"
+       ],
+       "additionalProperties": false
+      }
+     },
+     "next": {
+      "type": "string"
+     },
+     "unread": {
+      "type": "integer"
+     }
+    },
+    "required": [
+     "messages",
+     "unread"
+    ],
+    "additionalProperties": false
+   },
+   "ReadRequest": {
+    "type": "object",
+    "properties": {
+     "upTo": {
+      "type": "string",
+      "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+     },
+     "ids": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      },
+      "maxItems": 1000
+     },
+     "updateBadge": {
+      "type": "boolean"
+     }
+    },
+    "additionalProperties": false
+   },
+   "ReadResult": {
+    "type": "object",
+    "properties": {
+     "marked": {
+      "type": "integer"
+     },
+     "unread": {
+      "type": "integer"
+     }
+    },
+    "required": [
+     "marked",
+     "unread"
+    ],
+    "additionalProperties": false
+   }
+  },
+  "securitySchemes": {
+   "adminToken": {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "the admin token: app management"
+   },
+   "masterSecret": {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "an app's master secret: its backend"
+   },
+   "appKey": {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "an app's app key: it ships in the app, so it is public"
+   },
+   "deviceSecret": {
+    "type": "apiKey",
+    "in": "header",
+    "name": "X-Tern-Device-Secret",
+    "description": "a device's secret, from its first registration"
+   }
+  }
+ }
+}
+"""#
+}
