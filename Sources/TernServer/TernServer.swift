@@ -200,8 +200,9 @@ public final class TernServer: Sendable {
 
         let router = Router(context: ServerRequestContext.self)
         let routes = RouteTable()
-        router.middlewares.add(ErrorLoggingMiddleware(logger: logger))
+        // Outermost, the shape of every refusal; inside it, the log of what went wrong, which sees the error itself.
         router.middlewares.add(RequestShapeMiddleware(routes: routes))
+        router.middlewares.add(ErrorLoggingMiddleware(logger: logger))
         SystemAPI(store: store, registry: registry).register(on: router)
         apps.register(on: router)
         let gate = DeviceGate(serverKey: serverKey, limiter: DeviceSecretLimiter(clock: clock), logger: logger)

@@ -6,6 +6,7 @@ import NIOHTTP1
 import NIOHTTPTypes
 import Synchronization
 import TernAPNs
+import TernStore
 import TernWeb
 
 /// The routes the API serves, so a request for a known path with another method is told which methods it has.
@@ -66,6 +67,16 @@ struct RequestShapeMiddleware<Context: RequestContext>: RouterMiddleware {
             throw JSONAPIError(
                 status: error.status, error: "httpError",
                 message: error.body ?? (error.status.reasonPhrase.isEmpty ? "HTTP \(error.status.code)" : error.status.reasonPhrase))
+        } catch let error as any HTTPResponseError {
+            throw error
+        } catch let error as StoreError {
+            // The database is away (a restart): the client may try again.
+            if case .unavailable = error {
+                throw JSONAPIError(status: .serviceUnavailable, error: "unavailable", message: "the database does not answer; try again", retryAfter: 1)
+            }
+            throw JSONAPIError(status: .internalServerError, error: "internal", message: "an internal error; the server logged it")
+        } catch {
+            throw JSONAPIError(status: .internalServerError, error: "internal", message: "an internal error; the server logged it")
         }
     }
 
