@@ -70,11 +70,15 @@ import Testing
                 .GET, "/v1/apps/demo/inbox?deviceId=\(attacker)&alias=victim-42", headers: [("X-Tern-Device-Secret", secret)])
             #expect(inbox.status == 403)
             #expect(!inbox.text.contains("991"))
-            // The next push to the victim reaches the victim's token only.
-            _ = try await server.push(Fixture.push(audience: #"{"aliases": ["victim-42"]}"#, title: "Your 2FA code is 123456"))
-            let codes = try await server.arrivals().filter { $0.payload.contains("2FA") }
-            #expect(codes.map(\.token) == [Self.victimToken])
+            try await Self.expectTheNextPushReachesTheVictimOnly(server)
         }
+    }
+
+    /// The next push to the victim's user reaches the victim's token, and no other.
+    static func expectTheNextPushReachesTheVictimOnly(_ server: RunningServer) async throws {
+        _ = try await server.push(Fixture.push(audience: #"{"aliases": ["victim-42"]}"#, title: "Your 2FA code is 123456"))
+        let codes = try await server.arrivals().filter { $0.payload.contains("2FA") }
+        #expect(codes.map(\.token) == [victimToken])
     }
 
     @Test func attackTwoTakingOverAKnownDeviceIdIsRefusedAndChangesNothing() async throws {
@@ -90,9 +94,7 @@ import Testing
                 #expect(try response.json()["deviceSecret"] == nil, "a device's secret is never answered to another")
             }
             #expect(try await Self.victimState(server) == before)
-            _ = try await server.push(Fixture.push(audience: #"{"aliases": ["victim-42"]}"#, title: "Your 2FA code is 123456"))
-            let codes = try await server.arrivals().filter { $0.payload.contains("2FA") }
-            #expect(codes.map(\.token) == [Self.victimToken])
+            try await Self.expectTheNextPushReachesTheVictimOnly(server)
         }
     }
 

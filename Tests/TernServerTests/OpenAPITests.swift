@@ -34,18 +34,21 @@ struct OpenAPITests {
     @Test func theDocumentIsOpenAPI31WithEveryReferenceResolved() throws {
         let document = try JSONValue(parsing: Data(OpenAPIDocument.json.utf8))
         #expect(document["openapi"] == "3.1.0")
-        let text = OpenAPIDocument.json
-        var references = Set<String>()
-        var rest = Substring(text)
-        while let range = rest.range(of: ##""$ref": "#/components/schemas/"##) {
-            rest = rest[range.upperBound...]
-            references.insert(String(rest.prefix(while: { $0 != "\"" })))
+        var resolved = 0
+        for kind in ["schemas", "parameters", "responses"] {
+            guard case .object(let defined)? = document["components"]?[kind] else {
+                Issue.record("no components.\(kind)")
+                continue
+            }
+            var rest = Substring(OpenAPIDocument.json)
+            let marker = "\"#/components/\(kind)/"
+            while let range = rest.range(of: marker) {
+                rest = rest[range.upperBound...]
+                let name = String(rest.prefix(while: { $0 != "\"" }))
+                #expect(defined[name] != nil, "#/components/\(kind)/\(name) is not defined")
+                resolved += 1
+            }
         }
-        guard case .object(let schemas)? = document["components"]?["schemas"] else {
-            Issue.record("no schemas")
-            return
-        }
-        #expect(!references.isEmpty)
-        #expect(references.subtracting(schemas.keys).sorted() == [], "references to schemas that do not exist")
+        #expect(resolved > 50)
     }
 }

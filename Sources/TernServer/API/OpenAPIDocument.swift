@@ -36,14 +36,7 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     }
    }
@@ -78,14 +71,7 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     }
    }
@@ -110,14 +96,7 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     }
    }
@@ -142,14 +121,7 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     }
    }
@@ -178,14 +150,7 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "requestBody": {
@@ -222,14 +187,7 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     }
    }
@@ -258,25 +216,12 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      }
     ]
    },
@@ -303,25 +248,12 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      }
     ],
     "requestBody": {
@@ -351,25 +283,12 @@ enum OpenAPIDocument {
       "description": "deleted"
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      }
     ]
    }
@@ -398,25 +317,12 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      }
     ]
    }
@@ -445,25 +351,12 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
       "name": "alias",
@@ -494,14 +387,7 @@ enum OpenAPIDocument {
       }
      },
      {
-      "name": "limit",
-      "in": "query",
-      "required": false,
-      "schema": {
-       "type": "integer",
-       "minimum": 1,
-       "maximum": 1000
-      }
+      "$ref": "#/components/parameters/limit"
      }
     ]
    }
@@ -537,34 +423,15 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
-      "name": "deviceId",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-      }
+      "$ref": "#/components/parameters/deviceId"
      }
     ],
     "requestBody": {
@@ -605,34 +472,15 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
-      "name": "deviceId",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-      }
+      "$ref": "#/components/parameters/deviceId"
      }
     ]
    },
@@ -656,34 +504,15 @@ enum OpenAPIDocument {
       "description": "deleted"
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
-      "name": "deviceId",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-      }
+      "$ref": "#/components/parameters/deviceId"
      }
     ]
    }
@@ -716,34 +545,15 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
-      "name": "deviceId",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-      }
+      "$ref": "#/components/parameters/deviceId"
      }
     ]
    }
@@ -776,34 +586,15 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
-      "name": "deviceId",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-      }
+      "$ref": "#/components/parameters/deviceId"
      }
     ],
     "requestBody": {
@@ -846,34 +637,15 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
-      "name": "deviceId",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-      }
+      "$ref": "#/components/parameters/deviceId"
      }
     ]
    }
@@ -902,34 +674,15 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
-      "name": "deviceId",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-      }
+      "$ref": "#/components/parameters/deviceId"
      }
     ]
    }
@@ -978,25 +731,12 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
       "name": "wait",
@@ -1046,25 +786,12 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
       "name": "pushId",
@@ -1110,25 +837,12 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
       "name": "after",
@@ -1140,14 +854,7 @@ enum OpenAPIDocument {
       }
      },
      {
-      "name": "limit",
-      "in": "query",
-      "required": false,
-      "schema": {
-       "type": "integer",
-       "minimum": 1,
-       "maximum": 1000
-      }
+      "$ref": "#/components/parameters/limit"
      }
     ]
    }
@@ -1180,45 +887,18 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
-      "name": "deviceId",
-      "in": "query",
-      "required": false,
-      "schema": {
-       "type": "string",
-       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-      }
+      "$ref": "#/components/parameters/inboxDevice"
      },
      {
-      "name": "alias",
-      "in": "query",
-      "required": false,
-      "schema": {
-       "type": "string",
-       "minLength": 1,
-       "maxLength": 128,
-       "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
-      }
+      "$ref": "#/components/parameters/inboxAlias"
      },
      {
       "name": "after",
@@ -1230,14 +910,7 @@ enum OpenAPIDocument {
       }
      },
      {
-      "name": "limit",
-      "in": "query",
-      "required": false,
-      "schema": {
-       "type": "integer",
-       "minimum": 1,
-       "maximum": 1000
-      }
+      "$ref": "#/components/parameters/limit"
      }
     ]
    }
@@ -1270,45 +943,18 @@ enum OpenAPIDocument {
       }
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
-      "name": "deviceId",
-      "in": "query",
-      "required": false,
-      "schema": {
-       "type": "string",
-       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-      }
+      "$ref": "#/components/parameters/inboxDevice"
      },
      {
-      "name": "alias",
-      "in": "query",
-      "required": false,
-      "schema": {
-       "type": "string",
-       "minLength": 1,
-       "maxLength": 128,
-       "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
-      }
+      "$ref": "#/components/parameters/inboxAlias"
      }
     ],
     "requestBody": {
@@ -1344,25 +990,12 @@ enum OpenAPIDocument {
       "description": "deleted"
      },
      "default": {
-      "description": "a refusal or failure, in the one error shape",
-      "content": {
-       "application/json": {
-        "schema": {
-         "$ref": "#/components/schemas/Error"
-        }
-       }
-      }
+      "$ref": "#/components/responses/Error"
      }
     },
     "parameters": [
      {
-      "name": "app",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
-      }
+      "$ref": "#/components/parameters/app"
      },
      {
       "name": "messageId",
@@ -1374,24 +1007,10 @@ enum OpenAPIDocument {
       }
      },
      {
-      "name": "deviceId",
-      "in": "query",
-      "required": false,
-      "schema": {
-       "type": "string",
-       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-      }
+      "$ref": "#/components/parameters/inboxDevice"
      },
      {
-      "name": "alias",
-      "in": "query",
-      "required": false,
-      "schema": {
-       "type": "string",
-       "minLength": 1,
-       "maxLength": 128,
-       "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
-      }
+      "$ref": "#/components/parameters/inboxAlias"
      }
     ]
    }
@@ -2476,6 +2095,70 @@ enum OpenAPIDocument {
      "unread"
     ],
     "additionalProperties": false
+   }
+  },
+  "parameters": {
+   "app": {
+    "name": "app",
+    "in": "path",
+    "required": true,
+    "schema": {
+     "type": "string",
+     "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+    }
+   },
+   "deviceId": {
+    "name": "deviceId",
+    "in": "path",
+    "required": true,
+    "schema": {
+     "type": "string",
+     "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    }
+   },
+   "limit": {
+    "name": "limit",
+    "in": "query",
+    "required": false,
+    "schema": {
+     "type": "integer",
+     "minimum": 1,
+     "maximum": 1000
+    }
+   },
+   "inboxDevice": {
+    "name": "deviceId",
+    "in": "query",
+    "required": false,
+    "schema": {
+     "type": "string",
+     "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    },
+    "description": "whose inbox: this device's user (the app key needs this and its X-Tern-Device-Secret)"
+   },
+   "inboxAlias": {
+    "name": "alias",
+    "in": "query",
+    "required": false,
+    "schema": {
+     "type": "string",
+     "minLength": 1,
+     "maxLength": 128,
+     "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
+    },
+    "description": "whose inbox: this user's (master secret)"
+   }
+  },
+  "responses": {
+   "Error": {
+    "description": "a refusal or failure, in the one error shape",
+    "content": {
+     "application/json": {
+      "schema": {
+       "$ref": "#/components/schemas/Error"
+      }
+     }
+    }
    }
   },
   "securitySchemes": {
