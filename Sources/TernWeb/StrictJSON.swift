@@ -59,13 +59,18 @@ public enum StrictJSON {
             SyntaxError(message: message, path: path.joined(separator: ".").replacingOccurrences(of: ".[", with: "["), offset: index)
         }
 
+        /// The text ends before the JSON does: the body is cut short, whichever member it was in.
+        func truncated(_ message: String) -> SyntaxError {
+            SyntaxError(message: message, path: "", offset: index)
+        }
+
         mutating func skipWhitespace() {
             while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
         }
 
         mutating func value(depth: Int) throws(SyntaxError) -> Node {
             guard depth < StrictJSON.maximumDepth else { throw error("nested more than \(StrictJSON.maximumDepth) deep") }
-            guard index < bytes.count else { throw error("the JSON ends early") }
+            guard index < bytes.count else { throw truncated("the JSON ends early") }
             switch bytes[index] {
             case UInt8(ascii: "{"): return try object(depth: depth)
             case UInt8(ascii: "["): return try array(depth: depth)
@@ -97,7 +102,8 @@ public enum StrictJSON {
             }
             while true {
                 skipWhitespace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
+                guard index < bytes.count else { throw truncated("the JSON ends inside an object") }
+                guard bytes[index] == UInt8(ascii: "\"") else {
                     throw error(members.isEmpty ? "expected a member name in quotes" : "expected a member name after ',' (no trailing commas)")
                 }
                 let key = try string()
@@ -114,7 +120,7 @@ public enum StrictJSON {
                 path.removeLast()
                 members.append((key, member))
                 skipWhitespace()
-                guard index < bytes.count else { throw error("the JSON ends inside an object") }
+                guard index < bytes.count else { throw truncated("the JSON ends inside an object") }
                 if bytes[index] == UInt8(ascii: ",") {
                     index += 1
                     continue
@@ -140,7 +146,7 @@ public enum StrictJSON {
                 elements.append(try value(depth: depth + 1))
                 path.removeLast()
                 skipWhitespace()
-                guard index < bytes.count else { throw error("the JSON ends inside an array") }
+                guard index < bytes.count else { throw truncated("the JSON ends inside an array") }
                 if bytes[index] == UInt8(ascii: ",") {
                     index += 1
                     continue
@@ -186,7 +192,7 @@ public enum StrictJSON {
                 scalars.append(contentsOf: text.unicodeScalars)
             }
             while true {
-                guard index < bytes.count else { throw error("a string is not closed") }
+                guard index < bytes.count else { throw truncated("a string is not closed") }
                 let byte = bytes[index]
                 switch byte {
                 case UInt8(ascii: "\""):
@@ -207,7 +213,7 @@ public enum StrictJSON {
         }
 
         mutating func escape() throws(SyntaxError) -> Unicode.Scalar {
-            guard index < bytes.count else { throw error("a string is not closed") }
+            guard index < bytes.count else { throw truncated("a string is not closed") }
             let byte = bytes[index]
             index += 1
             switch byte {

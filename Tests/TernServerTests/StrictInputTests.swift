@@ -44,6 +44,23 @@ struct StrictInputTests {
         }
     }
 
+    @Test func textCutShortIsTheBodysFaultAndAMembersOwnFaultNamesIt() throws {
+        for text in [#"[{"#, #"{"name": ["a", "#, #"{"options": {"priority": "#, #"{"name": "a"#] {
+            do {
+                _ = try StrictJSON.parse(Array(text.utf8))
+                Issue.record("\(text) was taken")
+            } catch {
+                #expect(error.path == "", "\(text): \(error)")
+            }
+        }
+        do {
+            _ = try StrictJSON.parse(Array(#"{"options": {"name": 1, "name": 2}}"#.utf8))
+            Issue.record("a duplicate key was taken")
+        } catch {
+            #expect(error.path == "options.name")
+        }
+    }
+
     @Test func aByteOrderMarkAndInvalidUTF8AreRefused() {
         #expect(throws: StrictJSON.SyntaxError.self) { try StrictJSON.parse([0xEF, 0xBB, 0xBF] + Array(#"{"name": "a"}"#.utf8)) }
         #expect(throws: StrictJSON.SyntaxError.self) { try StrictJSON.parse(Array(#"{"name": ""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8)) }
