@@ -110,36 +110,36 @@ extension SQLStore {
         pushID: String, sequence: Int, node: String, _ progress: PushProgress, through key: String
     ) async throws -> Bool {
         try await transaction { db in
-            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, progressKey: key, close: false, db) else {
-                return false
-            }
-            try await Self.insertFailures(progress.failures, pushID: pushID, db)
-            return true
+            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, progressKey: key, close: false, db)
         }
     }
 
-    /// Adds `progress` to a chunk `node` holds (merging its failure reasons), moves its progress key, and closes it
-    /// if asked. - Returns: false if `node` no longer holds it.
+    /// Adds `progress` to a chunk `node` holds (its counts, failure reasons and failures), moves its progress key, and
+    /// closes it if asked. - Returns: false if `node` no longer holds it (nothing written).
     static func addToChunk(
         pushID: String, sequence: Int, node: String, _ progress: PushProgress, progressKey: String?, close: Bool, _ db: any SQLDatabase
     ) async throws -> Bool {
-        guard let row = try await db.raw("""
-            SELECT failed_by_reason FROM push_chunks
-            WHERE push_id = \(bind: pushID) AND sequence = \(bind: sequence) AND owner = \(bind: node) AND status = 'claimed'
-            """).first()
-        else { return false }
-        var failedByReason = try row.decode(column: "failed_by_reason", as: String?.self).map { try JSON.decode([String: Int].self, $0) } ?? [:]
-        for failure in progress.failures {
-            failedByReason[failure.reason, default: 0] += 1
+        let held: SQLQueryString = "push_id = \(bind: pushID) AND sequence = \(bind: sequence) AND owner = \(bind: node) AND status = 'claimed'"
+        // Failure reasons are merged into the chunk's; with none (the usual record), one statement does it all.
+        var reasons: SQLQueryString = "failed_by_reason"
+        if !progress.failures.isEmpty {
+            guard let row = try await db.raw("SELECT failed_by_reason FROM push_chunks WHERE \(held)").first() else { return false }
+            var failedByReason = try row.decode(column: "failed_by_reason", as: String?.self).map { try JSON.decode([String: Int].self, $0) } ?? [:]
+            for failure in progress.failures {
+                failedByReason[failure.reason, default: 0] += 1
+            }
+            reasons = "\(bind: try JSON.encode(failedByReason))"
         }
-        let reasons = failedByReason.isEmpty ? nil : try JSON.encode(failedByReason)
-        try await db.raw("""
+        guard try await db.raw("""
             UPDATE push_chunks SET status = \(bind: close ? "done" : "claimed"), accepted = accepted + \(bind: progress.accepted),
                 failed = failed + \(bind: progress.failures.count), pruned = pruned + \(bind: progress.pruned),
-                inbox_dropped = inbox_dropped + \(bind: progress.inboxDropped), failed_by_reason = \(bind: reasons),
+                inbox_dropped = inbox_dropped + \(bind: progress.inboxDropped), failed_by_reason = \(reasons),
                 progress_key = COALESCE(\(bind: progressKey), progress_key)
-            WHERE push_id = \(bind: pushID) AND sequence = \(bind: sequence)
-            """).run()
+            WHERE \(held)
+            RETURNING sequence
+            """).first() != nil
+        else { return false }
+        try await insertFailures(progress.failures, pushID: pushID, db)
         return true
     }
 
@@ -150,7 +150,6 @@ extension SQLStore {
             guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, progressKey: nil, close: true, db) else {
                 return .lost
             }
-            try await Self.insertFailures(progress.failures, pushID: pushID, db)
             // Only a push handed out in full can be complete; until then the push's row is not read, so recording
             // chunks does not conflict with nodes claiming from it.
             let handedOut = try await db.raw("SELECT handed_out FROM pushes WHERE id = \(bind: pushID)").first()?
