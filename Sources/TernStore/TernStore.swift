@@ -162,3 +162,14 @@ public protocol TernStore: Sendable {
     /// - Returns: how many entries were deleted (less than `limit`: nothing expired is left).
     func purgeExpiredInbox(before: Date, limit: Int) async throws -> Int
 }
+
+/// Comparing secrets' hashes.
+public enum ConstantTime {
+    /// Equal byte strings, compared in time that does not depend on where they differ. Empty ones match nothing.
+    public static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count, !a.isEmpty else { return false }
+        var difference: UInt8 = 0
+        for index in a.indices { difference |= a[index] ^ b[index] }
+        return difference == 0
+    }
+}

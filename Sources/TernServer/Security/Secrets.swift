@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import TernAPNs
+import TernStore
 
 /// Random bearer secrets (admin token, app keys, master secrets, device secrets) and how they are kept: only their
 /// SHA-256 is stored, and presented secrets are compared with it in constant time. (Identity secrets are the
@@ -25,11 +26,9 @@ enum Secrets {
         sameHash(hash(secret), storedHash)
     }
 
-    /// Whether two hashes are equal, in time that does not depend on where they differ. Empty hashes match nothing.
+    /// Whether two hashes are equal, in time that does not depend on where they differ (the store's comparison, which
+    /// also checks a registration's device secret).
     static func sameHash(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count, !a.isEmpty else { return false }
-        var difference: UInt8 = 0
-        for index in a.indices { difference |= a[index] ^ b[index] }
-        return difference == 0
+        ConstantTime.equal(a, b)
     }
 }

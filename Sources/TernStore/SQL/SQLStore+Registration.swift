@@ -124,19 +124,12 @@ extension SQLStore {
     static func refusal(of registration: DeviceRegistration, existing current: CurrentDevice?) -> RegistrationRefusal? {
         guard case .device(let presented, let legacy, let aliasProven) = registration.caller else { return nil }
         if let current {
-            guard let presented, Self.sameBytes(presented, current.secretHash ?? legacy) else { return .deviceSecret }
+            guard let presented, ConstantTime.equal(presented, current.secretHash ?? legacy) else { return .deviceSecret }
         }
         if let alias = registration.alias, alias != current?.alias, !aliasProven { return .aliasBinding }
         return nil
     }
 
-    /// Equal byte strings, compared in time that does not depend on where they differ.
-    static func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count, !a.isEmpty else { return false }
-        var difference: UInt8 = 0
-        for index in a.indices { difference |= a[index] ^ b[index] }
-        return difference == 0
-    }
 
     /// The rows of these device ids and these tokens.
     private static func currentDevices(app: String, deviceIDs: [String], tokens: [String], _ db: any SQLDatabase) async throws -> [CurrentDevice] {
