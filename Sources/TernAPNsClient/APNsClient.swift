@@ -115,9 +115,10 @@ public final class APNsClient: Service, Sendable {
     }
 
     /// Sends every notification of `notifications` with at most `concurrency` in flight, calling `onResult` for
-    /// each as it completes (one call at a time, in the calling task). The sequence is read only as fast as sends
-    /// complete, so a fan-out of millions never holds more than `concurrency` notifications in memory; a slow
-    /// `onResult` slows the sending down.
+    /// each as it completes (one call at a time, while the sequence is read: a result does not wait for the next
+    /// notification). The sequence is read only as fast as sends complete and their results are taken, so a fan-out
+    /// of millions never holds more than `concurrency` notifications in memory; a slow `onResult` slows the sending
+    /// down.
     ///
     /// When the calling task is cancelled it stops reading the sequence, ends the sends still waiting for a stream
     /// or a retry with ``APNsClientError/Code/cancelled``, reports every send it started and returns.
@@ -125,22 +126,37 @@ public final class APNsClient: Service, Sendable {
         _ notifications: Notifications, concurrency: Int = 1000,
         onResult: @escaping @Sendable (APNsBatchResult) async -> Void
     ) async throws where Notifications.Element == APNsNotification {
-        let limit = max(1, concurrency)
-        let window = BatchWindow(concurrency: limit)
+        let window = BatchWindow(concurrency: concurrency)
         try await withTaskCancellationHandler {
-            var iterator = notifications.makeAsyncIterator()
-            while !Task.isCancelled, let notification = try await iterator.next() {
-                while window.outstanding >= limit {
-                    for result in await window.next() { await onResult(result) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                // The drainer: results go to the caller as they come, whether or not the sequence has more yet.
+                group.addTask {
+                    while true {
+                        let results = await window.next()
+                        if results.isEmpty { return }
+                        for result in results { await onResult(result) }
+                        window.handedBack(results.count)
+                    }
                 }
-                let operation = SendOperation(notification, context: context)
-                for result in window.add(operation) { await onResult(result) }
-                operation.start { [window] result in
-                    window.complete(operation.id, APNsBatchResult(notification: notification, result: result.mapError(Self.batchError)))
+                // The feeder, here: a slot, then the next notification, then its send.
+                do {
+                    var iterator = notifications.makeAsyncIterator()
+                    while !Task.isCancelled {
+                        await window.waitForSlot()
+                        guard !Task.isCancelled, let notification = try await iterator.next() else { break }
+                        let operation = SendOperation(notification, context: context)
+                        window.add(operation)
+                        operation.start { [window] result in
+                            window.complete(operation.id, APNsBatchResult(notification: notification, result: result.mapError(Self.batchError)))
+                        }
+                    }
+                } catch {
+                    window.finishInput()
+                    try await group.waitForAll()
+                    throw error
                 }
-            }
-            while window.outstanding > 0 {
-                for result in await window.next() { await onResult(result) }
+                window.finishInput()
+                try await group.waitForAll()
             }
         } onCancel: {
             window.cancelAll()

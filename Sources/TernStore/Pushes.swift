@@ -137,14 +137,64 @@ public struct PushChunk: Sendable, Equatable {
     public var recipients: [Recipient]
     /// Whether it was claimed before by a node whose lease ran out (some of it may have been sent already).
     public var reclaimed: Bool
+    /// Keys of recipients whose results the previous holder recorded out of order (``ChunkMark/runs``): they are in
+    /// the chunk's counts already and are not sent again.
+    public var recorded: Set<String>
 
     public var id: ChunkID { ChunkID(pushID: push.id, sequence: sequence) }
 
-    public init(push: PushRecord, sequence: Int, recipients: [Recipient], reclaimed: Bool) {
+    public init(push: PushRecord, sequence: Int, recipients: [Recipient], reclaimed: Bool, recorded: Set<String> = []) {
         self.push = push
         self.sequence = sequence
         self.recipients = recipients
         self.reclaimed = reclaimed
+        self.recorded = recorded
+    }
+}
+
+/// Which of a chunk's recipients have their results recorded while it is sent (``TernStore/recordChunkProgress(pushID:sequence:node:_:mark:)``).
+///
+/// Answers come back out of order, so the mark has two parts: every recipient up to and including `through`, in
+/// key order, and after it the `runs` of consecutive recipients answered early. A node that takes the chunk over
+/// starts after `through` and skips the recipients inside a run. Runs name keys, not positions, so they stay right
+/// when devices come or go in the chunk's range meanwhile (a device registered inside a run is skipped, as if it
+/// had registered after the push).
+public struct ChunkMark: Sendable, Equatable {
+    /// A run of consecutive recipients, by the keys of its first and last.
+    public struct Run: Sendable, Equatable, Codable {
+        public var first: String
+        public var last: String
+
+        public init(first: String, last: String) {
+            self.first = first
+            self.last = last
+        }
+
+        public func contains(_ key: String) -> Bool {
+            !key.utf8.lexicographicallyPrecedes(first.utf8) && !last.utf8.lexicographicallyPrecedes(key.utf8)
+        }
+    }
+
+    /// The last recipient of the recorded prefix; nil while the chunk's first recipient is unanswered.
+    public var through: String?
+    /// Recorded recipients after `through`, in key order.
+    public var runs: [Run]
+
+    public init(through: String?, runs: [Run] = []) {
+        self.through = through
+        self.runs = runs
+    }
+
+    /// Whether `key` (a recipient after `through`) lies in a run.
+    public func inRun(_ key: String) -> Bool {
+        // Runs are in key order: the last one starting at or before the key is the only one that can hold it.
+        var low = 0
+        var high = runs.count
+        while low < high {
+            let middle = (low + high) / 2
+            if key.utf8.lexicographicallyPrecedes(runs[middle].first.utf8) { high = middle } else { low = middle + 1 }
+        }
+        return low > 0 && runs[low - 1].contains(key)
     }
 }
 

@@ -123,10 +123,11 @@ public protocol TernStore: Sendable {
     /// may then claim it again). - Returns: how many of them it still holds.
     @discardableResult
     func renewChunks(node: String, _ chunks: [ChunkID], until: Date) async throws -> Int
-    /// Records the results of a chunk's first recipients while it is being sent, if `node` still holds it: they are
-    /// added to the chunk's, and a node that takes the chunk over starts after `key` (the last of them), so a crash
-    /// sends again only what came after. - Returns: false if `node` no longer holds the chunk (nothing recorded).
-    func recordChunkProgress(pushID: String, sequence: Int, node: String, _ progress: PushProgress, through key: String) async throws -> Bool
+    /// Records results of a chunk's recipients while it is being sent, if `node` still holds it: `progress` is added
+    /// to the chunk's, and `mark` replaces the chunk's mark (it names every recipient recorded so far, these and
+    /// earlier ones). A node that takes the chunk over sends only to the recipients outside the mark, so a crash
+    /// sends again only what was not recorded. - Returns: false if `node` no longer holds the chunk (nothing recorded).
+    func recordChunkProgress(pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark) async throws -> Bool
     /// Records a chunk's results (those not recorded as progress) and closes it, in one transaction, if `node`
     /// still holds it; completes the push when that was its last open chunk.
     func recordChunk(pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date) async throws -> ChunkRecording

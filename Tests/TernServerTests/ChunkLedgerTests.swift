@@ -3,40 +3,67 @@ import Testing
 
 @testable import TernServer
 
-/// What a chunk may record while it is sent: the answered prefix, whatever order the answers come in.
+/// What a chunk records while it is sent: every answered result, whatever order the answers come in, with a mark
+/// that a node taking the chunk over can follow; and the permits those results held.
 struct ChunkLedgerTests {
     static func failure(_ token: String) -> PushFailure {
         PushFailure(deviceID: nil, token: token, status: 410, reason: "Unregistered", at: .distantPast)
     }
 
-    @Test func onlyTheAnsweredPrefixIsRecordableAndTheRestIsLeftForTheClosingRecord() {
-        let ledger = ChunkLedger(keys: ["a", "b", "c", "d", "e"])
+    static func run(_ first: String, _ last: String) -> ChunkMark.Run { ChunkMark.Run(first: first, last: last) }
+
+    @Test func answersOutOfOrderAreRecordedAsRunsAfterThePrefix() throws {
+        let ledger = ChunkLedger(keys: ["a", "b", "c", "d", "e", "f"])
         ledger.dropped(2)
         #expect(ledger.recordable() == nil)
-        ledger.set(1, .accepted)
-        ledger.set(3, .failed(Self.failure("d"), pruned: true))
-        #expect(ledger.recordable() == nil, "a is still waiting")
-        ledger.set(0, .accepted)
-        let first = try! #require(ledger.recordable())
-        #expect(first.through == 2)
-        #expect(first.progress == PushProgress(accepted: 2, failures: [], pruned: 0, inboxDropped: 2))
-        ledger.markRecorded(through: first.through)
+        ledger.set(1, .accepted, holdsPermit: true)
+        ledger.set(3, .failed(Self.failure("d"), pruned: true), holdsPermit: true)
+        ledger.set(4, .accepted, holdsPermit: true)
+        let first = try #require(ledger.recordable())
+        #expect(first.mark == ChunkMark(through: nil, runs: [Self.run("b", "b"), Self.run("d", "e")]), "a is still out")
+        #expect(first.progress == PushProgress(accepted: 2, failures: [Self.failure("d")], pruned: 1, inboxDropped: 2))
+        #expect(ledger.markRecorded(first) == 3, "three permits come back")
         #expect(ledger.recordable() == nil)
-        ledger.set(2, .accepted)
-        let second = try! #require(ledger.recordable())
-        #expect(second.through == 4)
-        #expect(second.progress == PushProgress(accepted: 1, failures: [Self.failure("d")], pruned: 1, inboxDropped: 0), "inbox drops count once")
-        // Not marked (the write failed): the closing record has these results, and e's.
-        ledger.set(4, .accepted)
-        #expect(ledger.remainder() == PushProgress(accepted: 2, failures: [Self.failure("d")], pruned: 1, inboxDropped: 0))
+
+        ledger.set(0, .accepted, holdsPermit: true)
+        ledger.set(2, .accepted, holdsPermit: false)
+        let second = try #require(ledger.recordable())
+        #expect(second.mark == ChunkMark(through: "e"), "a to e are all recorded now")
+        #expect(second.progress == PushProgress(accepted: 2, failures: [], pruned: 0, inboxDropped: 0), "inbox drops count once")
+        // Not marked (the write failed): the closing record has these results, and f's.
+        ledger.set(5, .accepted, holdsPermit: true)
+        let closing = ledger.close()
+        #expect(closing.progress == PushProgress(accepted: 3, failures: [], pruned: 0, inboxDropped: 0))
+        #expect(closing.permits == 2)
+        #expect(ledger.recordable() == nil)
     }
 
-    @Test func everyBatchOfAnswersRingsTheRecorder() async {
-        let ledger = ChunkLedger(keys: (0..<(ChunkLedger.batch * 2)).map { "k\($0)" })
-        for index in 0..<ChunkLedger.batch { ledger.set(index, .accepted) }
+    @Test func aTakenOverChunkSkipsWhatWasRecordedAndKeepsItInItsMark() throws {
+        let ledger = ChunkLedger(keys: ["c", "d", "e", "f"], recorded: ["d", "f"])
+        #expect(!ledger.needsSending(1) && !ledger.needsSending(3))
+        #expect(ledger.needsSending(0) && ledger.needsSending(2))
+        ledger.set(2, .accepted, holdsPermit: true)
+        let record = try #require(ledger.recordable())
+        #expect(record.mark == ChunkMark(through: nil, runs: [Self.run("d", "f")]), "the earlier holder's runs stay in the mark")
+        #expect(record.progress.accepted == 1, "only this holder's result is added")
+        #expect(ledger.markRecorded(record) == 1)
+        ledger.set(0, .accepted, holdsPermit: true)
+        #expect(try #require(ledger.recordable()).mark == ChunkMark(through: "f"))
+    }
+
+    @Test func aSecondResultForTheSameRecipientIsNotKept() {
+        let ledger = ChunkLedger(keys: ["a"])
+        #expect(ledger.set(0, .accepted, holdsPermit: true))
+        #expect(!ledger.set(0, .accepted, holdsPermit: true), "its permit is the caller's to give back")
+        #expect(ledger.close().permits == 1)
+    }
+
+    @Test func everyFewResultsRingTheRecorder() async {
+        let ledger = ChunkLedger(keys: (0..<20).map { "k\($0)" }, ringEvery: 5)
+        for index in 0..<5 { ledger.set(index, .accepted) }
         // The ring is kept for the next wait: this returns at once instead of after a long timeout.
         await ledger.doorbell.wait(upTo: .seconds(600))
-        #expect(ledger.recordable()?.through == ChunkLedger.batch)
+        #expect(ledger.recordable()?.mark == ChunkMark(through: "k4"))
         ledger.finish()
         await ledger.doorbell.wait(upTo: .seconds(600))
         #expect(ledger.isFinished)

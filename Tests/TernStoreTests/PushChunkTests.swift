@@ -152,17 +152,17 @@ struct PushChunkTests {
             // Node a records the first 3, then the first 6, then dies.
             #expect(try await store.recordChunkProgress(
                 pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 2, failures: [failure("t1")], pruned: 0, inboxDropped: 1),
-                through: keys[2]))
+                mark: ChunkMark(through: keys[2])))
             #expect(try await store.recordChunkProgress(
                 pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 2, failures: [failure("t5", reason: "Unregistered", status: 410)], pruned: 1),
-                through: keys[5]))
+                mark: ChunkMark(through: keys[5])))
             // Node b takes it over when the lease runs out, and gets only the recipients after the last record.
             let taken = try #require(try await store.claimChunk(node: "b", size: 10, leaseUntil: time(100_000), at: time(2_000)).chunk)
             #expect(taken.reclaimed)
             #expect(taken.recipients.map(\.key) == Array(keys[6...]))
             // Node a, late, can record nothing more.
             #expect(try await store.recordChunkProgress(
-                pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 4, failures: [], pruned: 0), through: keys[9]) == false)
+                pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 4, failures: [], pruned: 0), mark: ChunkMark(through: keys[9])) == false)
             #expect(try await store.recordChunk(pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 4, failures: [], pruned: 0), at: time(2_001)) == .lost)
             #expect(try await store.recordChunk(
                 pushID: "p1", sequence: 0, node: "b", PushProgress(accepted: 3, failures: [failure("t9")], pruned: 0), at: time(2_002))
@@ -171,6 +171,43 @@ struct PushChunkTests {
             #expect(push.counts == PushCounts(
                 targeted: 10, accepted: 7, failed: 3, pruned: 1, failedByReason: ["BadDeviceToken": 2, "Unregistered": 1], inboxDropped: 1))
             #expect(try await store.failures(pushID: "p1", after: nil, limit: 10).items.map(\.token) .sorted() == ["t1", "t5", "t9"])
+        }
+    }
+
+    @Test("recipients recorded out of order are skipped by every later holder, and the counts stay exact", arguments: StoreFactory.all)
+    func runsSurviveTwoTakeOvers(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(10, in: store)
+            _ = try await store.createPush(makePush("p1"))
+            let chunk = try #require(try await store.claimChunk(node: "a", size: 10, leaseUntil: time(1_000), at: time(0)).chunk)
+            let keys = chunk.recipients.map(\.key)
+            #expect(chunk.recorded.isEmpty)
+            // Node a has results for 0-1, 4-5 and 8: recipient 2 is still out.
+            #expect(try await store.recordChunkProgress(
+                pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 5, failures: [], pruned: 0),
+                mark: ChunkMark(through: keys[1], runs: [.init(first: keys[4], last: keys[5]), .init(first: keys[8], last: keys[8])])))
+            // A device registered meanwhile inside a run counts as registered after the push; one outside is sent.
+            let between = keys[4] + "0"
+            #expect(keys[4] < between && between < keys[5])
+            _ = try await store.register(registration(between, token: numbered("token", 99)), app: "demo", at: time(1))
+
+            let taken = try #require(try await store.claimChunk(node: "b", size: 10, leaseUntil: time(2_500), at: time(2_000)).chunk)
+            #expect(taken.recipients.first?.key == keys[2], "b starts after the prefix")
+            #expect(taken.recorded == [keys[4], between, keys[5], keys[8]])
+            // Node b records 2 and 3, so everything up to 5 is done, then 7, and dies too.
+            #expect(try await store.recordChunkProgress(
+                pushID: "p1", sequence: 0, node: "b", PushProgress(accepted: 3, failures: [], pruned: 0),
+                mark: ChunkMark(through: keys[5], runs: [.init(first: keys[7], last: keys[8])])))
+
+            let last = try #require(try await store.claimChunk(node: "c", size: 10, leaseUntil: time(100_000), at: time(3_000)).chunk)
+            #expect(last.recipients.map(\.key) == Array(keys[6...]))
+            #expect(last.recorded == [keys[7], keys[8]])
+            #expect(try await store.recordChunk(
+                pushID: "p1", sequence: 0, node: "c", PushProgress(accepted: 2, failures: [], pruned: 0), at: time(3_001))
+                == .recorded(pushCompleted: true))
+            let push = try #require(try await store.push(app: "demo", id: "p1"))
+            #expect(push.counts.accepted == 10, "each of the ten counted once")
         }
     }
 

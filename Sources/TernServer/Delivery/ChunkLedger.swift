@@ -3,56 +3,90 @@ import TernStore
 
 /// A chunk's results as they come in, by recipient, so they can be recorded while the chunk is still being sent.
 ///
-/// Answers arrive out of order. What may be recorded is the *answered prefix*: the recipients, in the chunk's key
-/// order, up to the first one still waiting. A node that takes the chunk over after a crash starts after the last
-/// recorded recipient, so what it sends again is what lay beyond: the notifications in flight and those answered
-/// since the last record. The dispatcher records every ``interval`` or every ``batch`` answers, whichever is first.
+/// Every answered result not yet recorded goes into the next record, whatever order the answers came in; the
+/// record's ``ChunkMark`` names every recipient recorded so far (the prefix up to the first one still waiting, and
+/// runs after it). A node that takes the chunk over after a crash sends only to the recipients outside the mark.
+///
+/// A notification handed to APNs holds a permit of the node's ``InFlightLimit`` until its result is recorded: the
+/// ledger counts those permits and hands them back as records are written. The dispatcher records every
+/// ``interval``, or as soon as `ringEvery` results are waiting, whichever is first.
 final class ChunkLedger: Sendable {
-    enum Outcome: Sendable {
+    enum Outcome: Sendable, Equatable {
         case accepted
         case failed(PushFailure, pruned: Bool)
     }
 
+    /// A record to write: the results not recorded yet, the mark once they are, and which recipients it covers.
+    struct Record: Sendable {
+        var progress: PushProgress
+        var mark: ChunkMark
+        fileprivate var indices: [Int]
+    }
+
     static let interval = Duration.milliseconds(100)
-    static let batch = 500
+
+    private enum Entry {
+        case waiting
+        case answered(Outcome, holdsPermit: Bool)
+        /// In the store: by this node's record, or by an earlier holder's (the chunk was taken over).
+        case recorded
+    }
 
     private struct State {
-        var outcomes: [Outcome?]
-        /// Recipients `0..<recorded` are in the store.
-        var recorded = 0
-        /// Recipients `0..<answered` all have an outcome.
-        var answered = 0
+        var entries: [Entry]
+        /// Recipients `0..<prefix` are all recorded.
+        var prefix = 0
         var inboxDropped = 0
         var inboxDroppedRecorded = false
-        var outcomesSinceRing = 0
+        var answeredSinceRing = 0
         var finished = false
     }
 
     let keys: [String]
-    /// Rung every ``batch`` outcomes and at the end: the recorder looks then, not only every ``interval``.
+    private let ringEvery: Int
+    /// Rung every `ringEvery` results and at the end: the recorder looks then, not only every ``interval``.
     let doorbell = Doorbell()
     private let state: Mutex<State>
 
-    init(keys: [String]) {
+    /// - Parameters:
+    ///   - recorded: keys whose results an earlier holder of the chunk recorded (``PushChunk/recorded``).
+    ///   - ringEvery: results after which the recorder is woken.
+    init(keys: [String], recorded: Set<String> = [], ringEvery: Int = 500) {
         self.keys = keys
-        self.state = Mutex(State(outcomes: Array(repeating: nil, count: keys.count)))
+        self.ringEvery = max(1, ringEvery)
+        var state = State(entries: keys.map { recorded.contains($0) ? .recorded : .waiting })
+        Self.advancePrefix(&state)
+        self.state = Mutex(state)
+    }
+
+    /// Whether the recipient at `index` still needs sending (an earlier holder did not record it).
+    func needsSending(_ index: Int) -> Bool {
+        state.withLock { state in
+            if case .recorded = state.entries[index] { return false }
+            return true
+        }
     }
 
     func dropped(_ count: Int) { state.withLock { $0.inboxDropped += count } }
 
-    func set(_ index: Int, _ outcome: Outcome) {
-        let ring = state.withLock { state -> Bool in
-            state.outcomes[index] = outcome
-            while state.answered < state.outcomes.count, state.outcomes[state.answered] != nil { state.answered += 1 }
-            state.outcomesSinceRing += 1
-            guard state.outcomesSinceRing >= Self.batch else { return false }
-            state.outcomesSinceRing = 0
-            return true
+    /// The recipient's result; `holdsPermit` when its notification took a permit of the node's ``InFlightLimit``.
+    /// - Returns: false if the recipient had a result already (this one is not kept, and its permit is the caller's
+    ///   to give back).
+    @discardableResult
+    func set(_ index: Int, _ outcome: Outcome, holdsPermit: Bool = false) -> Bool {
+        let (kept, ring) = state.withLock { state -> (Bool, Bool) in
+            guard case .waiting = state.entries[index] else { return (false, false) }
+            state.entries[index] = .answered(outcome, holdsPermit: holdsPermit)
+            state.answeredSinceRing += 1
+            guard state.answeredSinceRing >= ringEvery else { return (true, false) }
+            state.answeredSinceRing = 0
+            return (true, true)
         }
         if ring { doorbell.ring() }
+        return kept
     }
 
-    /// The chunk is sent: every outcome that will come is in.
+    /// The chunk is sent: every result that will come is in.
     func finish() {
         state.withLock { $0.finished = true }
         doorbell.ring()
@@ -60,42 +94,93 @@ final class ChunkLedger: Sendable {
 
     var isFinished: Bool { state.withLock { $0.finished } }
 
-    /// The answered prefix's results not recorded yet, and where it ends; nil if there are none.
-    func recordable() -> (progress: PushProgress, through: Int)? {
+    /// The results not recorded yet and the mark that includes them; nil if there are none.
+    func recordable() -> Record? {
         state.withLock { state in
-            guard state.answered > state.recorded else { return nil }
-            var progress = Self.progress(state.outcomes[state.recorded..<state.answered])
+            var indices: [Int] = []
+            var outcomes: [Outcome] = []
+            for index in state.prefix..<state.entries.count {
+                if case .answered(let outcome, _) = state.entries[index] {
+                    indices.append(index)
+                    outcomes.append(outcome)
+                }
+            }
+            guard !indices.isEmpty else { return nil }
+            var progress = Self.progress(outcomes)
             if !state.inboxDroppedRecorded { progress.inboxDropped = state.inboxDropped }
-            return (progress, state.answered)
+            return Record(progress: progress, mark: mark(state, including: Set(indices)), indices: indices)
         }
     }
 
-    /// The results up to `through` are in the store.
-    func markRecorded(through: Int) {
+    /// The record is in the store. - Returns: how many permits its recipients held (to hand back).
+    func markRecorded(_ record: Record) -> Int {
         state.withLock { state in
-            state.recorded = max(state.recorded, through)
+            var permits = 0
+            for index in record.indices {
+                if case .answered(_, let holdsPermit) = state.entries[index], holdsPermit { permits += 1 }
+                state.entries[index] = .recorded
+            }
             state.inboxDroppedRecorded = true
+            Self.advancePrefix(&state)
+            return permits
         }
     }
 
-    /// Every result not recorded yet: what the chunk's closing record adds.
-    func remainder() -> PushProgress {
+    /// Every result not recorded yet, for the chunk's closing record, and the permits they held (to hand back
+    /// whether or not that record is written: the chunk is done with them).
+    func close() -> (progress: PushProgress, permits: Int) {
         state.withLock { state in
-            var progress = Self.progress(state.outcomes[state.recorded...])
+            var outcomes: [Outcome] = []
+            var permits = 0
+            for index in state.prefix..<state.entries.count {
+                if case .answered(let outcome, let holdsPermit) = state.entries[index] {
+                    outcomes.append(outcome)
+                    if holdsPermit { permits += 1 }
+                    state.entries[index] = .recorded
+                }
+            }
+            var progress = Self.progress(outcomes)
             if !state.inboxDroppedRecorded { progress.inboxDropped = state.inboxDropped }
-            return progress
+            state.inboxDroppedRecorded = true
+            return (progress, permits)
         }
     }
 
-    private static func progress(_ outcomes: ArraySlice<Outcome?>) -> PushProgress {
+    /// The mark once the entries at `including` are recorded too.
+    private func mark(_ state: State, including: Set<Int>) -> ChunkMark {
+        func isRecorded(_ index: Int) -> Bool {
+            if case .recorded = state.entries[index] { return true }
+            return including.contains(index)
+        }
+        var prefix = state.prefix
+        while prefix < state.entries.count, isRecorded(prefix) { prefix += 1 }
+        var runs: [ChunkMark.Run] = []
+        var index = prefix
+        while index < state.entries.count {
+            guard isRecorded(index) else {
+                index += 1
+                continue
+            }
+            let first = index
+            while index + 1 < state.entries.count, isRecorded(index + 1) { index += 1 }
+            runs.append(ChunkMark.Run(first: keys[first], last: keys[index]))
+            index += 1
+        }
+        return ChunkMark(through: prefix > 0 ? keys[prefix - 1] : nil, runs: runs)
+    }
+
+    private static func advancePrefix(_ state: inout State) {
+        while state.prefix < state.entries.count, case .recorded = state.entries[state.prefix] { state.prefix += 1 }
+    }
+
+    private static func progress(_ outcomes: [Outcome]) -> PushProgress {
         var progress = PushProgress(accepted: 0, failures: [], pruned: 0)
         for outcome in outcomes {
             switch outcome {
-            case .accepted?: progress.accepted += 1
-            case .failed(let failure, let pruned)?:
+            case .accepted: progress.accepted += 1
+            case .failed(let failure, let pruned):
                 progress.failures.append(failure)
                 if pruned { progress.pruned += 1 }
-            case nil: break
             }
         }
         return progress

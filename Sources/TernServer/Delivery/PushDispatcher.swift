@@ -14,12 +14,15 @@ import TernStore
 /// consecutive recipients of an unfinished push, oldest push first, leased to this node and renewed while it sends
 /// them. It keeps at most `pagesInFlight` pages' worth of recipients and `pushConcurrency` chunks in flight. For
 /// each chunk it keeps the inbox message and works out badges, sends the notifications through the app's APNs
-/// clients with at most `concurrency` in flight (one per device token at a time, in order, unless `ordering` is off),
-/// applies the pruning rule to dead tokens, and records the results and closes the chunk in one transaction.
+/// clients with at most `concurrency` sent and not recorded across all chunks (one per device token at a time, in
+/// order, unless `ordering` is off), applies the pruning rule to dead tokens, records the results as they come, and
+/// records the rest and closes the chunk in one transaction.
 ///
 /// Any number of nodes on one database do this together. A node that dies or loses the database stops renewing,
-/// and when its leases run out (`chunkLease`) another node sends its open chunks again, so a device may get a
-/// notification twice, at most for the chunks the node had in flight. The push id is the notifications'
+/// and when its leases run out (`chunkLease`) another node sends its open chunks again, skipping the recipients
+/// whose results were recorded. A notification holds one of the node's `concurrency` permits from the moment it is
+/// sent until its result is recorded (``InFlightLimit``, ``ChunkLedger``), so a device may get a notification twice
+/// only if it was one of those: at most `concurrency` per node that died. The push id is the notifications'
 /// `apns-collapse-id` unless the caller chose one, so a device shows such a repeat once.
 final class PushDispatcher: Service {
     struct Settings: Sendable {
@@ -51,6 +54,9 @@ final class PushDispatcher: Service {
     /// One chunk at a time counts badges and queues notifications, in the order the chunks were claimed, so lines
     /// follow the order badges were counted.
     private let admission = AdmissionQueue()
+    /// Notifications sent and not yet recorded, across all chunks: at most `concurrency`, so a crash sends at most
+    /// that many again.
+    private let permits: InFlightLimit
     /// The chunks being sent now, with their recipient counts, by a number of this node's own (a chunk this node
     /// gave up and claimed again can be in flight twice for a moment).
     private let inFlight = Mutex<(next: UInt64, chunks: [UInt64: (id: ChunkID, recipients: Int)])>((0, [:]))
@@ -71,6 +77,7 @@ final class PushDispatcher: Service {
         self.store = store
         self.clients = clients
         self.settings = settings
+        self.permits = InFlightLimit(limit: settings.concurrency)
         self.coordinator = coordinator
         self.onTokensPruned = onTokensPruned
         self.logger = logger
@@ -188,7 +195,9 @@ final class PushDispatcher: Service {
     /// Sends one chunk and records its results. `place` is its place in the admission queue.
     func deliver(_ chunk: PushChunk, place: UInt64) async {
         let push = chunk.push
-        let ledger = ChunkLedger(keys: chunk.recipients.map(\.key))
+        // Recorded often enough that the permits come back before the others wait long for them.
+        let ledger = ChunkLedger(
+            keys: chunk.recipients.map(\.key), recorded: chunk.recorded, ringEvery: min(500, max(1, settings.concurrency / 4)))
         do {
             let app: AppRecord?
             let content: PushContent
@@ -216,9 +225,13 @@ final class PushDispatcher: Service {
         } catch {
             // Left unrecorded, its lease lapses and a node sends it again.
             logger.error("push chunk not sent", metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)", "error": "\(error)"])
+            permits.release(ledger.close().permits)
             return
         }
-        let progress = ledger.remainder()
+        let (progress, held) = ledger.close()
+        // Whether or not the closing record is written below: if it is not, the lease lapses and the chunk's
+        // unrecorded results are sent again by whichever node takes it.
+        defer { permits.release(held) }
         recipientsAccepted.increment(by: progress.accepted)
         recipientsFailed.increment(by: progress.failures.count)
         tokensPruned.increment(by: progress.pruned)
@@ -257,20 +270,20 @@ final class PushDispatcher: Service {
         }
     }
 
-    /// Records the chunk's answered prefix while it is sent (``ChunkLedger``), so a crash sends again only what lay
-    /// beyond the last record. Returns when the chunk is sent, or when its lease was lost (the closing record then
-    /// finds that out too).
+    /// Records the chunk's results while it is sent (``ChunkLedger``), so a crash sends again only what was not
+    /// recorded, and hands back the permits of what it recorded. Returns when the chunk is sent, or when its lease
+    /// was lost (the closing record then finds that out too).
     private func recordProgress(of chunk: PushChunk, ledger: ChunkLedger) async {
         var backoff = ErrorBackoff(initial: ChunkLedger.interval, maximum: .seconds(2))
         var wait = ChunkLedger.interval
         while !ledger.isFinished, !Task.isCancelled {
             await ledger.doorbell.wait(upTo: wait)
-            guard !ledger.isFinished, let (progress, through) = ledger.recordable() else { continue }
+            guard !ledger.isFinished, let record = ledger.recordable() else { continue }
             do {
                 let held = try await store.recordChunkProgress(
-                    pushID: chunk.push.id, sequence: chunk.sequence, node: node, progress, through: ledger.keys[through - 1])
+                    pushID: chunk.push.id, sequence: chunk.sequence, node: node, record.progress, mark: record.mark)
                 guard held else { return }
-                ledger.markRecorded(through: through)
+                permits.release(ledger.markRecorded(record))
                 _ = backoff.succeeded()
                 wait = ChunkLedger.interval
             } catch {
@@ -291,7 +304,8 @@ final class PushDispatcher: Service {
         var clientsByEnvironment: [String: any NotificationSender] = [:]
         var reachable: [(recipient: Recipient, token: DeviceToken)] = []
         var indexByToken: [String: Int] = [:]
-        for (index, recipient) in recipients.enumerated() {
+        // Those an earlier holder of the chunk recorded are done.
+        for (index, recipient) in recipients.enumerated() where tally.needsSending(index) {
             let environment = recipient.environment ?? app.environment
             if clientsByEnvironment[environment] == nil {
                 do {
@@ -323,9 +337,19 @@ final class PushDispatcher: Service {
             for (environment, batch) in batches {
                 guard let client = clientsByEnvironment[environment] else { continue }
                 group.addTask {
-                    await OrderedBatch.send(batch, client: client, order: self.order, concurrency: self.settings.concurrency) { notification, outcome in
-                        guard let index = indexOfToken[notification.deviceToken.hex] else { return }
-                        tally.set(index, await self.classify(outcome, recipient: recipients[index], app: app))
+                    await OrderedBatch.send(
+                        batch, client: client, order: self.order, concurrency: self.settings.concurrency, permits: self.permits
+                    ) { notification, outcome in
+                        guard let index = indexOfToken[notification.deviceToken.hex] else {
+                            // Not this chunk's (cannot happen): its permit must come back all the same.
+                            if outcome.tookPermit { self.permits.release(1) }
+                            return
+                        }
+                        let outcomeForRecipient = await self.classify(outcome, recipient: recipients[index], app: app)
+                        if !tally.set(index, outcomeForRecipient, holdsPermit: outcome.tookPermit), outcome.tookPermit {
+                            // A second notification to a token the chunk has twice: counted once, as before.
+                            self.permits.release(1)
+                        }
                     }
                 }
             }
@@ -376,7 +400,7 @@ final class PushDispatcher: Service {
             result = sent
         case .superseded:
             return .accepted
-        case .notSent:
+        case .notSent(_):
             return .failed(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "notSent", at: now), pruned: false)
         }
         switch result {

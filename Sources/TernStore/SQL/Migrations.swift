@@ -303,6 +303,11 @@ extension SQLStore {
             Migration(version: 6, name: "chunk progress", statements: [
                 "ALTER TABLE push_chunks ADD COLUMN progress_key TEXT",
             ]),
+            // And the recipients after `progress_key` recorded out of order, as runs of keys (JSON, ChunkMark.Run):
+            // a node taking the chunk over skips them too.
+            Migration(version: 7, name: "chunk progress runs", statements: [
+                "ALTER TABLE push_chunks ADD COLUMN progress_runs TEXT",
+            ]),
         ]
     }
 }

@@ -31,7 +31,7 @@ extension SQLStore {
 
                 // A chunk whose lease ran out (its node died, lost the database, or gave it up): taken over as it was.
                 if let open = try await db.raw("""
-                    SELECT sequence, COALESCE(progress_key, after_key) AS after_key, last_key FROM push_chunks
+                    SELECT sequence, COALESCE(progress_key, after_key) AS after_key, last_key, progress_runs FROM push_chunks
                     WHERE push_id = \(bind: push.id) AND status = 'claimed' AND lease_until < \(bind: now.milliseconds)
                     ORDER BY sequence
                     LIMIT 1\(unsafeRaw: lock)
@@ -46,7 +46,10 @@ extension SQLStore {
                     let recipients = try await Self.recipients(
                         of: push, after: try open.decode(column: "after_key", as: String?.self),
                         through: try open.decode(column: "last_key", as: String.self), pageSize: size, db)
-                    return .chunk(PushChunk(push: push, sequence: sequence, recipients: recipients, reclaimed: true))
+                    let runs = try open.decode(column: "progress_runs", as: String?.self).map { try JSON.decode([ChunkMark.Run].self, $0) } ?? []
+                    let mark = ChunkMark(through: nil, runs: runs)
+                    let recorded = runs.isEmpty ? [] : Set(recipients.lazy.map(\.key).filter(mark.inRun))
+                    return .chunk(PushChunk(push: push, sequence: sequence, recipients: recipients, reclaimed: true, recorded: recorded))
                 }
                 guard try row.decode(column: "handed_out", as: Int.self) == 0 else {
                     // Its expired chunk is being taken over by another node right now.
@@ -107,17 +110,17 @@ extension SQLStore {
     }
 
     public func recordChunkProgress(
-        pushID: String, sequence: Int, node: String, _ progress: PushProgress, through key: String
+        pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark
     ) async throws -> Bool {
         try await transaction { db in
-            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, progressKey: key, close: false, db)
+            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, close: false, db)
         }
     }
 
-    /// Adds `progress` to a chunk `node` holds (its counts, failure reasons and failures), moves its progress key, and
-    /// closes it if asked. - Returns: false if `node` no longer holds it (nothing written).
+    /// Adds `progress` to a chunk `node` holds (its counts, failure reasons and failures), replaces its mark if one is
+    /// given, and closes it if asked. - Returns: false if `node` no longer holds it (nothing written).
     static func addToChunk(
-        pushID: String, sequence: Int, node: String, _ progress: PushProgress, progressKey: String?, close: Bool, _ db: any SQLDatabase
+        pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark?, close: Bool, _ db: any SQLDatabase
     ) async throws -> Bool {
         let held: SQLQueryString = "push_id = \(bind: pushID) AND sequence = \(bind: sequence) AND owner = \(bind: node) AND status = 'claimed'"
         // Failure reasons are merged into the chunk's; with none (the usual record), one statement does it all.
@@ -130,11 +133,15 @@ extension SQLStore {
             }
             reasons = "\(bind: try JSON.encode(failedByReason))"
         }
+        // A new mark replaces the runs; no mark (the closing record) leaves them.
+        var runs: SQLQueryString = "progress_runs"
+        if let mark { runs = mark.runs.isEmpty ? "NULL" : "\(bind: try JSON.encode(mark.runs))" }
         guard try await db.raw("""
             UPDATE push_chunks SET status = \(bind: close ? "done" : "claimed"), accepted = accepted + \(bind: progress.accepted),
                 failed = failed + \(bind: progress.failures.count), pruned = pruned + \(bind: progress.pruned),
                 inbox_dropped = inbox_dropped + \(bind: progress.inboxDropped), failed_by_reason = \(reasons),
-                progress_key = COALESCE(\(bind: progressKey), progress_key)
+                progress_key = COALESCE(\(bind: mark?.through), progress_key),
+                progress_runs = \(runs)
             WHERE \(held)
             RETURNING sequence
             """).first() != nil
@@ -147,7 +154,7 @@ extension SQLStore {
         pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date
     ) async throws -> ChunkRecording {
         try await transaction { db in
-            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, progressKey: nil, close: true, db) else {
+            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: nil, close: true, db) else {
                 return .lost
             }
             // Only a push handed out in full can be complete; until then the push's row is not read, so recording
