@@ -66,8 +66,9 @@ let package = Package(
                 "TernWeb",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -99,6 +100,7 @@ let package = Package(
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
                 .product(name: "PostgresKit", package: "postgres-kit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -108,7 +110,6 @@ let package = Package(
             dependencies: [
                 "TernAPNs",
                 "TernAPNsClient",
-                "TernSimulator",
                 "TernStore",
                 "TernWeb",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -130,12 +131,23 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
+        // The built-in APNs simulator as `tern serve`'s embedded APNs (TernServer does not know the simulator).
+        .target(
+            name: "TernEmbeddedSimulator",
+            dependencies: [
+                "TernAPNs",
+                "TernServer",
+                "TernSimulator",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The `tern` command.
         .executableTarget(
             name: "TernCLI",
             dependencies: [
                 "TernAPNs",
                 "TernAPNsClient",
+                "TernEmbeddedSimulator",
                 "TernServer",
                 "TernSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -153,6 +165,7 @@ let package = Package(
             name: "TernServerTests",
             dependencies: [
                 "TernServer",
+                "TernEmbeddedSimulator",
                 "TernWeb",
                 "TernStore",
                 "TernAPNs",
@@ -163,6 +176,8 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -177,7 +192,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TernAPNsTests",
-            dependencies: ["TernAPNs"]
+            dependencies: ["TernAPNs", .product(name: "Crypto", package: "swift-crypto")]
         ),
         // Helpers every test target shares (timeouts, HTTP and HTTP/2 clients, the PostgreSQL test server).
         .target(
@@ -214,11 +229,9 @@ let package = Package(
                 "TernSimulator",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

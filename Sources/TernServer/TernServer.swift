@@ -9,12 +9,11 @@ import Prometheus
 import ServiceLifecycle
 import Synchronization
 import TernAPNs
-import TernSimulator
 import TernStore
 import UnixSignals
 
-/// `tern serve`: the HTTP API, the push dispatcher, and (for apps in the `simulator` environment) the APNs
-/// simulator, in one process on one store.
+/// `tern serve`: the HTTP API, the push dispatcher, and (for apps in the `simulator` environment) an embedded APNs
+/// of the caller's choosing, in one process on one store.
 public final class TernServer: Sendable {
     /// What a start has to tell its operator, once.
     public struct Banner: Sendable {
@@ -58,16 +57,21 @@ public final class TernServer: Sendable {
     /// `METHOD /path` of every route the API serves, once it is built (the contract test compares them).
     let servedRoutes = Mutex<[String]>([])
     private let services = Mutex<ServiceGroup?>(nil)
+    private let embeddedAPNs: EmbeddedAPNsFactory?
 
-    /// - Parameter metrics: the registry `/metrics` shows; the caller bootstraps swift-metrics with it (once per
-    ///   process).
+    /// - Parameters:
+    ///   - metrics: the registry `/metrics` shows; the caller bootstraps swift-metrics with it (once per process).
+    ///   - embeddedAPNs: makes the APNs for apps in the `simulator` environment, when `configuration.simulator` is
+    ///     on (`tern serve` gives the built-in simulator). Without one, such apps cannot deliver.
     public init(
-        configuration: TernServerConfiguration, metrics: PrometheusCollectorRegistry?, logger: Logger, clock: any WallClock = SystemWallClock()
+        configuration: TernServerConfiguration, metrics: PrometheusCollectorRegistry?, logger: Logger, clock: any WallClock = SystemWallClock(),
+        embeddedAPNs: EmbeddedAPNsFactory? = nil
     ) {
         self.configuration = configuration
         self.registry = metrics
         self.logger = logger
         self.clock = clock
+        self.embeddedAPNs = embeddedAPNs
     }
 
     /// The API's port, once it listens.
@@ -144,18 +148,8 @@ public final class TernServer: Sendable {
         let newAdminToken = try await prepareAdminToken(store)
         let adminTokenHash = try await adminTokenHash(store)
 
-        let simulator: APNsSimulator?
-        var simulatorAuthority: SimulatorCertificateAuthority?
-        if configuration.simulator {
-            let simulatorConfiguration = try EmbeddedSimulator.configuration(
-                serverKey: serverKey, stateDirectory: URL(fileURLWithPath: configuration.simulatorStateDirectory, isDirectory: true))
-            var simulatorLogger = logger
-            simulatorLogger.logLevel = max(logger.logLevel, .warning)
-            simulator = APNsSimulator(configuration: simulatorConfiguration, logger: simulatorLogger)
-            simulatorAuthority = simulatorConfiguration.certificateAuthority
-        } else {
-            simulator = nil
-        }
+        let simulator: (any EmbeddedAPNs)? =
+            if configuration.simulator, let embeddedAPNs { try embeddedAPNs(SimulatorIdentity.trustedKey(serverKey)) } else { nil }
 
         let clients = ClientDirectory(
             serverKey: serverKey, simulator: nil, connections: configuration.apnsConnections, logger: logger)
@@ -180,7 +174,7 @@ public final class TernServer: Sendable {
         let cache = AppCache(store: store)
         let apps = AppsAPI(
             store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache,
-            simulatorAuthority: simulatorAuthority, feedback: feedback, webhookPolicy: webhookPolicy)
+            simulator: simulator, feedback: feedback, webhookPolicy: webhookPolicy)
         var demo: DemoSecrets?
         if configuration.demoApp, configuration.simulator, try await store.apps().isEmpty {
             let created = try await apps.create(
@@ -232,10 +226,12 @@ public final class TernServer: Sendable {
         // Pushes left from an earlier run wait for the simulator their apps may deliver to.
         services.append(DispatcherService(dispatcher: dispatcher, clients: clients) {
             if let simulator {
-                try await simulator.waitUntilReady()
-                await clients.useSimulator(EmbeddedSimulator.ports(of: simulator))
+                let address = try await simulator.waitUntilReady()
+                await clients.useSimulator(
+                    .init(endpoint: address.endpoint, legacyGatewayPort: address.legacyGatewayPort, feedbackPort: address.feedbackPort))
             }
         })
+        services.append(badgeUpdates)
         services.append(webhooks)
         services.append(feedback)
         services.append(InboxSweeper(
@@ -254,12 +250,12 @@ public final class TernServer: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             tasks.addTask { [configuration] in
-                if let simulator { try await simulator.waitUntilReady() }
+                let simulatorAddress = try await simulator?.waitUntilReady()
                 await listening.wait()
                 let bound = self.boundPort ?? configuration.port
                 onReady(Banner(
                     url: "http://\(configuration.host):\(bound)", newAdminToken: newAdminToken, demo: demoSecrets,
-                    simulator: simulator.map { ($0.port, $0.controlPort) }, databasePath: configuration.databaseDescription,
+                    simulator: simulatorAddress.map { ($0.endpoint.port, $0.controlPort) }, databasePath: configuration.databaseDescription,
                     newServerKeyFile: newKeyFile))
             }
             try await tasks.waitForAll()
@@ -299,7 +295,6 @@ public final class TernServer: Sendable {
     }
 }
 
-/// Runs the dispatcher and, once it stopped, closes the APNs clients (their in-flight streams finish first).
 /// Runs the node coordinator until shutdown; leaving releases this node's leases for the others.
 private struct CoordinatorService: Service {
     let coordinator: any NodeCoordinator
@@ -309,15 +304,26 @@ private struct CoordinatorService: Service {
     }
 }
 
+/// Runs the dispatcher, and the APNs clients for as long as it runs: once it stopped, they are closed (their streams
+/// in flight finish first).
 private struct DispatcherService: Service {
     let dispatcher: PushDispatcher
     let clients: ClientDirectory
     let prepare: @Sendable () async throws -> Void
 
     func run() async throws {
-        try await prepare()
-        try await dispatcher.run()
-        await clients.shutdown()
+        // The clients live as long as the dispatcher (and the badge updates, which stop before it).
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { await clients.closeRetired() }
+            do {
+                try await prepare()
+                try await dispatcher.run()
+            } catch {
+                await clients.close()
+                throw error
+            }
+            await clients.close()
+        }
     }
 }
 

@@ -255,7 +255,7 @@ import Testing
         try await store.migrate(through: 4)
         let appKey = "tak_old-app-key"
         let serverKey = try ServerKey(bytes: keyBytes)
-        let sealed = AppCredentialsVault(serverKey: serverKey).seal(EmbeddedSimulator.credentials(serverKey))
+        let sealed = AppCredentialsVault(serverKey: serverKey).seal(SimulatorIdentity.credentials(serverKey))
         try await store.transaction { db in
             try await db.raw("""
                 INSERT INTO apps (id, topic, environment, sealed_credentials, app_key_hash, master_secret_hash, created_at, updated_at)

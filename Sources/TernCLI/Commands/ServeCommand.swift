@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Metrics
 import Prometheus
+import TernEmbeddedSimulator
 import TernServer
 
 struct ServeCommand: AsyncParsableCommand {
@@ -99,7 +100,12 @@ struct ServeCommand: AsyncParsableCommand {
         bootstrapLogging(logLevel)
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        let server = TernServer(configuration: settings, metrics: registry, logger: Logger(label: "tern"))
+        let logger = Logger(label: "tern")
+        // The composition: apps in the `simulator` environment deliver to the built-in simulator.
+        let server = TernServer(
+            configuration: settings, metrics: registry, logger: logger,
+            embeddedAPNs: BuiltInSimulator.factory(
+                stateDirectory: URL(fileURLWithPath: settings.simulatorStateDirectory, isDirectory: true), logger: logger))
         do {
             try await server.run { banner in
                 // Unbuffered: whoever reads stdout (a pipe, a journal) gets the banner now, not at exit.

@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import TernAPNsClient
-import TernSimulator
 import TernStore
 import TernWeb
 
@@ -13,7 +12,8 @@ struct AppsAPI {
     let clients: ClientDirectory
     let cache: AppCache
     /// The built-in simulator's CA, which issues the push certificate of a simulator app on the legacy transport.
-    var simulatorAuthority: SimulatorCertificateAuthority?
+    /// The embedded APNs for apps in the `simulator` environment, if it runs.
+    var simulator: (any EmbeddedAPNs)?
     /// Reads the legacy feedback service on request (`POST /v1/apps/{app}/feedback`).
     var feedback: FeedbackPoller?
     /// Where webhooks may point.
@@ -138,6 +138,8 @@ struct AppsAPI {
                     message: "the feedback service was read less than \(Int(FeedbackPoller.minimumSpacing)) s ago; try again in \(seconds) s")
             } catch let error as JSONAPIError {
                 throw error
+            } catch let error as EndpointUnavailable {
+                throw JSONAPIError(status: .serviceUnavailable, error: "simulatorOff", message: error.description)
             } catch {
                 throw JSONAPIError(status: .badGateway, error: "feedbackUnavailable", message: "cannot read the feedback service: \(error)")
             }
@@ -287,11 +289,12 @@ struct AppsAPI {
     /// What an app on the built-in simulator authenticates with: its provider-token key, or for the legacy
     /// transport a push certificate from its CA.
     private func simulatorCredentials(topic: String, transport: String) throws -> AppCredentials {
-        guard transport == AppRecord.legacy else { return EmbeddedSimulator.credentials(serverKey) }
-        guard let simulatorAuthority else {
+        guard transport == AppRecord.legacy else { return SimulatorIdentity.credentials(serverKey) }
+        guard let simulator else {
             throw JSONAPIError.badRequest(field: "transport", "the built-in simulator is off, so it cannot issue a certificate")
         }
-        return try EmbeddedSimulator.legacyCredentials(simulatorAuthority, topic: topic)
+        let certificate = try simulator.issueLegacyCertificate(topic: topic)
+        return .certificate(certificatePEM: certificate.certificatePEM, privateKeyPEM: certificate.privateKeyPEM)
     }
 
     // MARK: Validation

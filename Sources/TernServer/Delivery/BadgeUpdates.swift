@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import ServiceLifecycle
 import Synchronization
 import TernAPNs
 import TernAPNsClient
@@ -10,12 +11,12 @@ import TernStore
 ///
 /// Reads are gathered for `delay` first, so a burst of reads by one user makes one update per device; an update
 /// still waiting behind a notification in flight to the same device is replaced by a newer one (``DeliveryOrder``).
-/// Best effort: updates not sent when the server stops are not kept.
-final class BadgeUpdates: Sendable {
+/// Best effort: updates not sent when the server stops are not kept. It runs as a service that stops before the
+/// dispatcher, so it never asks for an APNs client once they are closed.
+final class BadgeUpdates: Service {
     private struct Pending {
         var apps: [String: AppRecord] = [:]
         var owners: [String: Set<InboxOwner>] = [:]
-        var flushScheduled = false
     }
 
     private let store: any TernStore
@@ -24,6 +25,7 @@ final class BadgeUpdates: Sendable {
     private let delay: Duration
     private let logger: Logger
     private let pending = Mutex(Pending())
+    private let doorbell = Doorbell()
 
     init(store: any TernStore, clients: ClientDirectory, order: DeliveryOrder, delay: Duration, logger: Logger) {
         self.store = store
@@ -35,16 +37,23 @@ final class BadgeUpdates: Sendable {
 
     /// Sends the owner's devices their unread count soon.
     func schedule(app: AppRecord, owner: InboxOwner) {
-        let startFlush = pending.withLock { pending -> Bool in
+        pending.withLock { pending in
             pending.apps[app.id] = app
             pending.owners[app.id, default: []].insert(owner)
-            defer { pending.flushScheduled = true }
-            return !pending.flushScheduled
         }
-        guard startFlush else { return }
-        Task {
-            try? await Task.sleep(for: delay)
-            await flush()
+        doorbell.ring()
+    }
+
+    /// Sends what was scheduled, `delay` after the first of a burst, until graceful shutdown.
+    func run() async {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                await self.doorbell.wait()
+                // What else is scheduled meanwhile goes with it.
+                try? await Task.sleep(for: self.delay)
+                guard !Task.isCancelled else { return }
+                await self.flush()
+            }
         }
     }
 

@@ -3,13 +3,16 @@ import Logging
 import TernAPNs
 import TernAPNsClient
 import TernStore
-import TernWeb
 
 /// One long-lived APNs client per app and APNs environment, made on first use and replaced when the app changes:
 /// an HTTP/2 client, or a legacy gateway client for apps on the binary protocol.
 ///
 /// An app on Apple's APNs sends each token to the environment it was registered with (a development build's token
 /// only works on the sandbox); an app on the built-in simulator or a custom endpoint sends everything there.
+///
+/// Its owner runs ``closeRetired()`` beside the work that uses it: clients replaced meanwhile are closed there, as
+/// they are replaced (their streams in flight finish first). After ``close()``, every client is closed and none is
+/// made.
 actor ClientDirectory {
     private struct Key: Hashable {
         var app: String
@@ -24,6 +27,9 @@ actor ClientDirectory {
     }
 
     private var clients: [Key: (version: Date, client: any NotificationSender)] = [:]
+    /// Replaced clients, for ``run()`` to close.
+    private let retired = AsyncStream.makeStream(of: (any NotificationSender).self)
+    private var closed = false
     private let serverKey: ServerKey
     private var simulator: SimulatorPorts?
     private let connections: Int
@@ -43,13 +49,12 @@ actor ClientDirectory {
 
     /// The sender for `app`'s notifications to tokens of `tokenEnvironment` (`production` or `development`).
     func client(for app: AppRecord, tokenEnvironment: String?) throws -> any NotificationSender {
+        guard !closed else { throw EndpointUnavailable(app: app.id, reason: .stopped) }
         let legacy = app.transport == AppRecord.legacy
         let endpoint = try endpoint(for: app, tokenEnvironment: tokenEnvironment, service: legacy ? .gateway : .http2)
         let key = Key(app: app.id, environment: "\(endpoint.host):\(endpoint.port)")
         if let cached = clients[key], cached.version == app.updatedAt { return cached.client }
-        if let stale = clients.removeValue(forKey: key) {
-            Task { await stale.client.shutdown() }
-        }
+        if let stale = clients.removeValue(forKey: key) { retired.continuation.yield(stale.client) }
         let credentials = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
         var clientLogger = logger
         clientLogger[metadataKey: "app"] = "\(app.id)"
@@ -84,26 +89,19 @@ actor ClientDirectory {
     private func endpoint(for app: AppRecord, tokenEnvironment: String?, service: Service) throws -> APNsClientConfiguration.Endpoint {
         switch app.environment {
         case AppEnvironment.simulator:
-            guard let simulator else {
-                throw JSONAPIError(
-                    status: .serviceUnavailable, error: "simulatorOff", message: "app \(app.id) delivers to the built-in simulator, which is not running")
-            }
+            guard let simulator else { throw EndpointUnavailable(app: app.id, reason: .simulatorOff) }
             var endpoint = simulator.endpoint
             switch service {
             case .http2: break
             case .gateway, .feedback:
                 guard let port = service == .gateway ? simulator.legacyGatewayPort : simulator.feedbackPort else {
-                    throw JSONAPIError(
-                        status: .serviceUnavailable, error: "simulatorOff",
-                        message: "app \(app.id) uses the legacy protocol, which the built-in simulator does not serve")
+                    throw EndpointUnavailable(app: app.id, reason: .legacyNotServed)
                 }
                 endpoint.port = port
             }
             return endpoint
         case AppEnvironment.custom:
-            guard let endpoint = app.endpoint else {
-                throw JSONAPIError(status: .internalServerError, error: "badApp", message: "app \(app.id) has no endpoint")
-            }
+            guard let endpoint = app.endpoint else { throw EndpointUnavailable(app: app.id, reason: .noEndpoint) }
             // A custom legacy endpoint names the gateway; its feedback service is on the port given, or the next one
             // (as Apple's 2195 and 2196).
             let port = service == .feedback ? endpoint.feedbackPort ?? endpoint.port + 1 : endpoint.port
@@ -119,16 +117,55 @@ actor ClientDirectory {
     }
 
     /// Closes the clients of an app (deleted, or its credentials changed).
-    func forget(app: String) async {
-        let gone = clients.filter { $0.key.app == app }
-        for key in gone.keys { clients.removeValue(forKey: key) }
-        for (_, entry) in gone { await entry.client.shutdown() }
+    func forget(app: String) {
+        for (key, entry) in clients where key.app == app {
+            clients.removeValue(forKey: key)
+            retired.continuation.yield(entry.client)
+        }
     }
 
-    func shutdown() async {
-        let all = clients.values
+    /// Closes replaced clients as they come, in parallel; returns once ``close()`` was called and every client is
+    /// closed.
+    nonisolated func closeRetired() async {
+        await withDiscardingTaskGroup { closing in
+            for await client in retired.stream {
+                closing.addTask { await client.shutdown() }
+            }
+        }
+    }
+
+    /// Closes every client (through ``closeRetired()``) and refuses to make more.
+    func close() {
+        closed = true
+        for entry in clients.values { retired.continuation.yield(entry.client) }
         clients = [:]
-        for entry in all { await entry.client.shutdown() }
+        retired.continuation.finish()
+    }
+}
+
+/// Why an app has nowhere to deliver to now.
+struct EndpointUnavailable: Error, CustomStringConvertible {
+    enum Reason {
+        /// It delivers to the embedded APNs, which is not running.
+        case simulatorOff
+        /// It uses the legacy protocol, which the embedded APNs does not serve.
+        case legacyNotServed
+        /// A `custom` app without an endpoint (the API never stores one).
+        case noEndpoint
+        /// The server is stopping: its clients are closed.
+        case stopped
+    }
+
+    var app: String
+    var reason: Reason
+
+    var description: String {
+        switch reason {
+        case .simulatorOff: "app \(app) delivers to the built-in simulator, which is not running"
+        case .legacyNotServed: "app \(app) uses the legacy protocol, which the built-in simulator does not serve"
+        case .noEndpoint: "app \(app) has no endpoint"
+        case .stopped: "the server is stopping"
+        }
     }
 }
 

@@ -34,6 +34,11 @@ final class Doorbell: Sendable {
         }
     }
 
+    /// Returns at the next ring (or at once if one is pending), or when the task is cancelled.
+    func wait() async {
+        await waitForRing()
+    }
+
     private func waitForRing() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in

@@ -92,11 +92,19 @@ final class PushDispatcher: Service {
     static let newPushEvent = "push"
 
     func run() async throws {
-        // Another node stored a push.
-        let listener = Task { [coordinator, doorbell] in
-            for await event in coordinator.events() where event == Self.newPushEvent { doorbell.ring() }
+        await withDiscardingTaskGroup { background in
+            // Another node stored a push.
+            background.addTask { [coordinator, doorbell] in
+                for await event in coordinator.events() where event == Self.newPushEvent { doorbell.ring() }
+            }
+            background.addTask { await self.renewLeases() }
+            await deliverUntilShutdown()
+            background.cancelAll()
         }
-        defer { listener.cancel() }
+    }
+
+    /// Claims and sends chunks until graceful shutdown (the chunks in flight then finish) or cancellation.
+    private func deliverUntilShutdown() async {
         if coordinator.isSoleNode {
             // What this node's previous run had claimed is claimable now, not once its leases run out.
             do {
@@ -106,8 +114,6 @@ final class PushDispatcher: Service {
                 logger.error("cannot release the previous run's chunks", metadata: ["error": "\(error)"])
             }
         }
-        let renewal = Task { await self.renewLeases() }
-        defer { renewal.cancel() }
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 // Cancelled (another service failed, e.g. the API could not bind its port): stop claiming at once.

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Logging
 import TernAPNs
+import TernEmbeddedSimulator
 import TernServer
 import TernTestSupport
 import Testing
@@ -63,7 +64,10 @@ enum ServerHarness {
         configure(&configuration)
         var logger = Logger(label: "tern.test")
         logger.logLevel = .warning
-        let server = TernServer(configuration: configuration, metrics: nil, logger: logger)
+        let server = TernServer(
+            configuration: configuration, metrics: nil, logger: logger,
+            embeddedAPNs: BuiltInSimulator.factory(
+                stateDirectory: URL(fileURLWithPath: configuration.simulatorStateDirectory, isDirectory: true), logger: logger))
         let ready = AsyncStream.makeStream(of: TernServer.Banner.self)
         let serving = Task {
             try await server.run(gracefulShutdownSignals: []) { banner in
