@@ -29,7 +29,7 @@ source scripts/lib/stats.sh
 command -v wrk >/dev/null 2>&1 || { echo "installing wrk…" >&2; apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 echo "building tern (release)…" >&2
 swift build -c release --scratch-path "$SCRATCH" --product tern >&2
-TERN="$(pwd)/$SCRATCH/release/tern"
+TERN="$(cd "$SCRATCH" && pwd)/release/tern"  # SCRATCH may be relative or absolute
 
 work=$(mktemp -d)
 serve_pid=""

@@ -21,7 +21,7 @@ SCRATCH=${SCRATCH:-.build}
 
 echo "building tern (release)…" >&2
 swift build -c release --scratch-path "$SCRATCH" --product tern >&2
-TERN="$(pwd)/$SCRATCH/release/tern"
+TERN="$(cd "$SCRATCH" && pwd)/release/tern"  # SCRATCH may be relative or absolute
 
 work=$(mktemp -d)
 pid=""
