@@ -94,7 +94,7 @@ extension ClientFaultTests {
                         group.addTask { await Harness.send(client, notification) }
                     }
                     // Every send is on the wire (the simulator has decided it and is holding the answer).
-                    try await Harness.waitUntil("100 requests at the simulator") { simulator.state.stats().requests == 100 }
+                    try await waitUntil("100 requests at the simulator") { simulator.state.stats().requests == 100 }
 
                     let started = ContinuousClock.now
                     try await withTimeout(5, "shutdown") { await client.shutdown() }

@@ -3,6 +3,7 @@ import TernAPNs
 import TernAPNsClient
 import TernSimulator
 import Testing
+import TernTestSupport
 
 extension ClientFaultTests {
     @Suite struct ProviderTokens {
@@ -109,7 +110,7 @@ extension ClientFaultTests {
                 clock.advance(by: 45 * 60)
                 try simulator.state.setGoAway(.init(afterStreams: 1, connections: 1))
                 #expect(try await client.send(Harness.notification(2)).isDelivered)
-                try await Harness.waitUntil("the first connection to close") { simulator.state.stats().connectionsActive == 0 }
+                try await waitUntil("the first connection to close") { simulator.state.stats().connectionsActive == 0 }
                 // A new connection, whose first token is the 45-minute-old one.
                 #expect(try await client.send(Harness.notification(3)).isDelivered)
                 #expect(simulator.state.stats().connectionsOpened == 2)

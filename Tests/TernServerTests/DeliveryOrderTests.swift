@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Synchronization
 import TernStore
+import TernTestSupport
 import Testing
 
 @testable import TernServer
@@ -24,18 +25,33 @@ struct DeliveryOrderTests {
         #expect(first.goesNow && other.goesNow)
         #expect(!second.goesNow && !third.goesNow)
 
+        // The first is answered: only the next in line goes.
+        order.finish("a")
+        #expect(second.goesNow && !third.goesNow)
+        #expect(await order.turn(second) == .go)
         let turns = Turns()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { if case .go = await order.turn(third) { turns.note("third") } }
-            group.addTask { if case .go = await order.turn(second) { turns.note("second"); order.finish("a") } }
-            try await Task.sleep(for: .milliseconds(50))
-            #expect(turns.names.isEmpty, "nothing goes while the first is in flight")
             order.finish("a")
             try await group.waitForAll()
         }
-        #expect(turns.names == ["second", "third"])
+        #expect(turns.names == ["third"])
         order.finish("a")
         order.finish("b")
+        #expect(order.tokensInFlight == 0)
+    }
+
+    @Test func aCancelledWaiterLeavesItsLineAndTheNextOneGetsTheTurn() async throws {
+        let order = DeliveryOrder()
+        _ = order.enqueue("a")
+        let cancelled = order.enqueue("a")
+        let next = order.enqueue("a")
+        let waiting = Task { await order.turn(cancelled) }
+        waiting.cancel()
+        #expect(await waiting.value == .cancelled)
+        order.finish("a")
+        #expect(next.goesNow, "the cancelled ticket does not hold the line")
+        order.finish("a")
         #expect(order.tokensInFlight == 0)
     }
 
@@ -62,16 +78,30 @@ struct DeliveryOrderTests {
         let third = queue.reserve()
         let turns = Turns()
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await queue.admit(third) { turns.note("third") } }
-            try await Task.sleep(for: .milliseconds(20))
-            group.addTask { await queue.admit(first) { turns.note("first") } }
-            try await Task.sleep(for: .milliseconds(20))
+            // The third place arrives first and waits.
+            group.addTask { try await queue.admit(third) { turns.note("third") } }
+            while queue.waiting < 1 { await Task.yield() }
+            try await queue.admit(first) { turns.note("first") }
+            #expect(turns.names == ["first"], "the third still waits for the second place")
             queue.give(up: second)
             try await group.waitForAll()
         }
         #expect(turns.names == ["first", "third"])
-        await queue.admit { turns.note("later") }
+        try await queue.admit { turns.note("later") }
         #expect(turns.names.last == "later")
+    }
+
+    @Test func aPlaceCancelledWhileWaitingIsGivenUp() async throws {
+        let queue = AdmissionQueue()
+        let first = queue.reserve()
+        let cancelled = queue.reserve()
+        let waiting = Task { try await queue.admit(cancelled) {} }
+        while queue.waiting < 1 { await Task.yield() }
+        waiting.cancel()
+        await #expect(throws: CancellationError.self) { try await waiting.value }
+        try await queue.admit(first) {}
+        // Had the cancelled place stayed, this would wait for ever.
+        try await withTimeout(10, "a later place") { try await queue.admit {} }
     }
 }
 

@@ -73,10 +73,7 @@ import Testing
                 #expect(push[path: "counts.pruned"]?.int == 1)
 
                 // Two 500s, then a 200: back-off of about 1 s and 2 s.
-                let deadline = ContinuousClock.now + .seconds(15)
-                while receiver.received.withLock({ $0.last?.answered }) != 200, ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
+                try await waitUntil("an acknowledged post", within: 15) { receiver.received.withLock { $0.last?.answered } == 200 }
                 let attempts = receiver.received.withLock { $0 }
                 try #require(attempts.count == 3, "\(attempts.map(\.answered))")
                 #expect(Set(attempts.map(\.body)).count == 1, "every attempt carries the same events")
@@ -97,9 +94,14 @@ import Testing
                     for: Array("\(timestamp).".utf8) + attempts[2].body, using: SymmetricKey(data: Array(secret.utf8)))
                 #expect(parts["v1"] == expected.map { String(format: "%02x", $0) }.joined())
 
-                // Acknowledged events are not sent again.
-                try await Task.sleep(for: .milliseconds(2500))
-                #expect(receiver.received.withLock { $0.count } == 3)
+                // Acknowledged events are not sent again: the next post, for another pruned token, has only that one.
+                try await server.register(Fixture.device(2), token: Fixture.token(2), alias: "v")
+                _ = try await server.simulator.post("/tokens/\(Fixture.token(2))/unregister", #"{"timestamp": \#(later)}"#)
+                let second = try await server.push(Fixture.push(audience: #"{"aliases": ["v"]}"#))
+                #expect(second[path: "counts.pruned"]?.int == 1)
+                try await waitUntil("the second post", within: 15) { receiver.received.withLock { $0.count } >= 4 }
+                let next = try JSONValue(parsing: Data(receiver.received.withLock { $0[3].body }))
+                #expect(next["events"]?.arrayItems?.compactMap { $0["token"]?.string } == [Fixture.token(2)])
             }
         }
     }

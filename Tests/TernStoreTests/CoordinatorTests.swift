@@ -35,8 +35,11 @@ struct CoordinatorTests {
         defer { for task in running { task.cancel() } }
 
         try await waitUntil("every job to have a holder") { leases.filter(\.0.isHeld).count == 1 && leases.filter(\.1.isHeld).count == 1 }
-        // Stay so: nobody takes a job that is held.
-        try await Task.sleep(for: .milliseconds(500))
+        // Stay so: nobody takes a job that is held, however often the others try.
+        let triedBefore = leases.map { $0.0.refusals }
+        try await waitUntil("each other node to try for the sweeper three more times") {
+            zip(leases, triedBefore).allSatisfy { lease, before in lease.0.isHeld || lease.0.refusals >= before + 3 }
+        }
         #expect(leases.filter(\.0.isHeld).count == 1)
         #expect(leases.filter(\.1.isHeld).count == 1)
 
@@ -87,16 +90,5 @@ struct CoordinatorTests {
         nodes[1].announce("wake")
         #expect(try await withTimeout(5, "node 1 to hear node 0") { await firstEvents[1].value } == "push")
         #expect(try await withTimeout(5, "node 0 to hear node 1") { await firstEvents[0].value } == "wake", "not its own push")
-    }
-
-    private func waitUntil(_ what: String, within seconds: Double = 10, _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while !condition() {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("timed out waiting for \(what)")
-                return
-            }
-            try await Task.sleep(for: .milliseconds(50))
-        }
     }
 }

@@ -26,3 +26,19 @@ public func withTimeout<T: Sendable>(
         return try await group.next()!
     }
 }
+
+/// Asks `condition` every `interval` until it holds, failing with ``TimeoutError`` after `seconds`.
+///
+/// The one polling helper, for state that another process or the network owns (a server's counts, a simulator's
+/// arrival log), where there is no event to await. It proves that something happens, never that something does
+/// not: for that, wait for the event that would come instead, or advance a manual clock.
+public func waitUntil(
+    _ what: String, within seconds: Double = 10, every interval: Duration = .milliseconds(20),
+    _ condition: () async throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while try await !condition() {
+        guard ContinuousClock.now < deadline else { throw TimeoutError(what: what, seconds: seconds) }
+        try await Task.sleep(for: interval)
+    }
+}

@@ -9,7 +9,7 @@ final class AdmissionQueue: Sendable {
         var nextPlace: UInt64 = 0
         /// Reserved places, in order; the first one's holder may go.
         var places: [UInt64] = []
-        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var waiters: [UInt64: CheckedContinuation<Bool, Never>] = [:]
         var busy = false
     }
 
@@ -27,27 +27,41 @@ final class AdmissionQueue: Sendable {
     }
 
     /// Waits for the place's turn, runs `body`, and lets the next place in. Every reserved place must come here
-    /// (or to ``give(up:)``), or the queue stops.
-    func admit<T>(_ place: UInt64, _ body: () async throws -> T) async rethrows -> T {
-        await withCheckedContinuation { continuation in
-            let goesNow = state.withLock { state -> Bool in
-                if !state.busy, state.places.first == place {
-                    state.busy = true
-                    return true
+    /// (or to ``give(up:)``), or the queue stops. Cancelled while it waits, it gives the place up and throws
+    /// `CancellationError`.
+    func admit<T>(_ place: UInt64, _ body: () async throws -> T) async throws -> T {
+        let admitted = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let goesNow = state.withLock { state -> Bool? in
+                    if Task.isCancelled { return false }
+                    if !state.busy, state.places.first == place {
+                        state.busy = true
+                        return true
+                    }
+                    state.waiters[place] = continuation
+                    return nil
                 }
-                state.waiters[place] = continuation
-                return false
+                if let goesNow { continuation.resume(returning: goesNow) }
             }
-            if goesNow { continuation.resume() }
+        } onCancel: {
+            let waiter = state.withLock { $0.waiters.removeValue(forKey: place) }
+            waiter?.resume(returning: false)
+        }
+        guard admitted else {
+            give(up: place)
+            throw CancellationError()
         }
         defer { leave(place) }
         return try await body()
     }
 
     /// Reserves a place and waits its turn: for a push's later pages.
-    func admit<T>(_ body: () async throws -> T) async rethrows -> T {
+    func admit<T>(_ body: () async throws -> T) async throws -> T {
         try await admit(reserve(), body)
     }
+
+    /// Places waiting for their turn (for tests).
+    var waiting: Int { state.withLock { $0.waiters.count } }
 
     /// Gives up a reserved place without using it.
     func give(up place: UInt64) {
@@ -55,13 +69,13 @@ final class AdmissionQueue: Sendable {
     }
 
     private func leave(_ place: UInt64, holding: Bool = true) {
-        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let next = state.withLock { state -> CheckedContinuation<Bool, Never>? in
             state.places.removeAll { $0 == place }
             if holding { state.busy = false }
             guard !state.busy, let first = state.places.first, let waiter = state.waiters.removeValue(forKey: first) else { return nil }
             state.busy = true
             return waiter
         }
-        next?.resume()
+        next?.resume(returning: true)
     }
 }

@@ -48,6 +48,8 @@ final class DeliveryOrder: Sendable {
         case go
         /// A newer badge-only update for the token took its place: do not send it.
         case superseded
+        /// The waiting task was cancelled: the ticket left its line; do not send it (nor call ``finish(_:)``).
+        case cancelled
     }
 
     private struct Line {
@@ -80,17 +82,33 @@ final class DeliveryOrder: Sendable {
         return ticket
     }
 
-    /// Waits until the ticket's turn comes, or a newer badge-only update replaces it.
+    /// Waits until the ticket's turn comes, a newer badge-only update replaces it, or the task is cancelled (the
+    /// ticket then leaves its line, unless its turn had come already).
     func turn(_ ticket: Ticket) async -> Turn {
-        await withCheckedContinuation { continuation in
-            let decided = ticket.state.withLock { state -> Turn? in
-                switch state {
-                case .decided(let turn): return turn
-                case .waiting: state = .waiting(continuation); return nil
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let decided = ticket.state.withLock { state -> Turn? in
+                    switch state {
+                    case .decided(let turn): return turn
+                    case .waiting: state = .waiting(continuation); return nil
+                    }
                 }
+                if let decided { continuation.resume(returning: decided) }
             }
-            if let decided { continuation.resume(returning: decided) }
+        } onCancel: {
+            withdraw(ticket)
         }
+    }
+
+    /// Takes a waiting ticket out of its line; one whose turn came is left as it is.
+    private func withdraw(_ ticket: Ticket) {
+        let removed = lines.withLock { lines -> Bool in
+            guard var line = lines[ticket.token], let index = line.waiting.firstIndex(where: { $0 === ticket }) else { return false }
+            line.waiting.remove(at: index)
+            lines[ticket.token] = line
+            return true
+        }
+        if removed { ticket.decide(.cancelled) }
     }
 
     /// The token's notification in flight is answered: the next one in its line goes.

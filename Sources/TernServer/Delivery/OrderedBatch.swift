@@ -101,6 +101,10 @@ enum OrderedBatch {
                     case .superseded:
                         progress.skipped(into: input)
                         await onResult(item.notification, .superseded)
+                    case .cancelled:
+                        // Out of its line already: no turn to hand on.
+                        progress.skipped(into: input)
+                        await onResult(item.notification, .notSent(tookPermit: false))
                     }
                 }
             }

@@ -25,6 +25,7 @@ public protocol NodeCoordinator: Sendable {
 public final class JobLease: Sendable {
     public let job: String
     private let held = Atomic<Bool>(false)
+    private let tries = Atomic<Int>(0)
 
     init(job: String, held: Bool = false) {
         self.job = job
@@ -33,7 +34,12 @@ public final class JobLease: Sendable {
 
     public var isHeld: Bool { held.load(ordering: .acquiring) }
 
+    /// How often this node tried to take the job and found another node holding it (tests wait on it).
+    public var refusals: Int { tries.load(ordering: .relaxed) }
+
     func set(_ value: Bool) { held.store(value, ordering: .releasing) }
+
+    func refused() { tries.add(1, ordering: .relaxed) }
 }
 
 /// One node on its own database (SQLite): it holds every lease, and there is no one to announce anything to.

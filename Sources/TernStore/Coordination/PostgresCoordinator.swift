@@ -121,6 +121,8 @@ public final class PostgresCoordinator: NodeCoordinator {
                 if taken {
                     lease.set(true)
                     logger.info("this node runs a job now", metadata: ["job": "\(lease.job)"])
+                } else {
+                    lease.refused()
                 }
             }
             _ = try await connection.query("SELECT 1", logger: logger)

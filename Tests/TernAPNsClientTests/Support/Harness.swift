@@ -109,17 +109,6 @@ enum Harness {
         arrivals(simulator).reduce(into: [:]) { counts, entry in counts[entry.token, default: 0] += 1 }
     }
 
-    /// Polls `condition` every 10 ms until it holds; throws ``TimeoutError`` after `seconds`.
-    static func waitUntil(
-        _ what: String, within seconds: Double = 5, _ condition: () throws -> Bool
-    ) async throws {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while try !condition() {
-            guard ContinuousClock.now < deadline else { throw TimeoutError(what: what, seconds: seconds) }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-    }
-
     /// Runs `body` with a port on 127.0.0.1 where nothing listens: a socket is bound to it (so no one else takes
     /// it) but never listens, so every connect is refused.
     static func withClosedPort<T>(_ body: (Int) async throws -> T) async throws -> T {
