@@ -15,7 +15,7 @@
 #
 # The kill lands at a uniformly random moment between 10 % and 90 % of the push's duration, measured first by one
 # push that is not killed; a run whose push had reached every device before the kill is shown but not counted, and
-# another run takes its place (RUNS counted runs, at most 3 × RUNS tries). Defaults are tern serve's (delivery.concurrency 1000, chunks of 2,000). Needs wrk and
+# another run takes its place (RUNS counted runs, at most 6 × RUNS tries). Defaults are tern serve's (delivery.concurrency 1000, chunks of 2,000). Needs wrk and
 # python3; installs wrk when missing. Everything runs on loopback and stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -120,7 +120,7 @@ for size in $SIZES; do
   repeats_all=()
   resent_all=()
   run=0
-  while [ "${#repeats_all[@]}" -lt "$RUNS" ] && [ "$run" -lt $((RUNS * 3)) ]; do
+  while [ "${#repeats_all[@]}" -lt "$RUNS" ] && [ "$run" -lt $((RUNS * 6)) ]; do
     run=$((run + 1))
     curl -sf -X DELETE "$control/notifications" >/dev/null
     requests_before=$(requests)
