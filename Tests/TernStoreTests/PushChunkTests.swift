@@ -144,10 +144,7 @@ struct PushChunkTests {
     @Test("progress recorded while a chunk is sent counts, and a node taking the chunk over starts after it", arguments: StoreFactory.all)
     func progressIsKeptAcrossATakeOver(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
-            try await store.createApp(makeApp())
-            try await registerDevices(10, in: store)
-            _ = try await store.createPush(makePush("p1"))
-            let chunk = try #require(try await store.claimChunk(node: "a", size: 10, leaseUntil: time(1_000), at: time(0)).chunk)
+            let chunk = try await tenRecipientsClaimedByNodeA(in: store)
             let keys = chunk.recipients.map(\.key)
             // Node a records the first 3, then the first 6, then dies.
             #expect(try await store.recordChunkProgress(
@@ -177,10 +174,7 @@ struct PushChunkTests {
     @Test("recipients recorded out of order are skipped by every later holder, and the counts stay exact", arguments: StoreFactory.all)
     func runsSurviveTwoTakeOvers(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
-            try await store.createApp(makeApp())
-            try await registerDevices(10, in: store)
-            _ = try await store.createPush(makePush("p1"))
-            let chunk = try #require(try await store.claimChunk(node: "a", size: 10, leaseUntil: time(1_000), at: time(0)).chunk)
+            let chunk = try await tenRecipientsClaimedByNodeA(in: store)
             let keys = chunk.recipients.map(\.key)
             #expect(chunk.recorded.isEmpty)
             // Node a has results for 0-1, 4-5 and 8: recipient 2 is still out.
@@ -352,6 +346,14 @@ struct PushChunkTests {
             #expect(push.status == .completed)
             #expect(push.counts == PushCounts(targeted: 100, accepted: 50, failed: 50, pruned: 50, failedByReason: ["even": 25, "odd": 25]))
         }
+    }
+
+    /// Push p1 to ten devices, all in one chunk that node a claimed at 0 with a lease to 1 s.
+    private func tenRecipientsClaimedByNodeA(in store: any TernStore) async throws -> PushChunk {
+        try await store.createApp(makeApp())
+        try await registerDevices(10, in: store)
+        _ = try await store.createPush(makePush("p1"))
+        return try #require(try await store.claimChunk(node: "a", size: 10, leaseUntil: time(1_000), at: time(0)).chunk)
     }
 
     private func registerDevices(_ count: Int, in store: any TernStore) async throws {

@@ -111,21 +111,32 @@ public final class PostgresCoordinator: NodeCoordinator {
         }
     }
 
-    /// Takes every free lease, and checks the connection, every `checkInterval`.
+    /// Takes every free lease, and checks the connection, every `checkInterval`. A check that takes longer than
+    /// five intervals (at least 2 s) counts as a lost connection: a query can hang when the server ends the session,
+    /// and a node that waited on it would go on believing it holds jobs whose locks went with that session.
     private func keepLeases(on connection: PostgresConnection) async throws {
+        let checkTimeout = max(checkInterval * 5, .seconds(2))
         while !Task.isCancelled {
-            for lease in leases.withLock({ Array($0.values) }) where !lease.isHeld {
-                let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.lockKey(lease.job))) AS held", logger: logger)
-                var taken = false
-                for try await held in rows.decode(Bool.self) { taken = held }
-                if taken {
+            let free = leases.withLock { $0.values.filter { !$0.isHeld } }
+            let (jobs, logger) = (free.map(\.job), self.logger)
+            // Decided here, after the deadline: a check that finished late must not mark anything held.
+            let taken = try await withDeadline(checkTimeout) {
+                var taken: Set<String> = []
+                for job in jobs {
+                    let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.lockKey(job))) AS held", logger: logger)
+                    for try await held in rows.decode(Bool.self) where held { taken.insert(job) }
+                }
+                _ = try await connection.query("SELECT 1", logger: logger)
+                return taken
+            }
+            for lease in free {
+                if taken.contains(lease.job) {
                     lease.set(true)
                     logger.info("this node runs a job now", metadata: ["job": "\(lease.job)"])
                 } else {
                     lease.refused()
                 }
             }
-            _ = try await connection.query("SELECT 1", logger: logger)
             try await Task.sleep(for: checkInterval)
         }
     }

@@ -77,24 +77,11 @@ final class PostgresSessions: SQLSessions {
     /// left to finish on its own: a call in flight while the server restarts can otherwise wait forever (seen with
     /// postgres-nio 1.33), and the caller would wait with it.
     func withSession<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        let call = Deadline<T>()
         let client = self.client
-        return try await withCheckedThrowingContinuation { continuation in
-            call.start(continuation)
-            let work = Task {
-                do {
-                    call.finish(.success(try await client.withConnection { connection in
-                        // Every query is logged at trace: its binds hold tokens and aliases.
-                        try await body(connection.sql(queryLogLevel: .trace))
-                    }))
-                } catch {
-                    call.finish(.failure(error))
-                }
-            }
-            call.timer = Task { [callTimeout] in
-                try? await Task.sleep(for: callTimeout)
-                guard !Task.isCancelled else { return }
-                if call.finish(.failure(StoreError.unavailable("the database did not answer within \(callTimeout)"))) { work.cancel() }
+        return try await withDeadline(callTimeout) {
+            try await client.withConnection { connection in
+                // Every query is logged at trace: its binds hold tokens and aliases.
+                try await body(connection.sql(queryLogLevel: .trace))
             }
         }
     }
@@ -187,40 +174,3 @@ struct PostgresURL {
 }
 
 /// One call racing its timeout: whichever finishes first resumes the caller, once.
-private final class Deadline<T: Sendable>: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<T, any Error>?
-        var timer: Task<Void, Never>?
-    }
-
-    private let state = Mutex(State())
-
-    func start(_ continuation: CheckedContinuation<T, any Error>) {
-        state.withLock { $0.continuation = continuation }
-    }
-
-    /// The timer, cancelled when the call finishes first.
-    var timer: Task<Void, Never>? {
-        get { state.withLock { $0.timer } }
-        set {
-            let finished = state.withLock { state -> Bool in
-                state.timer = newValue
-                return state.continuation == nil
-            }
-            if finished { newValue?.cancel() }
-        }
-    }
-
-    /// Resumes the caller with `result` unless it was resumed already. - Returns: whether it did.
-    @discardableResult
-    func finish(_ result: Result<T, any Error>) -> Bool {
-        let (continuation, timer) = state.withLock { state in
-            defer { state.continuation = nil }
-            return (state.continuation, state.timer)
-        }
-        guard let continuation else { return false }
-        timer?.cancel()
-        continuation.resume(with: result)
-        return true
-    }
-}
