@@ -248,17 +248,20 @@ public final class TernServer: Sendable {
 
         let demoSecrets = demo
         try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
             tasks.addTask { [configuration] in
                 let simulatorAddress = try await simulator?.waitUntilReady()
                 await listening.wait()
+                // The server ended before it was ready (stopped while starting, or a service failed): no banner.
+                guard !Task.isCancelled else { return }
                 let bound = self.boundPort ?? configuration.port
                 onReady(Banner(
                     url: "http://\(configuration.host):\(bound)", newAdminToken: newAdminToken, demo: demoSecrets,
                     simulator: simulatorAddress.map { ($0.endpoint.port, $0.controlPort) }, databasePath: configuration.databaseDescription,
                     newServerKeyFile: newKeyFile))
             }
-            try await tasks.waitForAll()
+            // However the services end, the wait for readiness ends with them.
+            defer { tasks.cancelAll() }
+            try await group.run()
         }
     }
 
@@ -340,14 +343,24 @@ private final class ReadySignal: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
+    /// Returns once signalled, or when the task is cancelled.
     func wait() async {
-        await withCheckedContinuation { continuation in
-            let now = state.withLock { state -> Bool in
-                if state.ready { return true }
-                state.waiters.append(continuation)
-                return false
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state -> Bool in
+                    if state.ready || Task.isCancelled { return true }
+                    state.waiters.append(continuation)
+                    return false
+                }
+                if now { continuation.resume() }
             }
-            if now { continuation.resume() }
+        } onCancel: {
+            // Only the banner waits: let every waiter go.
+            let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume() }
         }
     }
 }

@@ -38,7 +38,8 @@ public final class APNsSimulator: Service, Sendable {
         var controlPort: Int?
         var ready = false
         var stopRequested = false
-        var readyWaiters: [CheckedContinuation<Void, any Error>] = []
+        var readyWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+        var nextWaiter: UInt64 = 0
         var stopWaiter: CheckedContinuation<Void, Never>?
         var failure: (any Error)?
     }
@@ -95,18 +96,30 @@ public final class APNsSimulator: Service, Sendable {
         }
     }
 
-    /// Waits until both listeners are bound (or throws why starting failed).
+    /// Waits until both listeners are bound (or throws why starting failed, or `CancellationError` if the task is
+    /// cancelled first).
     public func waitUntilReady() async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            lifecycle.withLock { state in
-                if let failure = state.failure {
-                    continuation.resume(throwing: failure)
-                } else if state.ready {
-                    continuation.resume()
-                } else {
-                    state.readyWaiters.append(continuation)
+        let id = lifecycle.withLock { state in
+            defer { state.nextWaiter += 1 }
+            return state.nextWaiter
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                lifecycle.withLock { state in
+                    if let failure = state.failure {
+                        continuation.resume(throwing: failure)
+                    } else if state.ready {
+                        continuation.resume()
+                    } else if Task.isCancelled {
+                        continuation.resume(throwing: CancellationError())
+                    } else {
+                        state.readyWaiters[id] = continuation
+                    }
                 }
             }
+        } onCancel: {
+            let waiter = lifecycle.withLock { $0.readyWaiters.removeValue(forKey: id) }
+            waiter?.resume(throwing: CancellationError())
         }
     }
 
@@ -195,8 +208,8 @@ public final class APNsSimulator: Service, Sendable {
         let waiters = lifecycle.withLock { state -> [CheckedContinuation<Void, any Error>] in
             guard state.port != nil, configuration.controlPort == nil || state.controlPort != nil else { return [] }
             state.ready = true
-            defer { state.readyWaiters = [] }
-            return state.readyWaiters
+            defer { state.readyWaiters = [:] }
+            return Array(state.readyWaiters.values)
         }
         for waiter in waiters { waiter.resume() }
     }
@@ -204,8 +217,8 @@ public final class APNsSimulator: Service, Sendable {
     private func markFailed(_ error: any Error) {
         let waiters = lifecycle.withLock { state -> [CheckedContinuation<Void, any Error>] in
             state.failure = error
-            defer { state.readyWaiters = [] }
-            return state.readyWaiters
+            defer { state.readyWaiters = [:] }
+            return Array(state.readyWaiters.values)
         }
         for waiter in waiters { waiter.resume(throwing: error) }
     }

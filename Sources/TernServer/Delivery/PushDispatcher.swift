@@ -220,14 +220,26 @@ final class PushDispatcher: Service {
                         try await self.send(chunk.recipients, app: app, content: content, pushID: push.id, place: place, into: ledger)
                         ledger.finish()
                     }
-                    group.addTask { await self.recordProgress(of: chunk, ledger: ledger) }
-                    try await group.waitForAll()
+                    group.addTask {
+                        // Another node has it: stop sending (it sends what this node did not record), which also
+                        // frees the permits this chunk holds, since none of its results can be recorded now.
+                        if await self.recordProgress(of: chunk, ledger: ledger) == .leaseLost { throw LeaseLost() }
+                    }
+                    // Not waitForAll(), which would wait for the send before rethrowing: the first error leaves
+                    // the group, and that cancels the other task.
+                    for try await _ in group {}
                 }
             } else {
                 // The app is gone (its pushes with it): nothing to send, nothing to record.
                 admission.give(up: place)
                 return
             }
+        } catch is LeaseLost {
+            logger.warning(
+                "another node took over the chunk after its lease ran out; this node stopped sending it",
+                metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)"])
+            permits.release(ledger.close().permits)
+            return
         } catch {
             // Left unrecorded, its lease lapses and a node sends it again.
             logger.error("push chunk not sent", metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)", "error": "\(error)"])
@@ -276,10 +288,13 @@ final class PushDispatcher: Service {
         }
     }
 
+    private enum RecorderEnd { case chunkSent, leaseLost }
+    private struct LeaseLost: Error {}
+
     /// Records the chunk's results while it is sent (``ChunkLedger``), so a crash sends again only what was not
     /// recorded, and hands back the permits of what it recorded. Returns when the chunk is sent, or when its lease
-    /// was lost (the closing record then finds that out too).
-    private func recordProgress(of chunk: PushChunk, ledger: ChunkLedger) async {
+    /// was lost.
+    private func recordProgress(of chunk: PushChunk, ledger: ChunkLedger) async -> RecorderEnd {
         var backoff = ErrorBackoff(initial: ChunkLedger.interval, maximum: .seconds(2))
         var wait = ChunkLedger.interval
         while !ledger.isFinished, !Task.isCancelled {
@@ -288,7 +303,7 @@ final class PushDispatcher: Service {
             do {
                 let held = try await store.recordChunkProgress(
                     pushID: chunk.push.id, sequence: chunk.sequence, node: node, record.progress, mark: record.mark)
-                guard held else { return }
+                guard held else { return .leaseLost }
                 permits.release(ledger.markRecorded(record))
                 _ = backoff.succeeded()
                 wait = ChunkLedger.interval
@@ -297,6 +312,7 @@ final class PushDispatcher: Service {
                 wait = backoff.failed()
             }
         }
+        return .chunkSent
     }
 
     /// Sends one chunk and classifies every result.
