@@ -41,11 +41,11 @@ struct MultiNodeCommandTests {
 }
 
 /// The set-up both tests share: a fresh database, a simulator with 20 ms latency, two nodes with 3-second chunk
-/// leases, an app and 100,000 registered devices.
+/// leases, an app and 100,000 devices (written to the database directly: registration has tests of its own).
 struct TwoNodes {
     static let pageSize = 500
-    /// What a node has claimed and not recorded at most: two pages (`PushDispatcher.Settings.pagesInFlight`).
-    static let inFlightPerNode = 2 * pageSize
+    /// What a node has sent and not recorded at most: `delivery.concurrency`.
+    static let inFlightPerNode = 100
     static let count = 100_000
     static let admin = "admin-token-for-two-nodes"
 
@@ -67,15 +67,21 @@ struct TwoNodes {
         let environment = [
             "TERN_ADMIN_TOKEN": admin, "TERN_DATABASE_URL": databaseURL,
             "TERN_SERVER_KEY": Data((0..<32).map { UInt8($0 * 3) }).base64EncodedString(),
-            "TERN_DELIVERY_PAGE_SIZE": "\(pageSize)", "TERN_DELIVERY_CONCURRENCY": "100", "TERN_DELIVERY_CHUNK_LEASE": "3",
+            "TERN_DELIVERY_PAGE_SIZE": "\(pageSize)", "TERN_DELIVERY_CONCURRENCY": "\(inFlightPerNode)", "TERN_DELIVERY_CHUNK_LEASE": "3",
         ]
         let first = try ServeProcess(folder: folder.appendingPathComponent("a"), arguments: ["--no-demo", "--no-simulator"], environment: environment)
         let second = try ServeProcess(folder: folder.appendingPathComponent("b"), arguments: ["--no-demo", "--no-simulator"], environment: environment)
 
         let (appKey, master) = try await second.createShopApp(on: simulator, admin: admin)
 
-        // Registrations go to both nodes.
-        try await Devices.register(count, through: [first.client(bearer: appKey), second.client(bearer: appKey)])
+        try await seedDevices(app: "shop", count: count - 2, databaseURL: databaseURL)
+        // The last two through the nodes, one each (registration has tests of its own): both nodes serve.
+        for (node, number) in [(first, count - 2), (second, count - 1)] {
+            let response = try await node.client(bearer: appKey).put(
+                "/v1/apps/shop/devices/\(ServeCommandTests.device(number))",
+                #"{"token": "\#(ServeCommandTests.token(number))", "environment": "production", "tags": ["all"]}"#)
+            guard response.status == 200 else { throw CLITestError("registration \(number): \(response.text)") }
+        }
         // 20 ms per request and 100 in flight per chunk, two chunks per node: about 20,000 a second at most, so the
         // push takes several seconds and what happens next lands mid-push.
         _ = try await HTTPTestClient(port: simulator.controlPort).put("/scenario/latency", #"{"fixedMilliseconds": 20}"#)
@@ -85,6 +91,21 @@ struct TwoNodes {
         if first.process.isRunning { #expect(first.interrupt() == 0) }
         if second.process.isRunning { #expect(second.interrupt() == 0) }
         #expect(simulator.interrupt() == 0)
+    }
+
+    /// Devices 0..<count of ``ServeCommandTests/device(_:)``, each with its token and the tag `all`, as registrations
+    /// would have left them (a derived device secret, no alias).
+    private static func seedDevices(app: String, count: Int, databaseURL: String) async throws {
+        let now = Int(Date().timeIntervalSince1970 * 1000)
+        let device = "'6f1c1f9e-8d7a-4d44-9d2e-' || lpad(to_hex(n), 12, '0')"
+        _ = try await PostgresTestServer.integers("""
+            INSERT INTO devices (app_id, device_id, token, environment, token_registered_at, last_registered_at, created_at, updated_at)
+            SELECT '\(app)', \(device), repeat('cd', 28) || lpad(to_hex(n), 8, '0'), 'production', \(now), \(now), \(now), \(now)
+            FROM generate_series(0, \(count - 1)) AS n
+            """, database: databaseURL)
+        _ = try await PostgresTestServer.integers(
+            "INSERT INTO device_tags (app_id, device_id, tag) SELECT '\(app)', \(device), 'all' FROM generate_series(0, \(count - 1)) AS n",
+            database: databaseURL)
     }
 
     /// A push to every device, stored through the second node. - Returns: its id.
