@@ -29,7 +29,8 @@ public struct TernServerConfiguration: Sendable {
     public var demoApp = true
     /// Recipients per chunk: claimed by one node, sent, and recorded together.
     public var deliveryPageSize = 2000
-    /// Notifications in flight per chunk.
+    /// Notifications this node has sent and not yet recorded, across all its chunks: the most a crash can send
+    /// twice, and the APNs requests in flight at most.
     public var deliveryConcurrency = 1000
     /// HTTP/2 connections per app and APNs environment.
     public var apnsConnections = 2

@@ -27,6 +27,7 @@ import TernStore
 final class PushDispatcher: Service {
     struct Settings: Sendable {
         var pageSize = 2000
+        /// Notifications sent and not yet recorded, across all chunks (``InFlightLimit``).
         var concurrency = 1000
         /// Chunks sent at once: many small pushes go out side by side.
         var pushConcurrency = 32
