@@ -61,8 +61,8 @@ public final class TernServer: Sendable {
 
     /// - Parameters:
     ///   - metrics: the registry `/metrics` shows; the caller bootstraps swift-metrics with it (once per process).
-    ///   - embeddedAPNs: makes the APNs for apps in the `simulator` environment, when `configuration.simulator` is
-    ///     on (`tern serve` gives the built-in simulator). Without one, such apps cannot deliver.
+    ///   - embeddedAPNs: makes the APNs for apps in the `simulator` environment, when `configuration.simulator.enabled`
+    ///     is on (`tern serve` gives the built-in simulator). Without one, such apps cannot deliver.
     public init(
         configuration: TernServerConfiguration, metrics: PrometheusCollectorRegistry?, logger: Logger, clock: any WallClock = SystemWallClock(),
         embeddedAPNs: EmbeddedAPNsFactory? = nil
@@ -91,7 +91,7 @@ public final class TernServer: Sendable {
     ) async throws {
         try configuration.validate()
         // What can fail at start is tried first, each saying what it is in one line, before anything else starts.
-        try await Self.checkCanListen(host: configuration.host, port: configuration.port)
+        try await Self.checkCanListen(host: configuration.http.host, port: configuration.http.port)
         let serverKey = try loadServerKey()
         let store = try await openStore()
         do {
@@ -107,16 +107,16 @@ public final class TernServer: Sendable {
     /// configuration error with the reason (never the password).
     private func openStore() async throws -> SQLStore {
         do {
-            if let url = configuration.databaseURL {
-                return try await SQLStore.openPostgres(url: url, maximumConnections: configuration.databaseConnections, logger: logger)
+            if let url = configuration.database.url {
+                return try await SQLStore.openPostgres(url: url, maximumConnections: configuration.database.connections, logger: logger)
             }
-            return try await SQLStore.openSQLite(path: configuration.databasePath, logger: logger)
+            return try await SQLStore.openSQLite(path: configuration.database.path, logger: logger)
         } catch let error as StoreError {
             throw TernServerConfigurationError("database: \(error)")
         } catch {
             // SQLite's own errors (a folder where the file should be, a file that is not a database); a PostgreSQL
             // failure arrives as a StoreError above, without the password.
-            throw TernServerConfigurationError("database \(configuration.databasePath): cannot open: \(error)")
+            throw TernServerConfigurationError("database \(configuration.database.path): cannot open: \(error)")
         }
     }
 
@@ -149,34 +149,31 @@ public final class TernServer: Sendable {
         let adminTokenHash = try await adminTokenHash(store)
 
         let simulator: (any EmbeddedAPNs)? =
-            if configuration.simulator, let embeddedAPNs { try embeddedAPNs(SimulatorIdentity.trustedKey(serverKey)) } else { nil }
+            if configuration.simulator.enabled, let embeddedAPNs { try embeddedAPNs(SimulatorIdentity.trustedKey(serverKey)) } else { nil }
 
         let clients = ClientDirectory(
-            serverKey: serverKey, simulator: nil, connections: configuration.apnsConnections, logger: logger)
+            serverKey: serverKey, simulator: nil, connections: configuration.apns.connections, logger: logger)
         // Nodes on one PostgreSQL database share it: they send pushes together, and one at a time runs each periodic job.
         let coordinator: any NodeCoordinator =
-            try configuration.databaseURL.map { try PostgresCoordinator(url: $0, logger: logger) } ?? LocalCoordinator()
-        let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooksAllowPrivateNetworks)
+            try configuration.database.url.map { try PostgresCoordinator(url: $0, logger: logger) } ?? LocalCoordinator()
+        let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
         let webhooks = WebhookSender(store: store, serverKey: serverKey, policy: webhookPolicy, coordinator: coordinator, logger: logger)
         let dispatcher = PushDispatcher(
             store: store, clients: clients,
-            settings: .init(
-                pageSize: configuration.deliveryPageSize, concurrency: configuration.deliveryConcurrency,
-                pushConcurrency: configuration.deliveryPushes, ordering: configuration.deliveryOrdering,
-                chunkLease: .seconds(configuration.deliveryChunkLease)),
+            settings: .init(configuration.delivery),
             coordinator: coordinator, onTokensPruned: { webhooks.wake() }, logger: logger)
         let badgeUpdates = BadgeUpdates(
-            store: store, clients: clients, order: dispatcher.order, delay: .milliseconds(configuration.inboxBadgeUpdateDelay),
+            store: store, clients: clients, order: dispatcher.order, delay: configuration.inbox.badgeUpdateDelay,
             logger: logger)
         let feedback = FeedbackPoller(
-            store: store, clients: clients, checkInterval: .seconds(configuration.feedbackCheckInterval), coordinator: coordinator,
+            store: store, clients: clients, checkInterval: configuration.feedback.checkInterval, coordinator: coordinator,
             onTokensPruned: { webhooks.wake() }, logger: logger)
         let cache = AppCache(store: store)
         let apps = AppsAPI(
             store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache,
             simulator: simulator, feedback: feedback, webhookPolicy: webhookPolicy)
         var demo: DemoSecrets?
-        if configuration.demoApp, configuration.simulator, try await store.apps().isEmpty {
+        if configuration.demo.enabled, configuration.simulator.enabled, try await store.apps().isEmpty {
             let created = try await apps.create(
                 .init(id: Self.demoAppID, topic: Self.demoTopic, environment: AppEnvironment.simulator, endpoint: nil, credentials: nil, webhookURL: nil))
             let identitySecret = created.identitySecret!
@@ -213,7 +210,7 @@ public final class TernServer: Sendable {
         let application = Application(
             router: router,
             server: .http1(configuration: http1),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "tern"),
+            configuration: .init(address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "tern"),
             onServerRunning: { [self] channel in
                 self.port.withLock { $0 = channel.localAddress?.port }
                 listening.signal()
@@ -235,13 +232,13 @@ public final class TernServer: Sendable {
         services.append(webhooks)
         services.append(feedback)
         services.append(InboxSweeper(
-            store: store, interval: .seconds(configuration.inboxSweepInterval), coordinator: coordinator, logger: logger))
+            store: store, interval: configuration.inbox.sweepInterval, coordinator: coordinator, logger: logger))
         services.append(application)
         let group = ServiceGroup(
             configuration: {
                 var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: gracefulShutdownSignals, logger: logger)
                 // What has not finished gracefully by then is cancelled.
-                group.maximumGracefulShutdownDuration = .seconds(configuration.shutdownTimeout)
+                group.maximumGracefulShutdownDuration = configuration.server.shutdownTimeout
                 return group
             }())
         self.services.withLock { $0 = group }
@@ -253,9 +250,9 @@ public final class TernServer: Sendable {
                 await listening.wait()
                 // The server ended before it was ready (stopped while starting, or a service failed): no banner.
                 guard !Task.isCancelled else { return }
-                let bound = self.boundPort ?? configuration.port
+                let bound = self.boundPort ?? configuration.http.port
                 onReady(Banner(
-                    url: "http://\(configuration.host):\(bound)", newAdminToken: newAdminToken, demo: demoSecrets,
+                    url: "http://\(configuration.http.host):\(bound)", newAdminToken: newAdminToken, demo: demoSecrets,
                     simulator: simulatorAddress.map { ($0.endpoint.port, $0.controlPort) }, databasePath: configuration.databaseDescription,
                     newServerKeyFile: newKeyFile))
             }
@@ -267,11 +264,11 @@ public final class TernServer: Sendable {
 
     private func loadServerKey() throws(TernServerConfigurationError) -> (key: ServerKey, newFile: String?) {
         do {
-            if let text = configuration.serverKey { return (try ServerKey(base64: text), nil) }
-            let (key, created) = try ServerKey.loadOrCreate(file: URL(fileURLWithPath: configuration.serverKeyFile))
-            return (key, created ? configuration.serverKeyFile : nil)
+            if let text = configuration.server.key { return (try ServerKey(base64: text), nil) }
+            let (key, created) = try ServerKey.loadOrCreate(file: URL(fileURLWithPath: configuration.server.keyFile))
+            return (key, created ? configuration.server.keyFile : nil)
         } catch {
-            throw .init(configuration.serverKey == nil ? "server key \(configuration.serverKeyFile): \(error)" : "server.key: \(error)")
+            throw .init(configuration.server.key == nil ? "server key \(configuration.server.keyFile): \(error)" : "server.key: \(error)")
         }
     }
 
@@ -280,7 +277,7 @@ public final class TernServer: Sendable {
     /// The configured admin token's hash is stored; with none configured, the first start generates one.
     /// - Returns: the token, when generated now (to print once).
     private func prepareAdminToken(_ store: any TernStore) async throws -> String? {
-        if let token = configuration.adminToken {
+        if let token = configuration.admin.token {
             try await store.setSetting(Self.adminTokenSetting, to: Data(Secrets.hash(token)).base64EncodedString())
             return nil
         }

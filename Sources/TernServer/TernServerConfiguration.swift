@@ -3,86 +3,134 @@ import Foundation
 import Logging
 import SystemPackage
 
-/// Everything `tern serve` can be told. The defaults run a working service on a fresh machine: 127.0.0.1:8080,
-/// SQLite in `./tern.db`, the server key in `./tern.key`, the built-in APNs simulator and a `demo` app on it.
+/// Everything `tern serve` can be told, by component; each setting's Swift path is its key (`delivery.concurrency`).
+/// The defaults here are the only ones: they run a working service on a fresh machine (127.0.0.1:8080, SQLite in
+/// `./tern.db`, the server key in `./tern.key`, the built-in APNs simulator and a `demo` app on it).
 public struct TernServerConfiguration: Sendable {
-    public var host = "127.0.0.1"
-    /// 0 picks a free port (tests).
-    public var port = 8080
-    /// The SQLite database file.
-    public var databasePath = "tern.db"
-    /// A PostgreSQL database (`postgres://user:password@host:5432/tern`) instead of SQLite: several nodes may
-    /// share it.
-    public var databaseURL: String?
-    /// PostgreSQL connections this node may open.
-    public var databaseConnections = 16
-    /// The admin token. When nil, the first start generates one, stores its hash and prints it once.
-    public var adminToken: String?
-    /// The server key (base64 of 32 bytes). When nil, it is read from (or created in) `serverKeyFile`.
-    public var serverKey: String?
-    public var serverKeyFile = "tern.key"
-    /// Run the APNs simulator in-process for apps in the `simulator` environment.
-    public var simulator = true
-    /// Where the built-in simulator keeps its CA.
-    public var simulatorStateDirectory = ".tern/simulator"
-    /// Create the `demo` app (on the simulator) when there are no apps yet.
-    public var demoApp = true
-    /// Recipients per chunk: claimed by one node, sent, and recorded together.
-    public var deliveryPageSize = 2000
-    /// Notifications this node has sent and not yet recorded, across all its chunks: the most a crash can send
-    /// twice, and the APNs requests in flight at most.
-    public var deliveryConcurrency = 1000
-    /// HTTP/2 connections per app and APNs environment.
-    public var apnsConnections = 2
-    /// At most one notification per device token in flight, in order (badges never jump). Off: full concurrency
-    /// per token too.
-    public var deliveryOrdering = true
-    /// Chunks sent at the same time (many small pushes go out side by side; a large push has two pages in flight).
-    public var deliveryPushes = 32
-    /// How long a node's claim on a chunk lasts without renewal, in seconds (renewed every third of it). When a
-    /// node dies, its chunks go to the other nodes after this long.
-    public var deliveryChunkLease = 15
-    /// How often expired inbox messages are deleted, in seconds.
-    public var inboxSweepInterval = 60
-    /// How long reads are gathered before the silent badge update they cause, in milliseconds: a burst of reads
-    /// within it makes one update per device.
-    public var inboxBadgeUpdateDelay = 500
-    /// How often the feedback poller looks for legacy apps whose interval has passed, in seconds.
-    public var feedbackCheckInterval = 60
-    /// Let webhook URLs point at loopback and private networks (link-local and metadata addresses never).
-    public var webhooksAllowPrivateNetworks = false
-    /// How long a graceful stop (SIGINT, SIGTERM) may take, in seconds, before the work left is cancelled.
-    public var shutdownTimeout = 30
+    public struct HTTP: Sendable {
+        public var host = "127.0.0.1"
+        /// 0 picks a free port (tests).
+        public var port = 8080
+    }
+
+    public struct Database: Sendable {
+        /// The SQLite database file.
+        public var path = "tern.db"
+        /// A PostgreSQL database (`postgres://user:password@host:5432/tern`) instead of SQLite: several nodes may
+        /// share it.
+        public var url: String?
+        /// PostgreSQL connections this node may open.
+        public var connections = 16
+    }
+
+    public struct Admin: Sendable {
+        /// The admin token. When nil, the first start generates one, stores its hash and prints it once.
+        public var token: String?
+    }
+
+    public struct Server: Sendable {
+        /// The server key (base64 of 32 bytes). When nil, it is read from (or created in) `keyFile`.
+        public var key: String?
+        public var keyFile = "tern.key"
+        /// How long a graceful stop (SIGINT, SIGTERM) may take before the work left is cancelled.
+        public var shutdownTimeout: Duration = .seconds(30)
+    }
+
+    public struct Simulator: Sendable {
+        /// Run an embedded APNs (`tern serve`: the built-in simulator) for apps in the `simulator` environment.
+        public var enabled = true
+        /// Where the built-in simulator keeps its CA.
+        public var stateDirectory = ".tern/simulator"
+    }
+
+    public struct Demo: Sendable {
+        /// Create the `demo` app (on the simulator) when there are no apps yet.
+        public var enabled = true
+    }
+
+    public struct Delivery: Sendable {
+        /// Recipients per chunk: claimed by one node, sent, and recorded together.
+        public var chunkSize = 2000
+        /// Notifications this node has sent and not yet recorded, across all its chunks: the most a crash can send
+        /// twice, and the APNs requests in flight at most.
+        public var concurrency = 1000
+        /// At most one notification per device token in flight, in order (badges never jump). Off: full concurrency
+        /// per token too.
+        public var ordering = true
+        /// Chunks sent at the same time (many small pushes go out side by side; a large push has two chunks in
+        /// flight).
+        public var pushes = 32
+        /// How long a node's claim on a chunk lasts without renewal (renewed every third of it). When a node dies,
+        /// its chunks go to the other nodes after this long.
+        public var chunkLease: Duration = .seconds(15)
+    }
+
+    public struct APNs: Sendable {
+        /// HTTP/2 connections per app and APNs environment.
+        public var connections = 2
+    }
+
+    public struct Inbox: Sendable {
+        /// How often expired inbox messages are deleted.
+        public var sweepInterval: Duration = .seconds(60)
+        /// How long reads are gathered before the silent badge update they cause: a burst of reads within it makes
+        /// one update per device.
+        public var badgeUpdateDelay: Duration = .milliseconds(500)
+    }
+
+    public struct Feedback: Sendable {
+        /// How often the feedback poller looks for legacy apps whose interval has passed.
+        public var checkInterval: Duration = .seconds(60)
+    }
+
+    public struct Webhooks: Sendable {
+        /// Let webhook URLs point at loopback and private networks (link-local and metadata addresses never).
+        public var allowPrivateNetworks = false
+    }
+
+    public var http = HTTP()
+    public var database = Database()
+    public var admin = Admin()
+    public var server = Server()
+    public var simulator = Simulator()
+    public var demo = Demo()
+    public var delivery = Delivery()
+    public var apns = APNs()
+    public var inbox = Inbox()
+    public var feedback = Feedback()
+    public var webhooks = Webhooks()
 
     public init() {}
 
     /// Checks ranges; the message names the setting.
     public func validate() throws(TernServerConfigurationError) {
-        guard (0...65_535).contains(port) else { throw .init("http.port must be 0-65535, not \(port)") }
-        guard !databasePath.isEmpty else { throw .init("database.path must not be empty") }
-        if let databaseURL, !(databaseURL.hasPrefix("postgres://") || databaseURL.hasPrefix("postgresql://")) {
+        guard (0...65_535).contains(http.port) else { throw .init("http.port must be 0-65535, not \(http.port)") }
+        guard !database.path.isEmpty else { throw .init("database.path must not be empty") }
+        if let url = database.url, !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")) {
             throw .init("database.url must be a PostgreSQL URL: postgres://user:password@host:5432/database")
         }
-        guard (1...1000).contains(databaseConnections) else { throw .init("database.connections must be 1-1000") }
-        if let adminToken, adminToken.utf8.count < 16 {
+        guard (1...1000).contains(database.connections) else { throw .init("database.connections must be 1-1000") }
+        if let token = admin.token, token.utf8.count < 16 {
             throw .init("admin.token must be at least 16 characters (it guards every app)")
         }
-        guard (1...100_000).contains(deliveryPageSize) else { throw .init("delivery.pageSize must be 1-100000") }
-        guard (1...100_000).contains(deliveryConcurrency) else { throw .init("delivery.concurrency must be 1-100000") }
-        guard (1...64).contains(apnsConnections) else { throw .init("apns.connections must be 1-64") }
-        guard (1...1024).contains(deliveryPushes) else { throw .init("delivery.pushes must be 1-1024") }
-        guard (2...3600).contains(deliveryChunkLease) else { throw .init("delivery.chunkLease must be 2-3600 seconds") }
-        guard (1...86_400).contains(inboxSweepInterval) else { throw .init("inbox.sweepInterval must be 1-86400 seconds") }
-        guard (0...60_000).contains(inboxBadgeUpdateDelay) else { throw .init("inbox.badgeUpdateDelay must be 0-60000 ms") }
-        guard (1...86_400).contains(feedbackCheckInterval) else { throw .init("feedback.checkInterval must be 1-86400 seconds") }
-        guard (1...3600).contains(shutdownTimeout) else { throw .init("server.shutdownTimeout must be 1-3600 seconds") }
+        guard (1...100_000).contains(delivery.chunkSize) else { throw .init("delivery.chunkSize must be 1-100000") }
+        guard (1...100_000).contains(delivery.concurrency) else { throw .init("delivery.concurrency must be 1-100000") }
+        guard (1...64).contains(apns.connections) else { throw .init("apns.connections must be 1-64") }
+        guard (1...1024).contains(delivery.pushes) else { throw .init("delivery.pushes must be 1-1024") }
+        guard (.seconds(2) ... .seconds(3600)).contains(delivery.chunkLease) else { throw .init("delivery.chunkLease must be 2-3600 seconds") }
+        guard (.seconds(1) ... .seconds(86_400)).contains(inbox.sweepInterval) else { throw .init("inbox.sweepInterval must be 1-86400 seconds") }
+        guard (.zero ... .seconds(60)).contains(inbox.badgeUpdateDelay) else { throw .init("inbox.badgeUpdateDelay must be 0-60000 ms") }
+        guard (.seconds(1) ... .seconds(86_400)).contains(feedback.checkInterval) else {
+            throw .init("feedback.checkInterval must be 1-86400 seconds")
+        }
+        guard (.seconds(1) ... .seconds(3600)).contains(server.shutdownTimeout) else { throw .init("server.shutdownTimeout must be 1-3600 seconds") }
     }
 }
 
 extension TernServerConfiguration {
     /// Where the data is, for the banner: the SQLite file, or `PostgreSQL host:port/database` (never the password).
     var databaseDescription: String {
-        guard let databaseURL, let url = URLComponents(string: databaseURL), let host = url.host else { return databasePath }
+        guard let text = database.url, let url = URLComponents(string: text), let host = url.host else { return database.path }
         return "PostgreSQL \(host):\(url.port ?? 5432)\(url.path)"
     }
 }
@@ -97,9 +145,10 @@ extension TernServerConfiguration {
     /// environment winning; what neither sets keeps its default. Keys: `http.host`, `http.port`, `database.path`,
     /// `database.url` (PostgreSQL instead of SQLite), `database.connections`,
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
-    /// `demo.enabled`, `delivery.pageSize`, `delivery.concurrency`, `delivery.ordering`, `delivery.pushes`,
-    /// `delivery.chunkLease`, `apns.connections`, `inbox.sweepInterval`, `inbox.badgeUpdateDelay`,
-    /// `feedback.checkInterval`, `webhooks.allowPrivateNetworks`, `server.shutdownTimeout`.
+    /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
+    /// `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds), `apns.connections`,
+    /// `inbox.sweepInterval` (seconds), `inbox.badgeUpdateDelay` (milliseconds), `feedback.checkInterval` (seconds),
+    /// `webhooks.allowPrivateNetworks`, `server.shutdownTimeout` (seconds).
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
         var providers: [any ConfigProvider] = [
             EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY", "TERN_DATABASE_URL"]))
@@ -115,29 +164,37 @@ extension TernServerConfiguration {
         }
         let reader = ConfigReader(providers: providers)
         var configuration = TernServerConfiguration()
-        configuration.host = reader.string(forKey: "http.host") ?? configuration.host
-        configuration.port = reader.int(forKey: "http.port") ?? configuration.port
-        configuration.databasePath = reader.string(forKey: "database.path") ?? configuration.databasePath
-        configuration.databaseURL = reader.string(forKey: "database.url", isSecret: true)
-        configuration.databaseConnections = reader.int(forKey: "database.connections") ?? configuration.databaseConnections
-        configuration.adminToken = reader.string(forKey: "admin.token", isSecret: true)
-        configuration.serverKey = reader.string(forKey: "server.key", isSecret: true)
-        configuration.serverKeyFile = reader.string(forKey: "server.keyFile") ?? configuration.serverKeyFile
-        configuration.simulator = reader.bool(forKey: "simulator.enabled") ?? configuration.simulator
-        configuration.simulatorStateDirectory = reader.string(forKey: "simulator.stateDirectory") ?? configuration.simulatorStateDirectory
-        configuration.demoApp = reader.bool(forKey: "demo.enabled") ?? configuration.demoApp
-        configuration.deliveryPageSize = reader.int(forKey: "delivery.pageSize") ?? configuration.deliveryPageSize
-        configuration.deliveryConcurrency = reader.int(forKey: "delivery.concurrency") ?? configuration.deliveryConcurrency
-        configuration.apnsConnections = reader.int(forKey: "apns.connections") ?? configuration.apnsConnections
-        configuration.deliveryOrdering = reader.bool(forKey: "delivery.ordering") ?? configuration.deliveryOrdering
-        configuration.deliveryPushes = reader.int(forKey: "delivery.pushes") ?? configuration.deliveryPushes
-        configuration.deliveryChunkLease = reader.int(forKey: "delivery.chunkLease") ?? configuration.deliveryChunkLease
-        configuration.inboxSweepInterval = reader.int(forKey: "inbox.sweepInterval") ?? configuration.inboxSweepInterval
-        configuration.inboxBadgeUpdateDelay = reader.int(forKey: "inbox.badgeUpdateDelay") ?? configuration.inboxBadgeUpdateDelay
-        configuration.feedbackCheckInterval = reader.int(forKey: "feedback.checkInterval") ?? configuration.feedbackCheckInterval
-        configuration.webhooksAllowPrivateNetworks =
-            reader.bool(forKey: "webhooks.allowPrivateNetworks") ?? configuration.webhooksAllowPrivateNetworks
-        configuration.shutdownTimeout = reader.int(forKey: "server.shutdownTimeout") ?? configuration.shutdownTimeout
+        func read(_ key: String, into value: inout String) { value = reader.string(forKey: .init(key)) ?? value }
+        func read(_ key: String, into value: inout Int) { value = reader.int(forKey: .init(key)) ?? value }
+        func read(_ key: String, into value: inout Bool) { value = reader.bool(forKey: .init(key)) ?? value }
+        /// A duration given as a number of `unit`s.
+        func read(_ key: String, into value: inout Duration, unit: Duration) {
+            if let count = reader.int(forKey: .init(key)) { value = unit * count }
+        }
+        read("http.host", into: &configuration.http.host)
+        read("http.port", into: &configuration.http.port)
+        read("database.path", into: &configuration.database.path)
+        configuration.database.url = reader.string(forKey: "database.url", isSecret: true)
+        read("database.connections", into: &configuration.database.connections)
+        configuration.admin.token = reader.string(forKey: "admin.token", isSecret: true)
+        configuration.server.key = reader.string(forKey: "server.key", isSecret: true)
+        read("server.keyFile", into: &configuration.server.keyFile)
+        read("server.shutdownTimeout", into: &configuration.server.shutdownTimeout, unit: .seconds(1))
+        read("simulator.enabled", into: &configuration.simulator.enabled)
+        read("simulator.stateDirectory", into: &configuration.simulator.stateDirectory)
+        read("demo.enabled", into: &configuration.demo.enabled)
+        // `delivery.pageSize` is the name this setting had before; the new one wins.
+        read("delivery.pageSize", into: &configuration.delivery.chunkSize)
+        read("delivery.chunkSize", into: &configuration.delivery.chunkSize)
+        read("delivery.concurrency", into: &configuration.delivery.concurrency)
+        read("delivery.ordering", into: &configuration.delivery.ordering)
+        read("delivery.pushes", into: &configuration.delivery.pushes)
+        read("delivery.chunkLease", into: &configuration.delivery.chunkLease, unit: .seconds(1))
+        read("apns.connections", into: &configuration.apns.connections)
+        read("inbox.sweepInterval", into: &configuration.inbox.sweepInterval, unit: .seconds(1))
+        read("inbox.badgeUpdateDelay", into: &configuration.inbox.badgeUpdateDelay, unit: .milliseconds(1))
+        read("feedback.checkInterval", into: &configuration.feedback.checkInterval, unit: .seconds(1))
+        read("webhooks.allowPrivateNetworks", into: &configuration.webhooks.allowPrivateNetworks)
         return configuration
     }
 }

@@ -11,7 +11,7 @@ struct MultiNodeCommandTests {
     @Test func aNodeKilledMidPushIsReplacedByTheOtherWithNoRecipientLost() async throws {
         try await TwoNodes.with { nodes in
             let pushID = try await nodes.startPush()
-            try await nodes.waitUntilTargeted(atLeast: 20 * TwoNodes.pageSize, pushID)
+            try await nodes.waitUntilTargeted(atLeast: 20 * TwoNodes.chunkSize, pushID)
             #expect(try await nodes.chunkOwners(pushID) == 2, "both nodes are sending the push")
             // The first node dies without a word. Its chunks' leases run out, and the second node sends them again.
             nodes.first.kill()
@@ -23,7 +23,7 @@ struct MultiNodeCommandTests {
     func aDatabaseRestartMidPushIsSurvived() async throws {
         try await TwoNodes.with { nodes in
             let pushID = try await nodes.startPush()
-            try await nodes.waitUntilTargeted(atLeast: 10 * TwoNodes.pageSize, pushID)
+            try await nodes.waitUntilTargeted(atLeast: 10 * TwoNodes.chunkSize, pushID)
             // No pipes: the restarted server lives on and must not hold one of the test's open (its log has a file).
             let restart = Process()
             restart.executableURL = URL(fileURLWithPath: "/bin/sh")
@@ -43,7 +43,7 @@ struct MultiNodeCommandTests {
 /// The set-up both tests share: a fresh database, a simulator with 20 ms latency, two nodes with 3-second chunk
 /// leases, an app and 100,000 devices (written to the database directly: registration has tests of its own).
 struct TwoNodes {
-    static let pageSize = 500
+    static let chunkSize = 500
     /// What a node has sent and not recorded at most: `delivery.concurrency`.
     static let inFlightPerNode = 100
     static let count = 100_000
@@ -67,7 +67,7 @@ struct TwoNodes {
         let environment = [
             "TERN_ADMIN_TOKEN": admin, "TERN_DATABASE_URL": databaseURL,
             "TERN_SERVER_KEY": Data((0..<32).map { UInt8($0 * 3) }).base64EncodedString(),
-            "TERN_DELIVERY_PAGE_SIZE": "\(pageSize)", "TERN_DELIVERY_CONCURRENCY": "\(inFlightPerNode)", "TERN_DELIVERY_CHUNK_LEASE": "3",
+            "TERN_DELIVERY_CHUNK_SIZE": "\(chunkSize)", "TERN_DELIVERY_CONCURRENCY": "\(inFlightPerNode)", "TERN_DELIVERY_CHUNK_LEASE": "3",
         ]
         let first = try ServeProcess(folder: folder.appendingPathComponent("a"), arguments: ["--no-demo", "--no-simulator"], environment: environment)
         let second = try ServeProcess(folder: folder.appendingPathComponent("b"), arguments: ["--no-demo", "--no-simulator"], environment: environment)

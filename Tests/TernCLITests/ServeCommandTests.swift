@@ -76,8 +76,8 @@ import Testing
         let simulator = try SimulatorProcess()
         let control = HTTPTestClient(port: simulator.controlPort)
         let admin = "admin-token-for-the-crash-test"
-        let pageSize = 300
-        let environment = ["TERN_ADMIN_TOKEN": admin, "TERN_DELIVERY_PAGE_SIZE": "\(pageSize)", "TERN_DELIVERY_CONCURRENCY": "25"]
+        let chunkSize = 300
+        let environment = ["TERN_ADMIN_TOKEN": admin, "TERN_DELIVERY_CHUNK_SIZE": "\(chunkSize)", "TERN_DELIVERY_CONCURRENCY": "25"]
         var serve = try ServeProcess(folder: folder, arguments: ["--no-demo"], environment: environment)
 
         let (appKey, master) = try await serve.createShopApp(on: simulator, admin: admin)
@@ -94,12 +94,12 @@ import Testing
         // Wait until some pages are recorded, then kill without warning.
         var targeted = 0
         let deadline = Date().addingTimeInterval(30)
-        while targeted < 2 * pageSize, Date() < deadline {
+        while targeted < 2 * chunkSize, Date() < deadline {
             let state = try await serve.client(bearer: master).get("/v1/apps/shop/pushes/\(pushID)").json()
             if case .int(let value)? = state["counts"]?["targeted"] { targeted = value }
             try await Task.sleep(for: .milliseconds(20))
         }
-        #expect(targeted >= 2 * pageSize && targeted < count, "killed mid-push at \(targeted) of \(count)")
+        #expect(targeted >= 2 * chunkSize && targeted < count, "killed mid-push at \(targeted) of \(count)")
         serve.kill()
 
         serve = try ServeProcess(folder: folder, arguments: ["--no-demo"], environment: environment)

@@ -8,17 +8,17 @@ struct ConfigurationTests {
     @Test func theFileAndTheEnvironmentSetWhatTheyNameAndDefaultsKeepTheRest() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("tern-config-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: file) }
-        try #"{"http": {"host": "0.0.0.0", "port": 9000}, "database": {"path": "/tmp/x.db"}, "delivery": {"pageSize": 500}}"#
+        try #"{"http": {"host": "0.0.0.0", "port": 9000}, "database": {"path": "/tmp/x.db"}, "delivery": {"chunkSize": 500}}"#
             .write(to: file, atomically: true, encoding: .utf8)
         let configuration = try await TernServerConfiguration.load(
             file: file.path, environment: ["TERN_HTTP_PORT": "9100", "TERN_ADMIN_TOKEN": "from-the-environment-0123", "TERN_DEMO_ENABLED": "false"])
-        #expect(configuration.host == "0.0.0.0")
-        #expect(configuration.port == 9100, "the environment wins over the file")
-        #expect(configuration.databasePath == "/tmp/x.db")
-        #expect(configuration.deliveryPageSize == 500)
-        #expect(configuration.adminToken == "from-the-environment-0123")
-        #expect(configuration.demoApp == false)
-        #expect(configuration.deliveryConcurrency == TernServerConfiguration().deliveryConcurrency)
+        #expect(configuration.http.host == "0.0.0.0")
+        #expect(configuration.http.port == 9100, "the environment wins over the file")
+        #expect(configuration.database.path == "/tmp/x.db")
+        #expect(configuration.delivery.chunkSize == 500)
+        #expect(configuration.admin.token == "from-the-environment-0123")
+        #expect(configuration.demo.enabled == false)
+        #expect(configuration.delivery.concurrency == TernServerConfiguration().delivery.concurrency)
     }
 
     @Test func aMissingOrMalformedFileAndOutOfRangeValuesAreClearErrors() async throws {
@@ -32,19 +32,23 @@ struct ConfigurationTests {
             _ = try await TernServerConfiguration.load(file: file.path, environment: [:])
         }
         var configuration = TernServerConfiguration()
-        configuration.deliveryConcurrency = 0
+        configuration.delivery.concurrency = 0
         #expect(throws: TernServerConfigurationError.self) { try configuration.validate() }
     }
 
     @Test func camelCaseKeysAreWordsInTheEnvironmentAndTheChunkLeaseIsChecked() async throws {
         let configuration = try await TernServerConfiguration.load(
             file: nil, environment: ["TERN_DELIVERY_PAGE_SIZE": "300", "TERN_DELIVERY_CHUNK_LEASE": "3"])
-        #expect(configuration.deliveryPageSize == 300)
-        #expect(configuration.deliveryChunkLease == 3)
-        #expect(TernServerConfiguration().deliveryChunkLease == 15)
-        for lease in [1, 3601] {
+        #expect(configuration.delivery.chunkSize == 300, "the setting's former name is still read")
+        #expect(configuration.delivery.chunkLease == .seconds(3), "a number of seconds")
+        #expect(TernServerConfiguration().delivery.chunkLease == .seconds(15))
+        let renamed = try await TernServerConfiguration.load(
+            file: nil, environment: ["TERN_DELIVERY_PAGE_SIZE": "300", "TERN_DELIVERY_CHUNK_SIZE": "400", "TERN_INBOX_BADGE_UPDATE_DELAY": "250"])
+        #expect(renamed.delivery.chunkSize == 400, "the new name wins")
+        #expect(renamed.inbox.badgeUpdateDelay == .milliseconds(250), "a number of milliseconds")
+        for lease in [Duration.seconds(1), .seconds(3601)] {
             var settings = TernServerConfiguration()
-            settings.deliveryChunkLease = lease
+            settings.delivery.chunkLease = lease
             let error = #expect(throws: TernServerConfigurationError.self) { try settings.validate() }
             #expect(error?.description == "delivery.chunkLease must be 2-3600 seconds")
         }
@@ -53,8 +57,8 @@ struct ConfigurationTests {
     @Test func aPostgreSQLDatabaseIsConfiguredByURLAndAWrongOneIsAClearError() async throws {
         let configuration = try await TernServerConfiguration.load(
             file: nil, environment: ["TERN_DATABASE_URL": "postgres://tern:pw@db:5432/tern", "TERN_DATABASE_CONNECTIONS": "4"])
-        #expect(configuration.databaseURL == "postgres://tern:pw@db:5432/tern")
-        #expect(configuration.databaseConnections == 4)
+        #expect(configuration.database.url == "postgres://tern:pw@db:5432/tern")
+        #expect(configuration.database.connections == 4)
 
         func message(_ change: (inout TernServerConfiguration) -> Void) -> String {
             var settings = TernServerConfiguration()
@@ -66,15 +70,15 @@ struct ConfigurationTests {
                 return error.description
             }
         }
-        #expect(message { $0.databaseURL = "mysql://db/tern" }.contains("database.url must be a PostgreSQL URL"))
-        #expect(message { $0.databaseConnections = 0 } == "database.connections must be 1-1000")
-        #expect(message { $0.databaseURL = "postgresql://db/tern" } == "valid")
+        #expect(message { $0.database.url = "mysql://db/tern" }.contains("database.url must be a PostgreSQL URL"))
+        #expect(message { $0.database.connections = 0 } == "database.connections must be 1-1000")
+        #expect(message { $0.database.url = "postgresql://db/tern" } == "valid")
 
         // A server that is not there: the start fails at once, saying why, and never shows the password.
         var settings = TernServerConfiguration()
-        settings.port = 0
-        settings.simulator = false
-        settings.databaseURL = "postgres://tern:hunter2secret@127.0.0.1:1/tern?sslmode=disable"
+        settings.http.port = 0
+        settings.simulator.enabled = false
+        settings.database.url = "postgres://tern:hunter2secret@127.0.0.1:1/tern?sslmode=disable"
         let server = TernServer(configuration: settings, metrics: nil, logger: Logger(label: "test"))
         let error = await #expect(throws: TernServerConfigurationError.self) {
             try await server.run(gracefulShutdownSignals: []) { _ in }

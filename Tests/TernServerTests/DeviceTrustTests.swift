@@ -272,7 +272,7 @@ import Testing
         let mac = HMAC<SHA256>.authenticationCode(for: Array("device:legacy:\(Self.victim)".utf8), using: SymmetricKey(data: keyBytes))
         let derived = "tds_" + AliasTokens.base64URL(Array(mac))
 
-        try await ServerHarness.withServer(folder: folder, configure: { $0.simulator = false; $0.demoApp = false }) { server in
+        try await ServerHarness.withServer(folder: folder, configure: { $0.simulator.enabled = false; $0.demo.enabled = false }) { server in
             let client = server.api.with(bearer: appKey)
             let path = "/v1/apps/legacy/devices/\(Self.victim)"
             #expect(try await client.send(.GET, path, headers: [("X-Tern-Device-Secret", derived)]).status == 200)

@@ -63,7 +63,7 @@ struct HardeningTests {
             }
             #expect(try await server.admin.get("/v1/apps/demo").json()["webhookURL"] == nil)
         }
-        try await ServerHarness.withServer(configure: { $0.webhooksAllowPrivateNetworks = true }) { server in
+        try await ServerHarness.withServer(configure: { $0.webhooks.allowPrivateNetworks = true }) { server in
             let loopback = try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": "http://127.0.0.1:9/hook"}"#)
             #expect(loopback.status == 200)
             let metadata = try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": "http://169.254.169.254/"}"#)

@@ -157,7 +157,7 @@ import Testing
 
     @Test func readingSendsOneSilentBadgeUpdatePerDevice() async throws {
         // Reads within 3 s make one update: the three below take far less, however loaded the machine.
-        try await ServerHarness.withServer(configure: { $0.inboxBadgeUpdateDelay = 3_000 }) { server in
+        try await ServerHarness.withServer(configure: { $0.inbox.badgeUpdateDelay = .seconds(3) }) { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             var ids: [String] = []
             for number in 1...3 {

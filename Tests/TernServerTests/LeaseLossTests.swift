@@ -13,8 +13,8 @@ import Testing
 struct LeaseLossTests {
     @Test func aNodeThatLostAChunkStopsSendingItAndKeepsDeliveringOtherPushes() async throws {
         try await ServerHarness.withServer(configure: {
-            $0.deliveryPageSize = 40
-            $0.deliveryConcurrency = 4
+            $0.delivery.chunkSize = 40
+            $0.delivery.concurrency = 4
         }) { server in
             for number in 1...40 {
                 _ = try await server.register(Fixture.device(9_000 + number), token: Fixture.token(9_000 + number), tags: ["lease"])

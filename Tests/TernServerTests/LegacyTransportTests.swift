@@ -74,7 +74,7 @@ import Testing
     }
 
     @Test func theScheduledPollerReadsADueApp() async throws {
-        try await ServerHarness.withServer(configure: { $0.feedbackCheckInterval = 1 }) { server in
+        try await ServerHarness.withServer(configure: { $0.feedback.checkInterval = .seconds(1) }) { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "gone")
             let later = Int64((Date().timeIntervalSince1970 + 60) * 1000)
             _ = try await server.simulator.post("/tokens/\(Fixture.token(1))/unregister", #"{"timestamp": \#(later)}"#)

@@ -156,12 +156,12 @@ struct MultiNode: Sendable {
             try await PostgresTestServer.withDatabase(prefix: "tern_nodes") { url in
                 let serverKey = Data((0..<32).map { UInt8($0) }).base64EncodedString()
                 let configure = { (settings: inout TernServerConfiguration) in
-                    settings.databaseURL = url
-                    settings.serverKey = serverKey
-                    settings.simulator = false
-                    settings.demoApp = false
-                    settings.deliveryPageSize = 20
-                    settings.deliveryConcurrency = concurrency
+                    settings.database.url = url
+                    settings.server.key = serverKey
+                    settings.simulator.enabled = false
+                    settings.demo.enabled = false
+                    settings.delivery.chunkSize = 20
+                    settings.delivery.concurrency = concurrency
                 }
                 try await ServerHarness.withServer(configure: configure) { first in
                     try await ServerHarness.withServer(configure: configure) { second in

@@ -25,12 +25,15 @@ struct ServeCommand: AsyncParsableCommand {
             Keys: http.host, http.port, database.path, database.url (PostgreSQL;
             TERN_DATABASE_URL), database.connections, admin.token, server.key,
             server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled,
-            delivery.pageSize (recipients per chunk), delivery.concurrency, delivery.pushes,
-            delivery.ordering (one notification per device in flight, so badges never
-            jump: default true), delivery.chunkLease (seconds before a dead node's chunks
-            go to another node: default 15), apns.connections, inbox.sweepInterval (seconds), inbox.badgeUpdateDelay
-            (ms: reads gathered into one silent badge update), feedback.checkInterval
-            (seconds between looks for legacy apps due a feedback read).
+            delivery.chunkSize (recipients per chunk; formerly delivery.pageSize),
+            delivery.concurrency (notifications sent and not yet recorded: the most a
+            crash sends twice), delivery.pushes, delivery.ordering (one notification per
+            device in flight, so badges never jump: default true), delivery.chunkLease
+            (seconds before a dead node's chunks go to another node: default 15),
+            apns.connections, inbox.sweepInterval (seconds), inbox.badgeUpdateDelay (ms:
+            reads gathered into one silent badge update), feedback.checkInterval (seconds
+            between looks for legacy apps due a feedback read),
+            webhooks.allowPrivateNetworks, server.shutdownTimeout (seconds).
 
             Ctrl-C (SIGINT) or SIGTERM stops it gracefully: no new requests, the chunks
             of recipients in flight are delivered and recorded, the rest of a push is
@@ -79,18 +82,18 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError("\(error)")
         }
-        if let host { settings.host = host }
-        if let port { settings.port = port }
+        if let host { settings.http.host = host }
+        if let port { settings.http.port = port }
         if let database {
             if database.hasPrefix("postgres://") || database.hasPrefix("postgresql://") {
-                settings.databaseURL = database
+                settings.database.url = database
             } else {
-                settings.databasePath = database
+                settings.database.path = database
             }
         }
-        if let serverKeyFile { settings.serverKeyFile = serverKeyFile }
-        if noSimulator { settings.simulator = false }
-        if noDemo { settings.demoApp = false }
+        if let serverKeyFile { settings.server.keyFile = serverKeyFile }
+        if noSimulator { settings.simulator.enabled = false }
+        if noDemo { settings.demo.enabled = false }
         do {
             try settings.validate()
         } catch {
@@ -105,7 +108,7 @@ struct ServeCommand: AsyncParsableCommand {
         let server = TernServer(
             configuration: settings, metrics: registry, logger: logger,
             embeddedAPNs: BuiltInSimulator.factory(
-                stateDirectory: URL(fileURLWithPath: settings.simulatorStateDirectory, isDirectory: true), logger: logger))
+                stateDirectory: URL(fileURLWithPath: settings.simulator.stateDirectory, isDirectory: true), logger: logger))
         do {
             try await server.run { banner in
                 // Unbuffered: whoever reads stdout (a pipe, a journal) gets the banner now, not at exit.

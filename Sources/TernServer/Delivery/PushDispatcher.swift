@@ -10,9 +10,9 @@ import TernStore
 /// Delivers stored pushes in chunks, so several nodes share a push and a restart resumes where the last recorded
 /// chunk ended.
 ///
-/// The dispatcher claims chunks from the store (``TernStore/claimChunk(node:size:leaseUntil:at:)``): `pageSize`
+/// The dispatcher claims chunks from the store (``TernStore/claimChunk(node:size:leaseUntil:at:)``): `chunkSize`
 /// consecutive recipients of an unfinished push, oldest push first, leased to this node and renewed while it sends
-/// them. It keeps at most `pagesInFlight` pages' worth of recipients and `pushConcurrency` chunks in flight. For
+/// them. It keeps at most `chunksInFlight` chunks' worth of recipients and `pushes` chunks in flight. For
 /// each chunk it keeps the inbox message and works out badges, sends the notifications through the app's APNs
 /// clients with at most `concurrency` sent and not recorded across all chunks (one per device token at a time, in
 /// order, unless `ordering` is off), applies the pruning rule to dead tokens, records the results as they come, and
@@ -25,20 +25,17 @@ import TernStore
 /// only if it was one of those: at most `concurrency` per node that died. The push id is the notifications'
 /// `apns-collapse-id` unless the caller chose one, so a device shows such a repeat once.
 final class PushDispatcher: Service {
+    /// The configuration's `delivery` settings (their defaults live there), and how the dispatcher paces itself.
     struct Settings: Sendable {
-        var pageSize = 2000
-        /// Notifications sent and not yet recorded, across all chunks (``InFlightLimit``).
-        var concurrency = 1000
-        /// Chunks sent at once: many small pushes go out side by side.
-        var pushConcurrency = 32
-        /// At most one notification per device token in flight, in order (see ``DeliveryOrder``).
-        var ordering = true
+        var delivery: TernServerConfiguration.Delivery
         /// How often to look for work when nothing woke the dispatcher.
         var pollInterval: Duration = .seconds(1)
-        /// How long a claimed chunk is this node's without a renewal (renewed every third of it).
-        var chunkLease: Duration = .seconds(15)
-        /// Recipients in flight at most, in pages: one being sent while the next is read and admitted.
-        var pagesInFlight = 2
+        /// Recipients in flight at most, in chunks: one being sent while the next is read and admitted.
+        var chunksInFlight = 2
+
+        init(_ delivery: TernServerConfiguration.Delivery) {
+            self.delivery = delivery
+        }
     }
 
     private let store: any TernStore
@@ -78,7 +75,7 @@ final class PushDispatcher: Service {
         self.store = store
         self.clients = clients
         self.settings = settings
-        self.permits = InFlightLimit(limit: settings.concurrency)
+        self.permits = InFlightLimit(limit: settings.delivery.concurrency)
         self.coordinator = coordinator
         self.onTokensPruned = onTokensPruned
         self.logger = logger
@@ -148,8 +145,8 @@ final class PushDispatcher: Service {
     private func claimWhileThereIsRoom(start: (PushChunk, UInt64) -> Void) async -> Duration {
         while !stopping.load(ordering: .relaxed), !Task.isCancelled {
             let hasRoom = inFlight.withLock { inFlight in
-                inFlight.chunks.count < settings.pushConcurrency
-                    && inFlight.chunks.values.reduce(0) { $0 + $1.recipients } <= (settings.pagesInFlight - 1) * settings.pageSize
+                inFlight.chunks.count < settings.delivery.pushes
+                    && inFlight.chunks.values.reduce(0) { $0 + $1.recipients } <= (settings.chunksInFlight - 1) * settings.delivery.chunkSize
             }
             // A finishing chunk rings the doorbell.
             guard hasRoom else { return settings.pollInterval }
@@ -157,7 +154,7 @@ final class PushDispatcher: Service {
             do {
                 let now = Date()
                 claim = try await store.claimChunk(
-                    node: node, size: settings.pageSize, leaseUntil: now.addingTimeInterval(leaseSeconds), at: now)
+                    node: node, size: settings.delivery.chunkSize, leaseUntil: now.addingTimeInterval(leaseSeconds), at: now)
             } catch {
                 let wait = claimBackoff.withLock { $0.failed() }
                 logger.error("cannot claim push work from the store", metadata: ["error": "\(error)", "retryIn": "\(wait)"])
@@ -181,14 +178,14 @@ final class PushDispatcher: Service {
     }
 
     private var leaseSeconds: TimeInterval {
-        let (seconds, attoseconds) = settings.chunkLease.components
+        let (seconds, attoseconds) = settings.delivery.chunkLease.components
         return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }
 
     /// Renews the leases on the chunks in flight, every third of the lease, until cancelled.
     private func renewLeases() async {
         while !Task.isCancelled {
-            try? await Task.sleep(for: settings.chunkLease / 3)
+            try? await Task.sleep(for: settings.delivery.chunkLease / 3)
             let chunks = inFlight.withLock { Array(Set($0.chunks.values.map(\.id))) }
             guard !chunks.isEmpty else { continue }
             do {
@@ -204,7 +201,7 @@ final class PushDispatcher: Service {
         let push = chunk.push
         // Recorded often enough that the permits come back before the others wait long for them.
         let ledger = ChunkLedger(
-            keys: chunk.recipients.map(\.key), recorded: chunk.recorded, ringEvery: min(500, max(1, settings.concurrency / 4)))
+            keys: chunk.recipients.map(\.key), recorded: chunk.recorded, ringEvery: min(500, max(1, settings.delivery.concurrency / 4)))
         do {
             let app: AppRecord?
             let content: PushContent
@@ -257,7 +254,7 @@ final class PushDispatcher: Service {
         if progress.pruned > 0 { onTokensPruned() }
 
         // The database may be briefly away (a restart): try for as long as the lease could last.
-        let deadline = ContinuousClock.now + settings.chunkLease
+        let deadline = ContinuousClock.now + settings.delivery.chunkLease
         var pause = Duration.milliseconds(250)
         while true {
             do {
@@ -361,7 +358,7 @@ final class PushDispatcher: Service {
                 guard let client = clientsByEnvironment[environment] else { continue }
                 group.addTask {
                     await OrderedBatch.send(
-                        batch, client: client, order: self.order, concurrency: self.settings.concurrency, permits: self.permits
+                        batch, client: client, order: self.order, concurrency: self.settings.delivery.concurrency, permits: self.permits
                     ) { notification, outcome in
                         guard let index = indexOfToken[notification.deviceToken.hex] else {
                             // Not this chunk's (cannot happen): its permit must come back all the same.
@@ -408,7 +405,7 @@ final class PushDispatcher: Service {
                 payload = payloads[badge]
             }
             let notification = content.notification(to: token, topic: app.topic, pushID: pushID, payload: payload)
-            let ticket = settings.ordering ? order.enqueue(token.hex) : nil
+            let ticket = settings.delivery.ordering ? order.enqueue(token.hex) : nil
             batches[recipient.environment ?? app.environment, default: []].append(QueuedNotification(notification: notification, ticket: ticket))
         }
         return batches

@@ -56,18 +56,18 @@ enum ServerHarness {
         let folder = given ?? FileManager.default.temporaryDirectory.appendingPathComponent("tern-server-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         var configuration = TernServerConfiguration()
-        configuration.port = 0
-        configuration.databasePath = folder.appendingPathComponent("tern.db").path
-        configuration.serverKeyFile = folder.appendingPathComponent("tern.key").path
-        configuration.simulatorStateDirectory = folder.appendingPathComponent("simulator").path
-        configuration.adminToken = RunningServer.adminToken
+        configuration.http.port = 0
+        configuration.database.path = folder.appendingPathComponent("tern.db").path
+        configuration.server.keyFile = folder.appendingPathComponent("tern.key").path
+        configuration.simulator.stateDirectory = folder.appendingPathComponent("simulator").path
+        configuration.admin.token = RunningServer.adminToken
         configure(&configuration)
         var logger = Logger(label: "tern.test")
         logger.logLevel = .warning
         let server = TernServer(
             configuration: configuration, metrics: nil, logger: logger,
             embeddedAPNs: BuiltInSimulator.factory(
-                stateDirectory: URL(fileURLWithPath: configuration.simulatorStateDirectory, isDirectory: true), logger: logger))
+                stateDirectory: URL(fileURLWithPath: configuration.simulator.stateDirectory, isDirectory: true), logger: logger))
         let ready = AsyncStream.makeStream(of: TernServer.Banner.self)
         let serving = Task {
             try await server.run(gracefulShutdownSignals: []) { banner in
