@@ -107,11 +107,17 @@ import Testing
     @Test func anExpiredMessageIsInNoListingAtOnce() async throws {
         try await ServerHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
-            _ = try await server.push(Self.inboxPush(alias: "user-1", title: "short", ttl: 1))
+            // Three seconds: enough for the listing below to come before it expires, even on a busy machine. (The
+            // server reads the system clock; until it takes an injected one, this test waits for real time.)
+            _ = try await server.push(Self.inboxPush(alias: "user-1", title: "short", ttl: 3))
             _ = try await server.push(Self.inboxPush(alias: "user-1", title: "long"))
             let before = try await server.master.get("/v1/apps/demo/inbox?alias=user-1").json()
             #expect(before["messages"]?.arrayItems?.count == 2)
-            try await Task.sleep(for: .milliseconds(1_200))
+            // Just past the short one's expiry, as the listing gives it, and well before the sweeper's next run.
+            let short = try #require(before["messages"]?.arrayItems?.first { $0["title"]?.string == "short" })
+            let expiry = try #require(short["expiresAt"]?.string.flatMap { try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse($0) })
+            let wait = expiry.timeIntervalSinceNow + 0.2
+            if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
             let after = try await server.master.get("/v1/apps/demo/inbox?alias=user-1").json()
             #expect(after["messages"]?.arrayItems?.compactMap { $0["title"]?.string } == ["long"])
             #expect(after["unread"]?.int == 1)

@@ -414,38 +414,28 @@ final class PushDispatcher: Service {
     /// What an answer means for the recipient: accepted, or a failure (pruning a dead token on the way).
     private func classify(_ outcome: BatchOutcome, recipient: Recipient, app: AppRecord) async -> ChunkLedger.Outcome {
         let now = Date()
-        let result: Result<APNsDelivery, APNsClientError>
-        switch outcome {
-        case .sent(let sent):
-            result = sent
-        case .superseded:
-            return .accepted
-        case .notSent(_):
-            return .failed(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "notSent", at: now), pruned: false)
-        }
-        switch result {
-        case .success(let delivery) where delivery.isDelivered:
-            return .accepted
-        case .success(let delivery):
-            let response = delivery.response
-            let reason = response.reason?.rawValue ?? "\(response.status)"
-            var pruned = false
-            if case .deactivate = TokenPruning.verdict(
-                for: response, lastRegisteredAt: recipient.lastRegisteredAt ?? .distantPast, answeredAt: now)
-            {
-                let atOnce = response.reason == .badDeviceToken || response.reason == .deviceTokenNotForTopic
-                do {
-                    let event = try await store.deactivateToken(
-                        app: app.id, token: recipient.token, reason: reason, invalidSince: atOnce ? nil : (response.timestamp ?? now),
-                        apnsTimestamp: response.timestamp, at: now)
-                    pruned = event != nil
-                } catch {
-                    logger.error("cannot deactivate a dead token", metadata: ["app": "\(app.id)", "error": "\(error)"])
-                }
+        let ending: AnswerVerdict.Ending =
+            switch outcome {
+            case .sent(.success(let delivery)): .answered(delivery.response)
+            case .sent(.failure(let error)): .clientError(error.code.rawValue)
+            case .superseded: .superseded
+            case .notSent: .notSent
             }
-            return .failed(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: response.status, reason: reason, at: now), pruned: pruned)
-        case .failure(let error):
-            return .failed(PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: error.code.rawValue, at: now), pruned: false)
+        switch AnswerVerdict.of(ending, recipient: recipient, at: now) {
+        case .accepted:
+            return .accepted
+        case .failed(let failure):
+            return .failed(failure, pruned: false)
+        case .deadToken(let failure, let invalidSince, let apnsTimestamp):
+            var pruned = false
+            do {
+                let event = try await store.deactivateToken(
+                    app: app.id, token: recipient.token, reason: failure.reason, invalidSince: invalidSince, apnsTimestamp: apnsTimestamp, at: now)
+                pruned = event != nil
+            } catch {
+                logger.error("cannot deactivate a dead token", metadata: ["app": "\(app.id)", "error": "\(error)"])
+            }
+            return .failed(failure, pruned: pruned)
         }
     }
 }

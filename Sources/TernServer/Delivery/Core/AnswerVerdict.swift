@@ -1,0 +1,48 @@
+import Foundation
+import TernAPNs
+import TernStore
+
+/// What one notification's ending means for its recipient and the push, decided from values alone: the dispatcher
+/// records the failure and, for a dead token, deactivates it (``TokenPruning`` has already said it may).
+enum AnswerVerdict: Equatable, Sendable {
+    case accepted
+    case failed(PushFailure)
+    /// Failed because the token is dead: deactivate it. `invalidSince` is when it died (nil for a token that was
+    /// never valid: `BadDeviceToken`, `DeviceTokenNotForTopic`), `apnsTimestamp` APNs' own time if it gave one.
+    case deadToken(PushFailure, invalidSince: Date?, apnsTimestamp: Date?)
+
+    /// How a notification ended, as far as the verdict cares.
+    enum Ending: Sendable {
+        /// APNs answered (accepted or not).
+        case answered(APNsResponse)
+        /// The client gave up with an error (its code: `timedOut`, `connectionFailed`, …).
+        case clientError(String)
+        /// A newer badge-only update for the token replaced it: nothing to deliver, nothing failed.
+        case superseded
+        /// It never went (the batch stopped first).
+        case notSent
+    }
+
+    static func of(_ ending: Ending, recipient: Recipient, at now: Date) -> AnswerVerdict {
+        func failure(status: Int?, reason: String) -> PushFailure {
+            PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: status, reason: reason, at: now)
+        }
+        switch ending {
+        case .superseded:
+            return .accepted
+        case .notSent:
+            return .failed(failure(status: nil, reason: "notSent"))
+        case .clientError(let code):
+            return .failed(failure(status: nil, reason: code))
+        case .answered(let response) where response.isSuccess:
+            return .accepted
+        case .answered(let response):
+            let failed = failure(status: response.status, reason: response.reason?.rawValue ?? "\(response.status)")
+            guard case .deactivate = TokenPruning.verdict(
+                for: response, lastRegisteredAt: recipient.lastRegisteredAt ?? .distantPast, answeredAt: now)
+            else { return .failed(failed) }
+            let neverValid = response.reason == .badDeviceToken || response.reason == .deviceTokenNotForTopic
+            return .deadToken(failed, invalidSince: neverValid ? nil : (response.timestamp ?? now), apnsTimestamp: response.timestamp)
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import TernAPNs
+import TernStore
+import Testing
+
+@testable import TernServer
+
+/// What each way a notification can end means for the recipient and its token, as values: no server, no sockets.
+struct AnswerVerdictTests {
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+    static let registered = now.addingTimeInterval(-3_600)
+
+    static func recipient(registeredAt: Date? = registered) -> Recipient {
+        Recipient(key: "d1", deviceID: "d1", token: "ab12", environment: "production", lastRegisteredAt: registeredAt)
+    }
+
+    static func failure(_ status: Int?, _ reason: String) -> PushFailure {
+        PushFailure(deviceID: "d1", token: "ab12", status: status, reason: reason, at: now)
+    }
+
+    static func verdict(_ ending: AnswerVerdict.Ending, registeredAt: Date? = registered) -> AnswerVerdict {
+        AnswerVerdict.of(ending, recipient: recipient(registeredAt: registeredAt), at: now)
+    }
+
+    @Test func acceptedAndSupersededCountAsAccepted() {
+        #expect(Self.verdict(.answered(APNsResponse(status: 200))) == .accepted)
+        #expect(Self.verdict(.superseded) == .accepted, "a newer badge took its place: nothing failed")
+    }
+
+    @Test func clientErrorsAndNotSentAreFailuresThatKeepTheToken() {
+        #expect(Self.verdict(.clientError("timedOut")) == .failed(Self.failure(nil, "timedOut")))
+        #expect(Self.verdict(.notSent) == .failed(Self.failure(nil, "notSent")))
+        #expect(Self.verdict(.answered(APNsResponse(status: 429, reason: .tooManyRequests))) == .failed(Self.failure(429, "TooManyRequests")))
+        #expect(Self.verdict(.answered(APNsResponse(status: 400, reason: .payloadEmpty))) == .failed(Self.failure(400, "PayloadEmpty")))
+    }
+
+    @Test func aTokenThatWasNeverValidIsDeadAtOnce() {
+        #expect(Self.verdict(.answered(APNsResponse(status: 400, reason: .badDeviceToken)))
+            == .deadToken(Self.failure(400, "BadDeviceToken"), invalidSince: nil, apnsTimestamp: nil))
+        #expect(Self.verdict(.answered(APNsResponse(status: 400, reason: .deviceTokenNotForTopic)))
+            == .deadToken(Self.failure(400, "DeviceTokenNotForTopic"), invalidSince: nil, apnsTimestamp: nil))
+    }
+
+    @Test func a410IsDeadSinceItsTimestampUnlessTheTokenWasRegisteredAgainSince() {
+        let died = Self.now.addingTimeInterval(-60)
+        #expect(Self.verdict(.answered(APNsResponse(status: 410, reason: .unregistered, timestamp: died)))
+            == .deadToken(Self.failure(410, "Unregistered"), invalidSince: died, apnsTimestamp: died))
+        // Registered again after APNs says it died (a reinstall gave the same token back): kept.
+        #expect(Self.verdict(.answered(APNsResponse(status: 410, reason: .unregistered, timestamp: died)), registeredAt: Self.now)
+            == .failed(Self.failure(410, "Unregistered")))
+        // No timestamp: dead as of the answer.
+        #expect(Self.verdict(.answered(APNsResponse(status: 410, reason: .expiredToken)))
+            == .deadToken(Self.failure(410, "ExpiredToken"), invalidSince: Self.now, apnsTimestamp: nil))
+    }
+}
