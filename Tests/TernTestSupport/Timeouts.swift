@@ -1,3 +1,5 @@
+import Synchronization
+
 /// An operation that did not finish in time. Thrown (so the test fails with this text) instead of hanging.
 public struct TimeoutError: Error, CustomStringConvertible {
     public let what: String
@@ -12,18 +14,61 @@ public struct TimeoutError: Error, CustomStringConvertible {
 }
 
 /// Runs `operation`, failing with ``TimeoutError`` if it takes longer than `seconds`. The operation is cancelled on
-/// timeout, so it must react to cancellation.
+/// timeout; one that ignores cancellation (awaiting another task's value, say) is left behind rather than waited
+/// for, so a test that would hang fails instead. That is why it runs in a task of its own, not a child task.
 public func withTimeout<T: Sendable>(
     _ seconds: Double = 10, _ what: String, _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
-            throw TimeoutError(what: what, seconds: seconds)
+    let race = Race<T>()
+    let work = Task { () -> Void in
+        do {
+            race.finish(.success(try await operation()))
+        } catch {
+            race.finish(.failure(error))
         }
-        defer { group.cancelAll() }
-        return try await group.next()!
+    }
+    let timer = Task {
+        try? await Task.sleep(for: .seconds(seconds))
+        guard !Task.isCancelled else { return }
+        if race.finish(.failure(TimeoutError(what: what, seconds: seconds))) { work.cancel() }
+    }
+    defer { timer.cancel() }
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { race.start($0) }
+    } onCancel: {
+        work.cancel()
+    }
+}
+
+/// Whichever of an operation and its timer finishes first resumes the caller; the other is ignored.
+private final class Race<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, any Error>?
+        var result: Result<T, any Error>?
+    }
+
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<T, any Error>) {
+        let early = state.withLock { state -> Result<T, any Error>? in
+            if let result = state.result { return result }
+            state.continuation = continuation
+            return nil
+        }
+        if let early { continuation.resume(with: early) }
+    }
+
+    /// - Returns: whether this result is the one the caller gets.
+    @discardableResult
+    func finish(_ result: Result<T, any Error>) -> Bool {
+        let (won, continuation) = state.withLock { state -> (Bool, CheckedContinuation<T, any Error>?) in
+            guard state.result == nil else { return (false, nil) }
+            state.result = result
+            defer { state.continuation = nil }
+            return (true, state.continuation)
+        }
+        continuation?.resume(with: result)
+        return won
     }
 }
 
