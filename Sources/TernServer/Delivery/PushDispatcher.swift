@@ -232,15 +232,16 @@ final class PushDispatcher: Service {
                 admission.give(up: place)
                 return
             }
-        } catch is LeaseLost {
-            logger.warning(
-                "another node took over the chunk after its lease ran out; this node stopped sending it",
-                metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)"])
-            permits.release(ledger.close().permits)
-            return
         } catch {
-            // Left unrecorded, its lease lapses and a node sends it again.
-            logger.error("push chunk not sent", metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)", "error": "\(error)"])
+            if error is LeaseLost {
+                logger.warning(
+                    "another node took over the chunk after its lease ran out; this node stopped sending it",
+                    metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)"])
+            } else {
+                // Left unrecorded, its lease lapses and a node sends it again.
+                logger.error("push chunk not sent", metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)", "error": "\(error)"])
+            }
+            // Nothing of it will be recorded by this node now: its permits are free.
             permits.release(ledger.close().permits)
             return
         }
