@@ -51,9 +51,12 @@ public struct TernServerConfiguration: Sendable {
     public struct Delivery: Sendable {
         /// Recipients per chunk: claimed by one node, sent, and recorded together.
         public var chunkSize = 2000
-        /// Notifications this node has sent and not yet recorded, across all its chunks: the most a crash can send
-        /// twice, and the APNs requests in flight at most.
-        public var concurrency = 1000
+        /// Notifications this node has sent and not yet recorded, across all its chunks, at most: the most a crash can
+        /// send twice, and the APNs requests in flight at most. The node keeps fewer in flight while APNs answers
+        /// fast enough that more would only queue (the limit follows the round trips, from `minimumConcurrency` up).
+        public var concurrency = 4000
+        /// Where the moving in-flight limit starts and the least it goes down to (at most `concurrency`).
+        public var minimumConcurrency = 1000
         /// At most one notification per device token in flight, in order (badges never jump). Off: full concurrency
         /// per token too.
         public var ordering = true
@@ -66,8 +69,9 @@ public struct TernServerConfiguration: Sendable {
     }
 
     public struct APNs: Sendable {
-        /// HTTP/2 connections per app and APNs environment.
-        public var connections = 2
+        /// HTTP/2 connections per app and APNs environment, opened as the load needs them (APNs takes up to 1,000
+        /// streams on each: enough for `delivery.concurrency` 4,000).
+        public var connections = 4
     }
 
     public struct Inbox: Sendable {
@@ -115,6 +119,7 @@ public struct TernServerConfiguration: Sendable {
         }
         guard (1...100_000).contains(delivery.chunkSize) else { throw .init("delivery.chunkSize must be 1-100000") }
         guard (1...100_000).contains(delivery.concurrency) else { throw .init("delivery.concurrency must be 1-100000") }
+        guard (1...100_000).contains(delivery.minimumConcurrency) else { throw .init("delivery.minimumConcurrency must be 1-100000") }
         guard (1...64).contains(apns.connections) else { throw .init("apns.connections must be 1-64") }
         guard (1...1024).contains(delivery.pushes) else { throw .init("delivery.pushes must be 1-1024") }
         guard (.seconds(2) ... .seconds(3600)).contains(delivery.chunkLease) else { throw .init("delivery.chunkLease must be 2-3600 seconds") }
@@ -187,6 +192,7 @@ extension TernServerConfiguration {
         read("delivery.pageSize", into: &configuration.delivery.chunkSize)
         read("delivery.chunkSize", into: &configuration.delivery.chunkSize)
         read("delivery.concurrency", into: &configuration.delivery.concurrency)
+        read("delivery.minimumConcurrency", into: &configuration.delivery.minimumConcurrency)
         read("delivery.ordering", into: &configuration.delivery.ordering)
         read("delivery.pushes", into: &configuration.delivery.pushes)
         read("delivery.chunkLease", into: &configuration.delivery.chunkLease, unit: .seconds(1))

@@ -59,7 +59,7 @@ struct ChunkLedgerTests {
     }
 
     @Test func everyFewResultsRingTheRecorder() async {
-        let ledger = ChunkLedger(keys: (0..<20).map { "k\($0)" }, ringEvery: 5)
+        let ledger = ChunkLedger(keys: (0..<20).map { "k\($0)" }, ringEvery: { 5 })
         for index in 0..<5 { ledger.set(index, .accepted) }
         // The ring is kept for the next wait: this returns at once instead of after a long timeout.
         await ledger.doorbell.wait(upTo: .seconds(600))

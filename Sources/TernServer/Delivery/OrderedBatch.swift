@@ -77,9 +77,15 @@ enum OrderedBatch {
             group.addTask {
                 do {
                     try await client.sendAll(stream, concurrency: concurrency) { result in
-                        let ticket = progress.answered(result.notification.deviceToken.hex)
+                        let sent = progress.answered(result.notification.deviceToken.hex)
+                        // The round trip moves the node's limit (``ConcurrencyLimit``); an answer that is the
+                        // client's own error (a timeout, a connection that failed) says nothing about APNs' speed.
+                        if let sent, let permits, case .success = result.result {
+                            let now = ContinuousClock.now
+                            permits.observe(roundTrip: sent.at.duration(to: now), at: now)
+                        }
                         await onResult(result.notification, .sent(result.result))
-                        if ticket != nil { order.finish(result.notification.deviceToken.hex) }
+                        if sent?.item.ticket != nil { order.finish(result.notification.deviceToken.hex) }
                     }
                 } catch {
                     // Cancelled: what was not answered is handed on below.
@@ -114,10 +120,16 @@ enum OrderedBatch {
 
 /// What a batch has handed to the client and what came back.
 private final class BatchProgress: Sendable {
+    /// A notification handed to the client, and when.
+    struct Sent: Sendable {
+        var item: QueuedNotification
+        var at: ContinuousClock.Instant
+    }
+
     private struct State {
         var remaining: Int
         /// Handed to the client, not answered yet, by token.
-        var outstanding: [String: QueuedNotification] = [:]
+        var outstanding: [String: Sent] = [:]
         /// The client stopped taking work.
         var closed = false
     }
@@ -130,10 +142,11 @@ private final class BatchProgress: Sendable {
 
     /// Hands the item to the client. - Returns: false if the client stopped taking work (the item did not go).
     func yielded(_ item: QueuedNotification, into input: AsyncStream<APNsNotification>.Continuation) -> Bool {
+        let now = ContinuousClock.now
         let (taken, finish) = state.withLock { state -> (Bool, Bool) in
             state.remaining -= 1
             guard !state.closed else { return (false, false) }
-            state.outstanding[item.notification.deviceToken.hex] = item
+            state.outstanding[item.notification.deviceToken.hex] = Sent(item: item, at: now)
             return (true, state.remaining == 0)
         }
         if taken { input.yield(item.notification) }
@@ -149,9 +162,9 @@ private final class BatchProgress: Sendable {
         if finish { input.finish() }
     }
 
-    /// - Returns: the answered notification's ticket, if it had one.
-    func answered(_ token: String) -> DeliveryOrder.Ticket? {
-        state.withLock { $0.outstanding.removeValue(forKey: token)?.ticket }
+    /// - Returns: the answered notification, as it was handed over.
+    func answered(_ token: String) -> Sent? {
+        state.withLock { $0.outstanding.removeValue(forKey: token) }
     }
 
     /// The client takes no more: what it was handed and did not answer.
@@ -159,7 +172,7 @@ private final class BatchProgress: Sendable {
         state.withLock { state in
             state.closed = true
             defer { state.outstanding = [:] }
-            return Array(state.outstanding.values)
+            return state.outstanding.values.map(\.item)
         }
     }
 }

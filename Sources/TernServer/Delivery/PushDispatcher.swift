@@ -30,11 +30,14 @@ final class PushDispatcher: Service {
         var delivery: TernServerConfiguration.Delivery
         /// How often to look for work when nothing woke the dispatcher.
         var pollInterval: Duration = .seconds(1)
-        /// Recipients in flight at most, in chunks: one being sent while the next is read and admitted.
-        var chunksInFlight = 2
+        /// Recipients in flight at most, in chunks: twice `concurrency`, since a chunk stays in flight from its claim
+        /// to its last answer and record while only part of it is out at a time; and one more read and admitted
+        /// while the others are sent.
+        var chunksInFlight: Int
 
         init(_ delivery: TernServerConfiguration.Delivery) {
             self.delivery = delivery
+            self.chunksInFlight = max(2, 2 * ((delivery.concurrency + delivery.chunkSize - 1) / delivery.chunkSize) + 1)
         }
     }
 
@@ -53,7 +56,7 @@ final class PushDispatcher: Service {
     /// follow the order badges were counted.
     private let admission = AdmissionQueue()
     /// Notifications sent and not yet recorded, across all chunks: at most `concurrency`, so a crash sends at most
-    /// that many again.
+    /// that many again, and fewer while more would only queue (the limit follows APNs' round trips).
     private let permits: InFlightLimit
     /// The chunks being sent now, with their recipient counts, by a number of this node's own (a chunk this node
     /// gave up and claimed again can be in flight twice for a moment).
@@ -75,7 +78,12 @@ final class PushDispatcher: Service {
         self.store = store
         self.clients = clients
         self.settings = settings
-        self.permits = InFlightLimit(limit: settings.delivery.concurrency)
+        let limitGauge = Gauge(label: "tern_delivery_in_flight_limit")
+        self.permits = InFlightLimit(limit: settings.delivery.concurrency, minimum: settings.delivery.minimumConcurrency) { limit in
+            limitGauge.record(limit)
+            logger.debug("in-flight limit", metadata: ["limit": "\(limit)"])
+        }
+        limitGauge.record(permits.limit)
         self.coordinator = coordinator
         self.onTokensPruned = onTokensPruned
         self.logger = logger
@@ -201,7 +209,7 @@ final class PushDispatcher: Service {
         let push = chunk.push
         // Recorded often enough that the permits come back before the others wait long for them.
         let ledger = ChunkLedger(
-            keys: chunk.recipients.map(\.key), recorded: chunk.recorded, ringEvery: min(500, max(1, settings.delivery.concurrency / 4)))
+            keys: chunk.recipients.map(\.key), recorded: chunk.recorded, ringEvery: { [permits] in min(500, max(1, permits.limit / 4)) })
         do {
             let app: AppRecord?
             let content: PushContent

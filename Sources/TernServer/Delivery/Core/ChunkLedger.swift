@@ -43,17 +43,18 @@ final class ChunkLedger: Sendable {
     }
 
     let keys: [String]
-    private let ringEvery: Int
+    private let ringEvery: @Sendable () -> Int
     /// Rung every `ringEvery` results and at the end: the recorder looks then, not only every ``interval``.
     let doorbell = Doorbell()
     private let state: Mutex<State>
 
     /// - Parameters:
     ///   - recorded: keys whose results an earlier holder of the chunk recorded (``PushChunk/recorded``).
-    ///   - ringEvery: results after which the recorder is woken.
-    init(keys: [String], recorded: Set<String> = [], ringEvery: Int = 500) {
+    ///   - ringEvery: results after which the recorder is woken; asked at each result, since it follows the node's
+    ///     moving limit (the permits of what is answered come back no later than a quarter of the limit later).
+    init(keys: [String], recorded: Set<String> = [], ringEvery: @escaping @Sendable () -> Int = { 500 }) {
         self.keys = keys
-        self.ringEvery = max(1, ringEvery)
+        self.ringEvery = ringEvery
         var state = State(entries: keys.map { recorded.contains($0) ? .recorded : .waiting })
         Self.advancePrefix(&state)
         self.state = Mutex(state)
@@ -74,6 +75,7 @@ final class ChunkLedger: Sendable {
     ///   to give back).
     @discardableResult
     func set(_ index: Int, _ outcome: Outcome, holdsPermit: Bool = false) -> Bool {
+        let ringEvery = max(1, self.ringEvery())
         let (kept, ring) = state.withLock { state -> (Bool, Bool) in
             guard case .waiting = state.entries[index] else { return (false, false) }
             state.entries[index] = .answered(outcome, holdsPermit: holdsPermit)

@@ -2,7 +2,8 @@ import DequeModule
 import Synchronization
 
 /// The node's notifications sent and not yet recorded, shared by every chunk it sends: `delivery.concurrency` of them
-/// at most.
+/// at most, and fewer while APNs answers fast enough that more would only queue (``ConcurrencyLimit`` moves the
+/// limit from the round trips reported to ``observe(roundTrip:at:)``).
 ///
 /// A chunk takes a permit before it hands a notification to an APNs client and gives it back only when the
 /// notification's result is in the store (``ChunkLedger``), not when APNs answers. So whenever the process dies, at
@@ -18,21 +19,50 @@ final class InFlightLimit: Sendable {
     }
 
     private struct State {
-        var available: Int
+        var decision: ConcurrencyLimit
+        var inUse = 0
         var waiters: Deque<Waiter> = []
         var nextID: UInt64 = 0
+
+        var hasFreePermit: Bool { inUse < decision.limit && waiters.isEmpty }
+
+        /// Hands freed permits to waiters, first come first served, while the limit allows.
+        mutating func wake() -> [CheckedContinuation<Void, any Error>] {
+            var woken: [CheckedContinuation<Void, any Error>] = []
+            while inUse < decision.limit, let waiter = waiters.popFirst() {
+                inUse += 1
+                woken.append(waiter.continuation)
+            }
+            return woken
+        }
     }
 
-    let limit: Int
+    /// The most permits ever out (`delivery.concurrency`).
+    let maximum: Int
     private let state: Mutex<State>
+    /// The limit, readable without the lock (the ledgers ask at every answer).
+    private let currentLimit: Atomic<Int>
 
-    init(limit: Int) {
-        self.limit = max(1, limit)
-        self.state = Mutex(State(available: max(1, limit)))
+    /// - Parameters:
+    ///   - limit: the most permits out at once.
+    ///   - minimum: where the moving limit starts and the least it goes down to (at most `limit`); `limit` itself
+    ///     for a fixed limit.
+    /// Called (outside the lock) with each new limit.
+    private let onChange: @Sendable (Int) -> Void
+
+    init(limit: Int, minimum: Int? = nil, onChange: @escaping @Sendable (Int) -> Void = { _ in }) {
+        self.onChange = onChange
+        let decision = ConcurrencyLimit(maximum: limit, minimum: minimum ?? limit)
+        self.maximum = decision.maximum
+        self.state = Mutex(State(decision: decision))
+        self.currentLimit = Atomic(decision.limit)
     }
 
     /// Permits taken and not given back.
-    var inUse: Int { state.withLock { limit - $0.available } }
+    var inUse: Int { state.withLock { $0.inUse } }
+
+    /// How many permits may be out now.
+    var limit: Int { currentLimit.load(ordering: .relaxed) }
 
     /// Tasks waiting for a permit.
     var waiting: Int { state.withLock { $0.waiters.count } }
@@ -41,8 +71,8 @@ final class InFlightLimit: Sendable {
     func acquire() async throws {
         // Most of the time one is free: no suspension then.
         let taken = state.withLock { state -> Bool in
-            guard state.available > 0, state.waiters.isEmpty else { return false }
-            state.available -= 1
+            guard state.hasFreePermit else { return false }
+            state.inUse += 1
             return true
         }
         if taken { return }
@@ -54,8 +84,8 @@ final class InFlightLimit: Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let outcome = state.withLock { state -> Result<Void, any Error>? in
                     if Task.isCancelled { return .failure(CancellationError()) }
-                    if state.available > 0, state.waiters.isEmpty {
-                        state.available -= 1
+                    if state.hasFreePermit {
+                        state.inUse += 1
                         return .success(())
                     }
                     state.waiters.append(Waiter(id: id, continuation: continuation))
@@ -76,15 +106,26 @@ final class InFlightLimit: Sendable {
     func release(_ count: Int) {
         guard count > 0 else { return }
         let woken = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
-            state.available += count
-            precondition(state.available <= limit, "more permits given back than taken")
-            var woken: [CheckedContinuation<Void, any Error>] = []
-            while state.available > 0, let waiter = state.waiters.popFirst() {
-                state.available -= 1
-                woken.append(waiter.continuation)
-            }
-            return woken
+            state.inUse -= count
+            precondition(state.inUse >= 0, "more permits given back than taken")
+            return state.wake()
         }
         for continuation in woken { continuation.resume() }
+    }
+
+    /// A notification's round trip, from its send to its answer, at `now`. It counts as held back by the limit when
+    /// every permit is out or others wait for one as it comes.
+    /// - Returns: the new limit, when this changed it.
+    @discardableResult
+    func observe(roundTrip: Duration, at now: ContinuousClock.Instant = .now) -> Int? {
+        let (changed, woken) = state.withLock { state -> (Int?, [CheckedContinuation<Void, any Error>]) in
+            let limited = state.inUse >= state.decision.limit || !state.waiters.isEmpty
+            guard let changed = state.decision.record(.init(roundTrip: roundTrip, limited: limited), at: now) else { return (nil, []) }
+            currentLimit.store(changed, ordering: .relaxed)
+            return (changed, state.wake())
+        }
+        for continuation in woken { continuation.resume() }
+        if let changed { onChange(changed) }
+        return changed
     }
 }

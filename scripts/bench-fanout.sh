@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Fan-out: how fast `tern serve` delivers one push to a very large audience, against the bare APNs client's rate
+# measured in the same run.
+#
+#   scripts/bench-fanout.sh                       # 1,000,000 devices; then 100,000 of them with APNs answering in 50 ms
+#   DEVICES=200000 RUNS=1 scripts/bench-fanout.sh
+#
+# What it does (release build, everything on loopback, the built-in simulator in the server's process):
+#   1. `tern serve` on a fresh SQLite folder registers one device over HTTP (the template), stops, and the script
+#      copies that row DEVICES times in SQL (sqlite3), tagged `all`; the first 100,000 also get the tag `first`.
+#      Registration speed is bench-serve.sh's business; here only the push is timed.
+#   2. RUNS times, interleaved: `tern bench -n DEVICES --connections CONNS` (the client alone, against a simulator in
+#      its process), then `tern serve` with `apns.connections` CONNS pushes to tag `all` (POST …/pushes?wait=…),
+#      timed from the request to the completed answer, with the server's RSS sampled every 0.5 s.
+#   3. RUNS times: the simulator answers every request after LATENCY_MS (50), and one push to tag `first`.
+# Prints a Markdown table of the medians, and every run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEVICES=${DEVICES:-1000000}
+SLOW_DEVICES=${SLOW_DEVICES:-100000}
+LATENCY_MS=${LATENCY_MS:-50}
+RUNS=${RUNS:-3}
+CONNS=${CONNS:-4}
+SCRATCH=${SCRATCH:-.build}
+LOG_LEVEL=${LOG_LEVEL:-warning}     # debug shows the in-flight limit as it moves (in the data folder's serve.err)
+FAST_RUNS=${FAST_RUNS:-$RUNS}       # FAST_RUNS=0: only the slow-APNs case
+
+need() { command -v "$1" >/dev/null 2>&1; }
+if ! need sqlite3; then
+  echo "installing sqlite3…" >&2
+  apt-get update -qq && apt-get install -y -qq sqlite3 >/dev/null
+fi
+
+echo "building tern (release)…" >&2
+swift build -c release --scratch-path "$SCRATCH" --product tern >&2
+TERN="$(cd "$SCRATCH" && pwd)/release/tern"
+
+work=$(mktemp -d)
+pid=""
+sampler=""
+export TERN_SERVER_KEY=$(head -c 32 /dev/urandom | base64)
+export TERN_ADMIN_TOKEN=bench-admin-token-0123456789
+export TERN_APNS_CONNECTIONS=$CONNS
+cleanup() {
+  [ -n "$sampler" ] && kill "$sampler" 2>/dev/null || true
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+start_server() {
+  : >"$work/serve.out"
+  (cd "$work" && exec "$TERN" serve --port 0 --log-level "$LOG_LEVEL" >serve.out 2>serve.err) &
+  pid=$!
+  for _ in $(seq 1 600); do
+    grep -q 'pushes?wait' "$work/serve.out" 2>/dev/null && break
+    kill -0 "$pid" 2>/dev/null || { echo "tern serve stopped:" >&2; cat "$work/serve.err" >&2; exit 1; }
+    sleep 0.1
+  done
+  url=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.out" | head -1)
+  control=$(grep -o 'control API http://127.0.0.1:[0-9]*' "$work/serve.out" | awk '{print $3}' || true)
+}
+stop_server() { kill -INT "$pid"; wait "$pid" || true; pid=""; }
+
+# ── 1. the audience
+start_server
+app_key=$(grep 'app key' "$work/serve.out" | awk '{print $3}')
+master=$(grep 'master secret' "$work/serve.out" | awk '{print $3}')
+template=6f1c1f9e-8d7a-4d44-9d2e-000000000000
+curl -sf -X PUT "$url/v1/apps/demo/devices/$template" -H "Authorization: Bearer $app_key" -H 'Content-Type: application/json' \
+  -d "{\"token\": \"$(printf 'ab%.0s' $(seq 1 32))\", \"environment\": \"production\"}" >/dev/null
+stop_server
+echo "── seeding $DEVICES devices in SQL" >&2
+columns=$(sqlite3 "$work/tern.db" "SELECT group_concat(name, ', ') FROM pragma_table_info('devices')")
+# Each copy gets its own device id and token; every other column is the template's.
+copied=$(sqlite3 "$work/tern.db" "SELECT group_concat(CASE name WHEN 'device_id' THEN
+    '''6f1c1f9e-8d7a-4d44-9d2e-'' || printf(''%012x'', n)' WHEN 'token' THEN 'printf(''%056x%08x'', 0, n)' ELSE name END, ', ')
+  FROM pragma_table_info('devices')")
+sqlite3 "$work/tern.db" <<SQL
+BEGIN;
+INSERT INTO devices ($columns)
+  WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < $DEVICES)
+  SELECT $copied FROM seq, devices WHERE device_id = '$template';
+DELETE FROM devices WHERE device_id = '$template';
+INSERT INTO device_tags (app_id, device_id, tag) SELECT app_id, device_id, 'all' FROM devices WHERE app_id = 'demo';
+INSERT INTO device_tags (app_id, device_id, tag)
+  SELECT app_id, device_id, 'first' FROM devices WHERE app_id = 'demo' ORDER BY device_id LIMIT $SLOW_DEVICES;
+COMMIT;
+SQL
+echo "seeded $(sqlite3 "$work/tern.db" "SELECT COUNT(*) FROM devices") devices" >&2
+
+push() { # tag → prints "seconds status accepted peakRSS(KiB) maxRSS-sampled(KiB) startRSS(KiB)"
+  local tag=$1
+  local start_rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+  (while kill -0 "$pid" 2>/dev/null; do awk '/VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null; sleep 0.5; done >"$work/rss.$tag") &
+  sampler=$!
+  local t0=$(date +%s.%N)
+  local json=$(curl -s -X POST "$url/v1/apps/demo/pushes?wait=60" -H "Authorization: Bearer $master" \
+    -H 'Content-Type: application/json' \
+    -d "{\"audience\": {\"tags\": [\"$tag\"]}, \"notification\": {\"title\": \"Fan-out\", \"body\": \"one push to every device\"}}")
+  local id=$(grep -o '"id":"[^"]*"' <<<"$json" | head -1 | cut -d'"' -f4)
+  # `wait` covers 60 s at most; a longer push is followed until it completes.
+  while [ -n "$id" ] && ! grep -q '"status":"completed"' <<<"$json"; do
+    sleep 0.05
+    json=$(curl -s "$url/v1/apps/demo/pushes/$id" -H "Authorization: Bearer $master")
+  done
+  local seconds=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
+  kill "$sampler" 2>/dev/null || true; sampler=""
+  local status=$(grep -o '"status":"[a-z]*"' <<<"$json" | cut -d'"' -f4)
+  local accepted=$(grep -o '"accepted":[0-9]*' <<<"$json" | cut -d: -f2)
+  local peak=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+  echo "$seconds ${status:-none} ${accepted:-0} $peak $(sort -n "$work/rss.$tag" | tail -1) $start_rss"
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# ── 2. the client alone, then the server's push, interleaved
+client_rates=()
+serve_rates=()
+runs_text=""
+for run in $(seq 1 "$FAST_RUNS"); do
+  echo "── run $run: tern bench -n $DEVICES --connections $CONNS" >&2
+  bench=$("$TERN" bench -n "$DEVICES" --connections "$CONNS" 2>/dev/null)
+  rate=$(grep -o 'throughput *[0-9,]*' <<<"$bench" | awk '{print $2}' | tr -d ,)
+  client_rates+=("$rate")
+  echo "── run $run: push to $DEVICES devices (apns.connections $CONNS)" >&2
+  start_server
+  read -r seconds status accepted peak sampled start_rss <<<"$(push all)"
+  stop_server
+  [ "$status" = completed ] && [ "$accepted" = "$DEVICES" ] || { echo "push: $status, accepted $accepted of $DEVICES" >&2; exit 1; }
+  serve_rate=$(awk -v n="$DEVICES" -v s="$seconds" 'BEGIN {printf "%.0f", n / s}')
+  serve_rates+=("$serve_rate")
+  ratio=$(awk -v a="$serve_rate" -v b="$rate" 'BEGIN {printf "%.2f", a / b}')
+  runs_text+="run $run: client $rate/s; push $seconds s = $serve_rate/s (÷ client $ratio); RSS $((start_rss / 1024)) MiB before, $((sampled / 1024)) MiB most sampled, $((peak / 1024)) MiB peak"$'\n'
+  echo "${runs_text##*$'\n'run}" >&2
+done
+
+# ── 3. slow APNs
+slow_times=()
+for run in $(seq 1 "$RUNS"); do
+  start_server
+  [ -n "$control" ] || { echo "no control API in the banner" >&2; exit 2; }
+  curl -sf -X PUT "$control/scenario/latency" -d "{\"fixedMilliseconds\": $LATENCY_MS}" >/dev/null
+  echo "── run $run: push to $SLOW_DEVICES devices, APNs answering in $LATENCY_MS ms" >&2
+  read -r seconds status accepted peak sampled start_rss <<<"$(push first)"
+  stop_server
+  [ "$status" = completed ] && [ "$accepted" = "$SLOW_DEVICES" ] || { echo "push: $status, accepted $accepted" >&2; exit 1; }
+  slow_times+=("$seconds")
+  [ "$LOG_LEVEL" != debug ] || { grep -o 'in-flight limit.*' "$work/serve.err" "$work/serve.out" | tail -5 >&2 || echo 'the limit did not move' >&2; }
+  runs_text+="slow run $run: $SLOW_DEVICES devices at $LATENCY_MS ms in $seconds s"$'\n'
+done
+
+client=$(printf '%s\n' "${client_rates[@]}" | median)
+serve=$(printf '%s\n' "${serve_rates[@]}" | median)
+slow=$(printf '%s\n' "${slow_times[@]}" | median)
+echo
+echo "| measurement (medians of $RUNS runs) | result |"
+echo "|---|---|"
+echo "| \`tern bench -n $DEVICES --connections $CONNS\` | $client notifications/s |"
+echo "| \`tern serve\`, one push to $DEVICES devices (\`apns.connections\` $CONNS), POST to completed | $serve notifications/s ($(awk -v a="$serve" -v b="$client" 'BEGIN {printf "%.2f", a / b}') of the client's rate) |"
+echo "| one push to $SLOW_DEVICES devices, APNs answering in $LATENCY_MS ms | $slow s |"
+echo
+printf '%s' "$runs_text"
