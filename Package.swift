@@ -83,6 +83,7 @@ let package = Package(
             dependencies: [
                 "TernAPNs",
                 "TernHTTP2",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),

@@ -49,47 +49,37 @@ final class ConnectionOutbox: Sendable {
 /// lends the least-loaded connection that has a free stream under the server's MAX_CONCURRENT_STREAMS; stops
 /// using a connection at GOAWAY and replaces closed ones. Failed connects back off exponentially with jitter
 /// (APNs treats rapid reconnects as an attack), and callers wait for a stream up to their deadline.
+///
+/// The decisions are ``ConnectionPoolStateMachine``'s; this class is the shell around it. Every entry point takes
+/// the lock, feeds the machine one event, looks up what the resulting action refers to (the callers' handlers and
+/// timers, which the machine does not hold), lets go of the lock and then runs the action: callbacks, connects,
+/// drains and closes never run under the lock.
 final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
-    private enum ConnectionState {
-        case connecting
-        case ready
-        case draining
-    }
-
-    private struct Entry {
-        var state: ConnectionState
-        var lease: ConnectionLease?
-        var maxStreams = 1
-        var inFlight = 0
-        var settingsReceived = false
-        /// Why the connection failed before it was ready, for the error of callers that time out waiting.
-        var setupFailure: String?
-
-        /// Ready once connected and the server's first SETTINGS said how many streams it takes, in either order.
-        mutating func becomeReadyIfComplete() -> Bool {
-            guard state == .connecting, lease != nil, settingsReceived else { return false }
-            state = .ready
-            return true
-        }
-    }
-
+    typealias StateMachine = ConnectionPoolStateMachine<ConnectionLease>
     typealias LeaseHandler = @Sendable (Result<ConnectionLease, any Error>) -> Void
 
     private struct Waiter {
-        var id: Int
         var onLease: LeaseHandler
+        var deadline: NIODeadline
         /// Fails the waiter at its deadline; cancelled when it is served, so served waiters leave no timers behind.
         var deadlineTimer: Scheduled<Void>?
     }
 
     private struct State {
-        var entries: [Int: Entry] = [:]
-        var nextID = 1
-        var waiters: [Waiter] = []
-        var consecutiveFailures = 0
-        var lastConnectError: String?
-        var connectScheduled = false
-        var shutDown = false
+        var machine: StateMachine
+        /// The machine knows waiters by id; what to call for each, and its timer, stay here.
+        var waiters: [Int: Waiter] = [:]
+    }
+
+    /// An action with its waiters' handlers looked up, to run once the lock is released.
+    private struct Work: Sendable {
+        var served: [(LeaseHandler, ConnectionLease)] = []
+        var failed: [(LeaseHandler, any Error)] = []
+        var cancelTimers: [Scheduled<Void>] = []
+        var connect: StateMachine.ConnectPlan?
+        var opened: ConnectionLease?
+        var drain: [ConnectionLease] = []
+        var close: [ConnectionLease] = []
     }
 
     let configuration: APNsClientConfiguration
@@ -97,7 +87,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     private let sslContext: NIOSSLContext
     private let logger: Logger
     private let metrics: APNsClientMetrics
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     init(
         configuration: APNsClientConfiguration, sslContext: NIOSSLContext, eventLoopGroup: any EventLoopGroup,
@@ -108,6 +98,9 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
         self.metrics = metrics
+        self.state = Mutex(State(machine: StateMachine(
+            poolSize: configuration.connections, backoff: configuration.reconnectBackoff,
+            endpoint: "\(configuration.endpoint.host):\(configuration.endpoint.port)")))
     }
 
     // MARK: Leasing
@@ -118,152 +111,99 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     /// - Returns: whether the caller waits (`onLease` not called yet).
     @discardableResult
     func acquire(id waiterID: Int, deadline: NIODeadline, _ onLease: @escaping LeaseHandler) -> Bool {
-        enum Next {
-            case lend(ConnectionLease, connect: Bool)
-            case fail(any Error)
-            case wait(connect: Bool)
+        let (work, waits) = state.withLock { state -> (Work, Bool) in
+            // Registered before the machine hears of it, so a lend or failure it decides now finds the handler.
+            state.waiters[waiterID] = Waiter(onLease: onLease, deadline: deadline)
+            let action = state.machine.acquire(waiterID)
+            return (resolve(action, &state), action.startDeadline == waiterID)
         }
-        let next = state.withLock { state -> Next in
-            if state.shutDown { return .fail(APNsClientError.shutDown) }
-            if let lease = Self.lendLeastLoaded(&state) {
-                // Grow while every open connection is busy, so load spreads over up to `connections`.
-                return .lend(lease, connect: Self.allBusy(state) && Self.shouldConnect(state, poolSize: configuration.connections))
-            }
-            state.waiters.append(Waiter(id: waiterID, onLease: onLease))
-            return .wait(connect: Self.shouldConnect(state, poolSize: configuration.connections))
-        }
-        switch next {
-        case .lend(let lease, let connect):
-            if connect { connectNow() }
-            onLease(.success(lease))
-            return false
-        case .fail(let error):
-            onLease(.failure(error))
-            return false
-        case .wait(let connect):
-            let timer = eventLoopGroup.any().scheduleTask(deadline: deadline) { [self] in
-                self.failWaiter(waiterID) { lastError in APNsClientError.timedOut(waitingForConnection: lastError) }
-            }
-            let stillWaiting = state.withLock { state -> Bool in
-                guard let index = state.waiters.firstIndex(where: { $0.id == waiterID }) else { return false }
-                state.waiters[index].deadlineTimer = timer
-                return true
-            }
-            if !stillWaiting { timer.cancel() }
-            if connect { connectNow() }
-            return true
-        }
+        run(work)
+        return waits
     }
 
     /// Ends a waiting ``acquire(id:deadline:_:)`` with `CancellationError`; nothing happens when it is not waiting.
     func cancelWaiter(_ id: Int) {
-        failWaiter(id) { _ in CancellationError() }
+        handle { $0.waiterCancelled(id) }
     }
 
     /// Hands a stream back; the next waiter gets it.
     func release(_ lease: ConnectionLease) {
-        let served = state.withLock { state -> [(LeaseHandler, ConnectionLease)] in
-            if var entry = state.entries[lease.connectionID] {
-                entry.inFlight -= 1
-                state.entries[lease.connectionID] = entry
-            }
-            return Self.serveWaiters(&state)
-        }
-        for (onLease, lease) in served { onLease(.success(lease)) }
+        handle { $0.release(lease.connectionID) }
     }
 
     /// Stops lending the lease's connection and closes it once its streams finish: APNs refuses it (a second
     /// provider token within 20 minutes). The pool opens a new one in its place.
     func retire(_ lease: ConnectionLease) {
-        let connect = state.withLock { state -> Bool in
-            guard state.entries[lease.connectionID]?.state == .ready else { return false }
-            state.entries[lease.connectionID]?.state = .draining
-            return !state.waiters.isEmpty && Self.shouldConnect(state, poolSize: configuration.connections)
-        }
-        lease.channel.eventLoop.execute { lease.handler.value.drainAndClose() }
-        if connect { connectNow() }
+        handle { $0.retire(lease.connectionID) }
     }
 
-    private static func allBusy(_ state: State) -> Bool {
-        for entry in state.entries.values where entry.state != .draining {
-            if entry.state != .ready || entry.inFlight == 0 { return false }
-        }
-        return true
+    // MARK: Running actions
+
+    private func handle(_ event: (inout StateMachine) -> StateMachine.Action) {
+        run(decide(event))
     }
 
-    private func failWaiter(_ id: Int, _ error: (String?) -> any Error) {
-        let waiter = state.withLock { state -> (Waiter, String?)? in
-            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-            return (state.waiters.remove(at: index), state.lastConnectError)
+    private func decide(_ event: (inout StateMachine) -> StateMachine.Action) -> Work {
+        state.withLock { state in resolve(event(&state.machine), &state) }
+    }
+
+    /// Under the lock: takes the handlers of the waiters the action ends out of the table, and starts the deadline
+    /// timer of a new waiter (here, so that it is in the table before its waiter can be served or cancelled).
+    private func resolve(_ action: StateMachine.Action, _ state: inout State) -> Work {
+        var work = Work(connect: action.connect, opened: action.opened, drain: action.drain, close: action.close)
+        for lend in action.lend {
+            guard let waiter = state.waiters.removeValue(forKey: lend.waiterID) else { continue }
+            if let timer = waiter.deadlineTimer { work.cancelTimers.append(timer) }
+            work.served.append((waiter.onLease, lend.lease))
         }
-        if let (waiter, lastError) = waiter {
-            waiter.deadlineTimer?.cancel()
-            waiter.onLease(.failure(error(lastError)))
+        for failure in action.fail {
+            guard let waiter = state.waiters.removeValue(forKey: failure.waiterID) else { continue }
+            if let timer = waiter.deadlineTimer { work.cancelTimers.append(timer) }
+            work.failed.append((waiter.onLease, Self.error(failure.reason)))
+        }
+        if let waiterID = action.startDeadline, let deadline = state.waiters[waiterID]?.deadline {
+            state.waiters[waiterID]?.deadlineTimer = eventLoopGroup.any().scheduleTask(deadline: deadline) { [self] in
+                self.handle { $0.waiterTimedOut(waiterID) }
+            }
+        }
+        return work
+    }
+
+    private static func error(_ reason: StateMachine.WaiterFailure) -> any Error {
+        switch reason {
+        case .shutDown: APNsClientError.shutDown
+        case .timedOut(let lastConnectError): APNsClientError.timedOut(waitingForConnection: lastConnectError)
+        case .cancelled: CancellationError()
         }
     }
 
-    private static func lendLeastLoaded(_ state: inout State) -> ConnectionLease? {
-        var best: Int?
-        for (id, entry) in state.entries where entry.state == .ready && entry.inFlight < entry.maxStreams {
-            if let current = best, state.entries[current]!.inFlight <= entry.inFlight { continue }
-            best = id
+    private func run(_ work: Work) {
+        for timer in work.cancelTimers { timer.cancel() }
+        if let plan = work.connect { scheduleConnect(plan) }
+        if let lease = work.opened { watch(lease) }
+        for lease in work.drain {
+            lease.channel.eventLoop.execute { lease.handler.value.drainAndClose() }
         }
-        guard let id = best, let lease = state.entries[id]?.lease else { return nil }
-        state.entries[id]!.inFlight += 1
-        return lease
-    }
-
-    private static func serveWaiters(_ state: inout State) -> [(LeaseHandler, ConnectionLease)] {
-        guard !state.waiters.isEmpty else { return [] }
-        var served: [(LeaseHandler, ConnectionLease)] = []
-        var count = 0
-        while count < state.waiters.count, let lease = lendLeastLoaded(&state) {
-            let waiter = state.waiters[count]
-            waiter.deadlineTimer?.cancel()
-            served.append((waiter.onLease, lease))
-            count += 1
-        }
-        state.waiters.removeFirst(count)
-        return served
-    }
-
-    private static func shouldConnect(_ state: State, poolSize: Int) -> Bool {
-        guard !state.shutDown, !state.connectScheduled else { return false }
-        var open = 0
-        for entry in state.entries.values where entry.state != .draining { open += 1 }
-        return open < poolSize
+        for lease in work.close { lease.channel.close(promise: nil) }
+        for (onLease, lease) in work.served { onLease(.success(lease)) }
+        for (onLease, error) in work.failed { onLease(.failure(error)) }
     }
 
     // MARK: Connecting
 
-    /// Starts one connect, after the back-off the recent failures call for.
-    private func connectNow() {
-        let plan = state.withLock { state -> (id: Int, delay: TimeAmount)? in
-            guard Self.shouldConnect(state, poolSize: configuration.connections) else { return nil }
-            state.connectScheduled = true
-            let id = state.nextID
-            state.nextID += 1
-            state.entries[id] = Entry(state: .connecting)
-            return (id, configuration.reconnectBackoff.delay(afterFailures: state.consecutiveFailures))
-        }
-        guard let plan else { return }
+    /// Starts the planned connect after the back-off the recent failures call for.
+    private func scheduleConnect(_ plan: StateMachine.ConnectPlan) {
         let loop = eventLoopGroup.any()
         if plan.delay == .zero {
-            connect(plan.id, on: loop)
+            connect(plan.connectionID, on: loop)
         } else {
-            loop.scheduleTask(in: plan.delay) { [self] in self.connect(plan.id, on: loop) }
+            loop.scheduleTask(in: plan.delay.timeAmount) { [self] in self.connect(plan.connectionID, on: loop) }
         }
     }
 
     private func connect(_ id: Int, on loop: any EventLoop) {
         // A connect scheduled (after a back-off) before shutdown must not open a connection after it.
-        let shutDown = state.withLock { state -> Bool in
-            guard state.shutDown else { return false }
-            state.connectScheduled = false
-            state.entries.removeValue(forKey: id)
-            return true
-        }
-        if shutDown { return }
+        guard state.withLock({ $0.machine.startConnect(id) }) else { return }
         let endpoint = configuration.endpoint
         let settings = APNsConnectionHandler.Settings(
             authority: endpoint.port == 443 ? endpoint.host : "\(endpoint.host):\(endpoint.port)",
@@ -294,127 +234,67 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             }
             .whenComplete { [self] result in
                 switch result {
-                case .success(let lease): self.connected(lease)
+                case .success(let lease): self.handle { $0.connected(lease.connectionID, lease: lease) }
                 case .failure(let error): self.connectFailed(id, error)
                 }
             }
     }
 
-    private func connected(_ lease: ConnectionLease) {
-        let (closeNow, served) = state.withLock { state -> (Bool, [(LeaseHandler, ConnectionLease)]) in
-            state.connectScheduled = false
-            guard !state.shutDown, var entry = state.entries[lease.connectionID] else { return (true, []) }
-            entry.lease = lease
-            let ready = entry.becomeReadyIfComplete()
-            state.entries[lease.connectionID] = entry
-            if ready {
-                state.consecutiveFailures = 0
-                state.lastConnectError = nil
-            }
-            return (false, ready ? Self.serveWaiters(&state) : [])
-        }
-        if closeNow {
-            lease.channel.close(promise: nil)
-            return
-        }
-        for (onLease, lease) in served { onLease(.success(lease)) }
+    /// A new connection the pool keeps: counted, its close reported, and its setup bounded in time.
+    private func watch(_ lease: ConnectionLease) {
         metrics.connectionOpened()
         logger.debug("APNs connection open", metadata: ["connection": "\(lease.connectionID)"])
         lease.channel.closeFuture.whenComplete { [self] _ in self.closed(lease.connectionID) }
         // TLS and the server's first SETTINGS must follow within the connect timeout, or the slot is given back.
         lease.channel.eventLoop.scheduleTask(in: .seconds(10)) { [self] in
-            let stuck = self.state.withLock { $0.entries[lease.connectionID]?.state == .connecting }
-            if stuck {
+            let work = self.decide { $0.setupTimedOut(lease.connectionID) }
+            if !work.close.isEmpty {
                 self.logger.warning("APNs connection never became ready (TLS or SETTINGS missing)")
-                lease.channel.close(promise: nil)
             }
+            self.run(work)
         }
     }
 
     private func connectFailed(_ id: Int, _ error: any Error) {
-        let retry = state.withLock { state -> Bool in
-            state.connectScheduled = false
-            state.entries.removeValue(forKey: id)
-            state.consecutiveFailures += 1
-            state.lastConnectError = "\(configuration.endpoint.host):\(configuration.endpoint.port): \(error)"
-            return !state.waiters.isEmpty
-        }
+        let work = decide { $0.connectFailed(id, description: "\(error)") }
         metrics.connectFailed()
         logger.warning("APNs connect failed", metadata: ["endpoint": "\(configuration.endpoint.host):\(configuration.endpoint.port)", "error": "\(error)"])
-        if retry { connectNow() }
+        run(work)
     }
 
     private func closed(_ id: Int) {
-        let reconnect = state.withLock { state -> Bool in
-            // A connection that closed before it was ever usable counts as a failed connect for the back-off.
-            if let entry = state.entries.removeValue(forKey: id), entry.state == .connecting {
-                state.consecutiveFailures += 1
-                state.lastConnectError = "\(configuration.endpoint.host):\(configuration.endpoint.port): "
-                    + (entry.setupFailure ?? "the connection closed before TLS and HTTP/2 were set up")
-            }
-            return !state.waiters.isEmpty
-        }
+        let work = decide { $0.closed(id) }
         metrics.connectionClosed()
         logger.debug("APNs connection closed", metadata: ["connection": "\(id)"])
-        if reconnect { connectNow() }
+        run(work)
     }
 
     // MARK: APNsConnectionDelegate (called on the connection's event loop)
 
     func connection(_ id: Int, maxConcurrentStreamsChanged value: Int) {
-        let served = state.withLock { state -> [(LeaseHandler, ConnectionLease)] in
-            guard var entry = state.entries[id] else { return [] }
-            entry.maxStreams = value
-            entry.settingsReceived = true
-            if entry.becomeReadyIfComplete() {
-                // The connection works: the back-off starts over and old connect errors no longer apply.
-                state.consecutiveFailures = 0
-                state.lastConnectError = nil
-            }
-            state.entries[id] = entry
-            return Self.serveWaiters(&state)
-        }
-        for (onLease, lease) in served { onLease(.success(lease)) }
+        handle { $0.settingsReceived(id, maxStreams: value) }
     }
 
     func connection(_ id: Int, failedWith error: any Error) {
-        state.withLock { state in
-            guard state.entries[id]?.state == .connecting else { return }
-            state.entries[id]?.setupFailure = "\(error)"
-        }
+        state.withLock { $0.machine.setupFailed(id, description: "\(error)") }
     }
 
     func connectionDraining(_ id: Int) {
-        let connect = state.withLock { state -> Bool in
-            guard state.entries[id] != nil, state.entries[id]?.state != .draining else { return false }
-            state.entries[id]?.state = .draining
-            return !state.waiters.isEmpty && Self.shouldConnect(state, poolSize: configuration.connections)
-        }
-        if connect { connectNow() }
+        handle { $0.draining(id) }
     }
 
     // MARK: Shutdown
 
     /// Stops lending, fails waiters, lets in-flight streams finish and closes every connection.
     func shutdown() async {
-        let (waiters, leases) = state.withLock { state -> ([Waiter], [ConnectionLease]) in
-            state.shutDown = true
-            defer { state.waiters = [] }
-            return (state.waiters, state.entries.values.compactMap(\.lease))
-        }
-        for waiter in waiters {
-            waiter.deadlineTimer?.cancel()
-            waiter.onLease(.failure(APNsClientError.shutDown))
-        }
-        for lease in leases {
-            lease.channel.eventLoop.execute { lease.handler.value.drainAndClose() }
-        }
-        for lease in leases {
+        let work = decide { $0.shutdown() }
+        run(work)
+        for lease in work.drain {
             let timer = lease.channel.eventLoop.scheduleTask(in: .seconds(10)) { lease.channel.close(promise: nil) }
             try? await lease.channel.closeFuture.get()
             timer.cancel()
         }
     }
 
-    var openConnections: Int { state.withLock { $0.entries.values.filter { $0.lease != nil }.count } }
+    var openConnections: Int { state.withLock { $0.machine.openConnections } }
 }

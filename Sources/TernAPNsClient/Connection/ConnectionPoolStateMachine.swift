@@ -1,0 +1,305 @@
+import DequeModule
+
+/// Every decision of ``APNsConnectionPool``, as a value with no I/O: no channels, locks, clocks or timers.
+///
+/// The pool feeds it what happened (a caller asks for a stream, a stream comes back, a connect succeeds or fails,
+/// the server's SETTINGS or GOAWAY arrive, a connection closes, a waiter's deadline passes, shutdown) and gets an
+/// ``Action`` back that says what to do about it: lend connections to waiters, fail waiters, time a new waiter,
+/// open a connection after a back-off, drain or close connections. The pool runs those actions after it lets go of
+/// its lock, so no callback ever runs under it, and the decisions can be tested without sockets or sleeping.
+///
+/// Connections stay here from the moment a connect is planned until they close:
+/// `connecting` (the socket, TLS and the server's first SETTINGS on their way, in any order) → `ready` (lendable
+/// while a stream is free under MAX_CONCURRENT_STREAMS) → `draining` (GOAWAY or retired: its streams finish, it
+/// takes no new ones). `Lease` is what the pool lends for a connection; the machine only keeps and returns it.
+struct ConnectionPoolStateMachine<Lease> {
+    /// Where a connection is in its life; only `ready` connections are lent.
+    enum ConnectionState: Equatable, Sendable {
+        case connecting
+        case ready
+        case draining
+    }
+
+    /// One connection as the pool's decisions see it.
+    struct Connection {
+        var state: ConnectionState = .connecting
+        /// Known once the socket is connected; the connection counts as open from then, even before it is ready.
+        var lease: Lease?
+        var maxStreams = 1
+        var inFlight = 0
+        var settingsReceived = false
+        /// Why the connection failed before it was ready, for the error of callers that time out waiting.
+        var setupFailure: String?
+
+        /// Ready once connected and the server's first SETTINGS said how many streams it takes, in either order.
+        mutating func becomeReadyIfComplete() -> Bool {
+            guard state == .connecting, lease != nil, settingsReceived else { return false }
+            state = .ready
+            return true
+        }
+    }
+
+    /// Why a waiter ends without a stream.
+    enum WaiterFailure: Equatable, Sendable {
+        case shutDown
+        /// Its deadline passed; carries the last connect error, because "timed out" alone hides a refused
+        /// connection or a bad certificate.
+        case timedOut(lastConnectError: String?)
+        case cancelled
+    }
+
+    /// A stream on `connectionID` for the waiter `waiterID`; its `inFlight` is already counted.
+    struct Lend {
+        var waiterID: Int
+        var connectionID: Int
+        var lease: Lease
+    }
+
+    /// The waiter `waiterID` ends without a stream, for `reason`.
+    struct Failure: Equatable, Sendable {
+        var waiterID: Int
+        var reason: WaiterFailure
+    }
+
+    /// Open connection `connectionID` after `delay`; `afterFailures` is the count of failed connects the delay is for.
+    struct ConnectPlan: Equatable, Sendable {
+        var connectionID: Int
+        var afterFailures: Int
+        var delay: Duration
+    }
+
+    /// What the pool does about one event, once its lock is released. Several parts can be set at once (a release
+    /// can serve several waiters; a retire drains one connection and plans its replacement).
+    struct Action {
+        /// Waiters that get a stream now, in the order they asked.
+        var lend: [Lend] = []
+        var fail: [Failure] = []
+        /// The waiter that asked and now waits: start the timer for its deadline.
+        var startDeadline: Int?
+        var connect: ConnectPlan?
+        /// A connection that just connected and stays: count it, watch for its close and bound its setup time.
+        var opened: Lease?
+        /// Take no new streams, let the open ones finish, then close.
+        var drain: [Lease] = []
+        var close: [Lease] = []
+
+        static var none: Action { Action() }
+    }
+
+    let poolSize: Int
+    let backoff: APNsClientConfiguration.Backoff
+    /// `host:port`, the prefix of connect errors.
+    let endpoint: String
+
+    private(set) var connections: [Int: Connection] = [:]
+    /// Waiter ids in the order they asked; the first gets the next free stream.
+    private(set) var waiters: Deque<Int> = []
+    private(set) var consecutiveFailures = 0
+    private(set) var lastConnectError: String?
+    /// One connect at a time: a burst of callers must not open `poolSize` connections to a host that is down.
+    private(set) var connectScheduled = false
+    private(set) var isShutDown = false
+    private var nextConnectionID = 1
+
+    init(poolSize: Int, backoff: APNsClientConfiguration.Backoff, endpoint: String) {
+        self.poolSize = poolSize
+        self.backoff = backoff
+        self.endpoint = endpoint
+    }
+
+    /// Connections whose socket is connected and not closed yet (including those still setting up or draining).
+    var openConnections: Int { connections.values.filter { $0.lease != nil }.count }
+
+    // MARK: Callers
+
+    /// A caller wants a stream: lent at once if one is free, else it waits (and the pool may grow).
+    mutating func acquire(_ waiterID: Int) -> Action {
+        if isShutDown { return Action(fail: [Failure(waiterID: waiterID, reason: .shutDown)]) }
+        if let lend = lendLeastLoaded(to: waiterID) {
+            var action = Action(lend: [lend])
+            // Grow while every open connection is busy, so load spreads over up to `poolSize` connections.
+            if allBusy { action.connect = planConnect() }
+            return action
+        }
+        waiters.append(waiterID)
+        return Action(startDeadline: waiterID, connect: planConnect())
+    }
+
+    /// A stream on `connectionID` ended; the next waiters get what is free now.
+    mutating func release(_ connectionID: Int) -> Action {
+        connections[connectionID]?.inFlight -= 1
+        return Action(lend: serveWaiters())
+    }
+
+    /// Stops lending `connectionID` and drains it (APNs refuses it: a second provider token within 20 minutes).
+    mutating func retire(_ connectionID: Int) -> Action {
+        guard let connection = connections[connectionID] else { return .none }
+        var action = Action()
+        if let lease = connection.lease { action.drain = [lease] }
+        guard connection.state == .ready else { return action }
+        connections[connectionID]?.state = .draining
+        if !waiters.isEmpty { action.connect = planConnect() }
+        return action
+    }
+
+    mutating func waiterTimedOut(_ waiterID: Int) -> Action {
+        failWaiter(waiterID, .timedOut(lastConnectError: lastConnectError))
+    }
+
+    mutating func waiterCancelled(_ waiterID: Int) -> Action {
+        failWaiter(waiterID, .cancelled)
+    }
+
+    // MARK: Connections
+
+    /// The back-off of a planned connect is over. False when the pool shut down meanwhile: then nothing opens.
+    mutating func startConnect(_ connectionID: Int) -> Bool {
+        guard isShutDown else { return true }
+        connectScheduled = false
+        connections.removeValue(forKey: connectionID)
+        return false
+    }
+
+    /// The socket is connected (TLS and SETTINGS may still be on their way).
+    mutating func connected(_ connectionID: Int, lease: Lease) -> Action {
+        connectScheduled = false
+        if isShutDown { connections.removeValue(forKey: connectionID) }
+        guard !isShutDown, var connection = connections[connectionID] else { return Action(close: [lease]) }
+        connection.lease = lease
+        let ready = connection.becomeReadyIfComplete()
+        connections[connectionID] = connection
+        var action = Action(opened: lease)
+        if ready {
+            connectionWorks()
+            action.lend = serveWaiters()
+        }
+        return action
+    }
+
+    mutating func connectFailed(_ connectionID: Int, description: String) -> Action {
+        connectScheduled = false
+        connections.removeValue(forKey: connectionID)
+        recordFailure(description)
+        return replaceIfWaited()
+    }
+
+    /// The server's MAX_CONCURRENT_STREAMS, first or changed; it may make the connection ready or free streams.
+    mutating func settingsReceived(_ connectionID: Int, maxStreams: Int) -> Action {
+        guard var connection = connections[connectionID] else { return .none }
+        connection.maxStreams = maxStreams
+        connection.settingsReceived = true
+        if connection.becomeReadyIfComplete() { connectionWorks() }
+        connections[connectionID] = connection
+        return Action(lend: serveWaiters())
+    }
+
+    /// TLS or HTTP/2 failed and the connection is about to close. Nothing to do yet: the reason is kept for the
+    /// error of callers that time out, and the close that follows decides.
+    mutating func setupFailed(_ connectionID: Int, description: String) {
+        guard connections[connectionID]?.state == .connecting else { return }
+        connections[connectionID]?.setupFailure = description
+    }
+
+    /// The connection still is not ready at the end of its setup time: close it, which gives its slot back.
+    mutating func setupTimedOut(_ connectionID: Int) -> Action {
+        guard let connection = connections[connectionID], connection.state == .connecting, let lease = connection.lease
+        else { return .none }
+        return Action(close: [lease])
+    }
+
+    /// GOAWAY arrived: no new streams there.
+    mutating func draining(_ connectionID: Int) -> Action {
+        guard let connection = connections[connectionID], connection.state != .draining else { return .none }
+        connections[connectionID]?.state = .draining
+        return replaceIfWaited()
+    }
+
+    mutating func closed(_ connectionID: Int) -> Action {
+        // A connection that closed before it was ever usable counts as a failed connect for the back-off.
+        if let connection = connections.removeValue(forKey: connectionID), connection.state == .connecting {
+            recordFailure(connection.setupFailure ?? "the connection closed before TLS and HTTP/2 were set up")
+        }
+        return replaceIfWaited()
+    }
+
+    // MARK: Shutdown
+
+    /// Fails every waiter and drains every connection; from now on acquires fail and planned connects do nothing.
+    mutating func shutdown() -> Action {
+        isShutDown = true
+        let failed = waiters.map { Failure(waiterID: $0, reason: .shutDown) }
+        waiters.removeAll()
+        let open = connections.keys.sorted().compactMap { connections[$0]?.lease }
+        return Action(fail: failed, drain: open)
+    }
+
+    // MARK: Decisions
+
+    private mutating func failWaiter(_ waiterID: Int, _ reason: WaiterFailure) -> Action {
+        // Not waiting any more (served, failed, or never here): the timer or the cancel lost a race, nothing to do.
+        guard let index = waiters.firstIndex(of: waiterID) else { return .none }
+        waiters.remove(at: index)
+        return Action(fail: [Failure(waiterID: waiterID, reason: reason)])
+    }
+
+    /// The ready connection with the fewest streams in flight and one free (the lowest id among equals).
+    private mutating func lendLeastLoaded(to waiterID: Int) -> Lend? {
+        var best: (id: Int, inFlight: Int)?
+        for (id, connection) in connections where connection.state == .ready && connection.inFlight < connection.maxStreams {
+            if let current = best, (current.inFlight, current.id) < (connection.inFlight, id) { continue }
+            best = (id, connection.inFlight)
+        }
+        guard let id = best?.id, let lease = connections[id]?.lease else { return nil }
+        connections[id]?.inFlight += 1
+        return Lend(waiterID: waiterID, connectionID: id, lease: lease)
+    }
+
+    private mutating func serveWaiters() -> [Lend] {
+        var served: [Lend] = []
+        while let waiterID = waiters.first, let lend = lendLeastLoaded(to: waiterID) {
+            waiters.removeFirst()
+            served.append(lend)
+        }
+        return served
+    }
+
+    /// Every connection that takes new streams is ready and has at least one in flight.
+    private var allBusy: Bool {
+        connections.values.allSatisfy { $0.state == .draining || ($0.state == .ready && $0.inFlight > 0) }
+    }
+
+    /// A connection gone or going: open another only for callers that wait, not for an idle pool.
+    private mutating func replaceIfWaited() -> Action {
+        waiters.isEmpty ? .none : Action(connect: planConnect())
+    }
+
+    private mutating func planConnect() -> ConnectPlan? {
+        guard !isShutDown, !connectScheduled else { return nil }
+        let open = connections.values.filter { $0.state != .draining }.count
+        guard open < poolSize else { return nil }
+        connectScheduled = true
+        let id = nextConnectionID
+        nextConnectionID += 1
+        connections[id] = Connection()
+        return ConnectPlan(
+            connectionID: id, afterFailures: consecutiveFailures, delay: backoff.delay(afterFailures: consecutiveFailures))
+    }
+
+    private mutating func recordFailure(_ description: String) {
+        consecutiveFailures += 1
+        lastConnectError = "\(endpoint): \(description)"
+    }
+
+    /// The connection works: the back-off starts over and old connect errors no longer apply.
+    private mutating func connectionWorks() {
+        consecutiveFailures = 0
+        lastConnectError = nil
+    }
+}
+
+extension ConnectionPoolStateMachine: Sendable where Lease: Sendable {}
+extension ConnectionPoolStateMachine.Connection: Sendable where Lease: Sendable {}
+extension ConnectionPoolStateMachine.Lend: Sendable where Lease: Sendable {}
+extension ConnectionPoolStateMachine.Lend: Equatable where Lease: Equatable {}
+extension ConnectionPoolStateMachine.Action: Sendable where Lease: Sendable {}
+extension ConnectionPoolStateMachine.Action: Equatable where Lease: Equatable {}

@@ -1,0 +1,388 @@
+import Testing
+
+@testable import TernAPNsClient
+
+/// The connection pool's decisions as values: events in, actions out, no sockets and no sleeping.
+///
+/// Events are fed outside `#expect`, whose expansion cannot call mutating methods.
+@Suite struct ConnectionPoolStateMachineTests {
+    /// Stands in for a channel and its handler: the machine only keeps and returns it.
+    struct FakeLease: Equatable {
+        var connectionID: Int
+    }
+
+    typealias Machine = ConnectionPoolStateMachine<FakeLease>
+
+    static let backoff = APNsClientConfiguration.Backoff(initial: .milliseconds(200), maximum: .seconds(30))
+
+    static func machine(connections: Int = 2) -> Machine {
+        Machine(poolSize: connections, backoff: backoff, endpoint: "apns.test:443")
+    }
+
+    /// Plays a successful connect of the planned connection `plan` (socket, then SETTINGS) and returns both actions.
+    @discardableResult
+    static func open(
+        _ machine: inout Machine, _ plan: Machine.ConnectPlan?, maxStreams: Int = 100,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) -> (connected: Machine.Action, settings: Machine.Action) {
+        guard let plan else {
+            Issue.record("no connect was planned", sourceLocation: sourceLocation)
+            return (.none, .none)
+        }
+        let started = machine.startConnect(plan.connectionID)
+        #expect(started, sourceLocation: sourceLocation)
+        let connected = machine.connected(plan.connectionID, lease: FakeLease(connectionID: plan.connectionID))
+        let settings = machine.settingsReceived(plan.connectionID, maxStreams: maxStreams)
+        return (connected, settings)
+    }
+
+    static func lend(_ waiterID: Int, _ connectionID: Int) -> Machine.Lend {
+        Machine.Lend(waiterID: waiterID, connectionID: connectionID, lease: FakeLease(connectionID: connectionID))
+    }
+
+    static func fail(_ waiterID: Int, _ reason: Machine.WaiterFailure) -> Machine.Action {
+        Machine.Action(fail: [Machine.Failure(waiterID: waiterID, reason: reason)])
+    }
+
+    // MARK: Lending
+
+    @Test func theFirstCallerWaitsAndAConnectStartsWithoutDelay() {
+        var machine = Self.machine()
+        let action = machine.acquire(1)
+        #expect(action.lend.isEmpty)
+        #expect(action.startDeadline == 1)
+        #expect(action.connect == Machine.ConnectPlan(connectionID: 1, afterFailures: 0, delay: .zero))
+        #expect(machine.waiters.elementsEqual([1]))
+    }
+
+    @Test func lendsTheLeastLoadedReadyConnection() {
+        var machine = Self.machine(connections: 2)
+        Self.open(&machine, machine.acquire(1).connect)
+        let second = machine.acquire(2)
+        #expect(second.lend == [Self.lend(2, 1)], "a free stream is lent at once")
+        Self.open(&machine, second.connect)
+        #expect(machine.connections[1]?.inFlight == 2)
+        #expect(machine.connections[2]?.inFlight == 0)
+
+        let third = machine.acquire(3)
+        #expect(third.lend == [Self.lend(3, 2)], "connection 2 has fewer streams in flight")
+        _ = machine.release(1)
+        let fourth = machine.acquire(4)
+        #expect(fourth.lend == [Self.lend(4, 1)], "equal load: the lower id")
+        let fifth = machine.acquire(5)
+        #expect(fifth.lend == [Self.lend(5, 2)])
+    }
+
+    @Test func growsToThePoolSizeOnlyWhileEveryOpenConnectionIsBusy() {
+        var machine = Self.machine(connections: 2)
+        let (connected, _) = Self.open(&machine, machine.acquire(1).connect)
+        #expect(connected.opened == FakeLease(connectionID: 1))
+        _ = machine.release(1)
+
+        let onIdle = machine.acquire(2)
+        #expect(onIdle.lend == [Self.lend(2, 1)])
+        #expect(onIdle.connect?.connectionID == 2, "the only connection is now busy: grow")
+        let whileConnecting = machine.acquire(3)
+        #expect(whileConnecting.lend == [Self.lend(3, 1)])
+        #expect(whileConnecting.connect == nil, "one connect at a time")
+        #expect(machine.connections.count == 2)
+
+        // Two idle connections (the pool size): lending on one does not grow, and when both are busy the pool is full.
+        var full = Self.machine(connections: 2)
+        Self.open(&full, full.acquire(1).connect)
+        Self.open(&full, full.acquire(2).connect)
+        _ = full.release(1)
+        _ = full.release(1)
+        let oneBusy = full.acquire(3)
+        #expect(oneBusy.lend == [Self.lend(3, 1)])
+        #expect(oneBusy.connect == nil, "connection 2 is idle")
+        let bothBusy = full.acquire(4)
+        #expect(bothBusy.lend == [Self.lend(4, 2)])
+        #expect(bothBusy.connect == nil, "already `connections` open")
+        #expect(full.connections.count == 2)
+    }
+
+    @Test func waitersAreServedInOrderAsStreamsFreeUp() {
+        var machine = Self.machine(connections: 1)
+        let first = machine.acquire(1)
+        let second = machine.acquire(2)
+        let third = machine.acquire(3)
+        #expect(second.connect == nil && third.connect == nil, "one connect is on its way")
+        let (_, settings) = Self.open(&machine, first.connect, maxStreams: 1)
+        #expect(settings.lend == [Self.lend(1, 1)])
+        #expect(machine.waiters.elementsEqual([2, 3]))
+
+        let released1 = machine.release(1)
+        #expect(released1.lend == [Self.lend(2, 1)])
+        let released2 = machine.release(1)
+        #expect(released2.lend == [Self.lend(3, 1)])
+        let released3 = machine.release(1)
+        #expect(released3 == .none)
+        #expect(machine.connections[1]?.inFlight == 0)
+    }
+
+    @Test(arguments: [true, false])
+    func waitersAreServedWhenTheConnectionBecomesReadyInEitherOrder(settingsFirst: Bool) throws {
+        var machine = Self.machine(connections: 1)
+        let plan = try #require(machine.acquire(1).connect)
+        _ = machine.acquire(2)
+        _ = machine.startConnect(plan.connectionID)
+        let lease = FakeLease(connectionID: plan.connectionID)
+
+        let first: Machine.Action
+        let second: Machine.Action
+        if settingsFirst {
+            first = machine.settingsReceived(plan.connectionID, maxStreams: 10)
+            second = machine.connected(plan.connectionID, lease: lease)
+        } else {
+            first = machine.connected(plan.connectionID, lease: lease)
+            second = machine.settingsReceived(plan.connectionID, maxStreams: 10)
+        }
+        #expect(first.lend.isEmpty, "not ready with only one of the two")
+        #expect(machine.connections[1]?.state == .ready)
+        #expect(second.lend == [Self.lend(1, 1), Self.lend(2, 1)])
+        #expect(machine.waiters.isEmpty)
+        #expect(machine.openConnections == 1)
+    }
+
+    @Test func maxConcurrentStreamsIsRespectedAndCanBeLowered() {
+        var machine = Self.machine(connections: 1)
+        let (_, settings) = Self.open(&machine, machine.acquire(1).connect, maxStreams: 2)
+        #expect(settings.lend == [Self.lend(1, 1)])
+        let second = machine.acquire(2)
+        #expect(second.lend == [Self.lend(2, 1)])
+        let third = machine.acquire(3)
+        #expect(third.startDeadline == 3, "two streams in flight out of two")
+
+        // The server lowers the limit below what is in flight: nothing new until it is under the limit again.
+        let lowered = machine.settingsReceived(1, maxStreams: 1)
+        #expect(lowered.lend.isEmpty)
+        let stillAtLimit = machine.release(1)
+        #expect(stillAtLimit.lend.isEmpty)
+        let underLimit = machine.release(1)
+        #expect(underLimit.lend == [Self.lend(3, 1)])
+
+        // And raised again: waiters get the new streams at once.
+        _ = machine.acquire(4)
+        _ = machine.acquire(5)
+        let raised = machine.settingsReceived(1, maxStreams: 3)
+        #expect(raised.lend == [Self.lend(4, 1), Self.lend(5, 1)])
+    }
+
+    // MARK: Draining and retiring
+
+    @Test func aDrainingConnectionIsNotLentAndIsReplacedOnlyWhenCallersWait() {
+        var machine = Self.machine(connections: 1)
+        Self.open(&machine, machine.acquire(1).connect)
+        _ = machine.release(1)
+
+        let goAwayWhileIdle = machine.draining(1)
+        #expect(goAwayWhileIdle == .none, "GOAWAY with nobody waiting: no replacement yet")
+        #expect(machine.connections[1]?.state == .draining)
+        let waiting = machine.acquire(2)
+        #expect(waiting.lend.isEmpty, "a draining connection lends nothing")
+        #expect(waiting.connect?.connectionID == 2, "the caller that waits gets a new connection")
+        let secondGoAway = machine.draining(1)
+        #expect(secondGoAway == .none)
+
+        var busy = Self.machine(connections: 1)
+        Self.open(&busy, busy.acquire(1).connect, maxStreams: 1)
+        _ = busy.acquire(2)
+        let goAwayWhileWaited = busy.draining(1)
+        #expect(goAwayWhileWaited.connect?.connectionID == 2, "GOAWAY while a caller waits: open a replacement")
+        let released = busy.release(1)
+        #expect(released.lend.isEmpty)
+        let (_, settings) = Self.open(&busy, goAwayWhileWaited.connect)
+        #expect(settings.lend == [Self.lend(2, 2)])
+    }
+
+    @Test func retireDrainsTheConnectionStopsLendingItAndReplacesItForWaiters() {
+        var machine = Self.machine(connections: 1)
+        Self.open(&machine, machine.acquire(1).connect, maxStreams: 1)
+        _ = machine.acquire(2)
+
+        let retire = machine.retire(1)
+        #expect(retire.drain == [FakeLease(connectionID: 1)])
+        #expect(retire.connect?.connectionID == 2, "a caller waits: replace it")
+        #expect(machine.connections[1]?.state == .draining)
+        let released = machine.release(1)
+        #expect(released.lend.isEmpty)
+
+        let again = machine.retire(1)
+        #expect(again.drain == [FakeLease(connectionID: 1)])
+        #expect(again.connect == nil)
+        let closed = machine.closed(1)
+        #expect(closed == .none, "the replacement is already on its way")
+        let afterClose = machine.retire(1)
+        #expect(afterClose == .none, "closed: nothing left to drain")
+    }
+
+    // MARK: Failures and back-off
+
+    @Test func backoffGrowsWithConsecutiveFailuresAndResetsWhenAConnectionIsReady() throws {
+        var machine = Self.machine(connections: 1)
+        var plan = try #require(machine.acquire(1).connect)
+        #expect(plan.afterFailures == 0)
+        #expect(plan.delay == .zero)
+
+        for failures in 1...4 {
+            _ = machine.startConnect(plan.connectionID)
+            let action = machine.connectFailed(plan.connectionID, description: "connection refused")
+            let next = try #require(action.connect, "a waiting caller causes another connect")
+            #expect(next.afterFailures == failures)
+            // Full jitter between half the initial wait and initial × 2^(failures-1).
+            let ceiling = Duration.milliseconds(200) * (1 << (failures - 1))
+            #expect(next.delay >= .milliseconds(100) && next.delay <= ceiling)
+            plan = next
+        }
+        #expect(machine.lastConnectError == "apns.test:443: connection refused")
+
+        let (_, settings) = Self.open(&machine, plan)
+        #expect(settings.lend == [Self.lend(1, 5)])
+        #expect(machine.consecutiveFailures == 0)
+        #expect(machine.lastConnectError == nil)
+
+        _ = machine.release(5)
+        _ = machine.draining(5)
+        let next = machine.acquire(2).connect
+        #expect(next?.afterFailures == 0, "after a connection worked, the next connect does not wait")
+        #expect(next?.delay == .zero)
+    }
+
+    @Test func aFailedConnectWithNobodyWaitingPlansNoRetry() throws {
+        var machine = Self.machine(connections: 1)
+        let plan = try #require(machine.acquire(1).connect)
+        _ = machine.waiterCancelled(1)
+        let failed = machine.connectFailed(plan.connectionID, description: "connection refused")
+        #expect(failed == .none)
+        #expect(machine.consecutiveFailures == 1)
+        let nextCaller = machine.acquire(2)
+        #expect(nextCaller.connect?.afterFailures == 1, "the next caller's connect still backs off")
+    }
+
+    @Test func aConnectionThatClosesBeforeReadyCountsAsAFailureAndItsSetupErrorIsInTheTimeout() throws {
+        var machine = Self.machine(connections: 1)
+        let plan = try #require(machine.acquire(1).connect)
+        _ = machine.startConnect(plan.connectionID)
+        _ = machine.connected(plan.connectionID, lease: FakeLease(connectionID: plan.connectionID))
+        #expect(machine.openConnections == 1)
+        machine.setupFailed(plan.connectionID, description: "handshake failed: certificate unknown")
+
+        let closed = machine.closed(plan.connectionID)
+        #expect(machine.consecutiveFailures == 1)
+        #expect(machine.openConnections == 0)
+        #expect(closed.connect?.afterFailures == 1, "the caller still waits: try again, after a back-off")
+        let timedOut = machine.waiterTimedOut(1)
+        #expect(timedOut == Self.fail(1, .timedOut(lastConnectError: "apns.test:443: handshake failed: certificate unknown")))
+    }
+
+    @Test func aConnectionThatClosesBeforeReadyWithoutAnErrorSaysSoInTheTimeout() throws {
+        var machine = Self.machine(connections: 1)
+        let plan = try #require(machine.acquire(1).connect)
+        _ = machine.startConnect(plan.connectionID)
+        _ = machine.connected(plan.connectionID, lease: FakeLease(connectionID: plan.connectionID))
+        _ = machine.closed(plan.connectionID)
+        let timedOut = machine.waiterTimedOut(1)
+        #expect(timedOut == Self.fail(1, .timedOut(lastConnectError: "apns.test:443: the connection closed before TLS and HTTP/2 were set up")))
+    }
+
+    @Test func aReadyConnectionThatClosesIsNoFailure() {
+        var machine = Self.machine(connections: 1)
+        Self.open(&machine, machine.acquire(1).connect)
+        machine.setupFailed(1, description: "late error")
+        let closed = machine.closed(1)
+        #expect(closed == .none, "nobody waits: no replacement")
+        #expect(machine.consecutiveFailures == 0)
+        #expect(machine.lastConnectError == nil)
+    }
+
+    @Test func theSetupTimeoutClosesOnlyAConnectionThatIsNotReady() throws {
+        var machine = Self.machine(connections: 1)
+        let plan = try #require(machine.acquire(1).connect)
+        _ = machine.startConnect(plan.connectionID)
+        _ = machine.connected(plan.connectionID, lease: FakeLease(connectionID: plan.connectionID))
+        let stuck = machine.setupTimedOut(plan.connectionID)
+        #expect(stuck.close == [FakeLease(connectionID: plan.connectionID)])
+
+        var ready = Self.machine(connections: 1)
+        Self.open(&ready, ready.acquire(1).connect)
+        let inTime = ready.setupTimedOut(1)
+        #expect(inTime == .none)
+    }
+
+    // MARK: Waiters
+
+    @Test func cancelAndTimeoutOfAWaiterThatWasAlreadyServedDoNothing() {
+        var machine = Self.machine(connections: 1)
+        let (_, settings) = Self.open(&machine, machine.acquire(1).connect)
+        #expect(settings.lend == [Self.lend(1, 1)])
+        let timedOut = machine.waiterTimedOut(1)
+        let cancelled = machine.waiterCancelled(1)
+        #expect(timedOut == .none)
+        #expect(cancelled == .none)
+        #expect(machine.connections[1]?.inFlight == 1, "the served caller keeps its stream")
+    }
+
+    @Test func aCancelledWaiterLeavesTheQueueOnceAndTheNextIsServed() {
+        var machine = Self.machine(connections: 1)
+        let plan = machine.acquire(1).connect
+        _ = machine.acquire(2)
+        let cancelled = machine.waiterCancelled(1)
+        let cancelledAgain = machine.waiterCancelled(1)
+        #expect(cancelled == Self.fail(1, .cancelled))
+        #expect(cancelledAgain == .none)
+        let (_, settings) = Self.open(&machine, plan)
+        #expect(settings.lend == [Self.lend(2, 1)])
+    }
+
+    @Test func aWaiterThatTimesOutWithoutConnectErrorsGetsNoReason() {
+        var machine = Self.machine(connections: 1)
+        _ = machine.acquire(7)
+        let timedOut = machine.waiterTimedOut(7)
+        #expect(timedOut == Self.fail(7, .timedOut(lastConnectError: nil)))
+        #expect(machine.waiters.isEmpty)
+    }
+
+    // MARK: Shutdown
+
+    @Test func shutdownFailsWaitersDrainsConnectionsAndRefusesNewAcquires() {
+        var machine = Self.machine(connections: 2)
+        Self.open(&machine, machine.acquire(1).connect, maxStreams: 1)
+        _ = machine.acquire(2)  // plans connection 2, which is still connecting at shutdown
+        _ = machine.acquire(3)
+
+        let shutdown = machine.shutdown()
+        #expect(shutdown.fail == [.init(waiterID: 2, reason: .shutDown), .init(waiterID: 3, reason: .shutDown)])
+        #expect(shutdown.drain == [FakeLease(connectionID: 1)], "only connected connections have a channel to drain")
+        let refused = machine.acquire(4)
+        #expect(refused == Self.fail(4, .shutDown))
+        let released = machine.release(1)
+        #expect(released == .none, "streams still come back; nobody waits for them")
+        let closed = machine.closed(1)
+        #expect(closed == .none)
+        #expect(machine.openConnections == 0)
+    }
+
+    @Test func aConnectPlannedBeforeShutdownDoesNothingAfterIt() throws {
+        var machine = Self.machine(connections: 1)
+        let plan = try #require(machine.acquire(1).connect)
+        _ = machine.shutdown()
+        let started = machine.startConnect(plan.connectionID)
+        #expect(!started)
+        #expect(machine.connections.isEmpty)
+        #expect(!machine.connectScheduled)
+    }
+
+    @Test func aConnectThatCompletesAfterShutdownIsClosed() throws {
+        var machine = Self.machine(connections: 1)
+        let plan = try #require(machine.acquire(1).connect)
+        _ = machine.startConnect(plan.connectionID)
+        _ = machine.shutdown()
+        let lease = FakeLease(connectionID: plan.connectionID)
+        let connected = machine.connected(plan.connectionID, lease: lease)
+        #expect(connected == Machine.Action(close: [lease]))
+        #expect(machine.connections.isEmpty)
+        let settings = machine.settingsReceived(plan.connectionID, maxStreams: 10)
+        #expect(settings == .none)
+    }
+}
