@@ -7,8 +7,10 @@ import TernServer
 import TernTestSupport
 import Testing
 
-/// A running `tern serve` (in-process, port 0, its own temporary folder) with the demo app on the built-in simulator.
-struct RunningServer: Sendable {
+/// A running `tern serve` (in-process, port 0, its own temporary folder) with the demo app on the built-in simulator,
+/// called over sockets. For the tests that need them: the HTTP parser's limits, signals, a restart on the same folder,
+/// several nodes. The others use ``RouterHarness``.
+struct RunningServer: TestServer {
     let server: TernServer
     let banner: TernServer.Banner
     let folder: URL
@@ -26,8 +28,6 @@ struct RunningServer: Sendable {
     let deviceSecrets = DeviceSecrets()
 
     static let adminToken = "test-admin-token-0123456789"
-
-    var api: HTTPTestClient { admin.with(bearer: nil) }
 }
 
 enum ServerHarness {
@@ -55,12 +55,7 @@ enum ServerHarness {
     ) async throws -> T {
         let folder = given ?? FileManager.default.temporaryDirectory.appendingPathComponent("tern-server-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        var configuration = TernServerConfiguration()
-        configuration.http.port = 0
-        configuration.database.path = folder.appendingPathComponent("tern.db").path
-        configuration.server.keyFile = folder.appendingPathComponent("tern.key").path
-        configuration.simulator.stateDirectory = folder.appendingPathComponent("simulator").path
-        configuration.admin.token = RunningServer.adminToken
+        var configuration = configuration(in: folder)
         configure(&configuration)
         var logger = Logger(label: "tern.test")
         logger.logLevel = .warning
@@ -95,6 +90,18 @@ enum ServerHarness {
             if given == nil { try? FileManager.default.removeItem(at: folder) }
             throw error
         }
+    }
+
+    /// The tests' defaults: everything in `folder` (the SQLite file, the server key, the simulator's CA), any free
+    /// port, a known admin token.
+    static func configuration(in folder: URL) -> TernServerConfiguration {
+        var configuration = TernServerConfiguration()
+        configuration.http.port = 0
+        configuration.database.path = folder.appendingPathComponent("tern.db").path
+        configuration.server.keyFile = folder.appendingPathComponent("tern.key").path
+        configuration.simulator.stateDirectory = folder.appendingPathComponent("simulator").path
+        configuration.admin.token = RunningServer.adminToken
+        return configuration
     }
 
     private static func running(_ server: TernServer, _ banner: TernServer.Banner, folder: URL, port: Int) -> RunningServer {
