@@ -1,6 +1,4 @@
 import Foundation
-import Hummingbird
-import HummingbirdCore
 import Logging
 import Metrics
 import NIOCore
@@ -92,8 +90,8 @@ public final class TernServer: Sendable {
         try configuration.validate()
         // What can fail at start is tried first, each saying what it is in one line, before anything else starts.
         try await Self.checkCanListen(host: configuration.http.host, port: configuration.http.port)
-        let serverKey = try loadServerKey()
-        let store = try await openStore()
+        let serverKey = try Self.loadServerKey(configuration)
+        let store = try await Self.openStore(configuration, logger: logger)
         do {
             try await serve(store: store, serverKey: serverKey, gracefulShutdownSignals: gracefulShutdownSignals, onReady: onReady)
             try await store.close()
@@ -104,8 +102,9 @@ public final class TernServer: Sendable {
     }
 
     /// PostgreSQL when a URL is configured, else the SQLite file. A wrong URL or an unreachable server is a
-    /// configuration error with the reason (never the password).
-    private func openStore() async throws -> SQLStore {
+    /// configuration error with the reason (never the password). (Internal, not private: the router tests open
+    /// theirs this way too.)
+    static func openStore(_ configuration: TernServerConfiguration, logger: Logger) async throws -> SQLStore {
         do {
             if let url = configuration.database.url {
                 return try await SQLStore.openPostgres(url: url, maximumConnections: configuration.database.connections, logger: logger)
@@ -139,111 +138,32 @@ public final class TernServer: Sendable {
         store: any TernStore, serverKey: (key: ServerKey, newFile: String?), gracefulShutdownSignals: [UnixSignal],
         onReady: @escaping @Sendable (Banner) -> Void
     ) async throws {
-        do {
-            try await store.migrate()
-        } catch {
-            throw TernServerConfigurationError("database: cannot bring the schema up to date: \(error)")
-        }
         let (serverKey, newKeyFile) = serverKey
-        let newAdminToken = try await prepareAdminToken(store)
-        let adminTokenHash = try await adminTokenHash(store)
-
-        let simulator: (any EmbeddedAPNs)? =
-            if configuration.simulator.enabled, let embeddedAPNs { try embeddedAPNs(SimulatorIdentity.trustedKey(serverKey)) } else { nil }
-
-        let clients = ClientDirectory(
-            serverKey: serverKey, simulator: nil, connections: configuration.apns.connections, logger: logger)
-        // Nodes on one PostgreSQL database share it: they send pushes together, and one at a time runs each periodic job.
-        let coordinator: any NodeCoordinator =
-            try configuration.database.url.map { try PostgresCoordinator(url: $0, logger: logger) } ?? LocalCoordinator()
-        let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
-        let webhooks = WebhookSender(store: store, serverKey: serverKey, policy: webhookPolicy, coordinator: coordinator, logger: logger)
-        let dispatcher = PushDispatcher(
-            store: store, clients: clients,
-            settings: .init(configuration.delivery),
-            coordinator: coordinator, onTokensPruned: { webhooks.wake() }, logger: logger)
-        let badgeUpdates = BadgeUpdates(
-            store: store, clients: clients, order: dispatcher.order, delay: configuration.inbox.badgeUpdateDelay,
+        let assembly = try await ServerAssembly(
+            configuration: configuration, store: store, serverKey: serverKey, clock: clock, metrics: registry, embeddedAPNs: embeddedAPNs,
             logger: logger)
-        let feedback = FeedbackPoller(
-            store: store, clients: clients, checkInterval: configuration.feedback.checkInterval, coordinator: coordinator,
-            onTokensPruned: { webhooks.wake() }, logger: logger)
-        let cache = AppCache(store: store)
-        let apps = AppsAPI(
-            store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache,
-            simulator: simulator, feedback: feedback, webhookPolicy: webhookPolicy)
-        var demo: DemoSecrets?
-        if configuration.demo.enabled, configuration.simulator.enabled, try await store.apps().isEmpty {
-            let created = try await apps.create(
-                .init(id: Self.demoAppID, topic: Self.demoTopic, environment: AppEnvironment.simulator, endpoint: nil, credentials: nil, webhookURL: nil))
-            let identitySecret = created.identitySecret!
-            demo = DemoSecrets(
-                appKey: created.appKey!, masterSecret: created.masterSecret!, identitySecret: identitySecret,
-                aliasToken: AliasToken.mint(
-                    alias: Self.demoAlias, app: Self.demoAppID, secret: Array(identitySecret.utf8),
-                    expires: clock.now.addingTimeInterval(AliasToken.maximumLifetime)))
-        }
-        // Apps from before signed user binding keep binding users as they did: say so once, with the way out.
-        for app in try await store.apps() where app.userBinding == .open {
-            logger.warning(
-                "app \(app.id): any holder of its app key may bind a device to any user (userBinding open); see the README's \"Who may do what\" to switch to signed binding")
-        }
-
-        let router = Router(context: ServerRequestContext.self)
-        let routes = RouteTable()
-        // Outermost, the shape of every refusal; inside it, the log of what went wrong, which sees the error itself.
-        router.middlewares.add(RequestShapeMiddleware(routes: routes))
-        router.middlewares.add(ErrorLoggingMiddleware(logger: logger))
-        SystemAPI(store: store, registry: registry).register(on: router)
-        apps.register(on: router)
-        let gate = DeviceGate(serverKey: serverKey, limiter: DeviceSecretLimiter(clock: clock), logger: logger)
-        DevicesAPI(store: store, apps: cache, serverKey: serverKey, gate: gate, clock: clock).register(on: router)
-        PushesAPI(store: store, apps: cache, dispatcher: dispatcher).register(on: router)
-        InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates).register(on: router)
-
-        routes.load(router.routes)
-        servedRoutes.withLock { $0 = router.routes.map { "\($0.method) \($0.path)" }.sorted() }
+        servedRoutes.withLock { $0 = assembly.servedRoutes }
+        let simulator = assembly.simulator
 
         let listening = ReadySignal()
-        var http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ParserErrorResponder()])
-        http1.httpDecoder = .init(maxHeaderFieldSize: ParserErrorResponder.headerLimit, maxHeaderListSize: 4 * ParserErrorResponder.headerLimit)
-        let application = Application(
-            router: router,
-            server: .http1(configuration: http1),
-            configuration: .init(address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "tern"),
-            onServerRunning: { [self] channel in
-                self.port.withLock { $0 = channel.localAddress?.port }
-                listening.signal()
-            },
-            logger: logger)
-
-        // Shut down in reverse order: the coordinator last, so this node keeps its leases until its work is done.
-        var services: [any Service] = [CoordinatorService(coordinator: coordinator)]
-        if let simulator { services.append(simulator) }
-        // Pushes left from an earlier run wait for the simulator their apps may deliver to.
-        services.append(DispatcherService(dispatcher: dispatcher, clients: clients) {
-            if let simulator {
-                let address = try await simulator.waitUntilReady()
-                await clients.useSimulator(
-                    .init(endpoint: address.endpoint, legacyGatewayPort: address.legacyGatewayPort, feedbackPort: address.feedbackPort))
-            }
+        let application = assembly.httpServer(onServerRunning: { [self] channel in
+            self.port.withLock { $0 = channel.localAddress?.port }
+            listening.signal()
         })
-        services.append(badgeUpdates)
-        services.append(webhooks)
-        services.append(feedback)
-        services.append(InboxSweeper(
-            store: store, interval: configuration.inbox.sweepInterval, coordinator: coordinator, logger: logger))
-        services.append(application)
+
+        // The API last: it starts once everything it hands work to runs, and is the first to stop.
         let group = ServiceGroup(
             configuration: {
-                var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: gracefulShutdownSignals, logger: logger)
+                var group = ServiceGroupConfiguration(
+                    services: assembly.services + [application], gracefulShutdownSignals: gracefulShutdownSignals, logger: logger)
                 // What has not finished gracefully by then is cancelled.
                 group.maximumGracefulShutdownDuration = configuration.server.shutdownTimeout
                 return group
             }())
         self.services.withLock { $0 = group }
 
-        let demoSecrets = demo
+        let newAdminToken = assembly.newAdminToken
+        let demoSecrets = assembly.demo
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { [configuration] in
                 let simulatorAddress = try await simulator?.waitUntilReady()
@@ -262,67 +182,15 @@ public final class TernServer: Sendable {
         }
     }
 
-    private func loadServerKey() throws(TernServerConfigurationError) -> (key: ServerKey, newFile: String?) {
+    /// The configured key, or the key file's (made on a first start). (Internal, not private: the router tests load
+    /// theirs this way too.)
+    static func loadServerKey(_ configuration: TernServerConfiguration) throws(TernServerConfigurationError) -> (key: ServerKey, newFile: String?) {
         do {
             if let text = configuration.server.key { return (try ServerKey(base64: text), nil) }
             let (key, created) = try ServerKey.loadOrCreate(file: URL(fileURLWithPath: configuration.server.keyFile))
             return (key, created ? configuration.server.keyFile : nil)
         } catch {
             throw .init(configuration.server.key == nil ? "server key \(configuration.server.keyFile): \(error)" : "server.key: \(error)")
-        }
-    }
-
-    private static let adminTokenSetting = "admin.tokenHash"
-
-    /// The configured admin token's hash is stored; with none configured, the first start generates one.
-    /// - Returns: the token, when generated now (to print once).
-    private func prepareAdminToken(_ store: any TernStore) async throws -> String? {
-        if let token = configuration.admin.token {
-            try await store.setSetting(Self.adminTokenSetting, to: Data(Secrets.hash(token)).base64EncodedString())
-            return nil
-        }
-        let token = Secrets.generate(prefix: "tat_")
-        let hash = Data(Secrets.hash(token)).base64EncodedString()
-        let stored = try await store.initializeSetting(Self.adminTokenSetting, to: hash)
-        return stored == hash ? token : nil
-    }
-
-    private func adminTokenHash(_ store: any TernStore) async throws -> [UInt8] {
-        guard let text = try await store.setting(Self.adminTokenSetting), let bytes = Data(base64Encoded: text) else {
-            throw TernServerConfigurationError("the stored admin token is unreadable")
-        }
-        return Array(bytes)
-    }
-}
-
-/// Runs the node coordinator until shutdown; leaving releases this node's leases for the others.
-private struct CoordinatorService: Service {
-    let coordinator: any NodeCoordinator
-
-    func run() async throws {
-        await cancelWhenGracefulShutdown { await coordinator.run() }
-    }
-}
-
-/// Runs the dispatcher, and the APNs clients for as long as it runs: once it stopped, they are closed (their streams
-/// in flight finish first).
-private struct DispatcherService: Service {
-    let dispatcher: PushDispatcher
-    let clients: ClientDirectory
-    let prepare: @Sendable () async throws -> Void
-
-    func run() async throws {
-        // The clients live as long as the dispatcher (and the badge updates, which stop before it).
-        try await withThrowingDiscardingTaskGroup { group in
-            group.addTask { await clients.closeRetired() }
-            do {
-                try await prepare()
-                try await dispatcher.run()
-            } catch {
-                await clients.close()
-                throw error
-            }
-            await clients.close()
         }
     }
 }
@@ -358,25 +226,6 @@ private final class ReadySignal: Sendable {
                 return state.waiters
             }
             for waiter in waiters { waiter.resume() }
-        }
-    }
-}
-
-/// Logs server errors (5xx, unexpected throws) once, without request bodies or secrets.
-private struct ErrorLoggingMiddleware<Context: RequestContext>: RouterMiddleware {
-    let logger: Logger
-
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        do {
-            return try await next(request, context)
-        } catch let error as any HTTPResponseError {
-            if error.status.code >= 500 {
-                logger.error("request failed", metadata: ["path": "\(request.uri.path)", "error": "\(error)"])
-            }
-            throw error
-        } catch {
-            logger.error("request failed", metadata: ["path": "\(request.uri.path)", "error": "\(String(describing: type(of: error)))"])
-            throw error
         }
     }
 }

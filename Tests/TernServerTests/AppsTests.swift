@@ -13,7 +13,7 @@ import Testing
     }
 
     @Test func anAppsSecretsAndKeyAreShownOnlyWhenMade() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             let created = try await server.admin.post("/v1/apps", Self.tokenApp())
             #expect(created.status == 201)
             let app = try created.json()
@@ -41,7 +41,7 @@ import Testing
     }
 
     @Test func rotatingTheMasterSecretRetiresTheOldOne() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             let rotated = try await server.admin.patch("/v1/apps/demo", #"{"rotate": ["masterSecret"]}"#)
             #expect(rotated.status == 200)
             let newSecret = try #require(try rotated.json()["masterSecret"]?.string)
@@ -65,7 +65,7 @@ import Testing
         (#"{"id": "demo", "topic": "t", "environment": "simulator"}"#, "id"),
     ])
     func aBadAppIsRefusedNamingTheField(_ body: String, _ field: String) async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             let response = try await server.admin.post("/v1/apps", body)
             #expect([400, 409].contains(response.status), "\(response.text)")
             #expect(try response.json()["field"]?.string == field, "\(response.text)")
@@ -75,7 +75,7 @@ import Testing
     }
 
     @Test func deletingAnAppRemovesItsDevices() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "u")
             #expect(try await server.admin.delete("/v1/apps/demo").status == 204)
             #expect(try await server.admin.get("/v1/apps/demo").status == 404)
@@ -85,7 +85,7 @@ import Testing
     }
 
     @Test func healthReadinessAndMetricsAnswer() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             #expect(try await server.api.get("/health").status == 200)
             let ready = try await server.api.get("/ready")
             #expect(ready.status == 200)

@@ -18,7 +18,7 @@ import Testing
     ]
 
     @Test func everyAppEndpointRefusesAMissingOrWrongSecretAndAnotherAppsKey() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             let other = try await server.admin.post("/v1/apps", #"{"id": "other", "topic": "com.example.other", "environment": "simulator"}"#)
             #expect(other.status == 201)
             let otherMaster = try other.json()["masterSecret"]?.string
@@ -35,7 +35,7 @@ import Testing
     }
 
     @Test func theAppKeyCannotDoWhatNeedsTheMasterSecret() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "u")
             for (method, path, body) in Self.masterOnly where !path.hasSuffix("/alias") && !path.hasSuffix(Fixture.device(1)) {
                 let response = try await server.device.send(method, path, body: body)
@@ -55,7 +55,7 @@ import Testing
     }
 
     @Test func appManagementNeedsTheAdminToken() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             let bearers: [String?] = [nil, "tat_wrong", server.master.bearer, server.device.bearer]
             for bearer in bearers {
                 let client = server.api.with(bearer: bearer)
@@ -83,7 +83,7 @@ import Testing
         ("", "body"),
     ])
     func aBadRegistrationIsA400NamingTheFieldAndStoresNothing(_ body: String, _ field: String) async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             let response = try await server.device.send(.PUT, "/v1/apps/demo/devices/\(Fixture.device(1))", body: body)
             #expect(response.status == 400, "\(response.text)")
             #expect(try response.json()["field"]?.string == field, "\(response.text)")
@@ -92,7 +92,7 @@ import Testing
     }
 
     @Test func unknownAppsAndMalformedIdsAreClearErrors() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             let unknown = try await server.device.put("/v1/apps/nope/devices/\(Fixture.device(1))", Fixture.registration(token: Fixture.token(1)))
             // As a wrong secret for an app that exists: app ids cannot be probed without credentials.
             #expect(unknown.status == 401)
@@ -117,7 +117,7 @@ import Testing
         (#"{"audience": {"all": true}, "notification": {"title": "x"}, "idempotencyKey": ""}"#, "idempotencyKey"),
     ])
     func aBadPushIsA400NamingTheFieldAndSendsNothing(_ body: String, _ field: String) async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "u")
             let response = try await server.master.post("/v1/apps/demo/pushes", body)
             #expect(response.status == 400, "\(response.text)")

@@ -7,7 +7,8 @@ import Testing
 @testable import TernServer
 
 /// The README's authorization table ("Who may do what"), cell by cell: as values (the one function that decides),
-/// then over HTTP, where each cell is a real request on a device of its own and a refused one changes nothing.
+/// then through the API, where each cell is a real request (to the server's router) on a device of its own and a
+/// refused one changes nothing.
 struct AuthorizationTableTests {
     /// How a request presents itself: the master secret, the app key with the device's secret, without it, with
     /// another's, or no bearer at all.
@@ -62,7 +63,7 @@ struct AuthorizationTableTests {
 
     @Test(arguments: DeviceCall.allCases, Credential.allCases)
     func eachCellOverHTTP(call: DeviceCall, credential: Credential) async throws {
-        let server = try await ServerHarness.shared.value
+        let server = try await RouterHarness.shared.value
         // A device of this cell's own, bound to a user of its own, registered by the backend.
         let device = UUID().uuidString.lowercased()
         let alias = "cell-\(device.prefix(8))"
@@ -75,7 +76,7 @@ struct AuthorizationTableTests {
         }
         let before = try await server.master.get("/v1/apps/demo/devices/\(device)").text
 
-        let client: HTTPTestClient
+        let client: RouterTestClient
         var headers: [(String, String)] = []
         switch credential {
         case .master: client = server.master

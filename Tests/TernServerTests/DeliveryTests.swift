@@ -6,7 +6,7 @@ import Testing
 /// `tern serve` end to end: the demo app, the registry and pushes delivered to the built-in simulator.
 @Suite(.serialized) struct DeliveryTests {
     @Test func aPushToAnAliasReachesEachOfItsDevicesOnce() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-42")
             try await server.register(Fixture.device(2), token: Fixture.token(2), alias: "user-42")
             try await server.register(Fixture.device(3), token: Fixture.token(3), alias: "someone-else")
@@ -28,7 +28,7 @@ import Testing
 
     /// Seed 001: a reinstall gives the same device id a new token; the user must not get the push twice.
     @Test func aReinstalledAppGetsThePushOnceOnItsNewToken() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(100), alias: "user-1")
             try await server.register(Fixture.device(1), token: Fixture.token(101), alias: "user-1")  // reinstall
             try await server.register(Fixture.device(2), token: Fixture.token(200), alias: "user-1")  // an iPad
@@ -45,7 +45,7 @@ import Testing
     }
 
     @Test func tagsSelectAnyOrAllAndEveryoneMeansEveryActiveDevice() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), tags: ["news", "sport"])
             try await server.register(Fixture.device(2), token: Fixture.token(2), tags: ["news"])
             try await server.register(Fixture.device(3), token: Fixture.token(3), tags: ["weather"])
@@ -64,7 +64,7 @@ import Testing
     }
 
     @Test func anIdempotencyKeyUsedTwiceGivesTheFirstPushAndSendsOnce() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "u")
             let body = Fixture.push(audience: #"{"aliases": ["u"]}"#, extra: #", "idempotencyKey": "order-17-shipped""#)
             let first = try await server.push(body)

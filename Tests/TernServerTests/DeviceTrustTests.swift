@@ -18,14 +18,14 @@ import Testing
     static let attackerToken = Fixture.token(666)
 
     /// The victim's phone registers, bound to its user by the backend's token, and gets a private message.
-    static func victimWithAnInbox(_ server: RunningServer) async throws {
+    static func victimWithAnInbox(_ server: RoutedServer) async throws {
         try await server.register(victim, token: victimToken, alias: "victim-42")
         let push = try await server.push(Fixture.push(audience: #"{"aliases": ["victim-42"]}"#, title: "Your bank code is 991", extra: #", "inbox": {"ttl": 3600}"#))
         #expect(push[path: "counts.accepted"]?.int == 1)
     }
 
     /// What the victim's user owns now, read with the master secret.
-    static func victimState(_ server: RunningServer) async throws -> [String] {
+    static func victimState(_ server: RoutedServer) async throws -> [String] {
         [
             try await server.master.get("/v1/apps/demo/devices/\(victim)").text,
             try await server.master.get("/v1/apps/demo/devices?alias=victim-42").text,
@@ -34,7 +34,7 @@ import Testing
     }
 
     @Test func attackOneBecomingAnyUserWithTheAppKeyIsRefusedAndChangesNothing() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await Self.victimWithAnInbox(server)
             let before = try await Self.victimState(server)
             let attacker = Fixture.device(2)
@@ -75,14 +75,14 @@ import Testing
     }
 
     /// The next push to the victim's user reaches the victim's token, and no other.
-    static func expectTheNextPushReachesTheVictimOnly(_ server: RunningServer) async throws {
+    static func expectTheNextPushReachesTheVictimOnly(_ server: RoutedServer) async throws {
         _ = try await server.push(Fixture.push(audience: #"{"aliases": ["victim-42"]}"#, title: "Your 2FA code is 123456"))
         let codes = try await server.arrivals().filter { $0.payload.contains("2FA") }
         #expect(codes.map(\.token) == [victimToken])
     }
 
     @Test func attackTwoTakingOverAKnownDeviceIdIsRefusedAndChangesNothing() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await Self.victimWithAnInbox(server)
             let before = try await Self.victimState(server)
             let takeover = Fixture.registration(
@@ -99,7 +99,7 @@ import Testing
     }
 
     @Test func aLeakedDeviceIdWithoutItsSecretGetsNothing() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await Self.victimWithAnInbox(server)
             _ = try await server.device.send(.PATCH, "/v1/apps/demo/devices/\(Self.victim)/tags", body: #"{"add": ["vip"]}"#, headers: server.asDevice(Self.victim))
             let before = try await Self.victimState(server)
@@ -123,7 +123,7 @@ import Testing
     }
 
     @Test func guessingADeviceSecretIsLimitedWithoutLockingTheDeviceOut() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Self.victim, token: Self.victimToken)
             let path = "/v1/apps/demo/devices/\(Self.victim)"
             var statuses: [Int] = []
@@ -152,7 +152,7 @@ import Testing
     /// Seed 001: the app keeps its device id and secret in the keychain, which survives a reinstall; iOS gives the
     /// reinstalled app a new token. One device, one token, the user kept, one push each.
     @Test func seed001AReinstalledAppKeepsOneDeviceWithItsNewTokenAndItsUser() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             let first = try await server.register(Self.victim, token: Fixture.token(10), alias: "user-42")
             let secret = try #require(first["deviceSecret"]?.string)
             // The reinstall: same id and secret from the keychain, a new token, the same alias with no new token.
@@ -178,7 +178,7 @@ import Testing
     /// A keychain wiped with the app: the device registers under a new id; its token moves there and the old
     /// device goes, so the user still gets each push once.
     @Test func aDeviceThatLostItsSecretStartsAgainUnderANewId() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Self.victim, token: Fixture.token(20), alias: "user-42")
             let fresh = Fixture.device(3)
             let answer = try await server.register(fresh, token: Fixture.token(20), alias: "user-42")
@@ -192,7 +192,7 @@ import Testing
     }
 
     @Test func rotatingSecretsRetiresTheOldOnes() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Self.victim, token: Self.victimToken)
             let old = server.asDevice(Self.victim)
             let rotated = try await server.device.send(.POST, "/v1/apps/demo/devices/\(Self.victim)/secret", headers: old)
@@ -221,7 +221,7 @@ import Testing
     }
 
     @Test func anOpenAppBindsAnyAliasAndTheMasterSecretAlwaysMay() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             let created = try await server.admin.post(
                 "/v1/apps", #"{"id": "forum", "topic": "com.example.forum", "environment": "simulator", "userBinding": "open"}"#)
             #expect(created.status == 201)
@@ -272,7 +272,7 @@ import Testing
         let mac = HMAC<SHA256>.authenticationCode(for: Array("device:legacy:\(Self.victim)".utf8), using: SymmetricKey(data: keyBytes))
         let derived = "tds_" + AliasTokens.base64URL(Array(mac))
 
-        try await ServerHarness.withServer(folder: folder, configure: { $0.simulator.enabled = false; $0.demo.enabled = false }) { server in
+        try await RouterHarness.withServer(folder: folder, configure: { $0.simulator.enabled = false; $0.demo.enabled = false }) { server in
             let client = server.api.with(bearer: appKey)
             let path = "/v1/apps/legacy/devices/\(Self.victim)"
             #expect(try await client.send(.GET, path, headers: [("X-Tern-Device-Secret", derived)]).status == 200)

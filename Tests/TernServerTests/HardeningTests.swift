@@ -55,7 +55,7 @@ struct HardeningTests {
     }
 
     @Test func webhookURLsToMetadataLinkLocalAndPrivateAddressesAreRefused() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             for url in ["http://169.254.169.254/latest/meta-data/", "http://127.0.0.1:9/hook", "http://localhost/hook", "http://[::1]/hook", "http://10.0.0.5/x"] {
                 let response = try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": "\#(url)"}"#)
                 #expect(response.status == 400, "\(url): \(response.text)")
@@ -63,7 +63,7 @@ struct HardeningTests {
             }
             #expect(try await server.admin.get("/v1/apps/demo").json()["webhookURL"] == nil)
         }
-        try await ServerHarness.withServer(configure: { $0.webhooks.allowPrivateNetworks = true }) { server in
+        try await RouterHarness.withServer(configure: { $0.webhooks.allowPrivateNetworks = true }) { server in
             let loopback = try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": "http://127.0.0.1:9/hook"}"#)
             #expect(loopback.status == 200)
             let metadata = try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": "http://169.254.169.254/"}"#)

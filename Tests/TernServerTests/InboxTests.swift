@@ -21,7 +21,7 @@ import Testing
     }
 
     @Test func aUserThatWasOfflinePullsEveryMessageOldestFirstWithACursor() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             let registered = try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             let secret = try #require(registered["deviceSecret"]?.string)
             var ids: [String] = []
@@ -56,7 +56,7 @@ import Testing
     }
 
     @Test func readStateUnreadCountsAndDeleting() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             var ids: [String] = []
             for number in 1...4 {
@@ -81,7 +81,7 @@ import Testing
     }
 
     @Test func aDeviceSecretCannotReadAnotherUsersInbox() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             let mine = try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "alice")
             try await server.register(Fixture.device(2), token: Fixture.token(2), alias: "bob")
             _ = try await server.push(Self.inboxPush(alias: "bob", title: "for bob"))
@@ -105,7 +105,7 @@ import Testing
     }
 
     @Test func anExpiredMessageIsInNoListingAtOnce() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             // Three seconds: enough for the listing below to come before it expires, even on a busy machine. (The
             // server reads the system clock; until it takes an injected one, this test waits for real time.)
@@ -125,7 +125,7 @@ import Testing
     }
 
     @Test func theCapDropsTheOldestAndThePushSaysHowMany() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             #expect(try await server.admin.patch("/v1/apps/demo", #"{"inboxCap": 2}"#).status == 200)
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             _ = try await server.push(Self.inboxPush(alias: "user-1", title: "m1"))
@@ -138,7 +138,7 @@ import Testing
     }
 
     @Test func badgeModesUnreadIncrementAndSet() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             try await server.register(Fixture.device(2), token: Fixture.token(2), alias: "user-1")
             // "unread": each device shows its user's unread messages, this one included.
@@ -163,7 +163,7 @@ import Testing
 
     @Test func readingSendsOneSilentBadgeUpdatePerDevice() async throws {
         // Reads within 3 s make one update: the three below take far less, however loaded the machine.
-        try await ServerHarness.withServer(configure: { $0.inbox.badgeUpdateDelay = .seconds(3) }) { server in
+        try await RouterHarness.withServer(configure: { $0.inbox.badgeUpdateDelay = .seconds(3) }) { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             var ids: [String] = []
             for number in 1...3 {
@@ -191,7 +191,7 @@ import Testing
     }
 
     @Test func badInputOnEveryInboxEndpointNamesTheField() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             let cases: [(HTTPMethod, String, String?, String)] = [
                 (.GET, "/v1/apps/demo/inbox", nil, "alias"),

@@ -12,7 +12,7 @@ import Testing
 /// none of them can be recorded any more.
 struct LeaseLossTests {
     @Test func aNodeThatLostAChunkStopsSendingItAndKeepsDeliveringOtherPushes() async throws {
-        try await ServerHarness.withServer(configure: {
+        try await RouterHarness.withServer(configure: {
             $0.delivery.chunkSize = 40
             $0.delivery.concurrency = 4
         }) { server in

@@ -7,14 +7,14 @@ import Testing
 /// service read on schedule or on request, with the timestamp rule both ways.
 @Suite(.serialized) struct LegacyTransportTests {
     /// Switches the demo app to the legacy transport; expects 200.
-    static func useLegacy(_ server: RunningServer, extra: String = "") async throws -> JSONValue {
+    static func useLegacy(_ server: RoutedServer, extra: String = "") async throws -> JSONValue {
         let response = try await server.admin.patch("/v1/apps/demo", #"{"transport": "legacy"\#(extra)}"#)
         #expect(response.status == 200, "\(response.text)")
         return try response.json()
     }
 
     @Test func aLegacyAppDeliversThroughTheSimulatorsGateway() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             let app = try await Self.useLegacy(server)
             #expect(app["transport"]?.string == "legacy")
             #expect(app[path: "credentials.type"]?.string == "certificate")
@@ -40,7 +40,7 @@ import Testing
     }
 
     @Test func feedbackDeactivatesOnlyTokensNotRegisteredAgainSinceItsTimestamp() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             _ = try await Self.useLegacy(server)
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "gone")
             try await server.register(Fixture.device(2), token: Fixture.token(2), alias: "back")
@@ -74,7 +74,7 @@ import Testing
     }
 
     @Test func theScheduledPollerReadsADueApp() async throws {
-        try await ServerHarness.withServer(configure: { $0.feedback.checkInterval = .seconds(1) }) { server in
+        try await RouterHarness.withServer(configure: { $0.feedback.checkInterval = .seconds(1) }) { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "gone")
             let later = Int64((Date().timeIntervalSince1970 + 60) * 1000)
             _ = try await server.simulator.post("/tokens/\(Fixture.token(1))/unregister", #"{"timestamp": \#(later)}"#)
@@ -91,7 +91,7 @@ import Testing
     }
 
     @Test func legacySettingsAreChecked() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             func expectBadRequest(_ response: HTTPTestResponse, field: String) throws {
                 #expect(response.status == 400, "\(response.text)")
                 #expect(try response.json()["field"]?.string == field)

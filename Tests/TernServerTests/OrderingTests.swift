@@ -6,7 +6,7 @@ import Testing
 /// Rapid pushes to one device leave in order, one at a time, so its badges only go up (seed 003: 1, 3, 2, 4 …).
 @Suite(.serialized) struct OrderingTests {
     @Test func rapidIncrementsReachEachDeviceInOrderUnderRandomLatency() async throws {
-        try await ServerHarness.withServer(configure: { $0.apns.connections = 4 }) { server in
+        try await RouterHarness.withServer(configure: { $0.apns.connections = 4 }) { server in
             let devices = 20
             let pushesPerDevice = 10
             for number in 1...devices {

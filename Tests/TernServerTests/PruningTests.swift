@@ -6,7 +6,7 @@ import Testing
 /// Dead tokens: the 410 timestamp rule both ways, outright rejections, token events.
 @Suite(.serialized) struct PruningTests {
     @Test func aTokenDeadSinceAfterItsLastRegistrationIsDeactivatedAndNotSentAgain() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "u")
             try await server.register(Fixture.device(2), token: Fixture.token(2), alias: "u")
             // APNs: token 1 has been dead since a minute from now (after its registration).
@@ -39,7 +39,7 @@ import Testing
     }
 
     @Test func aTokenRegisteredAgainAfterTheTimestampIsKept() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             // APNs says dead since an hour ago; the app registered it again just now.
             let earlier = Int64((Date().timeIntervalSince1970 - 3600) * 1000)
             _ = try await server.simulator.post("/tokens/\(Fixture.token(1))/unregister", #"{"timestamp": \#(earlier)}"#)
@@ -56,7 +56,7 @@ import Testing
     }
 
     @Test func reRegisteringADeactivatedTokenMakesItReachableAgain() async throws {
-        try await ServerHarness.withServer { server in
+        try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "u")
             let later = Int64((Date().timeIntervalSince1970 + 60) * 1000)
             _ = try await server.simulator.post("/tokens/\(Fixture.token(1))/unregister", #"{"timestamp": \#(later)}"#)

@@ -91,11 +91,11 @@ struct StrictInputTests {
         #expect(throws: (any Error).self) { try Self.decode(#"{"name": "a", "count": 1e999}"#) }
     }
 
-    // MARK: Over HTTP
+    // MARK: Through the API (its router; the HTTP parser's own limits over a socket)
 
     @Test func bodiesThatAreNotStrictJSONOrHaveUnknownFieldsAre400NamingTheField() async throws {
-        let server = try await ServerHarness.shared.value
-        let cases: [(HTTPMethod, String, HTTPTestClient, [UInt8], String)] = [
+        let server = try await RouterHarness.shared.value
+        let cases: [(HTTPMethod, String, RouterTestClient, [UInt8], String)] = [
             (.PATCH, "/v1/apps/demo", server.admin, Array(#"{"inboxCap": 10,}"#.utf8), "body"),
             (.PATCH, "/v1/apps/demo", server.admin, [0xEF, 0xBB, 0xBF] + Array(#"{"inboxCap": 10}"#.utf8), "body"),
             (.PATCH, "/v1/apps/demo", server.admin, Array(#"{"webhookURL": ""#.utf8) + [0xFF] + Array(#""}"#.utf8), "webhookURL"),
@@ -123,7 +123,7 @@ struct StrictInputTests {
     }
 
     @Test func everyRefusalHasTheJSONShapeIncludingHummingbirdsOwn() async throws {
-        let server = try await ServerHarness.shared.value
+        let server = try await RouterHarness.shared.value
         let unknownPath = try await server.admin.get("/v1/nothing-here")
         #expect(unknownPath.status == 404)
         #expect(try unknownPath.json()["error"]?.string == "notFound")
@@ -137,20 +137,25 @@ struct StrictInputTests {
         let longQuery = try await server.master.get("/v1/apps/demo/token-events?after=" + String(repeating: "1", count: 10_000))
         #expect(longQuery.status == 414)
         #expect(try longQuery.json()["error"]?.string == "uriTooLong")
-        // Longer still, the request line alone is over the header limit.
+        let tooLarge = try await server.master.send(.POST, "/v1/apps/demo/pushes", body: #"{"audience": {"all": true}, "notification": {"title": ""# + String(repeating: "x", count: 2 << 20) + #""}}"#)
+        #expect(tooLarge.status == 413)
+        #expect(try tooLarge.json()["error"]?.string == "payloadTooLarge")
+    }
+
+    /// The HTTP/1 parser refuses these before any route sees them (a channel handler answers), so over a socket.
+    @Test func theHTTPParsersRefusalsHaveTheJSONShapeToo() async throws {
+        let server = try await ServerHarness.shared.value
+        // Longer than the 414 above, the request line alone is over the header limit.
         let hugeQuery = try await server.master.get("/v1/apps/demo/token-events?after=" + String(repeating: "1", count: 60_000))
         #expect(hugeQuery.status == 431)
         #expect(try hugeQuery.json()["error"]?.string == "headersTooLarge")
         let hugeHeader = try await server.api.send(.GET, "/v1/apps/demo/token-events", headers: [("Authorization", "Bearer " + String(repeating: "x", count: 100_000))])
         #expect(hugeHeader.status == 431)
         #expect(try hugeHeader.json()["error"]?.string == "headersTooLarge")
-        let tooLarge = try await server.master.send(.POST, "/v1/apps/demo/pushes", body: #"{"audience": {"all": true}, "notification": {"title": ""# + String(repeating: "x", count: 2 << 20) + #""}}"#)
-        #expect(tooLarge.status == 413)
-        #expect(try tooLarge.json()["error"]?.string == "payloadTooLarge")
     }
 
     @Test func anUnknownAppAndAKnownOneAnswerAMissingOrWrongSecretAlike() async throws {
-        let server = try await ServerHarness.shared.value
+        let server = try await RouterHarness.shared.value
         for bearer in [nil, "tms_wrong"] as [String?] {
             let known = try await server.api.with(bearer: bearer).get("/v1/apps/demo/token-events")
             let unknown = try await server.api.with(bearer: bearer).get("/v1/apps/no-such-app/token-events")

@@ -61,7 +61,7 @@ import Testing
     @Test func aPrunedTokenIsPostedSignedAndRetriedUntilAcknowledged() async throws {
         let receiver = Receiver(failures: 2)
         try await receiver.run { port in
-            try await ServerHarness.withServer(configure: { $0.webhooks.allowPrivateNetworks = true }) { server in
+            try await RouterHarness.withServer(configure: { $0.webhooks.allowPrivateNetworks = true }) { server in
                 let patched = try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": "http://127.0.0.1:\#(port)/hook"}"#)
                 #expect(patched.status == 200)
                 let secret = try #require(try patched.json()["webhookSecret"]?.string)

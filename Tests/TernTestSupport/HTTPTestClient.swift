@@ -10,6 +10,14 @@ public struct HTTPTestResponse: Sendable {
     public var headers: HTTPHeaders
     public var body: [UInt8]
 
+    /// For answers that did not come over a socket (the server tests' router client gives them in this shape, so a
+    /// test reads them alike).
+    public init(status: Int, headers: HTTPHeaders, body: [UInt8]) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
     public var text: String { String(decoding: body, as: UTF8.self) }
 
     /// The body as JSON (throws if it is not).

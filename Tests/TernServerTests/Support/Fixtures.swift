@@ -47,7 +47,7 @@ struct ArrivalPage: Decodable {
     var next: UInt64
 }
 
-extension RunningServer {
+extension TestServer {
     /// Every notification the built-in simulator accepted, oldest first.
     func arrivals() async throws -> [Arrival] {
         var all: [Arrival] = []

@@ -1,0 +1,216 @@
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import Prometheus
+import ServiceLifecycle
+import TernAPNs
+import TernStore
+
+/// The composition root of `tern serve`: every piece of the server made and wired in one place, from the
+/// configuration, an opened store, the server key and a clock. It prepares the store (schema, admin token, demo app)
+/// and gives the API's router and the long-lived services in the order they start.
+///
+/// ``TernServer/run(gracefulShutdownSignals:onReady:)`` serves the router over HTTP as the last of those services;
+/// the tests hand the same router and services to HummingbirdTesting's `.router` framework, so what they exercise is
+/// the server as it runs, without sockets for the API.
+struct ServerAssembly {
+    /// The API: its middlewares and every route.
+    let router: Router<ServerRequestContext>
+    /// Every long-lived piece but the HTTP server, in start order: a ServiceGroup stops them in reverse, so the
+    /// coordinator goes last and this node keeps its leases until its work is done.
+    let services: [any Service]
+    /// The embedded APNs, when apps in the `simulator` environment have one (it is also among ``services``).
+    let simulator: (any EmbeddedAPNs)?
+    /// The admin token, when this start generated it (only its hash is stored).
+    let newAdminToken: String?
+    /// The demo app's secrets, when this start created it.
+    let demo: TernServer.DemoSecrets?
+    /// `METHOD /path` of every route the API serves, sorted.
+    let servedRoutes: [String]
+
+    private let configuration: TernServerConfiguration
+    private let logger: Logger
+
+    /// Brings the schema up to date, prepares the admin token and (on a first start with the simulator) the demo
+    /// app, then makes the server's pieces. Nothing runs yet: that is the services' part.
+    init(
+        configuration: TernServerConfiguration, store: any TernStore, serverKey: ServerKey, clock: any WallClock,
+        metrics registry: PrometheusCollectorRegistry?, embeddedAPNs: EmbeddedAPNsFactory?, logger: Logger
+    ) async throws {
+        self.configuration = configuration
+        self.logger = logger
+        do {
+            try await store.migrate()
+        } catch {
+            throw TernServerConfigurationError("database: cannot bring the schema up to date: \(error)")
+        }
+        newAdminToken = try await Self.prepareAdminToken(store, configured: configuration.admin.token)
+        let adminTokenHash = try await Self.adminTokenHash(store)
+
+        let simulator: (any EmbeddedAPNs)? =
+            if configuration.simulator.enabled, let embeddedAPNs { try embeddedAPNs(SimulatorIdentity.trustedKey(serverKey)) } else { nil }
+        self.simulator = simulator
+
+        let clients = ClientDirectory(
+            serverKey: serverKey, simulator: nil, connections: configuration.apns.connections, logger: logger)
+        // Nodes on one PostgreSQL database share it: they send pushes together, and one at a time runs each periodic job.
+        let coordinator: any NodeCoordinator =
+            try configuration.database.url.map { try PostgresCoordinator(url: $0, logger: logger) } ?? LocalCoordinator()
+        let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
+        let webhooks = WebhookSender(store: store, serverKey: serverKey, policy: webhookPolicy, coordinator: coordinator, logger: logger)
+        let dispatcher = PushDispatcher(
+            store: store, clients: clients,
+            settings: .init(configuration.delivery),
+            coordinator: coordinator, onTokensPruned: { webhooks.wake() }, logger: logger)
+        let badgeUpdates = BadgeUpdates(
+            store: store, clients: clients, order: dispatcher.order, delay: configuration.inbox.badgeUpdateDelay,
+            logger: logger)
+        let feedback = FeedbackPoller(
+            store: store, clients: clients, checkInterval: configuration.feedback.checkInterval, coordinator: coordinator,
+            onTokensPruned: { webhooks.wake() }, logger: logger)
+        let cache = AppCache(store: store)
+        let apps = AppsAPI(
+            store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache,
+            simulator: simulator, feedback: feedback, webhookPolicy: webhookPolicy)
+        var demo: TernServer.DemoSecrets?
+        if configuration.demo.enabled, configuration.simulator.enabled, try await store.apps().isEmpty {
+            let created = try await apps.create(
+                .init(
+                    id: TernServer.demoAppID, topic: TernServer.demoTopic, environment: AppEnvironment.simulator, endpoint: nil, credentials: nil,
+                    webhookURL: nil))
+            let identitySecret = created.identitySecret!
+            demo = TernServer.DemoSecrets(
+                appKey: created.appKey!, masterSecret: created.masterSecret!, identitySecret: identitySecret,
+                aliasToken: AliasToken.mint(
+                    alias: TernServer.demoAlias, app: TernServer.demoAppID, secret: Array(identitySecret.utf8),
+                    expires: clock.now.addingTimeInterval(AliasToken.maximumLifetime)))
+        }
+        self.demo = demo
+        // Apps from before signed user binding keep binding users as they did: say so once, with the way out.
+        for app in try await store.apps() where app.userBinding == .open {
+            logger.warning(
+                "app \(app.id): any holder of its app key may bind a device to any user (userBinding open); see the README's \"Who may do what\" to switch to signed binding")
+        }
+
+        let router = Router(context: ServerRequestContext.self)
+        let routes = RouteTable()
+        // Outermost, the shape of every refusal; inside it, the log of what went wrong, which sees the error itself.
+        router.middlewares.add(RequestShapeMiddleware(routes: routes))
+        router.middlewares.add(ErrorLoggingMiddleware(logger: logger))
+        SystemAPI(store: store, registry: registry).register(on: router)
+        apps.register(on: router)
+        let gate = DeviceGate(serverKey: serverKey, limiter: DeviceSecretLimiter(clock: clock), logger: logger)
+        DevicesAPI(store: store, apps: cache, serverKey: serverKey, gate: gate, clock: clock).register(on: router)
+        PushesAPI(store: store, apps: cache, dispatcher: dispatcher).register(on: router)
+        InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates).register(on: router)
+        routes.load(router.routes)
+        self.router = router
+        servedRoutes = router.routes.map { "\($0.method) \($0.path)" }.sorted()
+
+        var services: [any Service] = [CoordinatorService(coordinator: coordinator)]
+        if let simulator { services.append(simulator) }
+        // Pushes left from an earlier run wait for the simulator their apps may deliver to.
+        services.append(DispatcherService(dispatcher: dispatcher, clients: clients) {
+            if let simulator {
+                let address = try await simulator.waitUntilReady()
+                await clients.useSimulator(
+                    .init(endpoint: address.endpoint, legacyGatewayPort: address.legacyGatewayPort, feedbackPort: address.feedbackPort))
+            }
+        })
+        services.append(badgeUpdates)
+        services.append(webhooks)
+        services.append(feedback)
+        services.append(InboxSweeper(
+            store: store, interval: configuration.inbox.sweepInterval, coordinator: coordinator, logger: logger))
+        self.services = services
+    }
+
+    /// The HTTP server for ``router`` on the configured address: HTTP/1.1, with the parser's refusals (headers over
+    /// the limit, a malformed request) answered in the API's JSON error shape.
+    /// - Parameter onServerRunning: called once it listens, with the listening channel.
+    func httpServer(onServerRunning: @escaping @Sendable (any Channel) async -> Void) -> some Service {
+        var http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ParserErrorResponder()])
+        http1.httpDecoder = .init(maxHeaderFieldSize: ParserErrorResponder.headerLimit, maxHeaderListSize: 4 * ParserErrorResponder.headerLimit)
+        return Application(
+            router: router,
+            server: .http1(configuration: http1),
+            configuration: .init(address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "tern"),
+            onServerRunning: onServerRunning,
+            logger: logger)
+    }
+
+    private static let adminTokenSetting = "admin.tokenHash"
+
+    /// The configured admin token's hash is stored; with none configured, the first start generates one.
+    /// - Returns: the token, when generated now (to print once).
+    private static func prepareAdminToken(_ store: any TernStore, configured: String?) async throws -> String? {
+        if let token = configured {
+            try await store.setSetting(adminTokenSetting, to: Data(Secrets.hash(token)).base64EncodedString())
+            return nil
+        }
+        let token = Secrets.generate(prefix: "tat_")
+        let hash = Data(Secrets.hash(token)).base64EncodedString()
+        let stored = try await store.initializeSetting(adminTokenSetting, to: hash)
+        return stored == hash ? token : nil
+    }
+
+    private static func adminTokenHash(_ store: any TernStore) async throws -> [UInt8] {
+        guard let text = try await store.setting(adminTokenSetting), let bytes = Data(base64Encoded: text) else {
+            throw TernServerConfigurationError("the stored admin token is unreadable")
+        }
+        return Array(bytes)
+    }
+}
+
+/// Runs the node coordinator until shutdown; leaving releases this node's leases for the others.
+private struct CoordinatorService: Service {
+    let coordinator: any NodeCoordinator
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await coordinator.run() }
+    }
+}
+
+/// Runs the dispatcher, and the APNs clients for as long as it runs: once it stopped, they are closed (their streams
+/// in flight finish first).
+private struct DispatcherService: Service {
+    let dispatcher: PushDispatcher
+    let clients: ClientDirectory
+    let prepare: @Sendable () async throws -> Void
+
+    func run() async throws {
+        // The clients live as long as the dispatcher (and the badge updates, which stop before it).
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { await clients.closeRetired() }
+            do {
+                try await prepare()
+                try await dispatcher.run()
+            } catch {
+                await clients.close()
+                throw error
+            }
+            await clients.close()
+        }
+    }
+}
+
+/// Logs server errors (5xx, unexpected throws) once, without request bodies or secrets.
+private struct ErrorLoggingMiddleware<Context: RequestContext>: RouterMiddleware {
+    let logger: Logger
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as any HTTPResponseError {
+            if error.status.code >= 500 {
+                logger.error("request failed", metadata: ["path": "\(request.uri.path)", "error": "\(error)"])
+            }
+            throw error
+        } catch {
+            logger.error("request failed", metadata: ["path": "\(request.uri.path)", "error": "\(String(describing: type(of: error)))"])
+            throw error
+        }
+    }
+}
