@@ -12,11 +12,12 @@ import Testing
 struct MultiNodeTests {
     @Test("both nodes send a large push together, each device once; when one leaves, the other sends alone")
     func nodesShareAPush() async throws {
-        try await MultiNode.with { cluster in
+        // 20 in flight: a node has at most three chunks of 20 claimed at a time (``ClaimRoom``).
+        try await MultiNode.with(concurrency: 20) { cluster in
             try await cluster.createApp(on: cluster.nodes[0])
             let devices = 400
             try await cluster.register(devices, on: cluster.nodes[1])
-            // Every answer takes 100-150 ms: one node alone, two chunks at a time, needs over a second for the 20
+            // Every answer takes 100-150 ms: one node alone, 20 in flight, needs over two seconds for the 20
             // chunks, so the other claims some even if it misses the wake-up and only finds the push at its next
             // look (every second).
             try cluster.simulator.state.setLatency(.init(minMilliseconds: 100, maxMilliseconds: 150))

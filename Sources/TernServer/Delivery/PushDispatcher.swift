@@ -12,8 +12,8 @@ import TernStore
 ///
 /// The dispatcher claims chunks from the store (``TernStore/claimChunk(node:size:leaseUntil:at:)``): `chunkSize`
 /// consecutive recipients of an unfinished push, oldest push first, leased to this node and renewed while it sends
-/// them. It keeps at most `chunksInFlight` chunks' worth of recipients and `pushes` chunks in flight. For
-/// each chunk it keeps the inbox message and works out badges, sends the notifications through the app's APNs
+/// them. It keeps up to twice its in-flight limit's worth of recipients and `pushes` chunks in flight
+/// (``ClaimRoom``). For each chunk it keeps the inbox message and works out badges, sends the notifications through the app's APNs
 /// clients with at most `concurrency` sent and not recorded across all chunks (one per device token at a time, in
 /// order, unless `ordering` is off), applies the pruning rule to dead tokens, records the results as they come, and
 /// records the rest and closes the chunk in one transaction.
@@ -30,14 +30,9 @@ final class PushDispatcher: Service {
         var delivery: TernServerConfiguration.Delivery
         /// How often to look for work when nothing woke the dispatcher.
         var pollInterval: Duration = .seconds(1)
-        /// Recipients in flight at most, in chunks: twice `concurrency`, since a chunk stays in flight from its claim
-        /// to its last answer and record while only part of it is out at a time; and one more read and admitted
-        /// while the others are sent.
-        var chunksInFlight: Int
 
         init(_ delivery: TernServerConfiguration.Delivery) {
             self.delivery = delivery
-            self.chunksInFlight = max(2, 2 * ((delivery.concurrency + delivery.chunkSize - 1) / delivery.chunkSize) + 1)
         }
     }
 
@@ -152,10 +147,10 @@ final class PushDispatcher: Service {
     /// reserved in claim order. - Returns: how long to wait before looking again (unless woken).
     private func claimWhileThereIsRoom(start: (PushChunk, UInt64) -> Void) async -> Duration {
         while !stopping.load(ordering: .relaxed), !Task.isCancelled {
-            let hasRoom = inFlight.withLock { inFlight in
-                inFlight.chunks.count < settings.delivery.pushes
-                    && inFlight.chunks.values.reduce(0) { $0 + $1.recipients } <= (settings.chunksInFlight - 1) * settings.delivery.chunkSize
+            let room = inFlight.withLock { inFlight in
+                ClaimRoom(chunks: inFlight.chunks.count, recipients: inFlight.chunks.values.reduce(0) { $0 + $1.recipients })
             }
+            let hasRoom = room.hasRoom(inFlightLimit: permits.limit, chunkSize: settings.delivery.chunkSize, pushes: settings.delivery.pushes)
             // A finishing chunk rings the doorbell.
             guard hasRoom else { return settings.pollInterval }
             let claim: ChunkClaim
