@@ -92,12 +92,19 @@ public final class TernServer: Sendable {
         try await Self.checkCanListen(host: configuration.http.host, port: configuration.http.port)
         let serverKey = try Self.loadServerKey(configuration)
         let store = try await Self.openStore(configuration, logger: logger)
-        do {
-            try await serve(store: store, serverKey: serverKey, gracefulShutdownSignals: gracefulShutdownSignals, onReady: onReady)
-            try await store.close()
-        } catch {
-            try? await store.close()
-            throw error
+        // The store's pool runs around the service group, not in it: the schema is migrated and the demo app made
+        // before the services start, and the dispatcher records its last chunk while they shut down.
+        try await withThrowingTaskGroup(of: Void.self) { pool in
+            pool.addTask { await store.run() }
+            do {
+                try await serve(store: store, serverKey: serverKey, gracefulShutdownSignals: gracefulShutdownSignals, onReady: onReady)
+                try await store.close()
+            } catch {
+                try? await store.close()
+                pool.cancelAll()
+                throw error
+            }
+            pool.cancelAll()
         }
     }
 

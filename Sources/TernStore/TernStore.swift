@@ -35,6 +35,10 @@ public protocol TernStore: Sendable {
     func migrate() async throws
     /// Whether the store answers (for `/ready`).
     func ping() async throws
+    /// Runs what keeps the store's connections (PostgreSQL's pool) until the calling task is cancelled; returns at
+    /// once when there is nothing to run (SQLite). Whoever opens a store runs this, in a task of its own structure,
+    /// for as long as the store is used: until it runs, PostgreSQL calls wait.
+    func run() async
     func close() async throws
 
     // MARK: Settings

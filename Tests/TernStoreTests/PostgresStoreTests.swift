@@ -44,15 +44,19 @@ struct PostgresStoreTests {
     private func concurrentMigrations(url: String) async throws {
         var stores: [SQLStore] = []
         for _ in 0..<4 { stores.append(try await SQLStore.openPostgres(url: url, logger: Logger(label: "test"))) }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for store in stores { group.addTask { try await store.migrate() } }
-            try await group.waitForAll()
+        try await withThrowingTaskGroup(of: Void.self) { pools in
+            for store in stores { pools.addTask { await store.run() } }
+            defer { pools.cancelAll() }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for store in stores { group.addTask { try await store.migrate() } }
+                try await group.waitForAll()
+            }
+            let versions = try await stores[0].exclusive { db in
+                try await db.raw("SELECT version FROM schema_migrations ORDER BY version").all(decodingColumn: "version", as: Int.self)
+            }
+            #expect(versions == SQLStore.migrations(.postgres).map(\.version))
+            for store in stores { try await store.close() }
         }
-        let versions = try await stores[0].exclusive { db in
-            try await db.raw("SELECT version FROM schema_migrations ORDER BY version").all(decodingColumn: "version", as: Int.self)
-        }
-        #expect(versions == SQLStore.migrations(.postgres).map(\.version))
-        for store in stores { try await store.close() }
     }
 
     @Test("text columns compare byte by byte and integers are 64-bit", .enabled(if: PostgresTestServer.url != nil))

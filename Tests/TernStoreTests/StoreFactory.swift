@@ -47,17 +47,21 @@ struct StoreFactory: Sendable, CustomTestStringConvertible {
         }
     }
 
-    /// Runs `body` with a fresh, migrated store, disposed of afterwards whatever happens.
+    /// Runs `body` with a fresh, migrated store (its pool running), disposed of afterwards whatever happens.
     func withStore(_ body: (any TernStore) async throws -> Void) async throws {
         let (store, dispose) = try await make()
-        do {
-            try await store.migrate()
-            try await body(store)
-        } catch {
-            try? await dispose()
-            throw error
+        try await withThrowingTaskGroup(of: Void.self) { pool in
+            pool.addTask { await store.run() }
+            defer { pool.cancelAll() }
+            do {
+                try await store.migrate()
+                try await body(store)
+            } catch {
+                try? await dispose()
+                throw error
+            }
+            try await dispose()
         }
-        try await dispose()
     }
 }
 

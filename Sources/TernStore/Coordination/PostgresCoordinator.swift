@@ -21,6 +21,9 @@ public final class PostgresCoordinator: NodeCoordinator {
     private let connection = Mutex<PostgresConnection?>(nil)
     /// This process, in the payloads it sends.
     private let node = UUID().uuidString
+    /// Events to announce, sent one after another by ``run()``; a burst beyond 64 keeps the newest (the others
+    /// look for work on their own anyway).
+    private let announcements = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(64))
 
     /// - Parameter url: the database's URL, as for ``SQLStore/openPostgres(url:maximumConnections:logger:)``.
     public init(url: String, checkInterval: Duration = .seconds(1), logger: Logger) throws {
@@ -41,8 +44,15 @@ public final class PostgresCoordinator: NodeCoordinator {
     }
 
     public func announce(_ event: String) {
-        guard let connection = connection.withLock({ $0 }) else { return }
-        Task { [node, logger] in await Self.notify(connection, "\(node) \(event)", logger: logger) }
+        announcements.continuation.yield(event)
+    }
+
+    /// Sends the announcements on the coordination connection while there is one, until cancelled.
+    private func sendAnnouncements() async {
+        for await event in announcements.stream {
+            guard let connection = connection.withLock({ $0 }) else { continue }
+            await Self.notify(connection, "\(node) \(event)", logger: logger)
+        }
     }
 
     private static func notify(_ connection: PostgresConnection, _ payload: String, logger: Logger) async {
@@ -64,6 +74,16 @@ public final class PostgresCoordinator: NodeCoordinator {
     }
 
     public func run() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.sendAnnouncements() }
+            await keepConnected()
+            group.cancelAll()
+        }
+        for subscriber in subscribers.withLock({ $0 }) { subscriber.finish() }
+    }
+
+    /// Connects, listens and keeps the leases until cancelled, reconnecting with back-off.
+    private func keepConnected() async {
         var failures = 0
         while !Task.isCancelled {
             do {
@@ -96,7 +116,6 @@ public final class PostgresCoordinator: NodeCoordinator {
             // 0.5 s, 1 s, 2 s … at most 10 s between attempts.
             try? await Task.sleep(for: .milliseconds(min(10_000, 250 << min(failures, 6))))
         }
-        for subscriber in subscribers.withLock({ $0 }) { subscriber.finish() }
     }
 
     private func listen(on connection: PostgresConnection) async throws {

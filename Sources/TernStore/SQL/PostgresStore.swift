@@ -59,10 +59,12 @@ extension SQLFlavor {
     )
 }
 
-/// A pool of PostgreSQL connections: each call leases one for its duration.
+/// A pool of PostgreSQL connections: each call leases one for its duration. The pool works while ``run()`` runs
+/// (postgres-nio's `PostgresClient.run()`), in whatever structure owns the store: `tern serve` runs it around its
+/// service group, since migrations come before the services and the last records are written during their
+/// graceful shutdown.
 final class PostgresSessions: SQLSessions {
     private let client: PostgresClient
-    private let running: Task<Void, Never>
 
     /// How long one call may take before it fails as unavailable.
     private let callTimeout: Duration
@@ -70,7 +72,10 @@ final class PostgresSessions: SQLSessions {
     init(client: PostgresClient, callTimeout: Duration = .seconds(15)) {
         self.client = client
         self.callTimeout = callTimeout
-        self.running = Task { await client.run() }
+    }
+
+    func run() async {
+        await client.run()
     }
 
     /// Runs `body` on a pooled connection. A call still unanswered after `callTimeout` fails as unavailable, and is
@@ -86,12 +91,8 @@ final class PostgresSessions: SQLSessions {
         }
     }
 
-    func close() async throws {
-        running.cancel()
-        await running.value
-    }
-
-    deinit { running.cancel() }
+    /// The connections close when ``run()`` is cancelled.
+    func close() async throws {}
 
     /// What went wrong, with the server's message when there is one (PSQLError's own description says nothing, so
     /// that queries and their binds never reach a log).

@@ -5,6 +5,8 @@ import SQLKit
 protocol SQLSessions: Sendable {
     /// Runs `body` on a connection no other call uses meanwhile.
     func withSession<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
+    /// Runs the pool until cancelled (``TernStore/run()``).
+    func run() async
     /// Closes the connections once the calls already running are done.
     func close() async throws
 }

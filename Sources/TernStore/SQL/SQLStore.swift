@@ -24,6 +24,10 @@ public final class SQLStore: TernStore {
         try await exclusive { db in try await db.raw("SELECT 1").run() }
     }
 
+    public func run() async {
+        await sessions.run()
+    }
+
     /// Closes the connections once every call before it is done.
     public func close() async throws {
         try await sessions.close()

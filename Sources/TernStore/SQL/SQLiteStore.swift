@@ -50,6 +50,9 @@ struct SQLiteSessions: SQLSessions {
         try await lock.withLock { try await database.withSession(body) }
     }
 
+    /// One connection, opened with the store: nothing to run.
+    func run() async {}
+
     /// A cancelled caller still closes it: in a task of its own, since waiting for the lock would throw on
     /// cancellation and leave the connection open.
     func close() async throws {

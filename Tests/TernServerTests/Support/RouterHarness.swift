@@ -117,31 +117,36 @@ enum RouterHarness {
         logger.logLevel = .warning
         let serverKey = try TernServer.loadServerKey(configuration).key
         let store = try await TernServer.openStore(configuration, logger: logger)
-        do {
-            let assembly = try await ServerAssembly(
-                configuration: configuration, store: store, serverKey: serverKey, clock: SystemWallClock(), metrics: nil,
-                embeddedAPNs: BuiltInSimulator.factory(
-                    stateDirectory: URL(fileURLWithPath: configuration.simulator.stateDirectory, isDirectory: true), logger: logger),
-                logger: logger)
-            let app = Application(router: assembly.router, services: assembly.services, logger: logger)
-            let (simulator, demo, servedRoutes) = (assembly.simulator, assembly.demo, assembly.servedRoutes)
-            let result = try await app.test(.router) { client in
-                // As `tern serve`'s banner does, the test starts once the simulator listens (it gives its control port).
-                let address = try await withTimeout(30, "the simulator to start") { try await simulator?.waitUntilReady() }
-                let router = RouterTestClient(client: client, bearer: nil)
-                return try await body(RoutedServer(
-                    admin: router.with(bearer: RunningServer.adminToken),
-                    master: router.with(bearer: demo?.masterSecret),
-                    device: router.with(bearer: demo?.appKey),
-                    simulator: HTTPTestClient(port: address?.controlPort ?? 0),
-                    identitySecret: demo?.identitySecret ?? "",
-                    folder: folder, servedRoutes: servedRoutes))
+        // As `tern serve` does, the store's pool runs around everything that uses it.
+        return try await withThrowingTaskGroup(of: Void.self) { pool in
+            pool.addTask { await store.run() }
+            defer { pool.cancelAll() }
+            do {
+                let assembly = try await ServerAssembly(
+                    configuration: configuration, store: store, serverKey: serverKey, clock: SystemWallClock(), metrics: nil,
+                    embeddedAPNs: BuiltInSimulator.factory(
+                        stateDirectory: URL(fileURLWithPath: configuration.simulator.stateDirectory, isDirectory: true), logger: logger),
+                    logger: logger)
+                let app = Application(router: assembly.router, services: assembly.services, logger: logger)
+                let (simulator, demo, servedRoutes) = (assembly.simulator, assembly.demo, assembly.servedRoutes)
+                let result = try await app.test(.router) { client in
+                    // As `tern serve`'s banner does, the test starts once the simulator listens (it gives its control port).
+                    let address = try await withTimeout(30, "the simulator to start") { try await simulator?.waitUntilReady() }
+                    let router = RouterTestClient(client: client, bearer: nil)
+                    return try await body(RoutedServer(
+                        admin: router.with(bearer: RunningServer.adminToken),
+                        master: router.with(bearer: demo?.masterSecret),
+                        device: router.with(bearer: demo?.appKey),
+                        simulator: HTTPTestClient(port: address?.controlPort ?? 0),
+                        identitySecret: demo?.identitySecret ?? "",
+                        folder: folder, servedRoutes: servedRoutes))
+                }
+                try await store.close()
+                return result
+            } catch {
+                try? await store.close()
+                throw error
             }
-            try await store.close()
-            return result
-        } catch {
-            try? await store.close()
-            throw error
         }
     }
 }
