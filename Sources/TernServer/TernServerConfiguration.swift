@@ -151,8 +151,8 @@ extension TernServerConfiguration {
     /// `database.url` (PostgreSQL instead of SQLite), `database.connections`,
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
-    /// `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds), `apns.connections`,
-    /// `inbox.sweepInterval` (seconds), `inbox.badgeUpdateDelay` (milliseconds), `feedback.checkInterval` (seconds),
+    /// `delivery.minimumConcurrency`, `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds),
+    /// `apns.connections`, `inbox.sweepInterval` (seconds), `inbox.badgeUpdateDelay` (milliseconds), `feedback.checkInterval` (seconds),
     /// `webhooks.allowPrivateNetworks`, `server.shutdownTimeout` (seconds).
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
         var providers: [any ConfigProvider] = [

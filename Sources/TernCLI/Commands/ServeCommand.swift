@@ -21,13 +21,15 @@ struct ServeCommand: AsyncParsableCommand {
             a JSON file given with --config, e.g.
               {"http": {"host": "0.0.0.0", "port": 8080},
                "database": {"path": "/var/lib/tern/tern.db"},
-               "delivery": {"concurrency": 1000}}
+               "delivery": {"concurrency": 4000}}
             Keys: http.host, http.port, database.path, database.url (PostgreSQL;
             TERN_DATABASE_URL), database.connections, admin.token, server.key,
             server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled,
             delivery.chunkSize (recipients per chunk; formerly delivery.pageSize),
-            delivery.concurrency (notifications sent and not yet recorded: the most a
-            crash sends twice), delivery.pushes, delivery.ordering (one notification per
+            delivery.concurrency (notifications sent and not yet recorded, at most: the
+            most a crash sends twice), delivery.minimumConcurrency (where the in-flight
+            limit starts; it follows APNs' round trips up to delivery.concurrency),
+            delivery.pushes, delivery.ordering (one notification per
             device in flight, so badges never jump: default true), delivery.chunkLease
             (seconds before a dead node's chunks go to another node: default 15),
             apns.connections, inbox.sweepInterval (seconds), inbox.badgeUpdateDelay (ms:

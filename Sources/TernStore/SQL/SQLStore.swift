@@ -397,6 +397,9 @@ extension SQLStore {
             }
         case .aliases(let aliases):
             return try await Self.aliasPage(aliases, app: app, after: cursor, limit: limit, db)
+        case .tags(let tags, all: false) where Set(tags).count == 1:
+            // One tag: its index gives the page in order, with nothing to merge.
+            return try await recipients(app: app, audience: .tags(tags, all: true), after: cursor, limit: limit, db)
         case .tags(let tags, all: false):
             // Each tag's first devices after the cursor, from the tag's index; merged, they hold the page.
             var found: [String: Recipient] = [:]
