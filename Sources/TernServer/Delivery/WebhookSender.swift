@@ -13,8 +13,9 @@ import TernStore
 /// Per app, events after the last acknowledged one go out in batches (`{"app": …, "events": [...]}`); a 2xx answer
 /// moves the app's cursor (kept in the store, so a restart neither loses nor repeats acknowledged events). Any
 /// other answer, or none within the timeout, is retried with exponential back-off (1 s doubling to 5 min) while
-/// the events wait. Both the back-off and the signature's time go by the wall clock; the loop waits on the timer. The `X-Tern-Signature` header is `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`
-/// keyed with the app's webhook secret, so the receiver can check origin and freshness.
+/// the events wait. The `X-Tern-Signature` header is `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`
+/// keyed with the app's webhook secret, so the receiver can check origin and freshness. The signature's time and
+/// the back-off go by the wall clock; the loop waits on the timer (both from ``ServerClocks``).
 final class WebhookSender: Service {
     static let signatureHeader = "X-Tern-Signature"
 
@@ -28,7 +29,8 @@ final class WebhookSender: Service {
     private let doorbell = Doorbell()
     private let stopping = Atomic<Bool>(false)
     private let clocks: ServerClocks
-    /// Per app: failures in a row and when to try again (by the wall clock, as the feedback poller's retries).
+    /// Per app: failures in a row and when to try again. By the wall clock, as the feedback poller's retries: a step
+    /// of the system's time moves one wait by at most that step, and a test drives it with the same clock it dates by.
     private let backoff = Mutex<[String: (failures: Int, next: Date)]>([:])
 
     init(
