@@ -9,7 +9,7 @@ import TernAPNs
 import TernStore
 
 /// The composition root of `tern serve`: every piece of the server made and wired in one place, from the
-/// configuration, an opened store, the server key and a clock. It prepares the store (schema, admin token, demo app)
+/// configuration, an opened store, the server key and the clocks. It prepares the store (schema, admin token, demo app)
 /// and gives the API's router and the long-lived services in the order they start.
 ///
 /// ``TernServer/run(gracefulShutdownSignals:onReady:)`` serves the router over HTTP as the last of those services;
@@ -36,11 +36,12 @@ struct ServerAssembly {
     /// Brings the schema up to date, prepares the admin token and (on a first start with the simulator) the demo
     /// app, then makes the server's pieces. Nothing runs yet: that is the services' part.
     init(
-        configuration: TernServerConfiguration, store: any TernStore, serverKey: ServerKey, clock: any WallClock,
+        configuration: TernServerConfiguration, store: any TernStore, serverKey: ServerKey, clocks: ServerClocks,
         metrics registry: PrometheusCollectorRegistry?, embeddedAPNs: EmbeddedAPNsFactory?, logger: Logger
     ) async throws {
         self.configuration = configuration
         self.logger = logger
+        let clock = clocks.wall
         do {
             try await store.migrate()
         } catch {
@@ -59,21 +60,22 @@ struct ServerAssembly {
         let coordinator: any NodeCoordinator =
             try configuration.database.url.map { try PostgresCoordinator(url: $0, logger: logger) } ?? LocalCoordinator()
         let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
-        let webhooks = WebhookSender(store: store, serverKey: serverKey, policy: webhookPolicy, coordinator: coordinator, logger: logger)
+        let webhooks = WebhookSender(
+            store: store, serverKey: serverKey, policy: webhookPolicy, coordinator: coordinator, clocks: clocks, logger: logger)
         let dispatcher = PushDispatcher(
             store: store, clients: clients,
             settings: .init(configuration.delivery),
-            coordinator: coordinator, onTokensPruned: { webhooks.wake() }, logger: logger)
+            coordinator: coordinator, clock: clock, onTokensPruned: { webhooks.wake() }, logger: logger)
         let badgeUpdates = BadgeUpdates(
-            store: store, clients: clients, order: dispatcher.order, delay: configuration.inbox.badgeUpdateDelay,
+            store: store, clients: clients, order: dispatcher.order, delay: configuration.inbox.badgeUpdateDelay, clocks: clocks,
             logger: logger)
         let feedback = FeedbackPoller(
             store: store, clients: clients, checkInterval: configuration.feedback.checkInterval, coordinator: coordinator,
-            onTokensPruned: { webhooks.wake() }, logger: logger)
+            clocks: clocks, onTokensPruned: { webhooks.wake() }, logger: logger)
         let cache = AppCache(store: store)
         let apps = AppsAPI(
             store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache,
-            simulator: simulator, feedback: feedback, webhookPolicy: webhookPolicy)
+            simulator: simulator, feedback: feedback, webhookPolicy: webhookPolicy, clock: clock)
         var demo: TernServer.DemoSecrets?
         if configuration.demo.enabled, configuration.simulator.enabled, try await store.apps().isEmpty {
             let created = try await apps.create(
@@ -103,8 +105,8 @@ struct ServerAssembly {
         apps.register(on: router)
         let gate = DeviceGate(serverKey: serverKey, limiter: DeviceSecretLimiter(clock: clock), logger: logger)
         DevicesAPI(store: store, apps: cache, serverKey: serverKey, gate: gate, clock: clock).register(on: router)
-        PushesAPI(store: store, apps: cache, dispatcher: dispatcher).register(on: router)
-        InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates).register(on: router)
+        PushesAPI(store: store, apps: cache, dispatcher: dispatcher, clock: clock).register(on: router)
+        InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates, clock: clock).register(on: router)
         routes.load(router.routes)
         self.router = router
         servedRoutes = router.routes.map { "\($0.method) \($0.path)" }.sorted()
@@ -123,7 +125,7 @@ struct ServerAssembly {
         services.append(webhooks)
         services.append(feedback)
         services.append(InboxSweeper(
-            store: store, interval: configuration.inbox.sweepInterval, coordinator: coordinator, logger: logger))
+            store: store, interval: configuration.inbox.sweepInterval, coordinator: coordinator, clocks: clocks, logger: logger))
         self.services = services
     }
 

@@ -48,8 +48,8 @@ public final class TernServer: Sendable {
 
     private let configuration: TernServerConfiguration
     private let logger: Logger
-    /// Wall-clock time for the rules that depend on it (alias tokens' expiry, the device-secret limit).
-    private let clock: any WallClock
+    /// The time the server's rules and background work go by (system time, unless a test drives it).
+    private let clocks: ServerClocks
     private let registry: PrometheusCollectorRegistry?
     private let port = Mutex<Int?>(nil)
     /// `METHOD /path` of every route the API serves, once it is built (the contract test compares them).
@@ -61,14 +61,15 @@ public final class TernServer: Sendable {
     ///   - metrics: the registry `/metrics` shows; the caller bootstraps swift-metrics with it (once per process).
     ///   - embeddedAPNs: makes the APNs for apps in the `simulator` environment, when `configuration.simulator.enabled`
     ///     is on (`tern serve` gives the built-in simulator). Without one, such apps cannot deliver.
+    ///   - clocks: the system's; a test passes a manual pair to move time itself.
     public init(
-        configuration: TernServerConfiguration, metrics: PrometheusCollectorRegistry?, logger: Logger, clock: any WallClock = SystemWallClock(),
+        configuration: TernServerConfiguration, metrics: PrometheusCollectorRegistry?, logger: Logger, clocks: ServerClocks = .system,
         embeddedAPNs: EmbeddedAPNsFactory? = nil
     ) {
         self.configuration = configuration
         self.registry = metrics
         self.logger = logger
-        self.clock = clock
+        self.clocks = clocks
         self.embeddedAPNs = embeddedAPNs
     }
 
@@ -147,7 +148,7 @@ public final class TernServer: Sendable {
     ) async throws {
         let (serverKey, newKeyFile) = serverKey
         let assembly = try await ServerAssembly(
-            configuration: configuration, store: store, serverKey: serverKey, clock: clock, metrics: registry, embeddedAPNs: embeddedAPNs,
+            configuration: configuration, store: store, serverKey: serverKey, clocks: clocks, metrics: registry, embeddedAPNs: embeddedAPNs,
             logger: logger)
         servedRoutes.withLock { $0 = assembly.servedRoutes }
         let simulator = assembly.simulator

@@ -122,8 +122,14 @@ import Testing
             let response = try await server.master.post("/v1/apps/demo/pushes", body)
             #expect(response.status == 400, "\(response.text)")
             #expect(try response.json()["field"]?.string == field, "\(response.text)")
-            try await Task.sleep(for: .milliseconds(200))
-            #expect(try await server.arrivals().isEmpty)
+            // No wait proves that nothing was sent; a good push after it does. Pushes to one device leave in the order
+            // they were made (delivery.ordering), so had the bad one been kept, its notification would come first.
+            let good = try await server.push(Fixture.push(audience: #"{"aliases": ["u"]}"#, title: "the good one"))
+            #expect(good["status"]?.string == "completed")
+            let titles = try await server.arrivals().map { arrival in
+                try JSONValue(parsing: Data(arrival.payload.utf8))[path: "aps.alert.title"]?.string
+            }
+            #expect(titles == ["the good one"], "only the good push was sent")
         }
     }
 }

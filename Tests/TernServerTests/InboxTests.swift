@@ -105,19 +105,24 @@ import Testing
     }
 
     @Test func anExpiredMessageIsInNoListingAtOnce() async throws {
-        try await RouterHarness.withServer { server in
+        let clock = ManualClock()
+        // The sweeper an hour off: the listing leaves the message out on its own, before any sweep deletes it.
+        try await RouterHarness.withServer(configure: { $0.inbox.sweepInterval = .seconds(3600) }, clocks: .manual(clock)) { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
-            // Three seconds: enough for the listing below to come before it expires, even on a busy machine. (The
-            // server reads the system clock; until it takes an injected one, this test waits for real time.)
-            _ = try await server.push(Self.inboxPush(alias: "user-1", title: "short", ttl: 3))
+            _ = try await server.push(Self.inboxPush(alias: "user-1", title: "short", ttl: 60))
             _ = try await server.push(Self.inboxPush(alias: "user-1", title: "long"))
             let before = try await server.master.get("/v1/apps/demo/inbox?alias=user-1").json()
             #expect(before["messages"]?.arrayItems?.count == 2)
-            // Just past the short one's expiry, as the listing gives it, and well before the sweeper's next run.
             let short = try #require(before["messages"]?.arrayItems?.first { $0["title"]?.string == "short" })
             let expiry = try #require(short["expiresAt"]?.string.flatMap { try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse($0) })
-            let wait = expiry.timeIntervalSinceNow + 0.2
-            if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
+            #expect(abs(expiry.timeIntervalSince(clock.wall.now) - 60) < 1, "the server dates the message by the test's clock")
+
+            // A second before its expiry, as the listing gives it, it is still there.
+            clock.advance(by: .seconds(expiry.timeIntervalSince(clock.wall.now) - 1))
+            let almost = try await server.master.get("/v1/apps/demo/inbox?alias=user-1").json()
+            #expect(almost["messages"]?.arrayItems?.count == 2)
+            // Just past it, it is in no listing and no count.
+            clock.advance(by: .milliseconds(1001))
             let after = try await server.master.get("/v1/apps/demo/inbox?alias=user-1").json()
             #expect(after["messages"]?.arrayItems?.compactMap { $0["title"]?.string } == ["long"])
             #expect(after["unread"]?.int == 1)
@@ -162,25 +167,31 @@ import Testing
     }
 
     @Test func readingSendsOneSilentBadgeUpdatePerDevice() async throws {
-        // Reads within 3 s make one update: the three below take far less, however loaded the machine.
-        try await RouterHarness.withServer(configure: { $0.inbox.badgeUpdateDelay = .seconds(3) }) { server in
+        let clock = ManualClock()
+        let delay = Duration.seconds(3)
+        try await RouterHarness.withServer(configure: { $0.inbox.badgeUpdateDelay = delay }, clocks: .manual(clock)) { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             var ids: [String] = []
             for number in 1...3 {
                 ids.append(try #require(try await server.push(Self.inboxPush(alias: "user-1", title: "m\(number)", badge: #""unread""#))["id"]?.string))
             }
-            // A burst of reads.
+            // A burst of reads. The first starts the gathering, which waits on the test's clock: the clock stands
+            // still, so the others are within the delay however long they take.
             for id in ids {
                 #expect(try await server.master.post("/v1/apps/demo/inbox/read?alias=user-1", #"{"ids": ["\#(id)"]}"#).status == 200)
             }
+            let due = clock.now.advanced(by: delay)
+            try await withTimeout(10, "the badge updates to gather") { await clock.waitUntilSleeping(until: due) }
+            // Just before the delay, it is still gathering.
+            clock.advance(by: delay - .milliseconds(1))
+            #expect(clock.sleepers.contains(due))
+            clock.advance(by: .milliseconds(1))
             var updates: [Arrival] = []
-            for _ in 0..<100 {
-                updates = try await server.arrivals().dropFirst(3).map { $0 }
-                if updates.contains(where: { (try? Self.badge($0)) == 0 }) { break }
-                try await Task.sleep(for: .milliseconds(100))
+            try await waitUntil("the badge update") {
+                updates = Array(try await server.arrivals().dropFirst(3))
+                return !updates.isEmpty
             }
-            try await Task.sleep(for: .milliseconds(300))
-            updates = try await server.arrivals().dropFirst(3).map { $0 }
+            // Another update would need another delay on the clock, which stands still again.
             #expect(updates.count == 1, "a burst of three reads sends one update: \(updates.count)")
             let last = try #require(updates.last)
             #expect(try Self.badge(last) == 0)

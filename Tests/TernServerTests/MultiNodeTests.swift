@@ -99,12 +99,9 @@ struct MultiNode: Sendable {
 
     /// What the simulator received, once `count` notifications have arrived or 30 s have passed.
     func arrivals(count: Int) async throws -> [RecordedNotification] {
-        var arrivals = self.arrivals()
-        for _ in 0..<300 where arrivals.count < count {
-            try await Task.sleep(for: .milliseconds(100))
-            arrivals = self.arrivals()
-        }
-        return arrivals
+        // The callers check the count, saying what was missing; a shortfall is theirs to report.
+        try? await waitUntil("\(count) arrivals", within: 30, every: .milliseconds(100)) { self.arrivals().count >= count }
+        return arrivals()
     }
 
     /// The alert titles `token` received, in arrival order.

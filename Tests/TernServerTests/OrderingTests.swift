@@ -33,10 +33,9 @@ import Testing
             }
 
             var arrivals: [Arrival] = []
-            for _ in 0..<300 {
+            try await waitUntil("\(devices * pushesPerDevice) arrivals", within: 30, every: .milliseconds(100)) {
                 arrivals = try await server.arrivals()
-                if arrivals.count >= devices * pushesPerDevice { break }
-                try await Task.sleep(for: .milliseconds(100))
+                return arrivals.count >= devices * pushesPerDevice
             }
             #expect(arrivals.count == devices * pushesPerDevice)
             for number in 1...devices {

@@ -44,9 +44,8 @@ import Testing
             let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
-                let deadline = ContinuousClock.now + .seconds(10)
-                while port.withLock({ $0 }) == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
                 do {
+                    try await waitUntil("the webhook receiver to listen", every: .milliseconds(10)) { port.withLock { $0 } != nil }
                     try await body(try #require(port.withLock { $0 }))
                 } catch {
                     await group.triggerGracefulShutdown()
@@ -60,8 +59,9 @@ import Testing
 
     @Test func aPrunedTokenIsPostedSignedAndRetriedUntilAcknowledged() async throws {
         let receiver = Receiver(failures: 2)
+        let clock = ManualClock()
         try await receiver.run { port in
-            try await RouterHarness.withServer(configure: { $0.webhooks.allowPrivateNetworks = true }) { server in
+            try await RouterHarness.withServer(configure: { $0.webhooks.allowPrivateNetworks = true }, clocks: .manual(clock)) { server in
                 let patched = try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": "http://127.0.0.1:\#(port)/hook"}"#)
                 #expect(patched.status == 200)
                 let secret = try #require(try patched.json()["webhookSecret"]?.string)
@@ -72,8 +72,16 @@ import Testing
                 let push = try await server.push(Fixture.push(audience: #"{"aliases": ["u"]}"#))
                 #expect(push[path: "counts.pruned"]?.int == 1)
 
-                // Two 500s, then a 200: back-off of about 1 s and 2 s.
-                try await waitUntil("an acknowledged post", within: 15) { receiver.received.withLock { $0.last?.answered } == 200 }
+                // Two 500s, then a 200: back-off of 1 s, then 2 s, on the test's clock. The sender looks every second (on
+                // the clock too): at 1 s it tries again, at 2 s it leaves the app alone, at 3 s it tries again.
+                try await waitUntil("the first post") { receiver.received.withLock { $0.count } == 1 }
+                for second in 1...3 {
+                    try await withTimeout(10, "the webhook sender to wait until \(second) s") {
+                        await clock.waitUntilSleeping(until: ManualClock.Instant(offset: .seconds(second)))
+                    }
+                    clock.advance(by: .seconds(1))
+                }
+                try await waitUntil("an acknowledged post") { receiver.received.withLock { $0.last?.answered } == 200 }
                 let attempts = receiver.received.withLock { $0 }
                 try #require(attempts.count == 3, "\(attempts.map(\.answered))")
                 #expect(Set(attempts.map(\.body)).count == 1, "every attempt carries the same events")

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import TernAPNs
 import TernAPNsClient
 import TernStore
 import TernWeb
@@ -18,6 +19,8 @@ struct AppsAPI {
     var feedback: FeedbackPoller?
     /// Where webhooks may point.
     var webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: false)
+    /// Dates apps' creation and changes.
+    var clock: any WallClock = SystemWallClock()
 
     struct CreateRequest: Decodable {
         var id: String
@@ -161,7 +164,8 @@ struct AppsAPI {
     }
 
     /// Creates an app; the answer carries its new secrets.
-    func create(_ body: CreateRequest, now: Date = Date()) async throws -> AppView {
+    func create(_ body: CreateRequest) async throws -> AppView {
+        let now = clock.now
         try Self.validateID(body.id)
         try Self.validateTopic(body.topic)
         let endpoint = try Self.validate(environment: body.environment, endpoint: body.endpoint)
@@ -259,7 +263,7 @@ struct AppsAPI {
                     field: "rotate[\(index)]", "rotate takes appKey, masterSecret and identitySecret, not '\(secret.prefix(64))'")
             }
         }
-        updated.updatedAt = max(Date(), app.updatedAt.addingTimeInterval(0.001))
+        updated.updatedAt = max(clock.now, app.updatedAt.addingTimeInterval(0.001))
         try await store.updateApp(updated)
         cache.evict(app.id)
         await clients.forget(app: app.id)

@@ -15,6 +15,8 @@ struct InboxAPI {
     let apps: AppCache
     let gate: DeviceGate
     let badgeUpdates: BadgeUpdates
+    /// What "expired" and "read at" go by.
+    let clock: any WallClock
 
     struct MessageView: Codable {
         var id: String
@@ -61,7 +63,7 @@ struct InboxAPI {
                 after = value
             }
             let limit = try DevicesAPI.limit(query.get("limit"))
-            let now = Date()
+            let now = clock.now
             let page = try await store.inbox(app: app.id, owner: owner, after: after, limit: limit, at: now)
             return InboxView(
                 messages: page.items.map(Self.view), next: page.next,
@@ -77,7 +79,7 @@ struct InboxAPI {
             guard (body.ids ?? []).count <= 1000 else { throw JSONAPIError.badRequest(field: "ids", "at most 1000 ids at once") }
             var ids: [String] = []
             for (index, id) in (body.ids ?? []).enumerated() { ids.append(try Self.messageID(id, field: "ids[\(index)]")) }
-            let now = Date()
+            let now = clock.now
             let marked = try await store.markRead(app: app.id, owner: owner, upTo: upTo, ids: ids, at: now)
             if marked > 0, body.updateBadge ?? true { badgeUpdates.schedule(app: app, owner: owner) }
             return ReadView(marked: marked, unread: try await store.unreadCount(app: app.id, owner: owner, at: now))

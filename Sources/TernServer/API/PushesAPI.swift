@@ -9,6 +9,8 @@ struct PushesAPI {
     let store: any TernStore
     let apps: AppCache
     let dispatcher: PushDispatcher
+    /// Dates the pushes.
+    let clock: any WallClock
 
     struct PushRequest: Decodable {
         var audience: AudienceInput
@@ -90,10 +92,12 @@ struct PushesAPI {
             }
             let record = PushRecord(
                 id: id, appID: app.id, idempotencyKey: body.idempotencyKey, audience: audience,
-                notification: Array(try JSONEncoder().encode(content)), createdAt: Date())
+                notification: Array(try JSONEncoder().encode(content)), createdAt: clock.now)
             var (push, created) = try await store.createPush(record)
             if created { dispatcher.wake() }
             if let wait {
+                // On the system's clock, not the injected one: `wait` bounds how long this request holds its caller,
+                // a real time, and the push's progress it polls for is made in real time too.
                 let deadline = ContinuousClock.now + wait
                 while push.status != .completed, ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(20))

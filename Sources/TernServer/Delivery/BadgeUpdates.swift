@@ -23,15 +23,21 @@ final class BadgeUpdates: Service {
     private let clients: ClientDirectory
     private let order: DeliveryOrder
     private let delay: Duration
+    /// The gathering waits on `timer`; unread counts go by `wall`.
+    private let clocks: ServerClocks
     private let logger: Logger
     private let pending = Mutex(Pending())
     private let doorbell = Doorbell()
 
-    init(store: any TernStore, clients: ClientDirectory, order: DeliveryOrder, delay: Duration, logger: Logger) {
+    init(
+        store: any TernStore, clients: ClientDirectory, order: DeliveryOrder, delay: Duration, clocks: ServerClocks = .system,
+        logger: Logger
+    ) {
         self.store = store
         self.clients = clients
         self.order = order
         self.delay = delay
+        self.clocks = clocks
         self.logger = logger
     }
 
@@ -50,7 +56,7 @@ final class BadgeUpdates: Service {
             while !Task.isCancelled {
                 await self.doorbell.wait()
                 // What else is scheduled meanwhile goes with it.
-                try? await Task.sleep(for: self.delay)
+                try? await self.clocks.timer.sleep(for: self.delay)
                 guard !Task.isCancelled else { return }
                 await self.flush()
             }
@@ -75,7 +81,7 @@ final class BadgeUpdates: Service {
     }
 
     private func update(_ owner: InboxOwner, app: AppRecord) async throws {
-        let unread = try await store.unreadCount(app: app.id, owner: owner, at: Date())
+        let unread = try await store.unreadCount(app: app.id, owner: owner, at: clocks.wall.now)
         let devices: [DeviceRecord]
         switch owner {
         case .alias(let alias): devices = try await store.devices(app: app.id, alias: alias)

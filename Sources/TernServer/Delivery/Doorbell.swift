@@ -24,10 +24,11 @@ final class Doorbell: Sendable {
         waiter?.resume()
     }
 
-    /// Returns at the next ring (or at once if one is pending), after `timeout`, or when the task is cancelled.
-    func wait(upTo timeout: Duration) async {
+    /// Returns at the next ring (or at once if one is pending), after `timeout` on `clock`, or when the task is
+    /// cancelled.
+    func wait(upTo timeout: Duration, on clock: any Clock<Duration> = ContinuousClock()) async {
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(for: timeout) }
+            group.addTask { try? await clock.sleep(for: timeout) }
             group.addTask { await self.waitForRing() }
             await group.next()
             group.cancelAll()

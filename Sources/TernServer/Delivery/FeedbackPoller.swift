@@ -34,14 +34,17 @@ actor FeedbackPoller: Service {
     private let onTokensPruned: @Sendable () -> Void
     /// One node polls on schedule at a time.
     private let lease: JobLease
+    /// Reads are due by `wall` (their times are stored); the checks are `checkInterval` apart on `timer`.
+    private let clocks: ServerClocks
     private let logger: Logger
     private var retryAfter: [String: Date] = [:]
     private var reading: Set<String> = []
 
     init(
         store: any TernStore, clients: ClientDirectory, checkInterval: Duration, coordinator: any NodeCoordinator = LocalCoordinator(),
-        onTokensPruned: @escaping @Sendable () -> Void, logger: Logger
+        clocks: ServerClocks = .system, onTokensPruned: @escaping @Sendable () -> Void, logger: Logger
     ) {
+        self.clocks = clocks
         self.store = store
         self.clients = clients
         self.checkInterval = checkInterval
@@ -53,12 +56,13 @@ actor FeedbackPoller: Service {
     func run() async throws {
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             if lease.isHeld { await pollDue() }
-            try? await cancelWhenGracefulShutdown { [checkInterval] in try await Task.sleep(for: checkInterval) }
+            try? await cancelWhenGracefulShutdown { [checkInterval, timer = clocks.timer] in try await timer.sleep(for: checkInterval) }
         }
     }
 
-    /// Reads the feedback of every legacy app whose interval has passed.
-    func pollDue(now: Date = Date()) async {
+    /// Reads the feedback of every legacy app whose interval has passed by `now` (the wall clock's, unless given).
+    func pollDue(now given: Date? = nil) async {
+        let now = given ?? clocks.wall.now
         let apps: [AppRecord]
         do {
             apps = try await store.apps().filter { $0.transport == AppRecord.legacy }
@@ -81,7 +85,8 @@ actor FeedbackPoller: Service {
     /// Reads `app`'s feedback service now and applies what it lists.
     /// - Throws: ``PollError/tooSoon(retryAfter:)`` within ``minimumSpacing`` of the last read; the client's error
     ///   when the service cannot be read (nothing is applied then).
-    func poll(_ app: AppRecord, now: Date = Date()) async throws -> Result {
+    func poll(_ app: AppRecord, now given: Date? = nil) async throws -> Result {
+        let now = given ?? clocks.wall.now
         if let polledAt = app.feedbackPolledAt, now < polledAt.addingTimeInterval(Self.minimumSpacing) {
             throw PollError.tooSoon(retryAfter: polledAt.addingTimeInterval(Self.minimumSpacing))
         }

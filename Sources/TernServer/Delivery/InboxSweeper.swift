@@ -12,25 +12,33 @@ final class InboxSweeper: Service {
     private let interval: Duration
     /// One node sweeps at a time.
     private let lease: JobLease
+    /// `wall` says what has expired; the sweeps are `interval` apart on `timer`.
+    private let clocks: ServerClocks
     private let logger: Logger
 
-    init(store: any TernStore, interval: Duration, coordinator: any NodeCoordinator = LocalCoordinator(), logger: Logger) {
+    init(
+        store: any TernStore, interval: Duration, coordinator: any NodeCoordinator = LocalCoordinator(), clocks: ServerClocks = .system,
+        logger: Logger
+    ) {
         self.store = store
         self.interval = interval
         self.lease = coordinator.lease("inbox-sweeper")
+        self.clocks = clocks
         self.logger = logger
     }
 
     func run() async throws {
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             if lease.isHeld { await sweep() }
-            try? await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
+            try? await cancelWhenGracefulShutdown { [interval, timer = clocks.timer] in try await timer.sleep(for: interval) }
         }
     }
 
-    /// Deletes everything that expired by now. - Returns: how many inbox entries were deleted.
+    /// Deletes everything that expired by `now` (the wall clock's, unless given). - Returns: how many inbox entries
+    /// were deleted.
     @discardableResult
-    func sweep(now: Date = Date()) async -> Int {
+    func sweep(now given: Date? = nil) async -> Int {
+        let now = given ?? clocks.wall.now
         var total = 0
         do {
             while true {

@@ -64,12 +64,15 @@ final class PushDispatcher: Service {
     private let recipientsAccepted = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "accepted")])
     private let recipientsFailed = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "failed")])
     private let tokensPruned = Counter(label: "tern_tokens_pruned_total")
+    /// Dates the inbox messages and badge counts (leases and the store's delivery records still read the system's).
+    private let clock: any WallClock
 
     /// - Parameter onTokensPruned: called after a chunk that deactivated tokens (the webhook sender looks then).
     init(
         store: any TernStore, clients: ClientDirectory, settings: Settings, coordinator: any NodeCoordinator = LocalCoordinator(),
-        onTokensPruned: @escaping @Sendable () -> Void = {}, logger: Logger
+        clock: any WallClock = SystemWallClock(), onTokensPruned: @escaping @Sendable () -> Void = {}, logger: Logger
     ) {
+        self.clock = clock
         self.store = store
         self.clients = clients
         self.settings = settings
@@ -385,7 +388,7 @@ final class PushDispatcher: Service {
         _ recipients: [(recipient: Recipient, token: DeviceToken)], app: AppRecord, content: PushContent, pushID: String,
         into tally: ChunkLedger
     ) async throws -> [String: [QueuedNotification]] {
-        let now = Date()
+        let now = clock.now
         let owners = recipients.compactMap { entry in entry.recipient.deviceID.map { InboxOwner(deviceID: $0, alias: entry.recipient.alias) } }
         let distinctOwners = Array(Set(owners))
         if let inbox = content.inbox, !distinctOwners.isEmpty {

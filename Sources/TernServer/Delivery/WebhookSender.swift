@@ -14,7 +14,8 @@ import TernStore
 /// moves the app's cursor (kept in the store, so a restart neither loses nor repeats acknowledged events). Any
 /// other answer, or none within the timeout, is retried with exponential back-off (1 s doubling to 5 min) while
 /// the events wait. The `X-Tern-Signature` header is `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`
-/// keyed with the app's webhook secret, so the receiver can check origin and freshness.
+/// keyed with the app's webhook secret, so the receiver can check origin and freshness. The signature's time and
+/// the back-off go by the wall clock; the loop waits on the timer (both from ``ServerClocks``).
 final class WebhookSender: Service {
     static let signatureHeader = "X-Tern-Signature"
 
@@ -27,13 +28,16 @@ final class WebhookSender: Service {
     private let lease: JobLease
     private let doorbell = Doorbell()
     private let stopping = Atomic<Bool>(false)
-    /// Per app: failures in a row and when to try again.
-    private let backoff = Mutex<[String: (failures: Int, next: ContinuousClock.Instant)]>([:])
+    private let clocks: ServerClocks
+    /// Per app: failures in a row and when to try again. By the wall clock, as the feedback poller's retries: a step
+    /// of the system's time moves one wait by at most that step, and a test drives it with the same clock it dates by.
+    private let backoff = Mutex<[String: (failures: Int, next: Date)]>([:])
 
     init(
         store: any TernStore, serverKey: ServerKey, policy: WebhookAddressPolicy, pollInterval: Duration = .seconds(1),
-        coordinator: any NodeCoordinator = LocalCoordinator(), logger: Logger
+        coordinator: any NodeCoordinator = LocalCoordinator(), clocks: ServerClocks = .system, logger: Logger
     ) {
+        self.clocks = clocks
         self.store = store
         self.serverKey = serverKey
         self.policy = policy
@@ -63,7 +67,7 @@ final class WebhookSender: Service {
                     wait = max(backoff.failed(), pollInterval)
                     if !Task.isCancelled { logger.error("cannot read apps for webhooks", metadata: ["error": "\(error)", "retryIn": "\(wait)"]) }
                 }
-                await doorbell.wait(upTo: wait)
+                await doorbell.wait(upTo: wait, on: clocks.timer)
             }
         } onGracefulShutdown: {
             self.stopping.store(true, ordering: .relaxed)
@@ -75,7 +79,7 @@ final class WebhookSender: Service {
     private func deliver(_ app: AppRecord, using http: HTTPClient) async {
         guard let url = app.webhookURL else { return }
         guard let parsed = URL(string: url), let host = parsed.host else { return }
-        if let wait = backoff.withLock({ $0[app.id] }), ContinuousClock.now < wait.next { return }
+        if let wait = backoff.withLock({ $0[app.id] }), clocks.wall.now < wait.next { return }
         let cursorKey = "webhook.cursor.\(app.id)"
         do {
             var cursor = Int64(try await store.setting(cursorKey) ?? "") ?? 0
@@ -91,7 +95,7 @@ final class WebhookSender: Service {
                 request.method = .POST
                 request.headers.add(name: "Content-Type", value: "application/json")
                 request.headers.add(name: "User-Agent", value: "tern-webhook")
-                request.headers.add(name: Self.signatureHeader, value: Self.signature(body: body, secret: serverKey.webhookSecret(app: app.id), at: Date()))
+                request.headers.add(name: Self.signatureHeader, value: Self.signature(body: body, secret: serverKey.webhookSecret(app: app.id), at: clocks.wall.now))
                 request.body = .bytes(ByteBuffer(bytes: body))
                 let response = try await http.execute(request, timeout: .seconds(15))
                 guard (200..<300).contains(response.status.code) else {
@@ -102,14 +106,15 @@ final class WebhookSender: Service {
                 backoff.withLock { $0[app.id] = nil }
             }
         } catch {
-            let delay = backoff.withLock { state -> Duration in
+            let now = clocks.wall.now
+            let delay = backoff.withLock { state -> Int in
                 let failures = (state[app.id]?.failures ?? 0) + 1
-                let delay = Duration.seconds(min(300, 1 << min(failures - 1, 9)))
-                state[app.id] = (failures, ContinuousClock.now + delay)
+                let delay = min(300, 1 << min(failures - 1, 9))
+                state[app.id] = (failures, now.addingTimeInterval(TimeInterval(delay)))
                 return delay
             }
             logger.warning(
-                "webhook delivery failed; will retry", metadata: ["app": "\(app.id)", "retryIn": "\(delay)", "error": "\(error)"])
+                "webhook delivery failed; will retry", metadata: ["app": "\(app.id)", "retryIn": "\(Duration.seconds(delay))", "error": "\(error)"])
         }
     }
 

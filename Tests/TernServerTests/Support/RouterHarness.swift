@@ -90,11 +90,13 @@ enum RouterHarness {
     private static let forever = AsyncStream.makeStream(of: Never.self)
 
     /// Makes a server for `body` on a new temporary folder (or `folder`, holding a database prepared by the test),
-    /// runs its services around `body`, and stops them gracefully afterwards; `configure` adjusts the defaults.
+    /// runs its services around `body`, and stops them gracefully afterwards; `configure` adjusts the defaults, and
+    /// `clocks` (``ServerClocks/manual(_:)`` for a test that moves time itself) are the server's.
     /// The whole, start and stop included, fails after `timeout` seconds rather than hang.
     static func withServer<T: Sendable>(
         folder given: URL? = nil,
         configure: (inout TernServerConfiguration) -> Void = { _ in },
+        clocks: ServerClocks = .system,
         timeout: Double = 120,
         _ body: @escaping @Sendable (RoutedServer) async throws -> T
     ) async throws -> T {
@@ -105,13 +107,14 @@ enum RouterHarness {
         configure(&configuration)
         let prepared = configuration
         return try await withTimeout(timeout, "the test on the router, with its services' start and stop") {
-            try await serve(prepared, folder: folder, body)
+            try await serve(prepared, folder: folder, clocks: clocks, body)
         }
     }
 
     /// Opens the store and loads the key as `tern serve` does, assembles the server, and runs `body` on its router.
     private static func serve<T: Sendable>(
-        _ configuration: TernServerConfiguration, folder: URL, _ body: @escaping @Sendable (RoutedServer) async throws -> T
+        _ configuration: TernServerConfiguration, folder: URL, clocks: ServerClocks = .system,
+        _ body: @escaping @Sendable (RoutedServer) async throws -> T
     ) async throws -> T {
         var logger = Logger(label: "tern.test")
         logger.logLevel = .warning
@@ -123,7 +126,7 @@ enum RouterHarness {
             defer { pool.cancelAll() }
             do {
                 let assembly = try await ServerAssembly(
-                    configuration: configuration, store: store, serverKey: serverKey, clock: SystemWallClock(), metrics: nil,
+                    configuration: configuration, store: store, serverKey: serverKey, clocks: clocks, metrics: nil,
                     embeddedAPNs: BuiltInSimulator.factory(
                         stateDirectory: URL(fileURLWithPath: configuration.simulator.stateDirectory, isDirectory: true), logger: logger),
                     logger: logger)
@@ -148,5 +151,13 @@ enum RouterHarness {
                 throw error
             }
         }
+    }
+}
+
+extension ServerClocks {
+    /// A test's manual clock as the server's: its wall time dates what the server stores, and the server's
+    /// background work (sweeps, polls, badge gathering, the webhook loop) waits on it, so the test advances it.
+    static func manual(_ clock: ManualClock) -> ServerClocks {
+        ServerClocks(wall: clock.wall, timer: clock)
     }
 }

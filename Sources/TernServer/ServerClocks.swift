@@ -1,0 +1,22 @@
+import TernAPNs
+
+/// The two kinds of time the server reads, made once at the composition root and handed to what needs them.
+///
+/// `wall` dates what the server stores and compares with stored dates: inbox expiry and read times, badge counts,
+/// push and app timestamps, alias tokens, the feedback and webhook schedules. `timer` is what its periodic and
+/// delayed work waits on: the inbox sweep, the feedback poll, badge gathering, the webhook loop. `tern serve` uses
+/// the system's; a test passes a manual pair that moves together, and advances it instead of sleeping.
+public struct ServerClocks: Sendable {
+    /// Dates: stored, and compared with what is stored.
+    public var wall: any WallClock
+    /// Waits between and before pieces of background work.
+    public var timer: any Clock<Duration>
+
+    public init(wall: any WallClock = SystemWallClock(), timer: any Clock<Duration> = ContinuousClock()) {
+        self.wall = wall
+        self.timer = timer
+    }
+
+    /// The system's time: what `tern serve` runs on.
+    public static let system = ServerClocks()
+}

@@ -1,0 +1,143 @@
+import Foundation
+import Logging
+import TernStore
+import TernTestSupport
+import Testing
+
+@testable import TernServer
+
+/// The test clock itself: what the timed-work tests below rely on.
+struct ManualClockTests {
+    @Test func aSleepEndsWhenAnAdvanceReachesItsDeadlineAndNotBefore() async throws {
+        let clock = ManualClock()
+        let start = clock.wall.now
+        let sleeping = Task { try await clock.sleep(for: .seconds(10)) }
+        let deadline = clock.now.advanced(by: .seconds(10))
+        try await withTimeout(10, "the task to sleep") { await clock.waitUntilSleeping(until: deadline) }
+        clock.advance(by: .seconds(9))
+        #expect(clock.sleepers == [deadline], "9 s into a 10 s sleep")
+        clock.advance(by: .seconds(1))
+        try await withTimeout(10, "the sleep to end") { try await sleeping.value }
+        #expect(clock.sleepers.isEmpty)
+        #expect(clock.wall.now.timeIntervalSince(start) == 10, "the wall clock moves with it")
+    }
+
+    @Test func aCancelledSleepThrowsAtOnce() async throws {
+        let clock = ManualClock()
+        let sleeping = Task { try await clock.sleep(for: .seconds(10)) }
+        try await withTimeout(10, "the task to sleep") { await clock.waitUntilSleeping(until: clock.now.advanced(by: .seconds(10))) }
+        sleeping.cancel()
+        await #expect(throws: CancellationError.self) { try await withTimeout(10, "the sleep to end") { try await sleeping.value } }
+        #expect(clock.sleepers.isEmpty)
+    }
+}
+
+/// Periodic and delayed work driven by a manual clock, on a real SQLite file and without a server.
+@Suite(.serialized) struct TimedWorkTests {
+    /// The failures these tests cause on purpose are logged as warnings: not shown.
+    static let logger = {
+        var logger = Logger(label: "test")
+        logger.logLevel = .error
+        return logger
+    }()
+
+    /// A migrated SQLite store in a temporary file with the demo app (`webhookURL` as given), for `body`.
+    private static func withStore<T>(
+        webhookURL: String? = nil, at now: Date, _ body: (SQLStore) async throws -> T
+    ) async throws -> T {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("tern-timed-\(UUID().uuidString).db").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try await SQLStore.openSQLite(path: path, logger: Self.logger)
+        do {
+            try await store.migrate()
+            try await store.createApp(AppRecord(
+                id: "demo", topic: "com.example.demo", environment: "production", endpoint: nil, sealedCredentials: [1],
+                appKeyHash: [2], masterSecretHash: [3], webhookURL: webhookURL, createdAt: now, updatedAt: now))
+            let result = try await body(store)
+            try await store.close()
+            return result
+        } catch {
+            try? await store.close()
+            throw error
+        }
+    }
+
+    @Test func theSweeperDeletesNothingBeforeItsIntervalAndTheExpiredOnceItComes() async throws {
+        let clock = ManualClock()
+        let start = clock.wall.now
+        try await Self.withStore(at: start) { store in
+            let owner = InboxOwner.alias("user-1")
+            let soon = InboxMessage(id: "soon", appID: "demo", title: "soon", body: nil, data: nil, createdAt: start, expiresAt: start + 10)
+            let later = InboxMessage(id: "later", appID: "demo", title: "later", body: nil, data: nil, createdAt: start, expiresAt: start + 3600)
+            _ = try await store.deliverToInbox(soon, owners: [owner], cap: 10, at: start)
+            _ = try await store.deliverToInbox(later, owners: [owner], cap: 10, at: start)
+            // What is stored, expired or not.
+            @Sendable func stored() async throws -> [String] {
+                try await store.inbox(app: "demo", owner: owner, after: nil, limit: 10, at: start).items.map(\.message.id)
+            }
+
+            let sweeper = InboxSweeper(store: store, interval: .seconds(60), clocks: .manual(clock), logger: Self.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await sweeper.run() }
+                // Its first sweep, at the start, finds nothing expired; then it waits a whole interval.
+                try await withTimeout(10, "the first sweep") { await clock.waitUntilSleeping(until: clock.now.advanced(by: .seconds(60))) }
+                // "soon" has expired 20 s ago, but it is not the sweeper's time yet: it sleeps on.
+                clock.advance(by: .seconds(30))
+                #expect(clock.sleepers == [ManualClock.Instant(offset: .seconds(60))])
+                #expect(try await stored() == ["soon", "later"])
+                // At the interval it sweeps, then sleeps again: once it does, the sweep is done.
+                clock.advance(by: .seconds(30))
+                try await withTimeout(10, "the second sweep") { await clock.waitUntilSleeping(until: clock.now.advanced(by: .seconds(60))) }
+                #expect(try await stored() == ["later"])
+                group.cancelAll()
+            }
+        }
+    }
+
+    @Test func aFailingWebhookIsRetriedAfterOneSecondThenTwoAndNotBetween() async throws {
+        let clock = ManualClock()
+        let receiver = WebhookTests.Receiver(failures: 2)
+        try await receiver.run { port in
+            try await Self.withStore(webhookURL: "http://127.0.0.1:\(port)/hook", at: clock.wall.now) { store in
+                _ = try await store.register(
+                    DeviceRegistration(deviceID: Fixture.device(1), token: Fixture.token(1), environment: "production"), app: "demo",
+                    at: clock.wall.now)
+                let event = try await store.deactivateToken(
+                    app: "demo", token: Fixture.token(1), reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: clock.wall.now)
+                #expect(event != nil)
+                let sender = WebhookSender(
+                    store: store, serverKey: try ServerKey(bytes: Array(repeating: 7, count: 32)),
+                    policy: WebhookAddressPolicy(allowPrivateNetworks: true), clocks: .manual(clock), logger: Self.logger)
+                let attempts = { receiver.received.withLock { $0.map(\.answered) } }
+                // Some task (the sender: nothing else uses this clock) sleeps until `seconds` on the clock.
+                func senderWaits(until seconds: Int) async throws {
+                    try await withTimeout(10, "the sender to wait until \(seconds) s") {
+                        await clock.waitUntilSleeping(until: ManualClock.Instant(offset: .seconds(seconds)))
+                    }
+                }
+
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await sender.run() }
+                    // The first attempt is at once; it fails, and the sender looks again a second later.
+                    try await waitUntil("the first attempt") { attempts().count == 1 }
+                    try await senderWaits(until: 1)
+                    clock.advance(by: .milliseconds(500))
+                    #expect(attempts() == [500], "nothing within the first second")
+                    // At 1 s: the second attempt, which fails too; the back-off doubles to 2 s.
+                    clock.advance(by: .milliseconds(500))
+                    try await waitUntil("the second attempt") { attempts().count == 2 }
+                    try await senderWaits(until: 2)
+                    // At 2 s the sender looks, and leaves the app alone: its next try is at 3 s.
+                    clock.advance(by: .seconds(1))
+                    try await senderWaits(until: 3)
+                    #expect(attempts() == [500, 500], "no attempt within the back-off")
+                    // At 3 s: the third attempt, acknowledged.
+                    clock.advance(by: .seconds(1))
+                    try await waitUntil("the third attempt") { attempts().count == 3 }
+                    #expect(attempts() == [500, 500, 200])
+                    group.cancelAll()
+                }
+            }
+        }
+    }
+}
