@@ -65,7 +65,7 @@ struct ServerAssembly {
         let dispatcher = PushDispatcher(
             store: store, clients: clients,
             settings: .init(configuration.delivery),
-            coordinator: coordinator, clock: clock, onTokensPruned: { webhooks.wake() }, logger: logger)
+            coordinator: coordinator, clocks: clocks, onTokensPruned: { webhooks.wake() }, logger: logger)
         let badgeUpdates = BadgeUpdates(
             store: store, clients: clients, order: dispatcher.order, delay: configuration.inbox.badgeUpdateDelay, clocks: clocks,
             logger: logger)

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import TernAPNs
-import TernStore
+@testable import TernStore
 import TernTestSupport
 import Testing
 
@@ -48,6 +48,42 @@ struct LeaseLossTests {
                 "/v1/apps/lease-other/pushes?wait=8", Fixture.push(audience: #"{"all": true}"#))
             #expect(try pushed.json()["status"]?.string == "completed", "\(pushed.status) \(pushed.text) \(registered.text)")
             #expect(try pushed.json()[path: "counts.accepted"]?.int == 1)
+        }
+    }
+
+    @Test func aChunkBeingSentIsRenewedEveryThirdOfItsLeaseOnTheServersClock() async throws {
+        let clock = ManualClock()
+        try await RouterHarness.withServer(configure: {
+            $0.delivery.chunkSize = 10
+            $0.delivery.concurrency = 1
+            $0.delivery.chunkLease = .seconds(15)
+        }, clocks: .manual(clock)) { server in
+            for number in 1...10 {
+                _ = try await server.register(Fixture.device(9_100 + number), token: Fixture.token(9_100 + number), tags: ["renew"])
+            }
+            // One at a time, 300 ms each: the chunk is in flight for three seconds of real time, and none passes on
+            // the server's clock unless the test moves it.
+            _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 300}"#)
+            let accepted = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: #"{"tags": ["renew"]}"#))
+            #expect(accepted.status == 202)
+            let store = try await SQLStore.openSQLite(path: server.folder.appendingPathComponent("tern.db").path, logger: Logger(label: "reader"))
+            @Sendable func leaseUntil() async throws -> Int? {
+                try await store.exclusive { db in
+                    try await db.raw("SELECT lease_until FROM push_chunks ORDER BY sequence LIMIT 1").first()?.decode(column: "lease_until", as: Int.self)
+                }
+            }
+            try await waitUntil("the chunk claimed") { try await leaseUntil() != nil }
+            let claimed = try #require(try await leaseUntil())
+            let expected = Int((clock.wall.now.timeIntervalSince1970 + 15) * 1000)
+            #expect(abs(claimed - expected) <= 1, "claimed for a lease of 15 s from the server's clock: \(claimed) vs \(expected)")
+
+            // A third of the lease later on the server's clock, the node renews it from then.
+            let renewal = clock.now.advanced(by: .seconds(5))
+            await clock.waitUntilSleeping(until: renewal)
+            clock.advance(by: .seconds(5))
+            try await waitUntil("the lease renewed") { try await leaseUntil() == claimed + 5_000 }
+            try await store.close()
+            _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 0}"#)
         }
     }
 }

@@ -64,15 +64,17 @@ final class PushDispatcher: Service {
     private let recipientsAccepted = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "accepted")])
     private let recipientsFailed = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "failed")])
     private let tokensPruned = Counter(label: "tern_tokens_pruned_total")
-    /// Dates the inbox messages and badge counts (leases and the store's delivery records still read the system's).
-    private let clock: any WallClock
+    /// `wall` dates the leases, results, inbox messages and badge counts; lease renewals wait on `timer`. The claim
+    /// loop's pacing (polls, retries) and the recorder's 100 ms stay on the system's clock: they pace the work
+    /// against a real database and real APNs answers, and decide nothing a test needs to move.
+    private let clocks: ServerClocks
 
     /// - Parameter onTokensPruned: called after a chunk that deactivated tokens (the webhook sender looks then).
     init(
         store: any TernStore, clients: ClientDirectory, settings: Settings, coordinator: any NodeCoordinator = LocalCoordinator(),
-        clock: any WallClock = SystemWallClock(), onTokensPruned: @escaping @Sendable () -> Void = {}, logger: Logger
+        clocks: ServerClocks = .system, onTokensPruned: @escaping @Sendable () -> Void = {}, logger: Logger
     ) {
-        self.clock = clock
+        self.clocks = clocks
         self.store = store
         self.clients = clients
         self.settings = settings
@@ -158,7 +160,7 @@ final class PushDispatcher: Service {
             guard hasRoom else { return settings.pollInterval }
             let claim: ChunkClaim
             do {
-                let now = Date()
+                let now = clocks.wall.now
                 claim = try await store.claimChunk(
                     node: node, size: settings.delivery.chunkSize, leaseUntil: now.addingTimeInterval(leaseSeconds), at: now)
             } catch {
@@ -191,11 +193,11 @@ final class PushDispatcher: Service {
     /// Renews the leases on the chunks in flight, every third of the lease, until cancelled.
     private func renewLeases() async {
         while !Task.isCancelled {
-            try? await Task.sleep(for: settings.delivery.chunkLease / 3)
+            try? await clocks.timer.sleep(for: settings.delivery.chunkLease / 3)
             let chunks = inFlight.withLock { Array(Set($0.chunks.values.map(\.id))) }
             guard !chunks.isEmpty else { continue }
             do {
-                try await store.renewChunks(node: node, chunks, until: Date().addingTimeInterval(leaseSeconds))
+                try await store.renewChunks(node: node, chunks, until: clocks.wall.now.addingTimeInterval(leaseSeconds))
             } catch {
                 logger.warning("cannot renew the leases on chunks in flight", metadata: ["error": "\(error)"])
             }
@@ -265,7 +267,7 @@ final class PushDispatcher: Service {
         var pause = Duration.milliseconds(250)
         while true {
             do {
-                let recording = try await store.recordChunk(pushID: push.id, sequence: chunk.sequence, node: node, progress, at: Date())
+                let recording = try await store.recordChunk(pushID: push.id, sequence: chunk.sequence, node: node, progress, at: clocks.wall.now)
                 switch recording {
                 case .recorded(pushCompleted: true):
                     pushesCompleted.increment()
@@ -342,13 +344,13 @@ final class PushDispatcher: Service {
                 }
             }
             guard clientsByEnvironment[environment] != nil else {
-                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "clientUnavailable", at: Date())
+                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "clientUnavailable", at: clocks.wall.now)
                 tally.set(index, .failed(failure, pruned: false))
                 continue
             }
             // Checked when registered or given; a token that is not hex is refused like APNs would.
             guard let token = try? DeviceToken(hex: recipient.token) else {
-                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "BadDeviceToken", at: Date())
+                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "BadDeviceToken", at: clocks.wall.now)
                 tally.set(index, .failed(failure, pruned: false))
                 continue
             }
@@ -388,7 +390,7 @@ final class PushDispatcher: Service {
         _ recipients: [(recipient: Recipient, token: DeviceToken)], app: AppRecord, content: PushContent, pushID: String,
         into tally: ChunkLedger
     ) async throws -> [String: [QueuedNotification]] {
-        let now = clock.now
+        let now = clocks.wall.now
         let owners = recipients.compactMap { entry in entry.recipient.deviceID.map { InboxOwner(deviceID: $0, alias: entry.recipient.alias) } }
         let distinctOwners = Array(Set(owners))
         if let inbox = content.inbox, !distinctOwners.isEmpty {
@@ -420,7 +422,7 @@ final class PushDispatcher: Service {
 
     /// What an answer means for the recipient: accepted, or a failure (pruning a dead token on the way).
     private func classify(_ outcome: BatchOutcome, recipient: Recipient, app: AppRecord) async -> ChunkLedger.Outcome {
-        let now = Date()
+        let now = clocks.wall.now
         let ending: AnswerVerdict.Ending =
             switch outcome {
             case .sent(.success(let delivery)): .answered(delivery.response)
