@@ -300,11 +300,27 @@ struct PushContent: Codable, Sendable, Equatable {
     /// The notification for one recipient, with a fresh `apns-id`; `payload` replaces the push's (a badge set for
     /// this recipient).
     func notification(to token: DeviceToken, topic: String, pushID: String, payload: [UInt8]? = nil) -> APNsNotification {
+        template(topic: topic, pushID: pushID).notification(to: token, payload: payload)
+    }
+
+    /// What every recipient's notification of a push shares, worked out once per chunk rather than per recipient.
+    func template(topic: String, pushID: String) -> NotificationTemplate {
         let pushType = (try? APNsPushType(headerValue: self.pushType)) ?? .alert
         let expiration = self.expiration.flatMap { try? APNsExpiration(headerValue: String($0)) } ?? .none
         let metadata = APNsRequestMetadata(
             topic: topic + (pushType.topicSuffix ?? ""), pushType: pushType, priority: try? APNsPriority(priority),
             expiration: expiration, collapseID: collapseID ?? pushID)
-        return APNsNotification(unchecked: token, metadata: metadata, payload: payload ?? Array(self.payload))
+        return NotificationTemplate(metadata: metadata, payload: Array(self.payload))
+    }
+}
+
+/// A push's headers and payload, ready to address to each recipient.
+struct NotificationTemplate: Sendable {
+    var metadata: APNsRequestMetadata
+    var payload: [UInt8]
+
+    /// - Parameter payload: the recipient's own payload (its badge), if it has one.
+    func notification(to token: DeviceToken, payload: [UInt8]? = nil) -> APNsNotification {
+        APNsNotification(unchecked: token, metadata: metadata, payload: payload ?? self.payload)
     }
 }

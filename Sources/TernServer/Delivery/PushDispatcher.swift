@@ -405,6 +405,7 @@ final class PushDispatcher: Service {
         }
         var payloads: [Int: [UInt8]] = [:]
         var batches: [String: [QueuedNotification]] = [:]
+        let template = content.template(topic: app.topic, pushID: pushID)
         for (recipient, token) in recipients {
             var payload: [UInt8]?
             if content.badge?.isPerRecipient == true, let deviceID = recipient.deviceID,
@@ -413,7 +414,7 @@ final class PushDispatcher: Service {
                 if payloads[badge] == nil { payloads[badge] = content.payload(badge: badge) }
                 payload = payloads[badge]
             }
-            let notification = content.notification(to: token, topic: app.topic, pushID: pushID, payload: payload)
+            let notification = template.notification(to: token, payload: payload)
             let ticket = settings.delivery.ordering ? order.enqueue(token.hex) : nil
             batches[recipient.environment ?? app.environment, default: []].append(QueuedNotification(notification: notification, ticket: ticket))
         }
