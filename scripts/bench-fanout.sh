@@ -132,8 +132,9 @@ for run in $(seq 1 "$FAST_RUNS"); do
   serve_rate=$(awk -v n="$DEVICES" -v s="$seconds" 'BEGIN {printf "%.0f", n / s}')
   serve_rates+=("$serve_rate")
   ratio=$(awk -v a="$serve_rate" -v b="$rate" 'BEGIN {printf "%.2f", a / b}')
-  runs_text+="run $run: client $rate/s; push $seconds s = $serve_rate/s (÷ client $ratio); RSS $((start_rss / 1024)) MiB before, $((sampled / 1024)) MiB most sampled, $((peak / 1024)) MiB peak"$'\n'
-  echo "${runs_text##*$'\n'run}" >&2
+  line="run $run: client $rate/s; push $seconds s = $serve_rate/s (÷ client $ratio); RSS $((start_rss / 1024)) MiB before, $((sampled / 1024)) MiB most sampled, $((peak / 1024)) MiB peak"
+  runs_text+="$line"$'\n'
+  echo "$line" >&2
 done
 
 # ── 3. slow APNs
