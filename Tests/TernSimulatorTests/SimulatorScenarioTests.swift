@@ -169,6 +169,30 @@ struct SimulatorScenarioTests {
         }
     }
 
+    @Test func manyAnswersHeldAtOnceEachComeAfterTheirOwnDelay() async throws {
+        try await withSimulator { sim in
+            let client = try await sim.connect()
+            // The first valid provider token raises the connection's stream limit.
+            #expect(try await client.send(sim.push()).status == 200)
+            try sim.state.setLatency(.init(minMilliseconds: 40, maxMilliseconds: 90))
+            let answers = try await withThrowingTaskGroup(of: (status: Int?, took: Duration).self) { group in
+                for _ in 0..<200 {
+                    group.addTask {
+                        let clock = ContinuousClock()
+                        let start = clock.now
+                        let response = try await client.start(sim.push()).response(timeout: 10)
+                        return (response.status, clock.now - start)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers.count == 200)
+            #expect(answers.allSatisfy { $0.status == 200 }, "every held answer comes")
+            #expect(answers.allSatisfy { $0.took >= .milliseconds(40) }, "none before its delay: \(answers.map(\.took).min()!)")
+            #expect(try await sim.control.get("/stats").decode(SimulatorStats.self).accepted == 201)
+        }
+    }
+
     @Test func latencyDelaysFaultsAndUnregisteredAnswers() async throws {
         try await withSimulator { sim in
             try sim.state.setLatency(.init(fixedMilliseconds: 100))

@@ -1,4 +1,5 @@
 import Foundation
+import HeapModule
 import NIOCore
 import NIOHPACK
 import TernAPNs
@@ -30,7 +31,13 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
     private var framing: HTTP2ServerFraming
     private var connectionID = 0
     private var streamLimitRaised = false
-    private var pendingResponses = 0
+    /// Answers held back by a latency scenario, soonest first. One timer serves them all, and every answer due when
+    /// it fires goes out in one write: a timer and a flush per answer cost more than the answer itself at 50 ms and
+    /// thousands in flight.
+    private var delayed = Heap<DelayedAnswer>()
+    private var delayTimer: (deadline: NIODeadline, task: Scheduled<Void>)?
+    /// Orders answers due at the same moment as they came.
+    private var delayedSequence = 0
     private var goingAway = false
     private var closed = false
     private var ids = FastUUIDGenerator()
@@ -59,6 +66,8 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         closed = true
+        delayTimer?.task.cancel()
+        delayTimer = nil
         state.connectionClosed(connectionID)
     }
 
@@ -153,16 +162,38 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
             }
             return
         }
-        pendingResponses += 1
-        context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(delay))) {
-            self.pendingResponses -= 1
-            guard !self.closed else { return }
-            if let arrival { self.state.recordArrival(arrival, connection: self.connectionID, stream: Int(streamID)) }
-            self.respond(streamID, apnsID: apnsID, rejection: rejection)
-            if let goAwayReason { self.sendGoAway(reason: goAwayReason, context: context) }
-            self.flush(context: context)
-            self.closeIfDrained(context: context)
+        delayedSequence += 1
+        delayed.insert(DelayedAnswer(
+            due: .now() + .milliseconds(Int64(delay)), sequence: delayedSequence, streamID: streamID, apnsID: apnsID,
+            rejection: rejection, goAwayReason: goAwayReason, arrival: arrival))
+        armDelayTimer(context: context)
+    }
+
+    /// Makes sure the timer fires when the soonest held answer is due.
+    private func armDelayTimer(context: ChannelHandlerContext) {
+        guard let soonest = delayed.min?.due else { return }
+        if let armed = delayTimer, armed.deadline <= soonest { return }
+        delayTimer?.task.cancel()
+        let task = context.eventLoop.assumeIsolated().scheduleTask(deadline: soonest) {
+            self.delayTimer = nil
+            self.answerDelayed(context: context)
         }
+        delayTimer = (soonest, task)
+    }
+
+    /// Sends every held answer that is due, in one write, and re-arms the timer for the rest.
+    private func answerDelayed(context: ChannelHandlerContext) {
+        guard !closed else { return }
+        let now = NIODeadline.now()
+        while let next = delayed.min, next.due <= now {
+            let answer = delayed.removeMin()
+            if let arrival = answer.arrival { state.recordArrival(arrival, connection: connectionID, stream: Int(answer.streamID)) }
+            respond(answer.streamID, apnsID: answer.apnsID, rejection: answer.rejection)
+            if let goAwayReason = answer.goAwayReason { sendGoAway(reason: goAwayReason, context: context) }
+        }
+        flush(context: context)
+        armDelayTimer(context: context)
+        closeIfDrained(context: context)
     }
 
     private func respond(_ streamID: UInt32, apnsID: String, rejection: (reason: APNsReason, timestamp: Date?)?) {
@@ -205,7 +236,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
 
     /// After GOAWAY, close once every stream at or below its last stream id has its answer.
     private func closeIfDrained(context: ChannelHandlerContext) {
-        guard goingAway, !closed, pendingResponses == 0, !framing.hasUnansweredStreams else { return }
+        guard goingAway, !closed, delayed.isEmpty, !framing.hasUnansweredStreams else { return }
         flush(context: context)
         closed = true
         context.close(promise: nil)
@@ -218,4 +249,18 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
         closed = true
         context.close(promise: nil)
     }
+}
+
+/// An answer a latency scenario holds back until `due`.
+private struct DelayedAnswer: Comparable {
+    var due: NIODeadline
+    var sequence: Int
+    var streamID: UInt32
+    var apnsID: String
+    var rejection: (reason: APNsReason, timestamp: Date?)?
+    var goAwayReason: String?
+    var arrival: AcceptedRequest?
+
+    static func < (lhs: Self, rhs: Self) -> Bool { (lhs.due, lhs.sequence) < (rhs.due, rhs.sequence) }
+    static func == (lhs: Self, rhs: Self) -> Bool { lhs.due == rhs.due && lhs.sequence == rhs.sequence }
 }
