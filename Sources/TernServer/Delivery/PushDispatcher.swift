@@ -257,10 +257,7 @@ final class PushDispatcher: Service {
         // Whether or not the closing record is written below: if it is not, the lease lapses and the chunk's
         // unrecorded results are sent again by whichever node takes it.
         defer { permits.release(held) }
-        recipientsAccepted.increment(by: progress.accepted)
-        recipientsFailed.increment(by: progress.failures.count)
-        tokensPruned.increment(by: progress.pruned)
-        if progress.pruned > 0 { onTokensPruned() }
+        counted(progress)
 
         // The database may be briefly away (a restart): try for as long as the lease could last.
         let deadline = ContinuousClock.now + settings.delivery.chunkLease
@@ -295,6 +292,15 @@ final class PushDispatcher: Service {
         }
     }
 
+    /// Counts the results a record carries, and wakes the webhook sender when it pruned tokens: for the records
+    /// written while a chunk is sent as for the closing one, since each result is in exactly one of them.
+    private func counted(_ progress: PushProgress) {
+        recipientsAccepted.increment(by: progress.accepted)
+        recipientsFailed.increment(by: progress.failures.count)
+        tokensPruned.increment(by: progress.pruned)
+        if progress.pruned > 0 { onTokensPruned() }
+    }
+
     private enum RecorderEnd { case chunkSent, leaseLost }
     private struct LeaseLost: Error {}
 
@@ -312,6 +318,7 @@ final class PushDispatcher: Service {
                     pushID: chunk.push.id, sequence: chunk.sequence, node: node, record.progress, mark: record.mark)
                 guard held else { return .leaseLost }
                 permits.release(ledger.markRecorded(record))
+                counted(record.progress)
                 _ = backoff.succeeded()
                 wait = ChunkLedger.interval
             } catch {
