@@ -113,7 +113,7 @@ push() { # tag → prints "seconds status accepted peakRSS(KiB) maxRSS-sampled(K
   echo "$seconds ${status:-none} ${accepted:-0} $peak $(sort -n "$work/rss.$tag" | tail -1) $start_rss"
 }
 
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+source scripts/lib/stats.sh
 
 # ── 2. the client alone, then the server's push, interleaved
 client_rates=()

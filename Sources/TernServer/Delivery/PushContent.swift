@@ -299,10 +299,6 @@ struct PushContent: Codable, Sendable, Equatable {
 
     /// The notification for one recipient, with a fresh `apns-id`; `payload` replaces the push's (a badge set for
     /// this recipient).
-    func notification(to token: DeviceToken, topic: String, pushID: String, payload: [UInt8]? = nil) -> APNsNotification {
-        template(topic: topic, pushID: pushID).notification(to: token, payload: payload)
-    }
-
     /// What every recipient's notification of a push shares, worked out once per chunk rather than per recipient.
     func template(topic: String, pushID: String) -> NotificationTemplate {
         let pushType = (try? APNsPushType(headerValue: self.pushType)) ?? .alert

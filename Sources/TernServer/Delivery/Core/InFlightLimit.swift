@@ -37,8 +37,6 @@ final class InFlightLimit: Sendable {
         }
     }
 
-    /// The most permits ever out (`delivery.concurrency`).
-    let maximum: Int
     private let state: Mutex<State>
     /// The limit, readable without the lock (the ledgers ask at every answer).
     private let currentLimit: Atomic<Int>
@@ -53,7 +51,6 @@ final class InFlightLimit: Sendable {
     init(limit: Int, minimum: Int? = nil, onChange: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.onChange = onChange
         let decision = ConcurrencyLimit(maximum: limit, minimum: minimum ?? limit)
-        self.maximum = decision.maximum
         self.state = Mutex(State(decision: decision))
         self.currentLimit = Atomic(decision.limit)
     }
