@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdCore
+import HummingbirdWebSocket
 import Logging
 import NIOCore
 import Prometheus
@@ -18,6 +19,10 @@ import TernStore
 struct ServerAssembly {
     /// The API: its middlewares and every route.
     let router: Router<ServerRequestContext>
+    /// The WebSocket upgrades (the online channel's connections), served beside ``router``.
+    let webSocketRouter: Router<ServerRequestContext>
+    /// The devices connected to this node.
+    let connections: DeviceConnections
     /// Every long-lived piece but the HTTP server, in start order: a ServiceGroup stops them in reverse, so the
     /// coordinator goes last and this node keeps its leases until its work is done.
     let services: [any Service]
@@ -62,10 +67,12 @@ struct ServerAssembly {
         let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
         let webhooks = WebhookSender(
             store: store, serverKey: serverKey, policy: webhookPolicy, coordinator: coordinator, clocks: clocks, logger: logger)
+        let connections = DeviceConnections(node: UUID().uuidString.lowercased())
+        self.connections = connections
         let dispatcher = PushDispatcher(
             store: store, clients: clients,
             settings: .init(configuration.delivery),
-            coordinator: coordinator, clocks: clocks, onTokensPruned: { webhooks.wake() }, logger: logger)
+            coordinator: coordinator, connections: connections, clocks: clocks, onTokensPruned: { webhooks.wake() }, logger: logger)
         let badgeUpdates = BadgeUpdates(
             store: store, clients: clients, order: dispatcher.order, delay: configuration.inbox.badgeUpdateDelay, clocks: clocks,
             logger: logger)
@@ -107,8 +114,13 @@ struct ServerAssembly {
         DevicesAPI(store: store, apps: cache, serverKey: serverKey, gate: gate, clock: clock).register(on: router)
         PushesAPI(store: store, apps: cache, dispatcher: dispatcher, clock: clock).register(on: router)
         InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates, clock: clock).register(on: router)
+        let channel = DeviceChannelAPI(store: store, apps: cache, gate: gate, connections: connections, clock: clock, logger: logger)
+        channel.register(on: router)
         routes.load(router.routes)
         self.router = router
+        let webSocketRouter = Router(context: ServerRequestContext.self)
+        channel.register(webSocket: webSocketRouter)
+        self.webSocketRouter = webSocketRouter
         servedRoutes = router.routes.map { "\($0.method) \($0.path)" }.sorted()
 
         var services: [any Service] = [CoordinatorService(coordinator: coordinator)]
@@ -126,18 +138,26 @@ struct ServerAssembly {
         services.append(feedback)
         services.append(InboxSweeper(
             store: store, interval: configuration.inbox.sweepInterval, coordinator: coordinator, clocks: clocks, logger: logger))
+        services.append(ChannelService(store: store, connections: connections, coordinator: coordinator, logger: logger))
         self.services = services
     }
 
     /// The HTTP server for ``router`` on the configured address: HTTP/1.1, with the parser's refusals (headers over
-    /// the limit, a malformed request) answered in the API's JSON error shape.
+    /// the limit, a malformed request) answered in the API's JSON error shape, and WebSocket upgrades for
+    /// ``webSocketRouter`` (pinged every `channel.pingInterval`; one that misses its pong by the next ping is closed).
     /// - Parameter onServerRunning: called once it listens, with the listening channel.
     func httpServer(onServerRunning: @escaping @Sendable (any Channel) async -> Void) -> some Service {
         var http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ParserErrorResponder()])
         http1.httpDecoder = .init(maxHeaderFieldSize: ParserErrorResponder.headerLimit, maxHeaderListSize: 4 * ParserErrorResponder.headerLimit)
         return Application(
             router: router,
-            server: .http1(configuration: http1),
+            server: .http1WebSocketUpgrade(
+                webSocketRouter: webSocketRouter,
+                configuration: .init(
+                    http1: http1,
+                    ws: .init(
+                        maxFrameSize: DeviceChannelAPI.maximumInboundFrame,
+                        autoPing: .enabled(timePeriod: configuration.channel.pingInterval)))),
             configuration: .init(address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "tern"),
             onServerRunning: onServerRunning,
             logger: logger)
@@ -163,6 +183,38 @@ struct ServerAssembly {
             throw TernServerConfigurationError("the stored admin token is unreadable")
         }
         return Array(bytes)
+    }
+}
+
+/// Wakes this node's device connections when another node kept messages for them, and keeps the presence table
+/// honest: the sole node clears what a previous run left, and a node leaving clears its own entries.
+private struct ChannelService: Service {
+    let store: any TernStore
+    let connections: DeviceConnections
+    let coordinator: any NodeCoordinator
+    let logger: Logger
+
+    func run() async throws {
+        if coordinator.isSoleNode {
+            do {
+                try await store.clearPresence(node: nil)
+            } catch {
+                logger.warning("cannot clear the connections a previous run left", metadata: ["error": "\(error)"])
+            }
+        }
+        await cancelWhenGracefulShutdown {
+            for await event in coordinator.events() {
+                if let (app, deviceIDs) = connections.wakeTarget(of: event) { connections.ring(app: app, deviceIDs: deviceIDs) }
+            }
+        }
+        // A sole node has no events: its stream ends at once, and the service runs on until the shutdown.
+        try? await gracefulShutdown()
+        await connections.closeAll()
+        do {
+            try await store.clearPresence(node: connections.node)
+        } catch {
+            logger.warning("cannot clear this node's connections", metadata: ["error": "\(error)"])
+        }
     }
 }
 

@@ -87,6 +87,12 @@ public struct TernServerConfiguration: Sendable {
         public var checkInterval: Duration = .seconds(60)
     }
 
+    public struct Channel: Sendable {
+        /// How often the server pings each device's connection; one that has not answered a ping by the next is
+        /// closed (1001), so a device that went silent is dropped within two intervals.
+        public var pingInterval: Duration = .seconds(30)
+    }
+
     public struct Webhooks: Sendable {
         /// Let webhook URLs point at loopback and private networks (link-local and metadata addresses never).
         public var allowPrivateNetworks = false
@@ -103,6 +109,7 @@ public struct TernServerConfiguration: Sendable {
     public var inbox = Inbox()
     public var feedback = Feedback()
     public var webhooks = Webhooks()
+    public var channel = Channel()
 
     public init() {}
 
@@ -128,6 +135,9 @@ public struct TernServerConfiguration: Sendable {
         guard (.seconds(1) ... .seconds(86_400)).contains(feedback.checkInterval) else {
             throw .init("feedback.checkInterval must be 1-86400 seconds")
         }
+        guard (.milliseconds(100) ... .seconds(3600)).contains(channel.pingInterval) else {
+            throw .init("channel.pingInterval must be 100-3600000 ms")
+        }
         guard (.seconds(1) ... .seconds(3600)).contains(server.shutdownTimeout) else { throw .init("server.shutdownTimeout must be 1-3600 seconds") }
     }
 }
@@ -152,7 +162,7 @@ extension TernServerConfiguration {
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
     /// `delivery.minimumConcurrency`, `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds),
-    /// `apns.connections`, `inbox.sweepInterval` (seconds), `inbox.badgeUpdateDelay` (milliseconds), `feedback.checkInterval` (seconds),
+    /// `apns.connections`, `inbox.sweepInterval` (seconds), `inbox.badgeUpdateDelay` (milliseconds), `channel.pingInterval` (milliseconds), `feedback.checkInterval` (seconds),
     /// `webhooks.allowPrivateNetworks`, `server.shutdownTimeout` (seconds).
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
         var providers: [any ConfigProvider] = [
@@ -199,6 +209,7 @@ extension TernServerConfiguration {
         read("apns.connections", into: &configuration.apns.connections)
         read("inbox.sweepInterval", into: &configuration.inbox.sweepInterval, unit: .seconds(1))
         read("inbox.badgeUpdateDelay", into: &configuration.inbox.badgeUpdateDelay, unit: .milliseconds(1))
+        read("channel.pingInterval", into: &configuration.channel.pingInterval, unit: .milliseconds(1))
         read("feedback.checkInterval", into: &configuration.feedback.checkInterval, unit: .seconds(1))
         read("webhooks.allowPrivateNetworks", into: &configuration.webhooks.allowPrivateNetworks)
         return configuration

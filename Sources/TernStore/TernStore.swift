@@ -166,6 +166,39 @@ public protocol TernStore: Sendable {
     /// Deletes up to `limit` inbox entries that expired before `before`, and messages no inbox holds any more.
     /// - Returns: how many entries were deleted (less than `limit`: nothing expired is left).
     func purgeExpiredInbox(before: Date, limit: Int) async throws -> Int
+
+    // MARK: The online channel (``DeviceMessage``)
+
+    /// Keeps a push's message for each device, numbered after the device's newest, in one transaction. Idempotent:
+    /// a device that has the message (same id) already keeps it as it is. - Returns: every draft's message, new or
+    /// kept before, in the drafts' order.
+    func keepMessages(_ drafts: [DeviceMessageDraft], app: String, pushID: String, at: Date, expiresAt: Date) async throws -> [DeviceMessage]
+    /// The device's messages after `sequence` that are neither acknowledged nor expired, oldest first.
+    func pendingMessages(app: String, deviceID: String, after sequence: Int64, limit: Int, at: Date) async throws -> [DeviceMessage]
+    /// Notes that these messages went over the device's connection (the first time counts).
+    func markDeliveredOnline(app: String, deviceID: String, sequences: [Int64], at: Date) async throws
+    /// Acknowledges the device's messages with these ids (others, and those acknowledged before, are ignored).
+    /// - Returns: how many were acknowledged now, and how many of those had gone through APNs already.
+    func acknowledgeMessages(app: String, deviceID: String, ids: [String], at: Date) async throws -> (acked: Int, afterFallback: Int)
+    /// Marks for APNs those of these messages that are still unacknowledged and not marked before, atomically, so a
+    /// message falls back once whichever node asks. - Returns: the ids marked now.
+    func fallBack(app: String, ids: [String], at: Date) async throws -> Set<String>
+    /// Records that the device opened its message `id`. - Returns: false if the device has no such message.
+    func openMessage(app: String, deviceID: String, id: String, at: Date) async throws -> Bool
+    /// What happened to push `pushID`'s device messages.
+    func messageCounts(pushID: String) async throws -> DeviceMessageCounts
+    /// Deletes up to `limit` device messages that expired before `before`. - Returns: how many.
+    func purgeExpiredMessages(before: Date, limit: Int) async throws -> Int
+
+    /// Records that `node` holds the device's connection `connection` now (replacing any earlier entry).
+    func setPresence(app: String, deviceID: String, node: String, connection: String, at: Date) async throws
+    /// Removes the device's entry if it is still `connection`'s (a newer connection may have replaced it).
+    func clearPresence(app: String, deviceID: String, connection: String) async throws
+    /// Removes every entry of `node` (it stops), or with nil every node's (the sole node starts). - Returns: how many.
+    @discardableResult
+    func clearPresence(node: String?) async throws -> Int
+    /// Which of these devices have a connection, and on which node.
+    func presence(app: String, deviceIDs: [String]) async throws -> [DevicePresence]
 }
 
 /// Comparing secrets' hashes.

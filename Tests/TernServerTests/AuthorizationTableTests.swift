@@ -32,6 +32,8 @@ struct AuthorizationTableTests {
         .inbox: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
         .tokenHistory: (.needsMaster, .needsMaster, .needsMaster),
         .list: (.needsMaster, .needsMaster, .needsMaster),
+        .connect: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
+        .open: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
     ]
 
     static func expected(_ call: DeviceCall, _ credential: Credential) -> Access? {
@@ -100,6 +102,9 @@ struct AuthorizationTableTests {
         ]
         case .tokenHistory: [(.GET, "/v1/apps/demo/devices/\(device)/tokens", nil, 200)]
         case .list: [(.GET, "/v1/apps/demo/devices?alias=\(alias)", nil, 200)]
+        // Without an upgrade, the credentials are checked as the WebSocket's would be, then 426.
+        case .connect: [(.GET, "/v1/apps/demo/devices/\(device)/connect", nil, 426)]
+        case .open: [(.POST, "/v1/apps/demo/devices/\(device)/opens", #"{"messageId": "00000000-0000-4000-8000-000000000000"}"#, 404)]
         }
 
         let expected = Self.expected(call, credential)
@@ -118,7 +123,7 @@ struct AuthorizationTableTests {
             }
         }
         let after = try await server.master.get("/v1/apps/demo/devices/\(device)").text
-        let readOnly: Set<DeviceCall> = [.read, .inbox, .tokenHistory, .list]
+        let readOnly: Set<DeviceCall> = [.read, .inbox, .tokenHistory, .list, .connect, .open]
         if call == .rotateSecret {
             // The device looks the same; what changed is whether its old secret still works.
             let old = try await server.device.send(.GET, "/v1/apps/demo/devices/\(device)", headers: [("X-Tern-Device-Secret", secret)])

@@ -34,7 +34,8 @@ struct ServeCommand: AsyncParsableCommand {
             (seconds before a dead node's chunks go to another node: default 15),
             apns.connections, inbox.sweepInterval (seconds), inbox.badgeUpdateDelay (ms:
             reads gathered into one silent badge update), feedback.checkInterval (seconds
-            between looks for legacy apps due a feedback read),
+            between looks for legacy apps due a feedback read), channel.pingInterval (ms
+            between pings on each device connection: default 30000),
             webhooks.allowPrivateNetworks, server.shutdownTimeout (seconds).
 
             Ctrl-C (SIGINT) or SIGTERM stops it gracefully: no new requests, the chunks

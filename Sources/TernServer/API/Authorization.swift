@@ -37,6 +37,10 @@ enum DeviceCall: String, Sendable, CaseIterable {
     case tokenHistory
     /// `GET …/devices?alias=|tag=`.
     case list
+    /// `GET …/devices/{id}/connect`: the device's own connection (the online channel).
+    case connect
+    /// `POST …/devices/{id}/opens`: the device reports that its user opened a message.
+    case open
 }
 
 /// What a request presented in `X-Tern-Device-Secret`, judged against the device.
@@ -77,7 +81,7 @@ struct Authorization: Sendable {
             // Nothing to prove yet: the answer carries the new device's secret.
             return .allowed
         case (.appKey, .registerExisting), (.appKey, .read), (.appKey, .delete), (.appKey, .logout), (.appKey, .tags),
-            (.appKey, .rotateSecret), (.appKey, .inbox):
+            (.appKey, .rotateSecret), (.appKey, .inbox), (.appKey, .connect), (.appKey, .open):
             switch proof {
             case .right: return .allowed
             case .none: return .needsDeviceSecret

@@ -215,7 +215,10 @@ struct DevicesAPI {
     // MARK: Validation
 
     static func deviceID(_ context: ServerRequestContext) throws(JSONAPIError) -> String {
-        let text = context.parameters.get("device") ?? ""
+        try deviceID(context.parameters.get("device") ?? "")
+    }
+
+    static func deviceID(_ text: String) throws(JSONAPIError) -> String {
         guard let uuid = UUID(apnsText: text) else {
             throw .badRequest(field: "deviceId", "the device id must be a UUID (8-4-4-4-12 hex), not '\(text.prefix(64))'")
         }

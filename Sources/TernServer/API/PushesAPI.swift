@@ -19,6 +19,12 @@ struct PushesAPI {
         var apns: APNsOptionsInput?
         var inbox: InboxInput?
         var idempotencyKey: String?
+        /// `apns` (the default), `online` or `auto`: see ``OnlineDelivery``.
+        var delivery: String?
+        /// With `online`: an offline device also gets a silent push, so the app can connect and fetch.
+        var wake: Bool?
+        /// With `auto`: seconds a connected device has to acknowledge before the message goes through APNs.
+        var ackTimeout: Double?
     }
 
     /// Exactly one of: `tokens`, `devices`, `aliases`, `tags` (with `match`: `any` or `all`), `all: true`.
@@ -47,6 +53,12 @@ struct PushesAPI {
             var failed: Int
             var pruned: Int
             var failedByReason: [String: Int]
+            /// The online channel's counts, for a push with `delivery` `online` or `auto`.
+            var deliveredOnline: Int?
+            var acked: Int?
+            var fellBackToAPNs: Int?
+            var ackedAfterFallback: Int?
+            var opened: Int?
             /// Older inbox messages deleted to keep recipients' inboxes within the app's cap.
             var inboxDropped: Int
         }
@@ -84,9 +96,12 @@ struct PushesAPI {
             let body = try await JSONBody.decode(PushRequest.self, from: request, limit: 1 << 20)
             let audience = try Self.audience(body.audience)
             let id = UUID().apnsString
-            let content = try PushContent.render(
+            var content = try PushContent.render(
                 notification: body.notification, payload: body.payload, options: body.apns, topic: app.topic, inbox: body.inbox,
                 pushID: id, app: app)
+            content.online = try OnlineDelivery.render(
+                delivery: body.delivery, wake: body.wake, ackTimeout: body.ackTimeout, notification: body.notification, payload: body.payload,
+                inbox: body.inbox, app: app)
             if let key = body.idempotencyKey, !(1...128).contains(key.utf8.count) {
                 throw JSONAPIError.badRequest(field: "idempotencyKey", "idempotencyKey must be 1-128 bytes")
             }
@@ -143,10 +158,20 @@ struct PushesAPI {
             next = page.next
         }
         let counts = push.counts
+        var viewCounts = PushView.Counts(
+            targeted: counts.targeted, accepted: counts.accepted, failed: counts.failed, pruned: counts.pruned, failedByReason: counts.failedByReason,
+            inboxDropped: counts.inboxDropped)
+        if (try? JSONDecoder().decode(PushContent.self, from: Data(push.notification)))?.online != nil {
+            let online = try await store.messageCounts(pushID: push.id)
+            viewCounts.deliveredOnline = online.deliveredOnline
+            viewCounts.acked = online.acked
+            viewCounts.fellBackToAPNs = online.fellBackToAPNs
+            viewCounts.ackedAfterFallback = online.ackedAfterFallback
+            viewCounts.opened = online.opened
+        }
         return PushView(
             id: push.id, status: push.status.rawValue, idempotencyKey: push.idempotencyKey,
-            counts: .init(targeted: counts.targeted, accepted: counts.accepted, failed: counts.failed, pruned: counts.pruned, failedByReason: counts.failedByReason,
-                inboxDropped: counts.inboxDropped),
+            counts: viewCounts,
             createdAt: push.createdAt, finishedAt: push.finishedAt, failures: failures, nextFailures: next)
     }
 

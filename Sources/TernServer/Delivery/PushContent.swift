@@ -109,6 +109,8 @@ struct PushContent: Codable, Sendable, Equatable {
     var badge: BadgeChange?
     /// The message to keep in the recipients' inboxes, if the push asked for it.
     var inbox: InboxContent?
+    /// How the push uses the devices' own connections; nil: through APNs only (`delivery` `apns`).
+    var online: OnlineDelivery?
 
     /// The key beside `aps` that carries the push's inbox message id: `{"tern": {"messageId": "…"}}`.
     static let customKey = "tern"
@@ -297,6 +299,22 @@ struct PushContent: Codable, Sendable, Equatable {
         return (try? JSONValue.object(root).serialized()) ?? Array(payload)
     }
 
+    /// The payload of an `auto` push that falls back to APNs: `tern.id` and `tern.sequence` name the device's
+    /// message, so the app sees it once whichever way it came; with the recipient's badge, if it has one.
+    func fallbackPayload(messageID: String, sequence: Int64, badge: Int?) -> [UInt8] {
+        guard case .object(var root)? = try? JSONValue(parsing: payload) else { return Array(payload) }
+        if let badge, case .object(var aps)? = root["aps"] ?? .object([:]) {
+            aps["badge"] = .int(badge)
+            root["aps"] = .object(aps)
+        }
+        var tern: [String: JSONValue] = [:]
+        if case .object(let existing)? = root[Self.customKey] { tern = existing }
+        tern["id"] = .string(messageID)
+        tern["sequence"] = .int(Int(sequence))
+        root[Self.customKey] = .object(tern)
+        return (try? JSONValue.object(root).serialized()) ?? Array(payload)
+    }
+
     /// The notification for one recipient, with a fresh `apns-id`; `payload` replaces the push's (a badge set for
     /// this recipient).
     /// What every recipient's notification of a push shares, worked out once per chunk rather than per recipient.
@@ -319,4 +337,87 @@ struct NotificationTemplate: Sendable {
     func notification(to token: DeviceToken, payload: [UInt8]? = nil) -> APNsNotification {
         APNsNotification(unchecked: token, metadata: metadata, payload: payload ?? self.payload)
     }
+}
+
+/// A push's `delivery` when it is `online` or `auto` (README, "The online channel").
+///
+/// - `online`: a transparent message kept for each device (``TernStore/DeviceMessage``), sent over its connection
+///   if it has one, else when it connects, for `ttl` seconds; with `wake`, a device that is offline also gets a
+///   silent `content-available` push so the app can connect and fetch.
+/// - `auto`: online first; a device that is offline, or that has not acknowledged within `ackTimeout`, gets the
+///   push through APNs instead, once (``TernStore/TernStore/fallBack(app:ids:at:)``).
+struct OnlineDelivery: Codable, Sendable, Equatable {
+    enum Mode: String, Codable, Sendable {
+        case online
+        case auto
+    }
+
+    var mode: Mode
+    var wake: Bool
+    var ackTimeoutMilliseconds: Int
+    /// Seconds a message is kept for a device that has not acknowledged it.
+    var ttl: Int
+    /// What the device's frame carries: the notification as the app sees it (a JSON object), and the custom data.
+    var notification: String?
+    var data: String?
+
+    static let defaultAckTimeout = 5.0
+
+    /// - Returns: nil for `apns` (or no `delivery`). - Throws: a 400 naming the field.
+    static func render(
+        delivery: String?, wake: Bool?, ackTimeout: Double?, notification: NotificationInput?, payload: JSONValue?, inbox: InboxInput?,
+        app: AppRecord
+    ) throws(JSONAPIError) -> OnlineDelivery? {
+        let mode: Mode?
+        switch delivery ?? "apns" {
+        case "apns": mode = nil
+        case "online": mode = .online
+        case "auto": mode = .auto
+        default: throw .badRequest(field: "delivery", "delivery is apns, online or auto, not '\(delivery!.prefix(32))'")
+        }
+        guard let mode else {
+            if wake != nil { throw .badRequest(field: "wake", "wake goes with delivery online") }
+            if ackTimeout != nil { throw .badRequest(field: "ackTimeout", "ackTimeout goes with delivery auto") }
+            return nil
+        }
+        if wake != nil, mode != .online { throw .badRequest(field: "wake", "wake goes with delivery online (auto sends an offline device the push itself)") }
+        if ackTimeout != nil, mode != .auto { throw .badRequest(field: "ackTimeout", "ackTimeout goes with delivery auto") }
+        let timeout = ackTimeout ?? defaultAckTimeout
+        guard timeout.isFinite, (0.1...60).contains(timeout) else { throw .badRequest(field: "ackTimeout", "ackTimeout is 0.1-60 seconds") }
+        let ttl = min(inbox?.ttl ?? AppRecord.defaultInboxTTL, app.inboxMaxTTL)
+        var shown: String?
+        var data: String?
+        if let notification {
+            var fields: [String: JSONValue] = [:]
+            if let title = notification.title { fields["title"] = .string(title) }
+            if let subtitle = notification.subtitle { fields["subtitle"] = .string(subtitle) }
+            if let body = notification.body { fields["body"] = .string(body) }
+            if let sound = notification.sound { fields["sound"] = .string(sound) }
+            if let category = notification.category { fields["category"] = .string(category) }
+            if let thread = notification.threadID { fields["threadId"] = .string(thread) }
+            if case .change(.set(let badge))? = notification.badge { fields["badge"] = .int(badge) }
+            if !fields.isEmpty { shown = Self.text(.object(fields)) }
+            if let custom = notification.data, !custom.isEmpty { data = Self.text(.object(custom)) }
+        } else if let payload {
+            data = Self.text(payload)
+        }
+        return OnlineDelivery(
+            mode: mode, wake: wake ?? false, ackTimeoutMilliseconds: Int((timeout * 1000).rounded()), ttl: ttl, notification: shown, data: data)
+    }
+
+    private static func text(_ value: JSONValue) -> String? {
+        (try? value.serialized()).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The device's notification with its badge for this push (worked out per recipient).
+    func notification(badge: Int?) -> String? {
+        guard let badge else { return notification }
+        var fields: [String: JSONValue] = [:]
+        if let notification, case .object(let object)? = try? JSONValue(parsing: Data(notification.utf8)) { fields = object }
+        fields["badge"] = .int(badge)
+        return Self.text(.object(fields))
+    }
+
+    /// The silent push that tells an offline device to connect (`wake`).
+    static let wakePayload: [UInt8] = Array(#"{"aps":{"content-available":1},"tern":{"wake":true}}"#.utf8)
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Logging
 import Metrics
@@ -40,6 +41,8 @@ final class PushDispatcher: Service {
     private let clients: ClientDirectory
     private let settings: Settings
     private let coordinator: any NodeCoordinator
+    /// The devices connected to this node (the online channel), rung when their messages are kept.
+    private let connections: DeviceConnections
     /// This process's name on the chunks it claims.
     private let node = UUID().uuidString.lowercased()
     private let onTokensPruned: @Sendable () -> Void
@@ -64,6 +67,8 @@ final class PushDispatcher: Service {
     private let recipientsAccepted = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "accepted")])
     private let recipientsFailed = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "failed")])
     private let tokensPruned = Counter(label: "tern_tokens_pruned_total")
+    private let messagesKept = Counter(label: "tern_channel_messages_kept_total")
+    private let fallbacks = Counter(label: "tern_channel_fallbacks_total")
     /// `wall` dates the leases, results, inbox messages and badge counts; lease renewals wait on `timer`. The claim
     /// loop's pacing (polls, retries) and the recorder's 100 ms stay on the system's clock: they pace the work
     /// against a real database and real APNs answers, and decide nothing a test needs to move.
@@ -72,8 +77,10 @@ final class PushDispatcher: Service {
     /// - Parameter onTokensPruned: called after a chunk that deactivated tokens (the webhook sender looks then).
     init(
         store: any TernStore, clients: ClientDirectory, settings: Settings, coordinator: any NodeCoordinator = LocalCoordinator(),
+        connections: DeviceConnections = DeviceConnections(node: UUID().uuidString.lowercased()),
         clocks: ServerClocks = .system, onTokensPruned: @escaping @Sendable () -> Void = {}, logger: Logger
     ) {
+        self.connections = connections
         self.clocks = clocks
         self.store = store
         self.clients = clients
@@ -223,7 +230,12 @@ final class PushDispatcher: Service {
             if let app {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
-                        try await self.send(chunk.recipients, app: app, content: content, pushID: push.id, place: place, into: ledger)
+                        if let online = content.online {
+                            try await self.sendOnline(
+                                chunk.recipients, app: app, content: content, online: online, pushID: push.id, place: place, into: ledger)
+                        } else {
+                            try await self.send(chunk.recipients, app: app, content: content, pushID: push.id, place: place, into: ledger)
+                        }
                         ledger.finish()
                     }
                     group.addTask {
@@ -426,6 +438,184 @@ final class PushDispatcher: Service {
             batches[recipient.environment ?? app.environment, default: []].append(QueuedNotification(notification: notification, ticket: ticket))
         }
         return batches
+    }
+
+    // MARK: The online channel
+
+    /// Sends one chunk of a push with `delivery` `online` or `auto` (``OnlineDelivery``).
+    ///
+    /// In claim order, like the APNs path: the inbox message, the badges, and each device's message, numbered in the
+    /// device's order. Then the devices' connections are rung, here or on the node that holds them (the presence
+    /// table says which). What goes through APNs: for `online` with `wake`, a silent push to each offline device; for
+    /// `auto`, the push itself to each device that is offline, or that has not acknowledged within the timeout,
+    /// marked in the store first so it falls back once.
+    private func sendOnline(
+        _ recipients: [Recipient], app: AppRecord, content: PushContent, online: OnlineDelivery, pushID: String, place: UInt64,
+        into tally: ChunkLedger
+    ) async throws {
+        let now = clocks.wall.now
+        var withDevice: [(index: Int, recipient: Recipient, deviceID: String)] = []
+        var withoutDevice: [(index: Int, recipient: Recipient)] = []
+        for (index, recipient) in recipients.enumerated() where tally.needsSending(index) {
+            if let deviceID = recipient.deviceID { withDevice.append((index, recipient, deviceID)) } else { withoutDevice.append((index, recipient)) }
+        }
+        let kept: [DeviceMessage] = try await admission.admit(place) {
+            let owners = withDevice.map { InboxOwner(deviceID: $0.deviceID, alias: $0.recipient.alias) }
+            let distinctOwners = Array(Set(owners))
+            if let inbox = content.inbox, !distinctOwners.isEmpty {
+                let message = InboxMessage(
+                    id: pushID, appID: app.id, title: inbox.title, body: inbox.body, data: inbox.data, createdAt: now,
+                    expiresAt: now.addingTimeInterval(TimeInterval(inbox.ttl)))
+                tally.dropped(try await store.deliverToInbox(message, owners: distinctOwners, cap: app.inboxCap, at: now))
+            }
+            var badges: [InboxOwner: Int] = [:]
+            if let change = content.badge, change.isPerRecipient, !distinctOwners.isEmpty {
+                badges = try await store.badges(app: app.id, owners: distinctOwners, pushID: pushID, change: change, at: now)
+            }
+            let drafts = zip(withDevice, owners).map { entry, owner in
+                DeviceMessageDraft(
+                    deviceID: entry.deviceID, id: Self.messageID(pushID: pushID, deviceID: entry.deviceID),
+                    notification: online.notification(badge: badges[owner]), data: online.data)
+            }
+            return try await store.keepMessages(
+                drafts, app: app.id, pushID: pushID, at: now, expiresAt: now.addingTimeInterval(TimeInterval(online.ttl)))
+        }
+        messagesKept.increment(by: kept.count)
+        let messageByDevice = Dictionary(kept.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
+
+        // Ring the connections, wherever they are.
+        let presence = try await store.presence(app: app.id, deviceIDs: kept.map(\.deviceID))
+        let connected = Set(presence.map(\.deviceID))
+        var remote: [String: [String]] = [:]
+        var local: [String] = []
+        for entry in presence {
+            if entry.node == connections.node { local.append(entry.deviceID) } else { remote[entry.node, default: []].append(entry.deviceID) }
+        }
+        connections.ring(app: app.id, deviceIDs: local)
+        for (node, devices) in remote {
+            for event in DeviceConnections.wakeEvents(node: node, app: app.id, deviceIDs: devices) { coordinator.announce(event) }
+        }
+
+        var throughAPNs: [(index: Int, recipient: Recipient, payload: [UInt8]?)] = []
+        switch online.mode {
+        case .online:
+            for (index, recipient) in withoutDevice {
+                let failure = PushFailure(deviceID: nil, token: recipient.token, status: nil, reason: "noDevice", at: now)
+                tally.set(index, .failed(failure, pruned: false))
+            }
+            for entry in withDevice {
+                if online.wake, !connected.contains(entry.deviceID) {
+                    throughAPNs.append((entry.index, entry.recipient, nil))
+                } else {
+                    tally.set(entry.index, .accepted)
+                }
+            }
+            guard !throughAPNs.isEmpty else { return }
+            var template = content.template(topic: app.topic, pushID: pushID)
+            template.metadata = APNsRequestMetadata(
+                topic: app.topic, pushType: .background, priority: .throttled, expiration: template.metadata.expiration,
+                collapseID: "tern-wake")
+            template.payload = OnlineDelivery.wakePayload
+            try await sendThroughAPNs(throughAPNs, template: template, app: app, into: tally)
+
+        case .auto:
+            let template = content.template(topic: app.topic, pushID: pushID)
+            func payload(_ message: DeviceMessage) -> [UInt8] {
+                content.fallbackPayload(messageID: message.id, sequence: message.sequence, badge: message.badge)
+            }
+            // Offline: through APNs now.
+            let offline = withDevice.filter { !connected.contains($0.deviceID) }
+            let offlineIDs = offline.compactMap { messageByDevice[$0.deviceID]?.id }
+            let markedNow = try await store.fallBack(app: app.id, ids: offlineIDs, at: now)
+            fallbacks.increment(by: markedNow.count)
+            throughAPNs = withoutDevice.map { ($0.index, $0.recipient, nil) }
+            for entry in offline {
+                guard let message = messageByDevice[entry.deviceID] else { continue }
+                if markedNow.contains(message.id) {
+                    throughAPNs.append((entry.index, entry.recipient, payload(message)))
+                } else {
+                    // Acknowledged already, or fallen back by an earlier holder of the chunk.
+                    tally.set(entry.index, .accepted)
+                }
+            }
+            if !throughAPNs.isEmpty { try await sendThroughAPNs(throughAPNs, template: template, app: app, into: tally) }
+
+            // Connected: what is not acknowledged in time goes through APNs.
+            let waiting = withDevice.filter { connected.contains($0.deviceID) }
+            guard !waiting.isEmpty else { return }
+            try await clocks.timer.sleep(for: .milliseconds(online.ackTimeoutMilliseconds))
+            let late = try await store.fallBack(app: app.id, ids: waiting.compactMap { messageByDevice[$0.deviceID]?.id }, at: clocks.wall.now)
+            fallbacks.increment(by: late.count)
+            var lateAPNs: [(index: Int, recipient: Recipient, payload: [UInt8]?)] = []
+            for entry in waiting {
+                if let message = messageByDevice[entry.deviceID], late.contains(message.id) {
+                    lateAPNs.append((entry.index, entry.recipient, payload(message)))
+                } else {
+                    tally.set(entry.index, .accepted)
+                }
+            }
+            if !lateAPNs.isEmpty { try await sendThroughAPNs(lateAPNs, template: template, app: app, into: tally) }
+        }
+    }
+
+    /// Sends these recipients' notifications through APNs, one per token at a time, and classifies the results.
+    private func sendThroughAPNs(
+        _ items: [(index: Int, recipient: Recipient, payload: [UInt8]?)], template: NotificationTemplate, app: AppRecord,
+        into tally: ChunkLedger
+    ) async throws {
+        var clientsByEnvironment: [String: any NotificationSender] = [:]
+        var batches: [String: [QueuedNotification]] = [:]
+        var entryByToken: [String: (index: Int, recipient: Recipient)] = [:]
+        let now = clocks.wall.now
+        for (index, recipient, payload) in items {
+            let environment = recipient.environment ?? app.environment
+            if clientsByEnvironment[environment] == nil {
+                clientsByEnvironment[environment] = try? await clients.client(for: app, tokenEnvironment: environment)
+            }
+            guard clientsByEnvironment[environment] != nil else {
+                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "clientUnavailable", at: now)
+                tally.set(index, .failed(failure, pruned: false))
+                continue
+            }
+            guard let token = try? DeviceToken(hex: recipient.token), entryByToken[token.hex] == nil else {
+                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "BadDeviceToken", at: now)
+                tally.set(index, .failed(failure, pruned: false))
+                continue
+            }
+            entryByToken[token.hex] = (index, recipient)
+            let ticket = settings.delivery.ordering ? order.enqueue(token.hex) : nil
+            batches[environment, default: []].append(QueuedNotification(notification: template.notification(to: token, payload: payload), ticket: ticket))
+        }
+        let entries = entryByToken
+        await withTaskGroup(of: Void.self) { group in
+            for (environment, batch) in batches {
+                guard let client = clientsByEnvironment[environment] else { continue }
+                group.addTask {
+                    await OrderedBatch.send(
+                        batch, client: client, order: self.order, concurrency: self.settings.delivery.concurrency, permits: self.permits
+                    ) { notification, outcome in
+                        guard let entry = entries[notification.deviceToken.hex] else {
+                            if outcome.tookPermit { self.permits.release(1) }
+                            return
+                        }
+                        let result = await self.classify(outcome, recipient: entry.recipient, app: app)
+                        if !tally.set(entry.index, result, holdsPermit: outcome.tookPermit), outcome.tookPermit { self.permits.release(1) }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The id of push `pushID`'s message to `deviceID`: the same whichever node keeps it (a name-based UUID).
+    static func messageID(pushID: String, deviceID: String) -> String {
+        let digest = Array(SHA256.hash(data: Array("\(pushID)\u{0}\(deviceID)".utf8)))
+        var bytes = Array(digest.prefix(16))
+        bytes[6] = (bytes[6] & 0x0F) | 0x50
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        let uuid = UUID(uuid: (
+            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        return uuid.uuidString.lowercased()
     }
 
     /// What an answer means for the recipient: accepted, or a failure (pruning a dead token on the way).

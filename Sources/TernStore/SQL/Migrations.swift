@@ -308,6 +308,52 @@ extension SQLStore {
             Migration(version: 7, name: "chunk progress runs", statements: [
                 "ALTER TABLE push_chunks ADD COLUMN progress_runs TEXT",
             ]),
+            // The online channel: each device's messages in its own order (`device_channels` holds the last number
+            // given), their acknowledgements and fallbacks, and which node holds each device's connection.
+            Migration(version: 8, name: "online channel", statements: [
+                """
+                CREATE TABLE device_channels (
+                    app_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    last_sequence BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, device_id),
+                    FOREIGN KEY (app_id, device_id) REFERENCES devices (app_id, device_id) ON DELETE CASCADE
+                )
+                """,
+                """
+                CREATE TABLE device_messages (
+                    app_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    sequence BIGINT NOT NULL,
+                    id TEXT NOT NULL,
+                    push_id TEXT NOT NULL REFERENCES pushes (id) ON DELETE CASCADE,
+                    notification TEXT,
+                    data TEXT,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    delivered_at BIGINT,
+                    acked_at BIGINT,
+                    fallback_at BIGINT,
+                    opened_at BIGINT,
+                    PRIMARY KEY (app_id, device_id, sequence),
+                    FOREIGN KEY (app_id, device_id) REFERENCES devices (app_id, device_id) ON DELETE CASCADE
+                )
+                """,
+                "CREATE UNIQUE INDEX device_messages_by_id ON device_messages (app_id, id)",
+                "CREATE INDEX device_messages_by_push ON device_messages (push_id)",
+                "CREATE INDEX device_messages_by_expiry ON device_messages (expires_at)",
+                """
+                CREATE TABLE device_presence (
+                    app_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    node TEXT NOT NULL,
+                    connection TEXT NOT NULL,
+                    connected_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, device_id)
+                )
+                """,
+                "CREATE INDEX device_presence_by_node ON device_presence (node)",
+            ]),
         ]
     }
 }

@@ -1,0 +1,229 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import Metrics
+import NIOWebSocket
+import TernAPNs
+import TernStore
+import TernWeb
+
+/// The online channel's endpoints: `GET …/devices/{id}/connect` (a WebSocket per device) and
+/// `POST …/devices/{id}/opens`.
+///
+/// A connection is authenticated like every device call (the app key and `X-Tern-Device-Secret`, or the master
+/// secret). Once open, the server sends the device's messages as JSON text frames in the device's order, starting
+/// after `?after=SEQ` (or with the oldest not acknowledged), and the device acknowledges them with
+/// `{"type": "ack", "ids": [...]}`. An acknowledged message is never sent again; one sent and not acknowledged is
+/// sent again on the next connection. The messages live in the store, so whichever node a device connects to reads
+/// the same; a node only needs to be told that there is something new (``DeviceConnections``).
+struct DeviceChannelAPI {
+    let store: any TernStore
+    let apps: AppCache
+    let gate: DeviceGate
+    let connections: DeviceConnections
+    let clock: any WallClock
+    let logger: Logger
+
+    /// Messages read from the store per frame batch.
+    static let page = 100
+    /// The largest frame a device may send (an ack of 1,000 ids fits).
+    static let maximumInboundFrame = 64 * 1024
+
+    private let acks = Counter(label: "tern_channel_acks_total")
+    private let lateAcks = Counter(label: "tern_channel_acks_after_fallback_total")
+    private let deliveredOnline = Counter(label: "tern_channel_messages_delivered_total")
+    private let opens = Counter(label: "tern_channel_opens_total")
+
+    init(store: any TernStore, apps: AppCache, gate: DeviceGate, connections: DeviceConnections, clock: any WallClock, logger: Logger) {
+        self.store = store
+        self.apps = apps
+        self.gate = gate
+        self.connections = connections
+        self.clock = clock
+        self.logger = logger
+    }
+
+    struct OpenRequest: Decodable {
+        var messageId: String
+    }
+
+    /// The plain HTTP side: `GET …/connect` without an upgrade checks the credentials like the upgrade would and
+    /// answers 426 (so a client can see a refusal's JSON, which a refused upgrade cannot carry); and the opens.
+    func register(on router: Router<ServerRequestContext>) {
+        let devices = router.group("v1/apps/:app/devices")
+        devices.get(":device/connect") { request, context -> Response in
+            _ = try await authorize(.connect, request: request, appID: context.parameters.get("app"), deviceText: context.parameters.get("device"))
+            _ = try Self.after(request)
+            throw JSONAPIError(
+                status: .upgradeRequired, error: "upgradeRequired",
+                message: "connect with a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)", field: nil)
+        }
+        devices.post(":device/opens") { request, context -> HTTPResponse.Status in
+            let (app, device) = try await authorize(
+                .open, request: request, appID: context.parameters.get("app"), deviceText: context.parameters.get("device"))
+            let body = try await JSONBody.decode(OpenRequest.self, from: request, limit: 4096)
+            guard let id = UUID(uuidString: body.messageId) else {
+                throw JSONAPIError.badRequest(field: "messageId", "messageId must be a message id (a UUID), not '\(body.messageId.prefix(40))'")
+            }
+            guard try await store.openMessage(app: app.id, deviceID: device.deviceID, id: id.uuidString.lowercased(), at: clock.now) else {
+                throw JSONAPIError.notFound("device \(device.deviceID) has no message \(body.messageId)")
+            }
+            opens.increment()
+            return .noContent
+        }
+    }
+
+    /// The WebSocket side, on the router that serves upgrades.
+    func register(webSocket router: Router<ServerRequestContext>) {
+        router.ws("v1/apps/:app/devices/:device/connect") { _, _ in
+            // Refusals are made after the upgrade, as close codes: a refused upgrade can only be a bare 400.
+            .upgrade([:])
+        } onUpgrade: { inbound, outbound, context in
+            let request = context.request
+            let parameters = context.requestContext.parameters
+            let accepted: (app: AppRecord, device: DeviceRecord, after: Int64)
+            do {
+                let (app, device) = try await authorize(
+                    .connect, request: request, appID: parameters.get("app"), deviceText: parameters.get("device"))
+                accepted = (app, device, try Self.after(request))
+            } catch let error as JSONAPIError {
+                let code = ChannelCloseCode.refused(status: Int(error.status.code), message: error.message)
+                try? await outbound.close(.unknown(code.code), reason: code.reason)
+                return
+            }
+            await serve(app: accepted.app.id, deviceID: accepted.device.deviceID, after: accepted.after, inbound: inbound, outbound: outbound)
+        }
+    }
+
+    /// `?after=SEQ`: a whole number, 0 or more (absent: 0, everything not acknowledged).
+    static func after(_ request: Request) throws(JSONAPIError) -> Int64 {
+        guard let text = request.uri.queryParameters.get("after") else { return 0 }
+        guard let value = Int64(text), value >= 0 else {
+            throw .badRequest(field: "after", "after is the sequence of the last message the device has (a whole number, 0 or more), not '\(text.prefix(32))'")
+        }
+        return value
+    }
+
+    private func authorize(
+        _ call: DeviceCall, request: Request, appID: String?, deviceText: String?
+    ) async throws -> (app: AppRecord, device: DeviceRecord) {
+        _ = try Authorization.bearer(request)
+        guard let app = try await apps.app(appID ?? "") else { throw Authorization.wrongAppSecret }
+        let caller = try Authorization.caller(request, app: app)
+        let deviceID = try DevicesAPI.deviceID(deviceText ?? "")
+        guard let device = try await store.device(app: app.id, deviceID: deviceID) else { throw JSONAPIError.notFound("no device \(deviceID)") }
+        try gate.authorize(call, caller: caller, request: request, app: app.id, device: device)
+        return (app, device)
+    }
+
+    /// One device's connection, from the moment it is accepted until it ends.
+    private func serve(app: String, deviceID: String, after: Int64, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
+        let connection = DeviceConnection(app: app, deviceID: deviceID) { code in
+            try? await outbound.close(.unknown(code.code), reason: code.reason)
+        }
+        let logger = self.logger.with(["app": "\(app)", "device": "\(deviceID)", "connection": "\(connection.id)"])
+        if let previous = connections.attach(connection) { await previous.replace() }
+        do {
+            try await store.setPresence(app: app, deviceID: deviceID, node: connections.node, connection: connection.id, at: clock.now)
+        } catch {
+            logger.error("cannot record the device's connection", metadata: ["error": "\(error)"])
+        }
+        logger.debug("device connected", metadata: ["after": "\(after)"])
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await receive(inbound, connection: connection, logger: logger) }
+            group.addTask { await send(after: after, connection: connection, outbound: outbound, logger: logger) }
+            // Either side ending ends the connection: the peer closed, a bad frame, or a close from here.
+            await group.next()
+            group.cancelAll()
+        }
+        if connections.detach(connection) {
+            do {
+                try await store.clearPresence(app: app, deviceID: deviceID, connection: connection.id)
+            } catch {
+                logger.warning("cannot clear the device's connection", metadata: ["error": "\(error)"])
+            }
+        }
+        logger.debug("device disconnected", metadata: ["closedBy": "\(connection.closeReason.map { "\($0.code)" } ?? "device")"])
+    }
+
+    /// Reads the device's frames (which also answers its pings and takes its pongs) until it closes.
+    private func receive(_ inbound: WebSocketInboundStream, connection: DeviceConnection, logger: Logger) async {
+        do {
+            for try await message in inbound.messages(maxSize: Self.maximumInboundFrame) {
+                switch message {
+                case .binary:
+                    await connection.close(.binaryFrame)
+                    return
+                case .text(let text):
+                    let ids: [String]
+                    do {
+                        ids = try ChannelFrame.decodeAck(text)
+                    } catch {
+                        await connection.close(error)
+                        return
+                    }
+                    do {
+                        let counted = try await store.acknowledgeMessages(
+                            app: connection.app, deviceID: connection.deviceID, ids: ids, at: clock.now)
+                        acks.increment(by: counted.acked)
+                        lateAcks.increment(by: counted.afterFallback)
+                    } catch {
+                        // Not recorded: the messages stay unacknowledged and are sent again on the next connection.
+                        logger.error("cannot record an acknowledgement", metadata: ["error": "\(error)"])
+                    }
+                }
+            }
+        } catch {
+            logger.debug("device connection ended", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Sends the device's messages in order, then waits to be rung (new messages) and sends what is new.
+    private func send(after: Int64, connection: DeviceConnection, outbound: WebSocketOutboundWriter, logger: Logger) async {
+        var last = after
+        var retry = ErrorBackoff(initial: .milliseconds(200), maximum: .seconds(5))
+        while !Task.isCancelled, connection.closeReason == nil {
+            let pending: [DeviceMessage]
+            do {
+                pending = try await store.pendingMessages(
+                    app: connection.app, deviceID: connection.deviceID, after: last, limit: Self.page, at: clock.now)
+                _ = retry.succeeded()
+            } catch {
+                let wait = retry.failed()
+                logger.error("cannot read the device's messages", metadata: ["error": "\(error)", "retryIn": "\(wait)"])
+                await connection.doorbell.wait(upTo: wait)
+                continue
+            }
+            if pending.isEmpty {
+                // Rung when a message is kept for the device; the timeout covers a wake-up lost between nodes.
+                await connection.doorbell.wait(upTo: .seconds(30))
+                continue
+            }
+            do {
+                for message in pending {
+                    try await outbound.write(.text(try ChannelFrame.encode(message)))
+                }
+            } catch {
+                return
+            }
+            last = pending[pending.count - 1].sequence
+            deliveredOnline.increment(by: pending.count)
+            do {
+                try await store.markDeliveredOnline(
+                    app: connection.app, deviceID: connection.deviceID, sequences: pending.map(\.sequence), at: clock.now)
+            } catch {
+                logger.warning("cannot record the messages sent online", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}
+
+extension Logger {
+    fileprivate func with(_ metadata: Logger.Metadata) -> Logger {
+        var logger = self
+        for (key, value) in metadata { logger[metadataKey: key] = value }
+        return logger
+    }
+}

@@ -1,0 +1,225 @@
+import Foundation
+import SQLKit
+
+/// The online channel's messages and presence (see ``TernStore`` and ``DeviceMessage`` for the rules).
+extension SQLStore {
+    /// Devices (or ids) per statement: well under the databases' limits on bound parameters.
+    private static let messageSlice = 200
+
+    public func keepMessages(
+        _ drafts: [DeviceMessageDraft], app: String, pushID: String, at: Date, expiresAt: Date
+    ) async throws -> [DeviceMessage] {
+        guard !drafts.isEmpty else { return [] }
+        return try await transaction { db in
+            var kept: [String: DeviceMessage] = [:]
+            for start in stride(from: 0, to: drafts.count, by: Self.messageSlice) {
+                let slice = Array(drafts[start..<min(start + Self.messageSlice, drafts.count)])
+                // Those kept before (a chunk sent again) stay as they are.
+                for row in try await db.raw("""
+                    SELECT * FROM device_messages WHERE app_id = \(bind: app) AND id IN (\(binds: slice.map(\.id)))
+                    """).all()
+                {
+                    let message = try DeviceMessage(row: row)
+                    kept[message.id] = message
+                }
+                let fresh = Dictionary(slice.filter { kept[$0.id] == nil }.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
+                guard !fresh.isEmpty else { continue }
+                // The devices' next numbers; on PostgreSQL the row lock makes a device's numbers commit in order.
+                let counters = fresh.keys.sorted().map { device -> SQLQueryString in "(\(bind: app), \(bind: device), 1)" }
+                var sequences: [String: Int64] = [:]
+                for row in try await db.raw("""
+                    INSERT INTO device_channels (app_id, device_id, last_sequence) VALUES \(counters.joined(separator: ", "))
+                    ON CONFLICT (app_id, device_id) DO UPDATE SET last_sequence = device_channels.last_sequence + 1
+                    RETURNING device_id, last_sequence
+                    """).all()
+                {
+                    sequences[try row.decode(column: "device_id", as: String.self)] = try row.decode(column: "last_sequence", as: Int64.self)
+                }
+                var rows: [SQLQueryString] = []
+                for draft in fresh.values {
+                    guard let sequence = sequences[draft.deviceID] else { continue }
+                    let message = DeviceMessage(
+                        appID: app, deviceID: draft.deviceID, sequence: sequence, id: draft.id, pushID: pushID,
+                        notification: draft.notification, data: draft.data, createdAt: at, expiresAt: expiresAt)
+                    kept[message.id] = message
+                    rows.append("""
+                        (\(bind: app), \(bind: message.deviceID), \(bind: sequence), \(bind: message.id), \(bind: pushID),
+                        \(bind: message.notification), \(bind: message.data), \(bind: at.milliseconds), \(bind: expiresAt.milliseconds))
+                        """)
+                }
+                guard !rows.isEmpty else { continue }
+                try await db.raw("""
+                    INSERT INTO device_messages (app_id, device_id, sequence, id, push_id, notification, data, created_at, expires_at)
+                    VALUES \(rows.joined(separator: ", "))
+                    """).run()
+            }
+            return drafts.compactMap { kept[$0.id] }
+        }
+    }
+
+    public func pendingMessages(app: String, deviceID: String, after sequence: Int64, limit: Int, at: Date) async throws -> [DeviceMessage] {
+        try await exclusive { db in
+            try await db.raw("""
+                SELECT * FROM device_messages
+                WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND sequence > \(bind: sequence)
+                    AND acked_at IS NULL AND expires_at > \(bind: at.milliseconds)
+                ORDER BY sequence LIMIT \(bind: max(1, limit))
+                """).all().map(DeviceMessage.init(row:))
+        }
+    }
+
+    public func markDeliveredOnline(app: String, deviceID: String, sequences: [Int64], at: Date) async throws {
+        guard !sequences.isEmpty else { return }
+        try await exclusive { db in
+            for start in stride(from: 0, to: sequences.count, by: Self.messageSlice) {
+                let slice = Array(sequences[start..<min(start + Self.messageSlice, sequences.count)])
+                try await db.raw("""
+                    UPDATE device_messages SET delivered_at = \(bind: at.milliseconds)
+                    WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND sequence IN (\(binds: slice)) AND delivered_at IS NULL
+                    """).run()
+            }
+        }
+    }
+
+    public func acknowledgeMessages(app: String, deviceID: String, ids: [String], at: Date) async throws -> (acked: Int, afterFallback: Int) {
+        let ids = Array(Set(ids))
+        guard !ids.isEmpty else { return (0, 0) }
+        return try await transaction { db in
+            var acked = 0
+            var afterFallback = 0
+            for start in stride(from: 0, to: ids.count, by: Self.messageSlice) {
+                let slice = Array(ids[start..<min(start + Self.messageSlice, ids.count)])
+                for row in try await db.raw("""
+                    UPDATE device_messages SET acked_at = \(bind: at.milliseconds)
+                    WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND id IN (\(binds: slice)) AND acked_at IS NULL
+                    RETURNING fallback_at
+                    """).all()
+                {
+                    acked += 1
+                    if try row.decode(column: "fallback_at", as: Int64?.self) != nil { afterFallback += 1 }
+                }
+            }
+            return (acked, afterFallback)
+        }
+    }
+
+    public func fallBack(app: String, ids: [String], at: Date) async throws -> Set<String> {
+        let ids = Array(Set(ids))
+        guard !ids.isEmpty else { return [] }
+        return try await transaction { db in
+            var marked: Set<String> = []
+            for start in stride(from: 0, to: ids.count, by: Self.messageSlice) {
+                let slice = Array(ids[start..<min(start + Self.messageSlice, ids.count)])
+                marked.formUnion(try await db.raw("""
+                    UPDATE device_messages SET fallback_at = \(bind: at.milliseconds)
+                    WHERE app_id = \(bind: app) AND id IN (\(binds: slice)) AND acked_at IS NULL AND fallback_at IS NULL
+                    RETURNING id
+                    """).all(decodingColumn: "id", as: String.self))
+            }
+            return marked
+        }
+    }
+
+    public func openMessage(app: String, deviceID: String, id: String, at: Date) async throws -> Bool {
+        try await exclusive { db in
+            // The first open counts; reporting it again is not an error.
+            try await db.raw("""
+                UPDATE device_messages SET opened_at = COALESCE(opened_at, \(bind: at.milliseconds))
+                WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND id = \(bind: id)
+                RETURNING id
+                """).first() != nil
+        }
+    }
+
+    public func messageCounts(pushID: String) async throws -> DeviceMessageCounts {
+        try await exclusive { db in
+            var counts = DeviceMessageCounts()
+            guard let row = try await db.raw("""
+                SELECT COUNT(delivered_at) AS delivered, COUNT(acked_at) AS acked, COUNT(fallback_at) AS fell_back,
+                    COUNT(opened_at) AS opened,
+                    SUM(CASE WHEN acked_at IS NOT NULL AND fallback_at IS NOT NULL AND acked_at >= fallback_at THEN 1 ELSE 0 END) AS late
+                FROM device_messages WHERE push_id = \(bind: pushID)
+                """).first()
+            else { return counts }
+            counts.deliveredOnline = try row.decode(column: "delivered", as: Int.self)
+            counts.acked = try row.decode(column: "acked", as: Int.self)
+            counts.fellBackToAPNs = try row.decode(column: "fell_back", as: Int.self)
+            counts.opened = try row.decode(column: "opened", as: Int.self)
+            counts.ackedAfterFallback = try row.decode(column: "late", as: Int?.self) ?? 0
+            return counts
+        }
+    }
+
+    public func purgeExpiredMessages(before: Date, limit: Int) async throws -> Int {
+        try await exclusive { db in
+            try await db.raw("""
+                DELETE FROM device_messages WHERE (app_id, device_id, sequence) IN (
+                    SELECT app_id, device_id, sequence FROM device_messages WHERE expires_at < \(bind: before.milliseconds)
+                    ORDER BY expires_at LIMIT \(bind: max(limit, 1)))
+                RETURNING sequence
+                """).all().count
+        }
+    }
+
+    // MARK: Presence
+
+    public func setPresence(app: String, deviceID: String, node: String, connection: String, at: Date) async throws {
+        try await exclusive { db in
+            try await db.raw("""
+                INSERT INTO device_presence (app_id, device_id, node, connection, connected_at)
+                VALUES (\(bind: app), \(bind: deviceID), \(bind: node), \(bind: connection), \(bind: at.milliseconds))
+                ON CONFLICT (app_id, device_id) DO UPDATE
+                    SET node = excluded.node, connection = excluded.connection, connected_at = excluded.connected_at
+                """).run()
+        }
+    }
+
+    public func clearPresence(app: String, deviceID: String, connection: String) async throws {
+        try await exclusive { db in
+            try await db.raw("""
+                DELETE FROM device_presence WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND connection = \(bind: connection)
+                """).run()
+        }
+    }
+
+    public func clearPresence(node: String?) async throws -> Int {
+        try await exclusive { db in
+            if let node {
+                try await db.raw("DELETE FROM device_presence WHERE node = \(bind: node) RETURNING device_id").all().count
+            } else {
+                try await db.raw("DELETE FROM device_presence RETURNING device_id").all().count
+            }
+        }
+    }
+
+    public func presence(app: String, deviceIDs: [String]) async throws -> [DevicePresence] {
+        let ids = Array(Set(deviceIDs))
+        guard !ids.isEmpty else { return [] }
+        return try await exclusive { db in
+            var found: [DevicePresence] = []
+            for start in stride(from: 0, to: ids.count, by: Self.messageSlice) {
+                let slice = Array(ids[start..<min(start + Self.messageSlice, ids.count)])
+                for row in try await db.raw("""
+                    SELECT device_id, node, connection FROM device_presence WHERE app_id = \(bind: app) AND device_id IN (\(binds: slice))
+                    """).all()
+                {
+                    found.append(DevicePresence(
+                        deviceID: try row.decode(column: "device_id", as: String.self), node: try row.decode(column: "node", as: String.self),
+                        connection: try row.decode(column: "connection", as: String.self)))
+                }
+            }
+            return found
+        }
+    }
+}
+
+extension DeviceMessage {
+    init(row: any SQLRow) throws {
+        self.init(
+            appID: try row.decode(column: "app_id", as: String.self), deviceID: try row.decode(column: "device_id", as: String.self),
+            sequence: try row.decode(column: "sequence", as: Int64.self), id: try row.decode(column: "id", as: String.self),
+            pushID: try row.decode(column: "push_id", as: String.self),
+            notification: try row.decode(column: "notification", as: String?.self), data: try row.decode(column: "data", as: String?.self),
+            createdAt: try row.date("created_at"), expiresAt: try row.date("expires_at"))
+    }
+}

@@ -1,0 +1,261 @@
+import Foundation
+import NIOWebSocket
+import TernAPNs
+import TernTestSupport
+import Testing
+
+@testable import TernServer
+
+/// The online channel (README, "The online channel"): devices connected over real WebSockets to a running server,
+/// pushes with `delivery` `online` and `auto`, and the built-in simulator's log for what went through APNs.
+@Suite(.serialized)
+struct OnlineChannelTests {
+    /// A fresh device registered with the demo app's key: its id, token and secret.
+    private func newDevice(_ server: RunningServer) async throws -> (id: String, token: String, secret: String) {
+        let id = UUID().uuidString.lowercased()
+        let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        try await server.register(id, token: token)
+        return (id, token, try #require(server.deviceSecrets[id]))
+    }
+
+    private func connect(_ server: RunningServer, _ device: (id: String, token: String, secret: String), after: Int64? = nil) -> TestDevice {
+        TestDevice(port: server.server.boundPort!, deviceID: device.id, appKey: server.device.bearer, secret: device.secret, after: after)
+    }
+
+    private func pushOnline(_ server: RunningServer, to device: String, title: String, extra: String = "") async throws -> JSONValue {
+        try await server.push(#"{"audience": {"devices": ["\#(device)"]}, "notification": {"title": "\#(title)"}, "delivery": "online"\#(extra)}"#)
+    }
+
+    private func arrivals(_ server: RunningServer, token: String) async throws -> [Arrival] {
+        try await server.arrivals().filter { $0.token == token }
+    }
+
+    private func pushView(_ server: RunningServer, _ id: String) async throws -> JSONValue {
+        try await server.master.get("/v1/apps/demo/pushes/\(id)").json()
+    }
+
+    @Test func aConnectedDeviceGetsTheMessageOverItsConnectionAndItsAckIsCounted() async throws {
+        let server = try await ServerHarness.shared.value
+        let device = try await newDevice(server)
+        let connection = connect(server, device)
+        // Whether or not the connection is registered when the push is kept, the message is read from the store.
+        let push = try await pushOnline(server, to: device.id, title: "Hi")
+        let frame = try await connection.next()
+        #expect(frame["type"]?.string == "message")
+        #expect(frame["sequence"]?.int == 1)
+        #expect(frame["pushId"]?.string == push["id"]?.string)
+        #expect(frame[path: "notification.title"]?.string == "Hi")
+        let messageID = try #require(frame["id"]?.string)
+        connection.ack([messageID])
+        let pushID = try #require(push["id"]?.string)
+        try await waitUntil("the ack is counted") { try await pushView(server, pushID)[path: "counts.acked"]?.int == 1 }
+        let view = try await pushView(server, pushID)
+        #expect(view[path: "counts.deliveredOnline"]?.int == 1)
+        #expect(view[path: "counts.fellBackToAPNs"]?.int == 0)
+        #expect(view[path: "counts.accepted"]?.int == 1)
+        #expect(try await arrivals(server, token: device.token).isEmpty, "an online message went through APNs")
+
+        // Opened: counted once, and another device's message id is not this device's.
+        let opened = try await server.device.send(
+            .POST, "/v1/apps/demo/devices/\(device.id)/opens", body: #"{"messageId": "\#(messageID)"}"#, headers: server.asDevice(device.id))
+        #expect(opened.status == 204, "\(opened.text)")
+        #expect(try await pushView(server, pushID)[path: "counts.opened"]?.int == 1)
+        await connection.close()
+    }
+
+    @Test func anOfflineDeviceGetsWhatWasKeptWhenItConnectsAndAWakeUpThroughAPNs() async throws {
+        let server = try await ServerHarness.shared.value
+        let device = try await newDevice(server)
+        _ = try await pushOnline(server, to: device.id, title: "first")
+        let woken = try await pushOnline(server, to: device.id, title: "second", extra: #", "wake": true"#)
+        #expect(woken[path: "counts.accepted"]?.int == 1)
+        // Only the second asked for a wake-up: one silent push, nothing visible.
+        let sent = try await arrivals(server, token: device.token)
+        #expect(sent.count == 1)
+        #expect(sent.first?.payload.contains(#""content-available":1"#) == true)
+        #expect(sent.first?.payload.contains("second") == false)
+
+        let connection = connect(server, device)
+        let first = try await connection.next()
+        let second = try await connection.next()
+        #expect(first[path: "notification.title"]?.string == "first")
+        #expect(second[path: "notification.title"]?.string == "second")
+        #expect(first["sequence"]?.int == 1)
+        #expect(second["sequence"]?.int == 2)
+        await connection.close()
+    }
+
+    @Test func reconnectingWithAfterGetsExactlyWhatWasMissedAndNothingAcked() async throws {
+        let server = try await ServerHarness.shared.value
+        let device = try await newDevice(server)
+        var pushIDs: [String] = []
+        for title in ["one", "two", "three"] { pushIDs.append(try #require(try await pushOnline(server, to: device.id, title: title)["id"]?.string)) }
+        let connection = connect(server, device)
+        var ids: [String] = []
+        for _ in 0..<3 { ids.append(try #require(try await connection.next()["id"]?.string)) }
+        // Acks the first only, then drops.
+        connection.ack([ids[0]])
+        _ = try await pushOnline(server, to: device.id, title: "four")
+        let fourth = try await connection.next()
+        #expect(fourth["sequence"]?.int == 4)
+        try await waitUntil("the first ack is stored") { try await pushView(server, pushIDs[0])[path: "counts.acked"]?.int == 1 }
+        await connection.close()
+
+        // The device had everything up to 2 on screen; 3 and 4 were sent but not acknowledged, 1 was acknowledged.
+        let resumed = connect(server, device, after: 2)
+        let third = try await resumed.next()
+        let again = try await resumed.next()
+        #expect(third["sequence"]?.int == 3)
+        #expect(again["sequence"]?.int == 4)
+        resumed.ack([ids[1], ids[2], try #require(again["id"]?.string)])
+        try await waitUntil("the acks are stored") { try await pushView(server, pushIDs[2])[path: "counts.acked"]?.int == 1 }
+        await resumed.close()
+
+        // Without `after`: what is not acknowledged, which is nothing now (1 acked before, 2-4 just now).
+        let fresh = connect(server, device)
+        _ = try await pushOnline(server, to: device.id, title: "five")
+        let fifth = try await fresh.next()
+        #expect(fifth["sequence"]?.int == 5, "an acknowledged message came again: \(fifth)")
+        await fresh.close()
+    }
+
+    @Test func autoFallsBackToAPNsOnceWhenTheDeviceDoesNotAcknowledge() async throws {
+        let server = try await ServerHarness.shared.value
+        // Offline: through APNs at once, naming the message.
+        let offline = try await newDevice(server)
+        let first = try await server.push(
+            #"{"audience": {"devices": ["\#(offline.id)"]}, "notification": {"title": "auto"}, "delivery": "auto"}"#)
+        let sentOffline = try await arrivals(server, token: offline.token)
+        #expect(sentOffline.count == 1)
+        #expect(sentOffline.first?.payload.contains(#""tern":{"id":""#) == true)
+        #expect(try await pushView(server, try #require(first["id"]?.string))[path: "counts.fellBackToAPNs"]?.int == 1)
+
+        // Online and silent: through APNs after the timeout, once.
+        let silent = try await newDevice(server)
+        let connection = connect(server, silent)
+        _ = try await pushOnline(server, to: silent.id, title: "probe")
+        let probe = try await connection.next()
+        connection.ack([try #require(probe["id"]?.string)])
+        let late = try await server.push(
+            #"{"audience": {"devices": ["\#(silent.id)"]}, "notification": {"title": "late"}, "delivery": "auto", "ackTimeout": 0.3}"#)
+        let frame = try await connection.next()
+        #expect(frame[path: "notification.title"]?.string == "late")
+        let lateID = try #require(late["id"]?.string)
+        try await waitUntil("the fallback") { try await pushView(server, lateID)[path: "counts.fellBackToAPNs"]?.int == 1 }
+        #expect(try await arrivals(server, token: silent.token).count == 1)
+        // The ack after the fallback is counted as such, and nothing goes out again.
+        connection.ack([try #require(frame["id"]?.string)])
+        try await waitUntil("the late ack") { try await pushView(server, lateID)[path: "counts.ackedAfterFallback"]?.int == 1 }
+        #expect(try await arrivals(server, token: silent.token).count == 1)
+
+        // Online and acknowledging: never through APNs.
+        let quick = try await newDevice(server)
+        let answering = connect(server, quick)
+        _ = try await pushOnline(server, to: quick.id, title: "probe")
+        answering.ack([try #require(try await answering.next()["id"]?.string)])
+        let acking = Task {
+            let frame = try await answering.next()
+            answering.ack([try #require(frame["id"]?.string)])
+        }
+        let quickPush = try await server.push(
+            #"{"audience": {"devices": ["\#(quick.id)"]}, "notification": {"title": "quick"}, "delivery": "auto", "ackTimeout": 2}"#)
+        try await acking.value
+        let quickID = try #require(quickPush["id"]?.string)
+        try await waitUntil("the push completes") { try await pushView(server, quickID)["status"]?.string == "completed" }
+        #expect(try await pushView(server, quickID)[path: "counts.fellBackToAPNs"]?.int == 0)
+        #expect(try await arrivals(server, token: quick.token).isEmpty)
+        await connection.close()
+        await answering.close()
+    }
+
+    @Test func aNewerConnectionReplacesTheOlderOne() async throws {
+        let server = try await ServerHarness.shared.value
+        let device = try await newDevice(server)
+        let older = connect(server, device)
+        _ = try await pushOnline(server, to: device.id, title: "probe")
+        _ = try await older.next()
+        let newer = connect(server, device)
+        let closed = try await older.closeFrame()
+        #expect(closed?.closeCode == .unknown(4409))
+        #expect(closed?.reason == ChannelCloseCode.replaced.reason)
+        _ = try await pushOnline(server, to: device.id, title: "after")
+        // The newer one gets what was not acknowledged, then the new message.
+        #expect(try await newer.next()[path: "notification.title"]?.string == "probe")
+        #expect(try await newer.next()[path: "notification.title"]?.string == "after")
+        await newer.close()
+    }
+
+    @Test func refusalsAndBadFramesCloseWithTheirCodes() async throws {
+        let server = try await ServerHarness.shared.value
+        let port = server.server.boundPort!
+        let device = try await newDevice(server)
+        let other = try await newDevice(server)
+
+        let wrong = TestDevice(port: port, deviceID: device.id, appKey: server.device.bearer, secret: "tds_" + String(repeating: "x", count: 43))
+        #expect(try await wrong.closeFrame()?.closeCode == .unknown(4403))
+        let noSecret = TestDevice(port: port, deviceID: device.id, appKey: server.device.bearer, secret: nil)
+        #expect(try await noSecret.closeFrame()?.closeCode == .unknown(4403))
+        // Another device's id with this device's secret.
+        let borrowed = TestDevice(port: port, deviceID: other.id, appKey: server.device.bearer, secret: device.secret)
+        #expect(try await borrowed.closeFrame()?.closeCode == .unknown(4403))
+        let noKey = TestDevice(port: port, deviceID: device.id, appKey: "ak_wrong", secret: device.secret)
+        #expect(try await noKey.closeFrame()?.closeCode == .unknown(4401))
+        let unknown = TestDevice(port: port, deviceID: UUID().uuidString.lowercased(), appKey: server.device.bearer, secret: device.secret)
+        #expect(try await unknown.closeFrame()?.closeCode == .unknown(4404))
+        let badAfter = TestDevice(port: port, deviceID: device.id, appKey: server.device.bearer, secret: device.secret, after: -1)
+        #expect(try await badAfter.closeFrame()?.closeCode == .unknown(4400))
+
+        for (frame, code) in [
+            ("not json", UInt16(4400)), (#"{"type": "ack", "ids": ["x"]}"#, 4400), (#"{"type": "hello"}"#, 4400),
+            (#"{"type": "ack", "ids": [], "extra": 1}"#, 4400),
+        ] {
+            let connection = connect(server, device)
+            connection.send(.text(frame))
+            let closed = try await connection.closeFrame()
+            #expect(closed?.closeCode == .unknown(code), "\(frame): \(String(describing: closed))")
+            #expect(closed?.reason?.hasPrefix("bad frame: ") == true)
+        }
+        let binary = connect(server, device)
+        binary.send(.binary)
+        #expect(try await binary.closeFrame()?.closeCode == .unacceptableData)
+
+        // Without an upgrade, the same checks answer JSON.
+        let plain = try await server.device.send(.GET, "/v1/apps/demo/devices/\(device.id)/connect", headers: server.asDevice(device.id))
+        #expect(plain.status == 426)
+        let refused = try await server.device.send(.GET, "/v1/apps/demo/devices/\(other.id)/connect", headers: server.asDevice(device.id))
+        #expect(refused.status == 403)
+        let bad = try await server.device.send(.GET, "/v1/apps/demo/devices/\(device.id)/connect?after=x", headers: server.asDevice(device.id))
+        #expect(bad.status == 400)
+        #expect(try bad.json()["field"]?.string == "after")
+    }
+
+    @Test func aSilentConnectionIsClosedAfterItMissesItsPongs() async throws {
+        try await ServerHarness.withServer(configure: { $0.channel.pingInterval = .milliseconds(200) }) { server in
+            let device = try await newDevice(server)
+            let silent = TestDevice(
+                port: server.server.boundPort!, deviceID: device.id, appKey: server.device.bearer, secret: device.secret, readsFrames: false)
+            // Registered: a message reaches it without a wake-up (it does not read it).
+            _ = try await pushOnline(server, to: device.id, title: "probe", extra: #", "wake": true"#)
+            #expect(try await arrivals(server, token: device.token).isEmpty)
+            // Once the server dropped it, the device is offline: the next such push wakes it through APNs.
+            try await waitUntil("the server drops the silent connection", within: 10, every: .milliseconds(200)) {
+                _ = try await pushOnline(server, to: device.id, title: "later", extra: #", "wake": true"#)
+                return try await !arrivals(server, token: device.token).isEmpty
+            }
+            silent.send(.close)
+        }
+    }
+
+    @Test func pushRequestsCheckTheDeliveryFields() async throws {
+        let server = try await ServerHarness.shared.value
+        for (extra, field) in [
+            (#", "delivery": "pigeon""#, "delivery"), (#", "wake": true"#, "wake"), (#", "delivery": "auto", "wake": true"#, "wake"),
+            (#", "delivery": "online", "ackTimeout": 1"#, "ackTimeout"), (#", "delivery": "auto", "ackTimeout": 0"#, "ackTimeout"),
+        ] {
+            let response = try await server.master.post(
+                "/v1/apps/demo/pushes", #"{"audience": {"all": true}, "notification": {"title": "x"}\#(extra)}"#)
+            #expect(response.status == 400, "\(extra): \(response.text)")
+            #expect(try response.json()["field"]?.string == field, "\(extra): \(response.text)")
+        }
+    }
+}
