@@ -95,10 +95,12 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        // What `tern serve` keeps: the storage protocol and its SQL implementation on SQLite and PostgreSQL.
+        // What `tern serve` keeps: the storage protocol and its SQL implementation on SQLite and PostgreSQL (its records
+        // hold TernAPNs' values: environments, reasons).
         .target(
             name: "TernStore",
             dependencies: [
+                "TernAPNs",
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
                 .product(name: "PostgresKit", package: "postgres-kit"),
@@ -195,6 +197,7 @@ let package = Package(
             name: "TernStoreTests",
             dependencies: [
                 "TernStore",
+                "TernAPNs",
                 "TernTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SQLKit", package: "sql-kit"),

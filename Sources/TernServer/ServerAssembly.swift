@@ -87,7 +87,7 @@ struct ServerAssembly {
         if configuration.demo.enabled, configuration.simulator.enabled, try await store.apps().isEmpty {
             let created = try await apps.create(
                 .init(
-                    id: TernServer.demoAppID, topic: TernServer.demoTopic, environment: AppEnvironment.simulator, endpoint: nil, credentials: nil,
+                    id: TernServer.demoAppID, topic: TernServer.demoTopic, environment: AppEnvironment.simulator.rawValue, endpoint: nil, credentials: nil,
                     webhookURL: nil))
             let identitySecret = created.identitySecret!
             demo = TernServer.DemoSecrets(

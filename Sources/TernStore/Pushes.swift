@@ -1,4 +1,5 @@
 import Foundation
+import TernAPNs
 
 /// A push as stored: who it goes to, what it says (opaque to the store), and how far delivery got.
 public struct PushRecord: Sendable, Equatable {
@@ -51,7 +52,7 @@ public struct PushCounts: Sendable, Equatable {
     public var failed = 0
     /// Failed recipients whose token was deactivated because of the answer.
     public var pruned = 0
-    /// Failures by APNs reason or client error code.
+    /// Failures by reason, keyed by its ``DeliveryFailureReason/rawValue`` (as the API shows them).
     public var failedByReason: [String: Int] = [:]
     /// Older inbox messages deleted to keep recipients' inboxes within the app's cap.
     public var inboxDropped = 0
@@ -76,12 +77,15 @@ public struct Recipient: Sendable, Equatable {
     public var key: String
     public var deviceID: String?
     public var token: String
-    public var environment: String?
+    /// Which APNs environment issued the token; nil for a token given directly that no device registered.
+    public var environment: APNsEnvironment?
     public var lastRegisteredAt: Date?
     /// The device's alias (its user), if it has one: whose inbox and badge counter the device shares.
     public var alias: String?
 
-    public init(key: String, deviceID: String?, token: String, environment: String?, lastRegisteredAt: Date?, alias: String? = nil) {
+    public init(
+        key: String, deviceID: String?, token: String, environment: APNsEnvironment?, lastRegisteredAt: Date?, alias: String? = nil
+    ) {
         self.key = key
         self.deviceID = deviceID
         self.token = token
@@ -97,17 +101,64 @@ public struct PushFailure: Sendable, Equatable {
     public var token: String
     /// The HTTP status from APNs, or nil for a client error (timeout, connection failure).
     public var status: Int?
-    /// APNs' reason, or the client error's code.
-    public var reason: String
+    public var reason: DeliveryFailureReason
     public var at: Date
 
-    public init(deviceID: String?, token: String, status: Int?, reason: String, at: Date) {
+    public init(deviceID: String?, token: String, status: Int?, reason: DeliveryFailureReason, at: Date) {
         self.deviceID = deviceID
         self.token = token
         self.status = status
         self.reason = reason
         self.at = at
     }
+}
+
+/// Why a notification was not delivered (``PushFailure/reason``): APNs' answer, or what kept it from getting one.
+///
+/// Its ``rawValue`` is what the API and the database show: APNs' reason (`BadDeviceToken`, `Unregistered`, …), the
+/// bare status when APNs gave no reason (`500`), the client's error code (`timedOut`, `connectionFailed`, …), or
+/// `clientUnavailable` / `notSent`.
+public enum DeliveryFailureReason: Hashable, Sendable, CustomStringConvertible {
+    /// APNs refused it with this reason. (Tern refuses a token that is not hex as APNs would: `BadDeviceToken`.)
+    case apns(APNsReason)
+    /// APNs refused it with this status and no reason.
+    case apnsStatus(Int)
+    /// The APNs client gave up with this error code (`timedOut`, `connectionFailed`, …: `APNsClientError.Code`).
+    case clientError(String)
+    /// Tern had no APNs client for the app (the built-in simulator is off, the server is stopping, …).
+    case clientUnavailable
+    /// It never went: its batch stopped first.
+    case notSent
+
+    /// Reads the text ``rawValue`` makes. Any text gives a reason whose ``rawValue`` is that text again: APNs'
+    /// reasons are capitalized (one this version does not know is kept as an unknown APNs reason), a number is a
+    /// bare status, and other text is a client error code.
+    public init(rawValue: String) {
+        switch rawValue {
+        case "clientUnavailable": self = .clientUnavailable
+        case "notSent": self = .notSent
+        default:
+            if let status = statusCode(from: rawValue) {
+                self = .apnsStatus(status)
+            } else if let first = rawValue.unicodeScalars.first, ("A"..."Z").contains(first) {
+                self = .apns(apnsReason(from: rawValue))
+            } else {
+                self = .clientError(rawValue)
+            }
+        }
+    }
+
+    public var rawValue: String {
+        switch self {
+        case .apns(let reason): reason.rawValue
+        case .apnsStatus(let status): String(status)
+        case .clientError(let code): code
+        case .clientUnavailable: "clientUnavailable"
+        case .notSent: "notSent"
+        }
+    }
+
+    public var description: String { rawValue }
 }
 
 /// The results of a chunk's recipients, recorded together.

@@ -1,4 +1,5 @@
 import Foundation
+import TernAPNs
 
 /// An app: one bundle id with its APNs credentials and the two secrets that guard its API.
 public struct AppRecord: Sendable, Equatable {
@@ -6,8 +7,8 @@ public struct AppRecord: Sendable, Equatable {
     public var id: String
     /// The bundle id (`apns-topic` base).
     public var topic: String
-    /// `production`, `development`, or `custom` (then ``endpoint`` says where).
-    public var environment: String
+    /// Where its notifications go; for ``AppEnvironment/custom``, ``endpoint`` says where.
+    public var environment: AppEnvironment
     public var endpoint: Endpoint?
     /// The APNs credentials, sealed (AES-GCM) with the server key; the store never sees them in clear.
     public var sealedCredentials: [UInt8]
@@ -65,7 +66,7 @@ public struct AppRecord: Sendable, Equatable {
     }
 
     public init(
-        id: String, topic: String, environment: String, endpoint: Endpoint?, sealedCredentials: [UInt8], appKeyHash: [UInt8],
+        id: String, topic: String, environment: AppEnvironment, endpoint: Endpoint?, sealedCredentials: [UInt8], appKeyHash: [UInt8],
         masterSecretHash: [UInt8], webhookURL: String?, createdAt: Date, updatedAt: Date
     ) {
         self.id = id
@@ -78,6 +79,28 @@ public struct AppRecord: Sendable, Equatable {
         self.webhookURL = webhookURL
         self.createdAt = createdAt
         self.updatedAt = updatedAt
+    }
+}
+
+/// Where an app's notifications go: its `environment` in the API and in the `apps` table, as the case's name.
+public enum AppEnvironment: String, Sendable, Equatable, CaseIterable {
+    /// Apple's APNs; each token goes to the APNs environment it was registered with, `production` when none says.
+    case production
+    /// Apple's APNs; each token goes to the APNs environment it was registered with, `development` when none says.
+    case development
+    /// The APNs simulator `tern serve` runs in its own process.
+    case simulator
+    /// A host and port of the app's choosing (a simulator elsewhere, a test rig): ``AppRecord/endpoint``.
+    case custom
+
+    /// Apple's APNs environment for a token that does not say which it belongs to (one given directly in a push);
+    /// nil for an app that delivers elsewhere, where a token's environment does not matter.
+    public var apnsEnvironment: APNsEnvironment? {
+        switch self {
+        case .production: .production
+        case .development: .development
+        case .simulator, .custom: nil
+        }
     }
 }
 
@@ -117,8 +140,8 @@ public struct DeviceRegistration: Sendable, Equatable {
     public var deviceID: String
     /// The APNs device token, lowercase hex.
     public var token: String
-    /// `production` or `development`: which APNs environment issued the token.
-    public var environment: String
+    /// Which APNs environment issued the token.
+    public var environment: APNsEnvironment
     /// The app's user id. nil leaves the device's alias as it is; use ``TernStore/removeAlias(app:deviceID:at:)``
     /// to log out.
     public var alias: String?
@@ -133,7 +156,7 @@ public struct DeviceRegistration: Sendable, Equatable {
     public var newSecretHash: [UInt8] = []
 
     public init(
-        deviceID: String, token: String, environment: String, alias: String? = nil, tags: Set<String>? = nil, locale: String? = nil,
+        deviceID: String, token: String, environment: APNsEnvironment, alias: String? = nil, tags: Set<String>? = nil, locale: String? = nil,
         timezone: String? = nil, appVersion: String? = nil
     ) {
         self.deviceID = deviceID
@@ -152,7 +175,7 @@ public struct DeviceRecord: Sendable, Equatable {
     public var appID: String
     public var deviceID: String
     public var token: String
-    public var environment: String
+    public var environment: APNsEnvironment
     public var alias: String?
     public var tags: Set<String>
     public var locale: String?
@@ -162,7 +185,7 @@ public struct DeviceRecord: Sendable, Equatable {
     public var lastRegisteredAt: Date
     /// nil while the token is live; set when APNs (or the feedback service) reported it dead.
     public var deactivatedAt: Date?
-    public var deactivationReason: String?
+    public var deactivationReason: TokenDeactivationReason?
     public var createdAt: Date
     /// SHA-256 of the device's secret; nil for a device registered before random secrets (its secret is derived).
     public var secretHash: [UInt8]?
@@ -170,8 +193,8 @@ public struct DeviceRecord: Sendable, Equatable {
     public var isActive: Bool { deactivatedAt == nil }
 
     public init(
-        appID: String, deviceID: String, token: String, environment: String, alias: String?, tags: Set<String>, locale: String?,
-        timezone: String?, appVersion: String?, lastRegisteredAt: Date, deactivatedAt: Date?, deactivationReason: String?,
+        appID: String, deviceID: String, token: String, environment: APNsEnvironment, alias: String?, tags: Set<String>, locale: String?,
+        timezone: String?, appVersion: String?, lastRegisteredAt: Date, deactivatedAt: Date?, deactivationReason: TokenDeactivationReason?,
         createdAt: Date, secretHash: [UInt8]? = nil
     ) {
         self.appID = appID
@@ -194,20 +217,28 @@ public struct DeviceRecord: Sendable, Equatable {
 /// A token a device had before its current one.
 public struct TokenHistoryEntry: Sendable, Equatable {
     public var token: String
-    public var environment: String
+    public var environment: APNsEnvironment
     public var firstRegisteredAt: Date
     public var replacedAt: Date
-    /// Why it stopped being the device's token: `replaced` (the device registered a new one) or `moved` (another
-    /// device id registered it).
-    public var reason: String
+    /// Why it stopped being the device's token.
+    public var reason: TokenReplacementReason
 
-    public init(token: String, environment: String, firstRegisteredAt: Date, replacedAt: Date, reason: String) {
+    public init(token: String, environment: APNsEnvironment, firstRegisteredAt: Date, replacedAt: Date, reason: TokenReplacementReason) {
         self.token = token
         self.environment = environment
         self.firstRegisteredAt = firstRegisteredAt
         self.replacedAt = replacedAt
         self.reason = reason
     }
+}
+
+/// Why a token stopped being its device's current one (``TokenHistoryEntry/reason``). The API and the
+/// `token_history` table show it as the case's name.
+public enum TokenReplacementReason: String, Sendable, Equatable, CaseIterable {
+    /// The device registered a new token.
+    case replaced
+    /// Another device id registered the token (the device that had it lost its id, e.g. a cleared keychain).
+    case moved
 }
 
 /// A token deactivation, for `GET /v1/apps/{app}/token-events` and the webhook.
@@ -217,13 +248,14 @@ public struct TokenEvent: Sendable, Equatable {
     public var appID: String
     public var deviceID: String
     public var token: String
-    /// The APNs reason (`Unregistered`, `BadDeviceToken`, …) or `Feedback`.
-    public var reason: String
+    public var reason: TokenDeactivationReason
     /// APNs' "invalid since" timestamp, when it gave one.
     public var apnsTimestamp: Date?
     public var occurredAt: Date
 
-    public init(id: Int64, appID: String, deviceID: String, token: String, reason: String, apnsTimestamp: Date?, occurredAt: Date) {
+    public init(
+        id: Int64, appID: String, deviceID: String, token: String, reason: TokenDeactivationReason, apnsTimestamp: Date?, occurredAt: Date
+    ) {
         self.id = id
         self.appID = appID
         self.deviceID = deviceID
@@ -232,6 +264,52 @@ public struct TokenEvent: Sendable, Equatable {
         self.apnsTimestamp = apnsTimestamp
         self.occurredAt = occurredAt
     }
+}
+
+/// Why a token was deactivated (``TokenEvent/reason``, ``DeviceRecord/deactivationReason``): what APNs said of it.
+///
+/// Its ``rawValue`` is what the API, the webhook and the database show: APNs' reason (`Unregistered`,
+/// `BadDeviceToken`, …), or the bare status (`410`) when APNs gave none.
+public enum TokenDeactivationReason: Hashable, Sendable, CustomStringConvertible {
+    /// APNs' reason: `Unregistered` or `ExpiredToken` (the token died; the legacy feedback service's reports count
+    /// as `Unregistered`), `BadDeviceToken` or `DeviceTokenNotForTopic` (it was never valid here), or a reason
+    /// Apple added later with a 410.
+    case apns(APNsReason)
+    /// APNs answered with this status (410) and no reason.
+    case apnsStatus(Int)
+
+    /// Reads the text ``rawValue`` makes. Any text gives a reason whose ``rawValue`` is that text again: one this
+    /// version does not know is kept as an unknown APNs reason.
+    public init(rawValue: String) {
+        if let status = statusCode(from: rawValue) {
+            self = .apnsStatus(status)
+        } else {
+            self = .apns(apnsReason(from: rawValue))
+        }
+    }
+
+    public var rawValue: String {
+        switch self {
+        case .apns(let reason): reason.rawValue
+        case .apnsStatus(let status): String(status)
+        }
+    }
+
+    public var description: String { rawValue }
+}
+
+/// The status code `text` is, if `String(status)` writes it so (no sign, no leading zero): a reason's text for a
+/// bare status.
+func statusCode(from text: String) -> Int? {
+    guard let status = Int(text), status >= 0, String(status) == text else { return nil }
+    return status
+}
+
+/// The APNs reason `text` names; text that would read back spelled otherwise (an alias spelling) stays as it is,
+/// an unknown reason.
+func apnsReason(from text: String) -> APNsReason {
+    let reason = APNsReason(rawValue: text)
+    return reason.rawValue == text ? reason : .unknown(text)
 }
 
 /// Who a push goes to.

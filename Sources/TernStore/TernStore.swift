@@ -12,6 +12,9 @@ public enum StoreError: Error, Equatable, Sendable {
     case unavailable(String)
     /// A registration's caller did not prove what it needs (``RegistrationCaller``); nothing was written.
     case refused(RegistrationRefusal)
+    /// A row holds text the store never writes in that column (edited by hand, or by a newer Tern); the message
+    /// names the column, the text and what the column takes.
+    case unreadable(String)
 }
 
 extension StoreError: CustomStringConvertible {
@@ -19,7 +22,7 @@ extension StoreError: CustomStringConvertible {
         switch self {
         case .conflict(let what): "\(what) exists already"
         case .notFound(let what): "no \(what)"
-        case .invalidInput(let message), .unavailable(let message): message
+        case .invalidInput(let message), .unavailable(let message), .unreadable(let message): message
         case .refused(let refusal): "registration refused: \(refusal.rawValue)"
         }
     }
@@ -100,7 +103,7 @@ public protocol TernStore: Sendable {
     /// - Returns: the event, or nil when nothing was deactivated (unknown token, already inactive, or registered
     ///   again since `invalidSince`).
     func deactivateToken(
-        app: String, token: String, reason: String, invalidSince: Date?, apnsTimestamp: Date?, at: Date
+        app: String, token: String, reason: TokenDeactivationReason, invalidSince: Date?, apnsTimestamp: Date?, at: Date
     ) async throws -> TokenEvent?
     /// Token events after the cursor (an event id), oldest first.
     func tokenEvents(app: String, after: Int64?, limit: Int) async throws -> [TokenEvent]

@@ -11,10 +11,10 @@ struct AnswerVerdictTests {
     static let registered = now.addingTimeInterval(-3_600)
 
     static func recipient(registeredAt: Date? = registered) -> Recipient {
-        Recipient(key: "d1", deviceID: "d1", token: "ab12", environment: "production", lastRegisteredAt: registeredAt)
+        Recipient(key: "d1", deviceID: "d1", token: "ab12", environment: .production, lastRegisteredAt: registeredAt)
     }
 
-    static func failure(_ status: Int?, _ reason: String) -> PushFailure {
+    static func failure(_ status: Int?, _ reason: DeliveryFailureReason) -> PushFailure {
         PushFailure(deviceID: "d1", token: "ab12", status: status, reason: reason, at: now)
     }
 
@@ -28,28 +28,34 @@ struct AnswerVerdictTests {
     }
 
     @Test func clientErrorsAndNotSentAreFailuresThatKeepTheToken() {
-        #expect(Self.verdict(.clientError("timedOut")) == .failed(Self.failure(nil, "timedOut")))
-        #expect(Self.verdict(.notSent) == .failed(Self.failure(nil, "notSent")))
-        #expect(Self.verdict(.answered(APNsResponse(status: 429, reason: .tooManyRequests))) == .failed(Self.failure(429, "TooManyRequests")))
-        #expect(Self.verdict(.answered(APNsResponse(status: 400, reason: .payloadEmpty))) == .failed(Self.failure(400, "PayloadEmpty")))
+        #expect(Self.verdict(.clientError("timedOut")) == .failed(Self.failure(nil, .clientError("timedOut"))))
+        #expect(Self.verdict(.notSent) == .failed(Self.failure(nil, .notSent)))
+        #expect(Self.verdict(.answered(APNsResponse(status: 429, reason: .tooManyRequests))) == .failed(Self.failure(429, .apns(.tooManyRequests))))
+        #expect(Self.verdict(.answered(APNsResponse(status: 400, reason: .payloadEmpty))) == .failed(Self.failure(400, .apns(.payloadEmpty))))
     }
 
     @Test func aTokenThatWasNeverValidIsDeadAtOnce() {
         #expect(Self.verdict(.answered(APNsResponse(status: 400, reason: .badDeviceToken)))
-            == .deadToken(Self.failure(400, "BadDeviceToken"), invalidSince: nil, apnsTimestamp: nil))
+            == .deadToken(Self.failure(400, .apns(.badDeviceToken)), reason: .apns(.badDeviceToken), invalidSince: nil, apnsTimestamp: nil))
         #expect(Self.verdict(.answered(APNsResponse(status: 400, reason: .deviceTokenNotForTopic)))
-            == .deadToken(Self.failure(400, "DeviceTokenNotForTopic"), invalidSince: nil, apnsTimestamp: nil))
+            == .deadToken(Self.failure(400, .apns(.deviceTokenNotForTopic)), reason: .apns(.deviceTokenNotForTopic), invalidSince: nil, apnsTimestamp: nil))
     }
 
     @Test func a410IsDeadSinceItsTimestampUnlessTheTokenWasRegisteredAgainSince() {
         let died = Self.now.addingTimeInterval(-60)
         #expect(Self.verdict(.answered(APNsResponse(status: 410, reason: .unregistered, timestamp: died)))
-            == .deadToken(Self.failure(410, "Unregistered"), invalidSince: died, apnsTimestamp: died))
+            == .deadToken(Self.failure(410, .apns(.unregistered)), reason: .apns(.unregistered), invalidSince: died, apnsTimestamp: died))
         // Registered again after APNs says it died (a reinstall gave the same token back): kept.
         #expect(Self.verdict(.answered(APNsResponse(status: 410, reason: .unregistered, timestamp: died)), registeredAt: Self.now)
-            == .failed(Self.failure(410, "Unregistered")))
+            == .failed(Self.failure(410, .apns(.unregistered))))
         // No timestamp: dead as of the answer.
         #expect(Self.verdict(.answered(APNsResponse(status: 410, reason: .expiredToken)))
-            == .deadToken(Self.failure(410, "ExpiredToken"), invalidSince: Self.now, apnsTimestamp: nil))
+            == .deadToken(Self.failure(410, .apns(.expiredToken)), reason: .apns(.expiredToken), invalidSince: Self.now, apnsTimestamp: nil))
+    }
+
+    @Test func a410WithoutAReasonIsDeadForItsBareStatus() {
+        #expect(Self.verdict(.answered(APNsResponse(status: 410)))
+            == .deadToken(Self.failure(410, .apnsStatus(410)), reason: .apnsStatus(410), invalidSince: Self.now, apnsTimestamp: nil))
+        #expect(Self.verdict(.answered(APNsResponse(status: 500))) == .failed(Self.failure(500, .apnsStatus(500))))
     }
 }

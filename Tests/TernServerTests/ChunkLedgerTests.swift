@@ -1,3 +1,4 @@
+import TernAPNs
 import TernStore
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 /// that a node taking the chunk over can follow; and the permits those results held.
 struct ChunkLedgerTests {
     static func failure(_ token: String) -> PushFailure {
-        PushFailure(deviceID: nil, token: token, status: 410, reason: "Unregistered", at: .distantPast)
+        PushFailure(deviceID: nil, token: token, status: 410, reason: .apns(.unregistered), at: .distantPast)
     }
 
     static func run(_ first: String, _ last: String) -> ChunkMark.Run { ChunkMark.Run(first: first, last: last) }

@@ -114,7 +114,7 @@ struct InboxSweeperTests {
         try await store.migrate()
         let now = Date()
         try await store.createApp(AppRecord(
-            id: "demo", topic: "com.example.demo", environment: "production", endpoint: nil, sealedCredentials: [1],
+            id: "demo", topic: "com.example.demo", environment: .production, endpoint: nil, sealedCredentials: [1],
             appKeyHash: [2], masterSecretHash: [3], webhookURL: nil, createdAt: now, updatedAt: now))
         let owners = (0..<1_500).map { InboxOwner.alias("user-\($0)") }
         let expired = InboxMessage(id: "old", appID: "demo", title: "old", body: nil, data: nil, createdAt: now.addingTimeInterval(-20), expiresAt: now.addingTimeInterval(-10))

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TernAPNs
 import TernStore
 import TernTestSupport
 import Testing
@@ -51,7 +52,7 @@ struct ManualClockTests {
         do {
             try await store.migrate()
             try await store.createApp(AppRecord(
-                id: "demo", topic: "com.example.demo", environment: "production", endpoint: nil, sealedCredentials: [1],
+                id: "demo", topic: "com.example.demo", environment: .production, endpoint: nil, sealedCredentials: [1],
                 appKeyHash: [2], masterSecretHash: [3], webhookURL: webhookURL, createdAt: now, updatedAt: now))
             let result = try await body(store)
             try await store.close()
@@ -100,10 +101,10 @@ struct ManualClockTests {
         try await receiver.run { port in
             try await Self.withStore(webhookURL: "http://127.0.0.1:\(port)/hook", at: clock.wall.now) { store in
                 _ = try await store.register(
-                    DeviceRegistration(deviceID: Fixture.device(1), token: Fixture.token(1), environment: "production"), app: "demo",
+                    DeviceRegistration(deviceID: Fixture.device(1), token: Fixture.token(1), environment: .production), app: "demo",
                     at: clock.wall.now)
                 let event = try await store.deactivateToken(
-                    app: "demo", token: Fixture.token(1), reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: clock.wall.now)
+                    app: "demo", token: Fixture.token(1), reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: clock.wall.now)
                 #expect(event != nil)
                 let sender = WebhookSender(
                     store: store, serverKey: try ServerKey(bytes: Array(repeating: 7, count: 32)),

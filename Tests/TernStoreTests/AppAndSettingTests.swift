@@ -1,4 +1,5 @@
 import Foundation
+import TernAPNs
 import Testing
 import TernStore
 
@@ -8,7 +9,7 @@ struct AppAndSettingTests {
     func appRoundTrips(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
             var app = makeApp("sim", at: time(1_234))
-            app.environment = "custom"
+            app.environment = .custom
             app.endpoint = .init(host: "127.0.0.1", port: 2197, caPEM: "-----BEGIN CERTIFICATE-----\n…")
             app.webhookURL = "https://example.com/hook"
             app.updatedAt = time(5_678)
@@ -41,7 +42,7 @@ struct AppAndSettingTests {
             try await store.createApp(makeApp("demo", at: time(0)))
             var changed = makeApp("demo", at: time(999_999))
             changed.topic = "com.example.renamed"
-            changed.environment = "development"
+            changed.environment = .development
             changed.endpoint = .init(host: "sim.local", port: 443, caPEM: nil)
             changed.sealedCredentials = [9, 9]
             changed.appKeyHash = [1]
@@ -69,7 +70,7 @@ struct AppAndSettingTests {
             _ = try await store.register(registration("d1", token: "t2", alias: "alice", tags: ["news"]), app: "demo", at: time(2))
             _ = try await store.register(registration("d2", token: "t3"), app: "demo", at: time(3))
             #expect(try await store.deactivateToken(
-                app: "demo", token: "t3", reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: time(4)
+                app: "demo", token: "t3", reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(4)
             ) != nil)
             _ = try await store.createPush(makePush("p1", app: "demo", key: "k"))
             let chunk = try await store.claimChunk(node: "a", size: 1, leaseUntil: time(60_000), at: time(4))

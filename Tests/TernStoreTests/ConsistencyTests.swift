@@ -68,7 +68,7 @@ struct ConsistencyTests {
             #expect(tokens.contains(device.token))
             #expect(history.count == 29)
             #expect(Set(history.map(\.token) + [device.token]) == Set(tokens), "every token is current or in history, once")
-            #expect(history.allSatisfy { $0.reason == "replaced" })
+            #expect(history.allSatisfy { $0.reason == .replaced })
         }
     }
 

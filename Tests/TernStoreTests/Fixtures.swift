@@ -1,4 +1,5 @@
 import Foundation
+import TernAPNs
 import Testing
 import TernStore
 
@@ -9,14 +10,14 @@ func time(_ ms: Int64) -> Date {
 
 func makeApp(_ id: String = "demo", at created: Date = time(0)) -> AppRecord {
     AppRecord(
-        id: id, topic: "com.example.\(id)", environment: "production", endpoint: nil, sealedCredentials: [1, 2, 3],
+        id: id, topic: "com.example.\(id)", environment: .production, endpoint: nil, sealedCredentials: [1, 2, 3],
         appKeyHash: Array(repeating: 0xAA, count: 32), masterSecretHash: Array(repeating: 0xBB, count: 32), webhookURL: nil,
         createdAt: created, updatedAt: created
     )
 }
 
 func registration(
-    _ deviceID: String, token: String, alias: String? = nil, tags: Set<String>? = nil, environment: String = "production"
+    _ deviceID: String, token: String, alias: String? = nil, tags: Set<String>? = nil, environment: APNsEnvironment = .production
 ) -> DeviceRegistration {
     DeviceRegistration(deviceID: deviceID, token: token, environment: environment, alias: alias, tags: tags)
 }
@@ -29,7 +30,7 @@ func makePush(
     )
 }
 
-func failure(_ token: String, reason: String = "BadDeviceToken", status: Int? = 400, at: Date = time(0)) -> PushFailure {
+func failure(_ token: String, reason: DeliveryFailureReason = .apns(.badDeviceToken), status: Int? = 400, at: Date = time(0)) -> PushFailure {
     PushFailure(deviceID: "device-\(token)", token: token, status: status, reason: reason, at: at)
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import TernAPNs
 import Testing
 import TernStore
 
@@ -30,8 +31,8 @@ struct PushChunkTests {
             #expect(try await store.claimChunk(node: "b", size: 10, leaseUntil: Self.lease, at: time(2)) == .idle)
 
             let outcomes = [
-                PushProgress(accepted: 9, failures: [failure("t1", reason: "Unregistered", status: 410)], pruned: 1, inboxDropped: 2),
-                PushProgress(accepted: 8, failures: [failure("t2"), failure("t3", reason: "timeout", status: nil)], pruned: 0),
+                PushProgress(accepted: 9, failures: [failure("t1", reason: .apns(.unregistered), status: 410)], pruned: 1, inboxDropped: 2),
+                PushProgress(accepted: 8, failures: [failure("t2"), failure("t3", reason: .clientError("timeout"), status: nil)], pruned: 0),
                 PushProgress(accepted: 5, failures: [], pruned: 0),
             ]
             // Out of order: the push completes with its last open chunk, whichever that is.
@@ -151,7 +152,7 @@ struct PushChunkTests {
                 pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 2, failures: [failure("t1")], pruned: 0, inboxDropped: 1),
                 mark: ChunkMark(through: keys[2])))
             #expect(try await store.recordChunkProgress(
-                pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 2, failures: [failure("t5", reason: "Unregistered", status: 410)], pruned: 1),
+                pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 2, failures: [failure("t5", reason: .apns(.unregistered), status: 410)], pruned: 1),
                 mark: ChunkMark(through: keys[5])))
             // Node b takes it over when the lease runs out, and gets only the recipients after the last record.
             let taken = try #require(try await store.claimChunk(node: "b", size: 10, leaseUntil: time(100_000), at: time(2_000)).chunk)
@@ -272,7 +273,7 @@ struct PushChunkTests {
             let recorded = (0..<250).map { (n: Int) -> PushFailure in
                 let deviceID: String? = n % 3 == 0 ? nil : "device-\(n)"
                 let status: Int? = n % 5 == 0 ? nil : 410
-                let reason = n % 2 == 0 ? "Unregistered" : "BadDeviceToken"
+                let reason: DeliveryFailureReason = n % 2 == 0 ? .apns(.unregistered) : .apns(.badDeviceToken)
                 return PushFailure(deviceID: deviceID, token: "token-\(n)", status: status, reason: reason, at: time(Int64(n)))
             }
             var chunks: [PushChunk] = []
@@ -335,7 +336,7 @@ struct PushChunkTests {
                 for n in sequences {
                     group.addTask {
                         try await store.recordChunk(pushID: "p1", sequence: n, node: "a", PushProgress(
-                            accepted: 1, failures: [failure("t\(n)", reason: n % 2 == 0 ? "even" : "odd")], pruned: 1
+                            accepted: 1, failures: [failure("t\(n)", reason: .clientError(n % 2 == 0 ? "even" : "odd"))], pruned: 1
                         ), at: time(2))
                     }
                 }

@@ -1,4 +1,5 @@
 import Foundation
+import TernAPNs
 import Testing
 import TernStore
 
@@ -12,10 +13,10 @@ struct RecipientTests {
         _ = try await store.register(registration("dev-a", token: "ta", alias: "alice", tags: ["news", "sports"]), app: "demo", at: time(1))
         _ = try await store.register(registration("dev-e", token: "te"), app: "demo", at: time(5))
         _ = try await store.register(
-            registration("dev-b", token: "tb", alias: "alice", tags: ["news"], environment: "development"), app: "demo", at: time(2)
+            registration("dev-b", token: "tb", alias: "alice", tags: ["news"], environment: .development), app: "demo", at: time(2)
         )
         _ = try await store.register(registration("dev-d", token: "td", alias: "carol", tags: ["news", "sports"]), app: "demo", at: time(4))
-        _ = try await store.deactivateToken(app: "demo", token: "td", reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: time(9))
+        _ = try await store.deactivateToken(app: "demo", token: "td", reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(9))
         _ = try await store.register(
             registration("dev-0", token: "t0", alias: "alice", tags: ["news", "sports"]), app: "other", at: time(1)
         )
@@ -27,8 +28,8 @@ struct RecipientTests {
             try await seed(store)
             let recipients = try await allRecipients(store, .devices(["dev-c", "dev-a", "dev-d", "dev-zz", "dev-a", "dev-0"]), limit: 10)
             #expect(recipients == [
-                Recipient(key: "dev-a", deviceID: "dev-a", token: "ta", environment: "production", lastRegisteredAt: time(1), alias: "alice"),
-                Recipient(key: "dev-c", deviceID: "dev-c", token: "tc", environment: "production", lastRegisteredAt: time(3), alias: "bob"),
+                Recipient(key: "dev-a", deviceID: "dev-a", token: "ta", environment: .production, lastRegisteredAt: time(1), alias: "alice"),
+                Recipient(key: "dev-c", deviceID: "dev-c", token: "tc", environment: .production, lastRegisteredAt: time(3), alias: "bob"),
             ])
         }
     }
@@ -42,7 +43,7 @@ struct RecipientTests {
                 #expect(recipients.map(\.deviceID) == ["dev-a", "dev-b", "dev-c"], "limit \(limit)")
                 #expect(Set(recipients.map(\.key)).count == 3, "limit \(limit)")
                 let second = try #require(recipients.dropFirst().first)
-                #expect(second.deviceID == "dev-b" && second.token == "tb" && second.environment == "development")
+                #expect(second.deviceID == "dev-b" && second.token == "tb" && second.environment == .development)
                 #expect(second.lastRegisteredAt == time(2) && second.alias == "alice")
             }
         }
@@ -90,8 +91,8 @@ struct RecipientTests {
             #expect(recipients == [
                 // t0 is registered in another app only: for this app it is an unknown token.
                 Recipient(key: "t0", deviceID: nil, token: "t0", environment: nil, lastRegisteredAt: nil),
-                Recipient(key: "ta", deviceID: "dev-a", token: "ta", environment: "production", lastRegisteredAt: time(1), alias: "alice"),
-                Recipient(key: "te", deviceID: "dev-e", token: "te", environment: "production", lastRegisteredAt: time(5)),
+                Recipient(key: "ta", deviceID: "dev-a", token: "ta", environment: .production, lastRegisteredAt: time(1), alias: "alice"),
+                Recipient(key: "te", deviceID: "dev-e", token: "te", environment: .production, lastRegisteredAt: time(5)),
                 Recipient(key: "unknown", deviceID: nil, token: "unknown", environment: nil, lastRegisteredAt: nil),
             ])
         }
@@ -126,7 +127,7 @@ struct RecipientTests {
                     app: "demo", at: time(1)
                 )
                 if n % 10 == 6 {
-                    _ = try await store.deactivateToken(app: "demo", token: numbered("token", n), reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: time(2))
+                    _ = try await store.deactivateToken(app: "demo", token: numbered("token", n), reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(2))
                 } else {
                     active.append(deviceID)
                 }

@@ -1,4 +1,5 @@
 import Foundation
+import TernAPNs
 import Testing
 import TernStore
 
@@ -8,19 +9,19 @@ struct RegistryTests {
     func newTokenReplacesOld(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
             try await store.createApp(makeApp())
-            _ = try await store.register(registration("d1", token: "old", environment: "development"), app: "demo", at: time(1_000))
+            _ = try await store.register(registration("d1", token: "old", environment: .development), app: "demo", at: time(1_000))
             // Registering the same token again keeps its first registration time for the history.
-            _ = try await store.register(registration("d1", token: "old", environment: "development"), app: "demo", at: time(2_000))
+            _ = try await store.register(registration("d1", token: "old", environment: .development), app: "demo", at: time(2_000))
             let device = try await store.register(registration("d1", token: "new"), app: "demo", at: time(3_000))
 
             #expect(device.token == "new")
-            #expect(device.environment == "production")
+            #expect(device.environment == .production)
             #expect(device.createdAt == time(1_000))
             #expect(device.lastRegisteredAt == time(3_000))
             #expect(try await store.device(app: "demo", deviceID: "d1") == device)
             #expect(try await store.tokenHistory(app: "demo", deviceID: "d1") == [
                 TokenHistoryEntry(
-                    token: "old", environment: "development", firstRegisteredAt: time(1_000), replacedAt: time(3_000), reason: "replaced"
+                    token: "old", environment: .development, firstRegisteredAt: time(1_000), replacedAt: time(3_000), reason: .replaced
                 ),
             ])
             // The old token is nobody's now.
@@ -61,10 +62,10 @@ struct RegistryTests {
             #expect(try await store.devices(app: "demo", alias: "alice").isEmpty)
             #expect(try await store.devices(app: "demo", tag: "news", after: nil, limit: 10).items.isEmpty)
             #expect(try await store.tokenHistory(app: "demo", deviceID: "lost") == [
-                TokenHistoryEntry(token: "shared", environment: "production", firstRegisteredAt: time(1), replacedAt: time(3), reason: "moved"),
+                TokenHistoryEntry(token: "shared", environment: .production, firstRegisteredAt: time(1), replacedAt: time(3), reason: .moved),
             ])
             #expect(try await store.tokenHistory(app: "demo", deviceID: "found") == [
-                TokenHistoryEntry(token: "mine", environment: "production", firstRegisteredAt: time(2), replacedAt: time(3), reason: "replaced"),
+                TokenHistoryEntry(token: "mine", environment: .production, firstRegisteredAt: time(2), replacedAt: time(3), reason: .replaced),
             ])
             let holders = try await store.recipients(app: "demo", audience: .tokens(["shared"]), after: nil, limit: 10).items
             #expect(holders.map(\.deviceID) == ["found"])
@@ -89,11 +90,11 @@ struct RegistryTests {
             try await store.createApp(makeApp())
             _ = try await store.register(registration("d1", token: "t1", alias: "alice", tags: ["news"]), app: "demo", at: time(100))
             _ = try await store.deactivateToken(
-                app: "demo", token: "t1", reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: time(200)
+                app: "demo", token: "t1", reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(200)
             )
             let deactivated = try #require(try await store.device(app: "demo", deviceID: "d1"))
             #expect(deactivated.deactivatedAt == time(200))
-            #expect(deactivated.deactivationReason == "Unregistered")
+            #expect(deactivated.deactivationReason == .apns(.unregistered))
             #expect(!deactivated.isActive)
 
             let device = try await store.register(registration("d1", token: "t1"), app: "demo", at: time(300))
@@ -120,7 +121,7 @@ struct RegistryTests {
             details.appVersion = "2.1"
             let device = try await store.register(details, app: "demo", at: time(5))
             #expect(device == DeviceRecord(
-                appID: "demo", deviceID: "d1", token: "t1", environment: "production", alias: nil, tags: [], locale: "fr_FR",
+                appID: "demo", deviceID: "d1", token: "t1", environment: .production, alias: nil, tags: [], locale: "fr_FR",
                 timezone: "Europe/Paris", appVersion: "2.1", lastRegisteredAt: time(5), deactivatedAt: nil,
                 deactivationReason: nil, createdAt: time(5)
             ))
@@ -158,7 +159,7 @@ struct RegistryTests {
             try await store.createApp(makeApp())
             _ = try await store.register(registration("d1", token: "t1", alias: "alice", tags: ["a"]), app: "demo", at: time(1))
             _ = try await store.register(registration("d2", token: "t2", alias: "alice", tags: ["b", "c"]), app: "demo", at: time(1))
-            _ = try await store.deactivateToken(app: "demo", token: "t2", reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: time(2))
+            _ = try await store.deactivateToken(app: "demo", token: "t2", reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(2))
             let devices = try await store.devices(app: "demo", alias: "alice")
             #expect(devices.map(\.deviceID) == ["d1", "d2"])
             #expect(devices.map(\.tags) == [["a"], ["b", "c"]])

@@ -1,4 +1,5 @@
 import Foundation
+import TernAPNs
 import Testing
 import TernStore
 
@@ -11,18 +12,18 @@ struct TokenHygieneTests {
             _ = try await store.register(registration("d1", token: "t1"), app: "demo", at: time(1_000))
 
             let event = try #require(try await store.deactivateToken(
-                app: "demo", token: "t1", reason: "Unregistered", invalidSince: time(2_000), apnsTimestamp: time(2_000), at: time(3_000)
+                app: "demo", token: "t1", reason: .apns(.unregistered), invalidSince: time(2_000), apnsTimestamp: time(2_000), at: time(3_000)
             ))
 
             #expect(event.appID == "demo")
             #expect(event.deviceID == "d1")
             #expect(event.token == "t1")
-            #expect(event.reason == "Unregistered")
+            #expect(event.reason == .apns(.unregistered))
             #expect(event.apnsTimestamp == time(2_000))
             #expect(event.occurredAt == time(3_000))
             let device = try #require(try await store.device(app: "demo", deviceID: "d1"))
             #expect(device.deactivatedAt == time(3_000))
-            #expect(device.deactivationReason == "Unregistered")
+            #expect(device.deactivationReason == .apns(.unregistered))
             #expect(try await store.tokenEvents(app: "demo", after: nil, limit: 10) == [event])
         }
     }
@@ -36,7 +37,7 @@ struct TokenHygieneTests {
             _ = try await store.register(registration("d1", token: "t1"), app: "demo", at: time(2_500))
 
             let event = try await store.deactivateToken(
-                app: "demo", token: "t1", reason: "Unregistered", invalidSince: time(2_000), apnsTimestamp: time(2_000), at: time(3_000)
+                app: "demo", token: "t1", reason: .apns(.unregistered), invalidSince: time(2_000), apnsTimestamp: time(2_000), at: time(3_000)
             )
 
             #expect(event == nil)
@@ -51,7 +52,7 @@ struct TokenHygieneTests {
             try await store.createApp(makeApp())
             _ = try await store.register(registration("d1", token: "t1"), app: "demo", at: time(2_000))
             #expect(try await store.deactivateToken(
-                app: "demo", token: "t1", reason: "Unregistered", invalidSince: time(2_000), apnsTimestamp: nil, at: time(3_000)
+                app: "demo", token: "t1", reason: .apns(.unregistered), invalidSince: time(2_000), apnsTimestamp: nil, at: time(3_000)
             ) == nil)
             #expect(try await store.device(app: "demo", deviceID: "d1")?.isActive == true)
         }
@@ -64,9 +65,9 @@ struct TokenHygieneTests {
             // Registered "after" the deactivation time: without invalidSince that does not matter.
             _ = try await store.register(registration("d1", token: "t1"), app: "demo", at: time(5_000))
             let event = try await store.deactivateToken(
-                app: "demo", token: "t1", reason: "BadDeviceToken", invalidSince: nil, apnsTimestamp: nil, at: time(3_000)
+                app: "demo", token: "t1", reason: .apns(.badDeviceToken), invalidSince: nil, apnsTimestamp: nil, at: time(3_000)
             )
-            #expect(event?.reason == "BadDeviceToken")
+            #expect(event?.reason == .apns(.badDeviceToken))
             #expect(event?.apnsTimestamp == nil)
             #expect(try await store.device(app: "demo", deviceID: "d1")?.isActive == false)
         }
@@ -80,22 +81,22 @@ struct TokenHygieneTests {
             _ = try await store.register(registration("d1", token: "t1"), app: "demo", at: time(1))
             _ = try await store.register(registration("d9", token: "elsewhere"), app: "other", at: time(1))
             #expect(try await store.deactivateToken(
-                app: "demo", token: "t1", reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: time(2)
+                app: "demo", token: "t1", reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(2)
             ) != nil)
 
             #expect(try await store.deactivateToken(
-                app: "demo", token: "t1", reason: "BadDeviceToken", invalidSince: nil, apnsTimestamp: nil, at: time(3)
+                app: "demo", token: "t1", reason: .apns(.badDeviceToken), invalidSince: nil, apnsTimestamp: nil, at: time(3)
             ) == nil)
             #expect(try await store.deactivateToken(
-                app: "demo", token: "never-seen", reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: time(3)
+                app: "demo", token: "never-seen", reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(3)
             ) == nil)
             #expect(try await store.deactivateToken(
-                app: "demo", token: "elsewhere", reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: time(3)
+                app: "demo", token: "elsewhere", reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(3)
             ) == nil, "another app's token")
 
             let device = try #require(try await store.device(app: "demo", deviceID: "d1"))
             #expect(device.deactivatedAt == time(2), "the first deactivation stands")
-            #expect(device.deactivationReason == "Unregistered")
+            #expect(device.deactivationReason == .apns(.unregistered))
             #expect(try await store.tokenEvents(app: "demo", after: nil, limit: 10).count == 1)
             #expect(try await store.device(app: "other", deviceID: "d9")?.isActive == true)
         }
@@ -112,8 +113,8 @@ struct TokenHygieneTests {
             }
             // Interleave the two apps' events.
             for n in [3, 0, 6, 1, 5, 2, 4] {
-                _ = try await store.deactivateToken(app: "demo", token: "t\(n)", reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: time(Int64(10 + n)))
-                _ = try await store.deactivateToken(app: "other", token: "t\(n)", reason: "Unregistered", invalidSince: nil, apnsTimestamp: nil, at: time(Int64(10 + n)))
+                _ = try await store.deactivateToken(app: "demo", token: "t\(n)", reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(Int64(10 + n)))
+                _ = try await store.deactivateToken(app: "other", token: "t\(n)", reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(Int64(10 + n)))
             }
 
             var events: [TokenEvent] = []

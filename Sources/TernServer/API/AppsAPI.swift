@@ -168,14 +168,15 @@ struct AppsAPI {
         let now = clock.now
         try Self.validateID(body.id)
         try Self.validateTopic(body.topic)
-        let endpoint = try Self.validate(environment: body.environment, endpoint: body.endpoint)
+        let environment = try Self.validateEnvironment(body.environment)
+        let endpoint = try Self.validate(environment: environment, endpoint: body.endpoint)
         let transport = try Self.validateTransport(body.transport) ?? AppRecord.http2
         let credentials: AppCredentials
-        switch (body.credentials, body.environment) {
-        case (.some, AppEnvironment.simulator):
+        switch (body.credentials, environment) {
+        case (.some, .simulator):
             throw JSONAPIError.badRequest(field: "credentials", "apps on the built-in simulator use its key: leave credentials out")
         case (let given?, _): credentials = given
-        case (nil, AppEnvironment.simulator): credentials = try simulatorCredentials(topic: body.topic, transport: transport)
+        case (nil, .simulator): credentials = try simulatorCredentials(topic: body.topic, transport: transport)
         case (nil, _): throw JSONAPIError.badRequest(field: "credentials", "credentials are required (token key, certificate or PKCS#12)")
         }
         try Self.check(credentials, transport: transport)
@@ -184,7 +185,7 @@ struct AppsAPI {
         let masterSecret = Secrets.generate(prefix: "tms_")
         let identitySecret = Secrets.generate(prefix: Secrets.identityPrefix)
         var record = AppRecord(
-            id: body.id, topic: body.topic, environment: body.environment, endpoint: endpoint,
+            id: body.id, topic: body.topic, environment: environment, endpoint: endpoint,
             sealedCredentials: AppCredentialsVault(serverKey: serverKey).seal(credentials), appKeyHash: Secrets.hash(appKey),
             masterSecretHash: Secrets.hash(masterSecret), webhookURL: body.webhookURL.flatMap { $0.isEmpty ? nil : $0 }, createdAt: now,
             updatedAt: now)
@@ -214,7 +215,7 @@ struct AppsAPI {
             updated.topic = topic
         }
         if body.environment != nil || body.endpoint != nil {
-            let environment = body.environment ?? app.environment
+            let environment = try body.environment.map(Self.validateEnvironment) ?? app.environment
             updated.endpoint = try Self.validate(
                 environment: environment,
                 endpoint: body.endpoint
@@ -224,13 +225,13 @@ struct AppsAPI {
         updated.transport = try Self.validateTransport(body.transport) ?? updated.transport
         updated.feedbackInterval = try Self.validateFeedbackInterval(body.feedbackInterval) ?? updated.feedbackInterval
         if let credentials = body.credentials {
-            guard updated.environment != AppEnvironment.simulator else {
+            guard updated.environment != .simulator else {
                 throw JSONAPIError.badRequest(field: "credentials", "apps on the built-in simulator use its key: leave credentials out")
             }
             try Self.check(credentials, transport: updated.transport)
             updated.sealedCredentials = AppCredentialsVault(serverKey: serverKey).seal(credentials)
-        } else if updated.environment == AppEnvironment.simulator,
-            app.environment != AppEnvironment.simulator || updated.transport != app.transport
+        } else if updated.environment == .simulator,
+            app.environment != .simulator || updated.transport != app.transport
         {
             updated.sealedCredentials = AppCredentialsVault(serverKey: serverKey).seal(
                 try simulatorCredentials(topic: updated.topic, transport: updated.transport))
@@ -278,7 +279,7 @@ struct AppsAPI {
     func view(_ app: AppRecord) throws -> AppView {
         let credentials = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
         return AppView(
-            id: app.id, topic: app.topic, environment: app.environment,
+            id: app.id, topic: app.topic, environment: app.environment.rawValue,
             endpoint: app.endpoint.map {
                 EndpointView(
                     host: $0.host, port: $0.port, customCA: $0.caPEM != nil,
@@ -316,11 +317,16 @@ struct AppsAPI {
         }
     }
 
-    static func validate(environment: String, endpoint: EndpointInput?) throws(JSONAPIError) -> AppRecord.Endpoint? {
-        guard AppEnvironment.all.contains(environment) else {
-            throw .badRequest(field: "environment", "environment must be one of \(AppEnvironment.all.joined(separator: ", ")), not '\(environment)'")
+    static func validateEnvironment(_ text: String) throws(JSONAPIError) -> AppEnvironment {
+        guard let environment = AppEnvironment(rawValue: text) else {
+            let all = AppEnvironment.allCases.map(\.rawValue).joined(separator: ", ")
+            throw .badRequest(field: "environment", "environment must be one of \(all), not '\(text)'")
         }
-        guard environment == AppEnvironment.custom else {
+        return environment
+    }
+
+    static func validate(environment: AppEnvironment, endpoint: EndpointInput?) throws(JSONAPIError) -> AppRecord.Endpoint? {
+        guard environment == .custom else {
             if endpoint != nil { throw .badRequest(field: "endpoint", "endpoint goes with environment custom only") }
             return nil
         }

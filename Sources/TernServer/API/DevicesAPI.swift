@@ -51,7 +51,7 @@ struct DevicesAPI {
         init(_ record: DeviceRecord, deviceSecret: String? = nil) {
             deviceId = record.deviceID
             token = record.token
-            environment = record.environment
+            environment = record.environment.rawValue
             alias = record.alias
             tags = record.tags.sorted()
             locale = record.locale
@@ -60,7 +60,7 @@ struct DevicesAPI {
             active = record.isActive
             lastRegisteredAt = record.lastRegisteredAt
             deactivatedAt = record.deactivatedAt
-            deactivationReason = record.deactivationReason
+            deactivationReason = record.deactivationReason?.rawValue
             createdAt = record.createdAt
             self.deviceSecret = deviceSecret
         }
@@ -141,7 +141,9 @@ struct DevicesAPI {
             let deviceID = try Self.deviceID(context)
             let history = try await store.tokenHistory(app: app.id, deviceID: deviceID)
             return TokenHistoryView(tokens: history.map {
-                .init(token: $0.token, environment: $0.environment, firstRegisteredAt: $0.firstRegisteredAt, replacedAt: $0.replacedAt, reason: $0.reason)
+                .init(
+                    token: $0.token, environment: $0.environment.rawValue, firstRegisteredAt: $0.firstRegisteredAt, replacedAt: $0.replacedAt,
+                    reason: $0.reason.rawValue)
             })
         }
         devices.get { request, context -> DeviceList in
@@ -232,7 +234,11 @@ struct DevicesAPI {
         } catch {
             throw .badRequest(field: "token", "token must be the device token in hex (APNs tokens are 32 bytes)")
         }
-        guard ["production", "development"].contains(body.environment) else {
+        let environment: APNsEnvironment
+        switch body.environment {
+        case APNsEnvironment.production.rawValue: environment = .production
+        case APNsEnvironment.development.rawValue: environment = .development
+        default:
             throw .badRequest(field: "environment", "environment must be production or development (the APNs environment of the app build)")
         }
         if let alias = body.alias {
@@ -243,7 +249,7 @@ struct DevicesAPI {
         try checkLength(body.appVersion, field: "appVersion", max: 64)
         let tags = try body.tags.map { tags throws(JSONAPIError) in try validateTags(tags, field: "tags") }
         return DeviceRegistration(
-            deviceID: deviceID, token: token.hex, environment: body.environment, alias: body.alias, tags: tags, locale: body.locale,
+            deviceID: deviceID, token: token.hex, environment: environment, alias: body.alias, tags: tags, locale: body.locale,
             timezone: body.timezone, appVersion: body.appVersion)
     }
 

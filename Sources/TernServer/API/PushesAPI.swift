@@ -143,7 +143,9 @@ struct PushesAPI {
             let events = try await store.tokenEvents(app: app.id, after: after, limit: limit)
             return TokenEventList(
                 events: events.map {
-                    .init(id: $0.id, deviceId: $0.deviceID, token: $0.token, reason: $0.reason, apnsTimestamp: $0.apnsTimestamp, occurredAt: $0.occurredAt)
+                    .init(
+                        id: $0.id, deviceId: $0.deviceID, token: $0.token, reason: $0.reason.rawValue, apnsTimestamp: $0.apnsTimestamp,
+                        occurredAt: $0.occurredAt)
                 },
                 next: events.count == limit ? events.last.map { String($0.id) } : nil)
         }
@@ -154,7 +156,7 @@ struct PushesAPI {
         var next: String?
         if withFailures {
             let page = try await store.failures(pushID: push.id, after: after, limit: limit)
-            failures = page.items.map { FailureView(deviceId: $0.deviceID, token: $0.token, status: $0.status, reason: $0.reason, at: $0.at) }
+            failures = page.items.map { FailureView(deviceId: $0.deviceID, token: $0.token, status: $0.status, reason: $0.reason.rawValue, at: $0.at) }
             next = page.next
         }
         let counts = push.counts

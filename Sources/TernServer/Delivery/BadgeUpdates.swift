@@ -93,13 +93,13 @@ final class BadgeUpdates: Service {
         let metadata = APNsRequestMetadata(topic: app.topic, pushType: .alert, priority: .throttled)
         // A badge with content-available and no alert: shown without a banner, and priority 5 (APNs allows no
         // badge on a `background` push).
-        var notifications: [(environment: String, notification: APNsNotification)] = []
+        var notifications: [(environment: APNsEnvironment, notification: APNsNotification)] = []
         for device in devices where device.deactivatedAt == nil {
             guard let token = try? DeviceToken(hex: device.token) else { continue }
             notifications.append((device.environment, try APNsNotification(deviceToken: token, metadata: metadata, payload: payload)))
         }
         // Places in line only once nothing can fail before sending.
-        var byEnvironment: [String: [QueuedNotification]] = [:]
+        var byEnvironment: [APNsEnvironment: [QueuedNotification]] = [:]
         for (environment, notification) in notifications {
             byEnvironment[environment, default: []].append(
                 QueuedNotification(notification: notification, ticket: order.enqueue(notification.deviceToken.hex, badgeOnly: true)))

@@ -16,7 +16,8 @@ import TernStore
 actor ClientDirectory {
     private struct Key: Hashable {
         var app: String
-        var environment: String
+        /// `host:port`: an app's tokens of both APNs environments share a client when they go to the same place.
+        var endpoint: String
     }
 
     /// Where the built-in simulator listens, once it does.
@@ -47,12 +48,12 @@ actor ClientDirectory {
         simulator = ports
     }
 
-    /// The sender for `app`'s notifications to tokens of `tokenEnvironment` (`production` or `development`).
-    func client(for app: AppRecord, tokenEnvironment: String?) throws -> any NotificationSender {
+    /// The sender for `app`'s notifications to tokens of `tokenEnvironment` (nil: the app's own).
+    func client(for app: AppRecord, tokenEnvironment: APNsEnvironment?) throws -> any NotificationSender {
         guard !closed else { throw EndpointUnavailable(app: app.id, reason: .stopped) }
         let legacy = app.transport == AppRecord.legacy
         let endpoint = try endpoint(for: app, tokenEnvironment: tokenEnvironment, service: legacy ? .gateway : .http2)
-        let key = Key(app: app.id, environment: "\(endpoint.host):\(endpoint.port)")
+        let key = Key(app: app.id, endpoint: "\(endpoint.host):\(endpoint.port)")
         if let cached = clients[key], cached.version == app.updatedAt { return cached.client }
         if let stale = clients.removeValue(forKey: key) { retired.continuation.yield(stale.client) }
         let credentials = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
@@ -74,7 +75,7 @@ actor ClientDirectory {
     }
 
     /// How to read `app`'s legacy feedback service (for tokens of `tokenEnvironment` on Apple's).
-    func feedbackConfiguration(for app: AppRecord, tokenEnvironment: String?) throws -> LegacyClientConfiguration {
+    func feedbackConfiguration(for app: AppRecord, tokenEnvironment: APNsEnvironment?) throws -> LegacyClientConfiguration {
         let endpoint = try endpoint(for: app, tokenEnvironment: tokenEnvironment, service: .feedback)
         let credentials = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
         return LegacyClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
@@ -86,9 +87,9 @@ actor ClientDirectory {
         case feedback
     }
 
-    private func endpoint(for app: AppRecord, tokenEnvironment: String?, service: Service) throws -> APNsClientConfiguration.Endpoint {
+    private func endpoint(for app: AppRecord, tokenEnvironment: APNsEnvironment?, service: Service) throws -> APNsClientConfiguration.Endpoint {
         switch app.environment {
-        case AppEnvironment.simulator:
+        case .simulator:
             guard let simulator else { throw EndpointUnavailable(app: app.id, reason: .simulatorOff) }
             var endpoint = simulator.endpoint
             switch service {
@@ -100,14 +101,14 @@ actor ClientDirectory {
                 endpoint.port = port
             }
             return endpoint
-        case AppEnvironment.custom:
+        case .custom:
             guard let endpoint = app.endpoint else { throw EndpointUnavailable(app: app.id, reason: .noEndpoint) }
             // A custom legacy endpoint names the gateway; its feedback service is on the port given, or the next one
             // (as Apple's 2195 and 2196).
             let port = service == .feedback ? endpoint.feedbackPort ?? endpoint.port + 1 : endpoint.port
             return APNsClientConfiguration.Endpoint(host: endpoint.host, port: port, trustRootsPEM: endpoint.caPEM)
-        default:
-            let environment: APNsEnvironment = (tokenEnvironment ?? app.environment) == "development" ? .development : .production
+        case .production, .development:
+            let environment = tokenEnvironment ?? app.environment.apnsEnvironment ?? .production
             switch service {
             case .http2: return .apple(environment)
             case .gateway: return LegacyClientConfiguration.appleGateway(environment)
@@ -167,17 +168,6 @@ struct EndpointUnavailable: Error, CustomStringConvertible {
         case .stopped: "the server is stopping"
         }
     }
-}
-
-/// The environments an app can deliver to.
-enum AppEnvironment {
-    static let production = "production"
-    static let development = "development"
-    /// The APNs simulator `tern serve` runs in its own process.
-    static let simulator = "simulator"
-    /// A host and port of the app's choosing (a simulator elsewhere, a test rig).
-    static let custom = "custom"
-    static let all = [production, development, simulator, custom]
 }
 
 /// Seals and opens app credentials with the server key.

@@ -93,8 +93,7 @@ actor FeedbackPoller: Service {
         guard reading.insert(app.id).inserted else { throw PollError.tooSoon(retryAfter: now.addingTimeInterval(Self.minimumSpacing)) }
         defer { reading.remove(app.id) }
         // An app on Apple's servers has tokens of both environments, each with its own feedback service.
-        let environments: [String?] =
-            [AppEnvironment.production, AppEnvironment.development].contains(app.environment) ? ["production", "development"] : [nil]
+        let environments: [APNsEnvironment?] = app.environment.apnsEnvironment != nil ? [.production, .development] : [nil]
         var tuples: [FeedbackTuple] = []
         var failures: [any Error] = []
         for environment in environments {
@@ -124,7 +123,7 @@ actor FeedbackPoller: Service {
             result.listed += 1
             let since = Date(timeIntervalSince1970: TimeInterval(tuple.timestamp))
             let event = try await store.deactivateToken(
-                app: app.id, token: DeviceToken.hex(tuple.token), reason: APNsReason.unregistered.rawValue, invalidSince: since,
+                app: app.id, token: DeviceToken.hex(tuple.token), reason: .apns(.unregistered), invalidSince: since,
                 apnsTimestamp: since, at: now)
             if event != nil { result.deactivated += 1 } else { result.kept += 1 }
         }

@@ -349,12 +349,14 @@ final class PushDispatcher: Service {
     private func send(
         _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, place: UInt64, into tally: ChunkLedger
     ) async throws {
-        var clientsByEnvironment: [String: any NotificationSender] = [:]
+        // By the token's APNs environment; nil for bare tokens of an app that delivers to the simulator or a custom
+        // endpoint (the same client either way there).
+        var clientsByEnvironment: [APNsEnvironment?: any NotificationSender] = [:]
         var reachable: [(recipient: Recipient, token: DeviceToken)] = []
         var indexByToken: [String: Int] = [:]
         // Those an earlier holder of the chunk recorded are done.
         for (index, recipient) in recipients.enumerated() where tally.needsSending(index) {
-            let environment = recipient.environment ?? app.environment
+            let environment = recipient.environment ?? app.environment.apnsEnvironment
             if clientsByEnvironment[environment] == nil {
                 do {
                     clientsByEnvironment[environment] = try await clients.client(for: app, tokenEnvironment: environment)
@@ -363,13 +365,14 @@ final class PushDispatcher: Service {
                 }
             }
             guard clientsByEnvironment[environment] != nil else {
-                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "clientUnavailable", at: clocks.wall.now)
+                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: .clientUnavailable, at: clocks.wall.now)
                 tally.set(index, .failed(failure, pruned: false))
                 continue
             }
             // Checked when registered or given; a token that is not hex is refused like APNs would.
             guard let token = try? DeviceToken(hex: recipient.token) else {
-                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "BadDeviceToken", at: clocks.wall.now)
+                let failure = PushFailure(
+                    deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: .apns(.badDeviceToken), at: clocks.wall.now)
                 tally.set(index, .failed(failure, pruned: false))
                 continue
             }
@@ -408,7 +411,7 @@ final class PushDispatcher: Service {
     private func admit(
         _ recipients: [(recipient: Recipient, token: DeviceToken)], app: AppRecord, content: PushContent, pushID: String,
         into tally: ChunkLedger
-    ) async throws -> [String: [QueuedNotification]] {
+    ) async throws -> [APNsEnvironment?: [QueuedNotification]] {
         let now = clocks.wall.now
         let owners = recipients.compactMap { entry in entry.recipient.deviceID.map { InboxOwner(deviceID: $0, alias: entry.recipient.alias) } }
         let distinctOwners = Array(Set(owners))
@@ -423,7 +426,7 @@ final class PushDispatcher: Service {
             badges = try await store.badges(app: app.id, owners: distinctOwners, pushID: pushID, change: change, at: now)
         }
         var payloads: [Int: [UInt8]] = [:]
-        var batches: [String: [QueuedNotification]] = [:]
+        var batches: [APNsEnvironment?: [QueuedNotification]] = [:]
         let template = content.template(topic: app.topic, pushID: pushID)
         for (recipient, token) in recipients {
             var payload: [UInt8]?
@@ -435,7 +438,8 @@ final class PushDispatcher: Service {
             }
             let notification = template.notification(to: token, payload: payload)
             let ticket = settings.delivery.ordering ? order.enqueue(token.hex) : nil
-            batches[recipient.environment ?? app.environment, default: []].append(QueuedNotification(notification: notification, ticket: ticket))
+            batches[recipient.environment ?? app.environment.apnsEnvironment, default: []].append(
+                QueuedNotification(notification: notification, ticket: ticket))
         }
         return batches
     }
@@ -633,11 +637,11 @@ final class PushDispatcher: Service {
             return .accepted
         case .failed(let failure):
             return .failed(failure, pruned: false)
-        case .deadToken(let failure, let invalidSince, let apnsTimestamp):
+        case .deadToken(let failure, let reason, let invalidSince, let apnsTimestamp):
             var pruned = false
             do {
                 let event = try await store.deactivateToken(
-                    app: app.id, token: recipient.token, reason: failure.reason, invalidSince: invalidSince, apnsTimestamp: apnsTimestamp, at: now)
+                    app: app.id, token: recipient.token, reason: reason, invalidSince: invalidSince, apnsTimestamp: apnsTimestamp, at: now)
                 pruned = event != nil
             } catch {
                 logger.error("cannot deactivate a dead token", metadata: ["app": "\(app.id)", "error": "\(error)"])

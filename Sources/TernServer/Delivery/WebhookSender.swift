@@ -122,7 +122,7 @@ final class WebhookSender: Service {
         let items: [JSONValue] = events.map { event in
             var object: [String: JSONValue] = [
                 "id": .int(Int(event.id)), "deviceId": .string(event.deviceID), "token": .string(event.token),
-                "reason": .string(event.reason), "occurredAt": .int(Int(event.occurredAt.timeIntervalSince1970 * 1000)),
+                "reason": .string(event.reason.rawValue), "occurredAt": .int(Int(event.occurredAt.timeIntervalSince1970 * 1000)),
             ]
             if let timestamp = event.apnsTimestamp { object["apnsTimestamp"] = .int(Int(timestamp.timeIntervalSince1970 * 1000)) }
             return .object(object)

@@ -129,7 +129,7 @@ extension SQLStore {
             guard let row = try await db.raw("SELECT failed_by_reason FROM push_chunks WHERE \(held)").first() else { return false }
             var failedByReason = try row.decode(column: "failed_by_reason", as: String?.self).map { try JSON.decode([String: Int].self, $0) } ?? [:]
             for failure in progress.failures {
-                failedByReason[failure.reason, default: 0] += 1
+                failedByReason[failure.reason.rawValue, default: 0] += 1
             }
             reasons = "\(bind: try JSON.encode(failedByReason))"
         }
@@ -221,7 +221,7 @@ extension SQLStore {
             let rows = failures[start..<min(start + 100, failures.count)].map { failure -> SQLQueryString in
                 """
                 (\(bind: pushID), \(bind: failure.deviceID), \(bind: failure.token), \(bind: failure.status),
-                    \(bind: failure.reason), \(bind: failure.at.milliseconds))
+                    \(bind: failure.reason.rawValue), \(bind: failure.at.milliseconds))
                 """
             }
             try await db.raw("""

@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import Synchronization
+import TernAPNs
 
 /// Device registration with group commit.
 ///
@@ -149,7 +150,7 @@ extension SQLStore {
         return try rows.map { row in
             CurrentDevice(
                 deviceID: try row.decode(column: "device_id", as: String.self), token: try row.decode(column: "token", as: String.self),
-                environment: try row.decode(column: "environment", as: String.self),
+                environment: try row.word("environment", as: APNsEnvironment.self),
                 tokenRegisteredAt: try row.decode(column: "token_registered_at", as: Int64.self),
                 alias: try row.decode(column: "alias", as: String?.self), createdAt: try row.decode(column: "created_at", as: Int64.self),
                 secretHash: try row.decode(column: "secret_hash", as: Data?.self).map { [UInt8]($0) })
@@ -179,11 +180,11 @@ extension SQLStore {
                     throw GroupConflict()
                 }
                 movedAway.append(holder.deviceID)
-                history.append(historyRow(app: app, holder, replacedAt: now, reason: "moved"))
+                history.append(historyRow(app: app, holder, replacedAt: now, reason: .moved))
             }
             // This device's old token, if it had another one, goes to its history.
             if let old = byDevice[registration.deviceID], old.token != registration.token {
-                history.append(historyRow(app: app, old, replacedAt: now, reason: "replaced"))
+                history.append(historyRow(app: app, old, replacedAt: now, reason: .replaced))
             }
         }
         if !history.isEmpty {
@@ -200,7 +201,7 @@ extension SQLStore {
             let registration = pending.registration
             let now = pending.at.milliseconds
             return """
-                (\(bind: app), \(bind: registration.deviceID), \(bind: registration.token), \(bind: registration.environment),
+                (\(bind: app), \(bind: registration.deviceID), \(bind: registration.token), \(bind: registration.environment.storedWord),
                 \(bind: registration.alias), \(bind: registration.locale), \(bind: registration.timezone),
                 \(bind: registration.appVersion), \(bind: now), \(bind: now), \(bind: now), \(bind: now),
                 \(bind: registration.newSecretHash.isEmpty ? nil : Data(registration.newSecretHash)))
@@ -255,8 +256,11 @@ extension SQLStore {
         }
     }
 
-    private static func historyRow(app: String, _ entry: CurrentDevice, replacedAt: Int64, reason: String) -> SQLQueryString {
-        "(\(bind: app), \(bind: entry.deviceID), \(bind: entry.token), \(bind: entry.environment), \(bind: entry.tokenRegisteredAt), \(bind: replacedAt), \(bind: reason))"
+    private static func historyRow(app: String, _ entry: CurrentDevice, replacedAt: Int64, reason: TokenReplacementReason) -> SQLQueryString {
+        """
+        (\(bind: app), \(bind: entry.deviceID), \(bind: entry.token), \(bind: entry.environment.storedWord), \(bind: entry.tokenRegisteredAt),
+            \(bind: replacedAt), \(bind: reason.storedWord))
+        """
     }
 
     /// Registrations of one group depend on each other; the group is written one by one instead.
@@ -267,7 +271,7 @@ extension SQLStore {
 struct CurrentDevice {
     var deviceID: String
     var token: String
-    var environment: String
+    var environment: APNsEnvironment
     var tokenRegisteredAt: Int64
     var alias: String?
     var createdAt: Int64

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import SQLKit
 import Synchronization
+import TernAPNs
 
 /// A ``TernStore`` in SQL that SQLite and PostgreSQL both understand.
 ///
@@ -69,7 +70,7 @@ public final class SQLStore: TernStore {
                 INSERT INTO apps (id, topic, environment, endpoint_host, endpoint_port, endpoint_ca_pem, sealed_credentials,
                     app_key_hash, master_secret_hash, webhook_url, inbox_max_ttl, inbox_cap, transport, endpoint_feedback_port,
                     feedback_interval, user_binding, sealed_identity_secret, created_at, updated_at)
-                VALUES (\(bind: app.id), \(bind: app.topic), \(bind: app.environment), \(bind: endpoint?.host),
+                VALUES (\(bind: app.id), \(bind: app.topic), \(bind: app.environment.storedWord), \(bind: endpoint?.host),
                     \(bind: endpoint?.port), \(bind: endpoint?.caPEM), \(bind: Data(app.sealedCredentials)),
                     \(bind: Data(app.appKeyHash)), \(bind: Data(app.masterSecretHash)), \(bind: app.webhookURL),
                     \(bind: app.inboxMaxTTL), \(bind: app.inboxCap), \(bind: app.transport), \(bind: endpoint?.feedbackPort),
@@ -98,7 +99,7 @@ public final class SQLStore: TernStore {
         try await transaction { db in
             let endpoint = app.endpoint
             let updated = try await db.raw("""
-                UPDATE apps SET topic = \(bind: app.topic), environment = \(bind: app.environment),
+                UPDATE apps SET topic = \(bind: app.topic), environment = \(bind: app.environment.storedWord),
                     endpoint_host = \(bind: endpoint?.host), endpoint_port = \(bind: endpoint?.port),
                     endpoint_ca_pem = \(bind: endpoint?.caPEM), sealed_credentials = \(bind: Data(app.sealedCredentials)),
                     app_key_hash = \(bind: Data(app.appKeyHash)), master_secret_hash = \(bind: Data(app.masterSecretHash)),
@@ -225,11 +226,11 @@ public final class SQLStore: TernStore {
     // MARK: Token hygiene
 
     public func deactivateToken(
-        app: String, token: String, reason: String, invalidSince: Date?, apnsTimestamp: Date?, at: Date
+        app: String, token: String, reason: TokenDeactivationReason, invalidSince: Date?, apnsTimestamp: Date?, at: Date
     ) async throws -> TokenEvent? {
         try await transaction { db in
             var update: SQLQueryString = """
-                UPDATE devices SET deactivated_at = \(bind: at.milliseconds), deactivation_reason = \(bind: reason),
+                UPDATE devices SET deactivated_at = \(bind: at.milliseconds), deactivation_reason = \(bind: reason.rawValue),
                     updated_at = \(bind: at.milliseconds)
                 WHERE app_id = \(bind: app) AND token = \(bind: token) AND deactivated_at IS NULL
                 """
@@ -242,7 +243,7 @@ public final class SQLStore: TernStore {
             let deviceID = try deactivated.decode(column: "device_id", as: String.self)
             guard let event = try await db.raw("""
                 INSERT INTO token_events (app_id, device_id, token, reason, apns_timestamp, occurred_at)
-                VALUES (\(bind: app), \(bind: deviceID), \(bind: token), \(bind: reason),
+                VALUES (\(bind: app), \(bind: deviceID), \(bind: token), \(bind: reason.rawValue),
                     \(bind: apnsTimestamp?.milliseconds), \(bind: at.milliseconds))
                 RETURNING \(unsafeRaw: Columns.tokenEvent)
                 """).first()
@@ -567,7 +568,7 @@ extension SQLStore {
             guard try row.optionalDate("deactivated_at") == nil else { return nil }
             return Recipient(
                 key: token, deviceID: try row.decode(column: "device_id", as: String.self), token: token,
-                environment: try row.decode(column: "environment", as: String.self),
+                environment: try row.word("environment", as: APNsEnvironment.self),
                 lastRegisteredAt: try row.date("last_registered_at"), alias: try row.decode(column: "alias", as: String?.self)
             )
         }
@@ -628,7 +629,7 @@ extension AppRecord {
         }
         self.init(
             id: try row.decode(column: "id", as: String.self), topic: try row.decode(column: "topic", as: String.self),
-            environment: try row.decode(column: "environment", as: String.self), endpoint: endpoint,
+            environment: try row.word("environment", as: AppEnvironment.self), endpoint: endpoint,
             sealedCredentials: try row.bytes("sealed_credentials"), appKeyHash: try row.bytes("app_key_hash"),
             masterSecretHash: try row.bytes("master_secret_hash"), webhookURL: try row.decode(column: "webhook_url", as: String?.self),
             createdAt: try row.date("created_at"), updatedAt: try row.date("updated_at")
@@ -655,7 +656,7 @@ extension Recipient {
         let deviceID = try row.decode(column: "device_id", as: String.self)
         self.init(
             key: deviceID, deviceID: deviceID, token: try row.decode(column: "token", as: String.self),
-            environment: try row.decode(column: "environment", as: String.self),
+            environment: try row.word("environment", as: APNsEnvironment.self),
             lastRegisteredAt: try row.date("last_registered_at"), alias: try row.decode(column: "alias", as: String?.self)
         )
     }
@@ -665,12 +666,13 @@ extension DeviceRecord {
     init(row: any SQLRow, tags: Set<String>) throws {
         self.init(
             appID: try row.decode(column: "app_id", as: String.self), deviceID: try row.decode(column: "device_id", as: String.self),
-            token: try row.decode(column: "token", as: String.self), environment: try row.decode(column: "environment", as: String.self),
+            token: try row.decode(column: "token", as: String.self), environment: try row.word("environment", as: APNsEnvironment.self),
             alias: try row.decode(column: "alias", as: String?.self), tags: tags,
             locale: try row.decode(column: "locale", as: String?.self), timezone: try row.decode(column: "timezone", as: String?.self),
             appVersion: try row.decode(column: "app_version", as: String?.self), lastRegisteredAt: try row.date("last_registered_at"),
             deactivatedAt: try row.optionalDate("deactivated_at"),
-            deactivationReason: try row.decode(column: "deactivation_reason", as: String?.self), createdAt: try row.date("created_at"),
+            deactivationReason: try row.decode(column: "deactivation_reason", as: String?.self).map(TokenDeactivationReason.init(rawValue:)),
+            createdAt: try row.date("created_at"),
             secretHash: try row.decode(column: "secret_hash", as: Data?.self).map { [UInt8]($0) }
         )
     }
@@ -679,9 +681,9 @@ extension DeviceRecord {
 extension TokenHistoryEntry {
     init(row: any SQLRow) throws {
         self.init(
-            token: try row.decode(column: "token", as: String.self), environment: try row.decode(column: "environment", as: String.self),
+            token: try row.decode(column: "token", as: String.self), environment: try row.word("environment", as: APNsEnvironment.self),
             firstRegisteredAt: try row.date("first_registered_at"), replacedAt: try row.date("replaced_at"),
-            reason: try row.decode(column: "reason", as: String.self)
+            reason: try row.word("reason", as: TokenReplacementReason.self)
         )
     }
 }
@@ -691,7 +693,8 @@ extension TokenEvent {
         self.init(
             id: try row.decode(column: "id", as: Int64.self), appID: try row.decode(column: "app_id", as: String.self),
             deviceID: try row.decode(column: "device_id", as: String.self), token: try row.decode(column: "token", as: String.self),
-            reason: try row.decode(column: "reason", as: String.self), apnsTimestamp: try row.optionalDate("apns_timestamp"),
+            reason: TokenDeactivationReason(rawValue: try row.decode(column: "reason", as: String.self)),
+            apnsTimestamp: try row.optionalDate("apns_timestamp"),
             occurredAt: try row.date("occurred_at")
         )
     }
@@ -724,7 +727,8 @@ extension PushFailure {
     init(row: any SQLRow) throws {
         self.init(
             deviceID: try row.decode(column: "device_id", as: String?.self), token: try row.decode(column: "token", as: String.self),
-            status: try row.decode(column: "status", as: Int?.self), reason: try row.decode(column: "reason", as: String.self),
+            status: try row.decode(column: "status", as: Int?.self),
+            reason: DeliveryFailureReason(rawValue: try row.decode(column: "reason", as: String.self)),
             at: try row.date("failed_at")
         )
     }

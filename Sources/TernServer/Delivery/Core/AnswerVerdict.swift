@@ -7,9 +7,10 @@ import TernStore
 enum AnswerVerdict: Equatable, Sendable {
     case accepted
     case failed(PushFailure)
-    /// Failed because the token is dead: deactivate it. `invalidSince` is when it died (nil for a token that was
-    /// never valid: `BadDeviceToken`, `DeviceTokenNotForTopic`), `apnsTimestamp` APNs' own time if it gave one.
-    case deadToken(PushFailure, invalidSince: Date?, apnsTimestamp: Date?)
+    /// Failed because the token is dead: deactivate it for `reason` (what APNs said, as the failure does).
+    /// `invalidSince` is when it died (nil for a token that was never valid: `BadDeviceToken`,
+    /// `DeviceTokenNotForTopic`), `apnsTimestamp` APNs' own time if it gave one.
+    case deadToken(PushFailure, reason: TokenDeactivationReason, invalidSince: Date?, apnsTimestamp: Date?)
 
     /// How a notification ended, as far as the verdict cares.
     enum Ending: Sendable {
@@ -24,25 +25,28 @@ enum AnswerVerdict: Equatable, Sendable {
     }
 
     static func of(_ ending: Ending, recipient: Recipient, at now: Date) -> AnswerVerdict {
-        func failure(status: Int?, reason: String) -> PushFailure {
+        func failure(status: Int?, reason: DeliveryFailureReason) -> PushFailure {
             PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: status, reason: reason, at: now)
         }
         switch ending {
         case .superseded:
             return .accepted
         case .notSent:
-            return .failed(failure(status: nil, reason: "notSent"))
+            return .failed(failure(status: nil, reason: .notSent))
         case .clientError(let code):
-            return .failed(failure(status: nil, reason: code))
+            return .failed(failure(status: nil, reason: .clientError(code)))
         case .answered(let response) where response.isSuccess:
             return .accepted
         case .answered(let response):
-            let failed = failure(status: response.status, reason: response.reason?.rawValue ?? "\(response.status)")
+            // APNs' reason, or its bare status when it gave none.
+            let failed = failure(status: response.status, reason: response.reason.map(DeliveryFailureReason.apns) ?? .apnsStatus(response.status))
             guard case .deactivate = TokenPruning.verdict(
                 for: response, lastRegisteredAt: recipient.lastRegisteredAt ?? .distantPast, answeredAt: now)
             else { return .failed(failed) }
+            let reason = response.reason.map(TokenDeactivationReason.apns) ?? .apnsStatus(response.status)
             let neverValid = response.reason == .badDeviceToken || response.reason == .deviceTokenNotForTopic
-            return .deadToken(failed, invalidSince: neverValid ? nil : (response.timestamp ?? now), apnsTimestamp: response.timestamp)
+            return .deadToken(
+                failed, reason: reason, invalidSince: neverValid ? nil : (response.timestamp ?? now), apnsTimestamp: response.timestamp)
         }
     }
 }

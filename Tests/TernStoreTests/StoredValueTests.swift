@@ -1,0 +1,109 @@
+import Foundation
+import Logging
+import SQLKit
+import TernAPNs
+import TernTestSupport
+import Testing
+
+@testable import TernStore
+
+/// The text the store keeps each typed value as (the API and the webhook show the same), and what reading text the
+/// store never writes does.
+struct StoredValueTests {
+    @Test func environmentsAreKeptAsTheirNames() throws {
+        for (environment, text) in [(APNsEnvironment.production, "production"), (.development, "development")] {
+            #expect(environment.storedWord == text)
+            #expect(try APNsEnvironment(storedWord: text, column: "environment") == environment)
+        }
+        #expect(AppEnvironment.allCases.map(\.storedWord) == ["production", "development", "simulator", "custom"])
+        for environment in AppEnvironment.allCases {
+            #expect(try AppEnvironment(storedWord: environment.storedWord, column: "environment") == environment)
+        }
+    }
+
+    @Test func tokenReplacementReasonsAreKeptAsTheirNames() throws {
+        #expect(TokenReplacementReason.replaced.storedWord == "replaced")
+        #expect(TokenReplacementReason.moved.storedWord == "moved")
+        for reason in TokenReplacementReason.allCases {
+            #expect(try TokenReplacementReason(storedWord: reason.storedWord, column: "reason") == reason)
+        }
+    }
+
+    @Test func aWordTheStoreNeverWritesIsAnErrorNamingTheColumnAndTheText() {
+        // Only the exact words: not the API's `sandbox` synonym, not another case.
+        #expect(throws: StoreError.unreadable("column environment holds 'sandbox', which is none of production, development")) {
+            try APNsEnvironment(storedWord: "sandbox", column: "environment")
+        }
+        #expect(throws: StoreError.unreadable("column environment holds 'Production', which is none of production, development")) {
+            try APNsEnvironment(storedWord: "Production", column: "environment")
+        }
+        #expect(throws: StoreError.unreadable("column environment holds 'staging', which is none of production, development, simulator, custom")) {
+            try AppEnvironment(storedWord: "staging", column: "environment")
+        }
+        #expect(throws: StoreError.unreadable("column reason holds 'lost', which is none of replaced, moved")) {
+            try TokenReplacementReason(storedWord: "lost", column: "reason")
+        }
+    }
+
+    @Test func deliveryFailureReasonsReadBackFromTheirText() {
+        let reasons: [(DeliveryFailureReason, String)] = [
+            (.apns(.badDeviceToken), "BadDeviceToken"), (.apns(.unregistered), "Unregistered"),
+            (.apns(.unknown("SomethingNew")), "SomethingNew"), (.apnsStatus(500), "500"), (.clientError("timedOut"), "timedOut"),
+            (.clientError("connectionFailed"), "connectionFailed"), (.clientUnavailable, "clientUnavailable"), (.notSent, "notSent"),
+        ]
+        for (reason, text) in reasons {
+            #expect(reason.rawValue == text)
+            #expect(DeliveryFailureReason(rawValue: text) == reason)
+        }
+    }
+
+    @Test func tokenDeactivationReasonsReadBackFromTheirText() {
+        let reasons: [(TokenDeactivationReason, String)] = [
+            (.apns(.unregistered), "Unregistered"), (.apns(.expiredToken), "ExpiredToken"), (.apns(.badDeviceToken), "BadDeviceToken"),
+            (.apns(.deviceTokenNotForTopic), "DeviceTokenNotForTopic"), (.apns(.unknown("GoneForGood")), "GoneForGood"),
+            (.apnsStatus(410), "410"),
+        ]
+        for (reason, text) in reasons {
+            #expect(reason.rawValue == text)
+            #expect(TokenDeactivationReason(rawValue: text) == reason)
+        }
+    }
+
+    /// Reasons are an open set (Apple adds reasons): any text reads as a reason that writes the same text again.
+    @Test(arguments: ["BadEnvironmentKeyInToken", "007", "-1", "", "timeout", "notsent", "Unregistered "])
+    func anyReasonTextIsKeptAsItIs(_ text: String) {
+        #expect(DeliveryFailureReason(rawValue: text).rawValue == text)
+        #expect(TokenDeactivationReason(rawValue: text).rawValue == text)
+    }
+
+    @Test("a row holding a word the store never writes fails the read with that error, and nothing crashes")
+    func unreadableRows() async throws {
+        let directory = try TemporaryDirectory()
+        defer { try? directory.remove() }
+        let store = try await SQLStore.openSQLite(path: directory.path("tern.sqlite"), logger: Logger(label: "tern.store.tests"))
+        do {
+            try await store.migrate()
+            try await store.createApp(makeApp())
+            _ = try await store.register(registration("d1", token: "t1"), app: "demo", at: time(1))
+            _ = try await store.register(registration("d1", token: "t2"), app: "demo", at: time(2))
+            try await store.exclusive { db in
+                try await db.raw("UPDATE devices SET environment = 'staging'").run()
+                try await db.raw("UPDATE token_history SET reason = 'lost'").run()
+                try await db.raw("UPDATE apps SET environment = 'sandbox'").run()
+            }
+            let device = StoreError.unreadable("column environment holds 'staging', which is none of production, development")
+            await #expect(throws: device) { try await store.device(app: "demo", deviceID: "d1") }
+            await #expect(throws: device) { try await store.recipients(app: "demo", audience: .everyone, after: nil, limit: 10) }
+            await #expect(throws: StoreError.unreadable("column reason holds 'lost', which is none of replaced, moved")) {
+                try await store.tokenHistory(app: "demo", deviceID: "d1")
+            }
+            await #expect(throws: StoreError.unreadable("column environment holds 'sandbox', which is none of production, development, simulator, custom")) {
+                try await store.app("demo")
+            }
+        } catch {
+            try? await store.close()
+            throw error
+        }
+        try await store.close()
+    }
+}
