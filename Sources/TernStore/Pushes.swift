@@ -129,6 +129,8 @@ public enum DeliveryFailureReason: Hashable, Sendable, CustomStringConvertible {
     case clientUnavailable
     /// It never went: its batch stopped first.
     case notSent
+    /// A push with `delivery` `online` reached a token no registered device holds: the online channel needs a device.
+    case noDevice
 
     /// Reads the text ``rawValue`` makes. Any text gives a reason whose ``rawValue`` is that text again: APNs'
     /// reasons are capitalized (one this version does not know is kept as an unknown APNs reason), a number is a
@@ -137,6 +139,7 @@ public enum DeliveryFailureReason: Hashable, Sendable, CustomStringConvertible {
         switch rawValue {
         case "clientUnavailable": self = .clientUnavailable
         case "notSent": self = .notSent
+        case "noDevice": self = .noDevice
         default:
             if let status = statusCode(from: rawValue) {
                 self = .apnsStatus(status)
@@ -155,6 +158,7 @@ public enum DeliveryFailureReason: Hashable, Sendable, CustomStringConvertible {
         case .clientError(let code): code
         case .clientUnavailable: "clientUnavailable"
         case .notSent: "notSent"
+        case .noDevice: "noDevice"
         }
     }
 

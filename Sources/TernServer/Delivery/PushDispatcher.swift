@@ -504,7 +504,7 @@ final class PushDispatcher: Service {
         switch online.mode {
         case .online:
             for (index, recipient) in withoutDevice {
-                let failure = PushFailure(deviceID: nil, token: recipient.token, status: nil, reason: "noDevice", at: now)
+                let failure = PushFailure(deviceID: nil, token: recipient.token, status: nil, reason: .noDevice, at: now)
                 tally.set(index, .failed(failure, pruned: false))
             }
             for entry in withDevice {
@@ -567,22 +567,22 @@ final class PushDispatcher: Service {
         _ items: [(index: Int, recipient: Recipient, payload: [UInt8]?)], template: NotificationTemplate, app: AppRecord,
         into tally: ChunkLedger
     ) async throws {
-        var clientsByEnvironment: [String: any NotificationSender] = [:]
-        var batches: [String: [QueuedNotification]] = [:]
+        var clientsByEnvironment: [APNsEnvironment?: any NotificationSender] = [:]
+        var batches: [APNsEnvironment?: [QueuedNotification]] = [:]
         var entryByToken: [String: (index: Int, recipient: Recipient)] = [:]
         let now = clocks.wall.now
         for (index, recipient, payload) in items {
-            let environment = recipient.environment ?? app.environment
+            let environment = recipient.environment ?? app.environment.apnsEnvironment
             if clientsByEnvironment[environment] == nil {
                 clientsByEnvironment[environment] = try? await clients.client(for: app, tokenEnvironment: environment)
             }
             guard clientsByEnvironment[environment] != nil else {
-                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "clientUnavailable", at: now)
+                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: .clientUnavailable, at: now)
                 tally.set(index, .failed(failure, pruned: false))
                 continue
             }
             guard let token = try? DeviceToken(hex: recipient.token), entryByToken[token.hex] == nil else {
-                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: "BadDeviceToken", at: now)
+                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: .apns(.badDeviceToken), at: now)
                 tally.set(index, .failed(failure, pruned: false))
                 continue
             }
