@@ -149,15 +149,17 @@ struct ServerAssembly {
     func httpServer(onServerRunning: @escaping @Sendable (any Channel) async -> Void) -> some Service {
         var http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ParserErrorResponder()])
         http1.httpDecoder = .init(maxHeaderFieldSize: ParserErrorResponder.headerLimit, maxHeaderListSize: 4 * ParserErrorResponder.headerLimit)
+        let channelConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(
+            http1: http1,
+            ws: .init(maxFrameSize: DeviceChannelAPI.maximumInboundFrame, autoPing: .enabled(timePeriod: configuration.channel.pingInterval)))
+        let webSocketResponder = webSocketRouter.buildResponder()
         return Application(
             router: router,
-            server: .http1WebSocketUpgrade(
-                webSocketRouter: webSocketRouter,
-                configuration: .init(
-                    http1: http1,
-                    ws: .init(
-                        maxFrameSize: DeviceChannelAPI.maximumInboundFrame,
-                        autoPing: .enabled(timePeriod: configuration.channel.pingInterval)))),
+            server: HTTPServerBuilder { [webSocketResponder, channelConfiguration] responder in
+                HTTPWithWebSocketsChannel(
+                    inner: HTTP1WebSocketUpgradeChannel(
+                        responder: responder, webSocketResponder: webSocketResponder, configuration: channelConfiguration))
+            },
             configuration: .init(address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "tern"),
             onServerRunning: onServerRunning,
             logger: logger)

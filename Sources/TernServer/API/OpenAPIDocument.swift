@@ -650,6 +650,103 @@ enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/apps/{app}/devices/{deviceId}/connect": {
+   "get": {
+    "operationId": "connectDevice",
+    "summary": "The device's own connection (the online channel): a WebSocket upgrade. Without one, the credentials are checked and the answer is 426, or their error",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "426": {
+      "$ref": "#/components/responses/Error"
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/deviceId"
+     },
+     {
+      "name": "after",
+      "in": "query",
+      "description": "the sequence of the last message the device has",
+      "schema": {
+       "type": "integer",
+       "minimum": 0
+      }
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/devices/{deviceId}/opens": {
+   "post": {
+    "operationId": "reportOpen",
+    "summary": "The device's user opened one of its messages",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "204": {
+      "description": "counted (the first open of a message counts)"
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/deviceId"
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "type": "object",
+        "properties": {
+         "messageId": {
+          "type": "string",
+          "format": "uuid"
+         }
+        },
+        "required": [
+         "messageId"
+        ],
+        "additionalProperties": false
+       }
+      }
+     }
+    }
+   }
+  },
   "/v1/apps/{app}/devices/{deviceId}/tokens": {
    "get": {
     "operationId": "tokenHistory",
@@ -1840,6 +1937,24 @@ enum OpenAPIDocument {
       "type": "string",
       "minLength": 1,
       "maxLength": 128
+     },
+     "delivery": {
+      "type": "string",
+      "enum": [
+       "apns",
+       "online",
+       "auto"
+      ]
+     },
+     "wake": {
+      "type": "boolean",
+      "description": "with delivery online: an offline device also gets a silent push"
+     },
+     "ackTimeout": {
+      "type": "number",
+      "minimum": 0.1,
+      "maximum": 60,
+      "description": "with delivery auto: seconds before an unacknowledged message goes through APNs"
      }
     },
     "required": [
@@ -1887,6 +2002,21 @@ enum OpenAPIDocument {
         }
        },
        "inboxDropped": {
+        "type": "integer"
+       },
+       "deliveredOnline": {
+        "type": "integer"
+       },
+       "acked": {
+        "type": "integer"
+       },
+       "fellBackToAPNs": {
+        "type": "integer"
+       },
+       "ackedAfterFallback": {
+        "type": "integer"
+       },
+       "opened": {
         "type": "integer"
        }
       },
