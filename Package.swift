@@ -158,6 +158,12 @@ let package = Package(
                 "TernServer",
                 "TernSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // `tern device`: registers over HTTP and connects as a device does, over a WebSocket.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -16,6 +16,6 @@ struct Tern: AsyncParsableCommand {
               tern feedback --help      read the legacy feedback service's dead tokens
               tern bench --help         measure the APNs client against a simulator
             """,
-        subcommands: [ServeCommand.self, SimulatorCommand.self, TokenCommand.self, SendCommand.self, FeedbackCommand.self, BenchCommand.self]
+        subcommands: [ServeCommand.self, SimulatorCommand.self, TokenCommand.self, SendCommand.self, FeedbackCommand.self, BenchCommand.self, DeviceCommand.self]
     )
 }

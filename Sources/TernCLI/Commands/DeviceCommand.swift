@@ -1,0 +1,335 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import HummingbirdWSClient
+import Logging
+import NIOCore
+import NIOWebSocket
+import Synchronization
+import TernAPNs
+
+struct DeviceCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "device",
+        abstract: "Act as a device on the online channel: register, connect, print and acknowledge messages.",
+        discussion: """
+            Registers a device with the app key (or uses --device-id and
+            --device-secret), connects to `GET …/devices/{id}/connect` as a
+            WebSocket, and prints each message as it arrives (the frame's JSON, one
+            line each), acknowledging it unless --no-ack (then `delivery: auto`
+            pushes fall back to APNs after their ackTimeout). A dropped connection is
+            reconnected with back-off, resuming after the last message received.
+
+            With --count N it runs N new devices from one process, for load tests,
+            and prints a progress line every second instead of the messages.
+
+            A new device's id and secret go to standard error once: pass them back
+            with --device-id and --device-secret (or TERN_DEVICE_SECRET) to be the
+            same device again.
+
+            Exit status: 0 stopped (Ctrl-C) or --messages reached, 1 --timeout
+            passed first, 2 the server refused or could not be reached, 64 bad input.
+
+            Examples:
+              # A device of the demo app of `tern serve` (its app key is in the banner):
+              tern device --app-key tak_… --tag test
+              # Then, from another terminal:
+              curl -X POST 'localhost:8080/v1/apps/demo/pushes?wait=5' -H "Authorization: Bearer $MS" \\
+                -d '{"audience": {"tags": ["test"]}, "notification": {"title": "Hi"}, "delivery": "online"}'
+
+              # 1,000 devices, until 1,000 messages arrived, within a minute:
+              tern device --app-key tak_… --count 1000 --tag load --messages 1000 --timeout 60
+            """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("The server's address.", valueName: "url"))
+    var url = "http://127.0.0.1:8080"
+
+    @Option(name: .long, help: "The app's id.")
+    var app = "demo"
+
+    @Option(name: .long, help: ArgumentHelp("The app's key (or TERN_APP_KEY).", valueName: "key"))
+    var appKey: String?
+
+    @Option(name: .long, help: ArgumentHelp("Be this existing device (needs --device-secret).", valueName: "uuid"))
+    var deviceId: String?
+
+    @Option(name: .long, help: ArgumentHelp("The existing device's secret (or TERN_DEVICE_SECRET).", valueName: "secret"))
+    var deviceSecret: String?
+
+    @Option(name: .long, help: ArgumentHelp("A tag each new device registers with (repeatable).", valueName: "tag"))
+    var tag: [String] = []
+
+    @Option(name: .long, help: "How many new devices to run (load tests).")
+    var count = 1
+
+    @Flag(name: .long, help: "Do not acknowledge messages.")
+    var noAck = false
+
+    @Option(name: .long, help: ArgumentHelp("Resume after this sequence on the first connection.", valueName: "seq"))
+    var after: Int64?
+
+    @Option(name: .long, help: ArgumentHelp("Stop once this many messages arrived (all devices together).", valueName: "n"))
+    var messages: Int?
+
+    @Option(name: .long, help: ArgumentHelp("Stop with status 1 after this many seconds.", valueName: "seconds"))
+    var timeout: Double?
+
+    @Option(name: .long, help: "Log level for the connections (trace … critical).")
+    var logLevel = Logger.Level.error
+
+    func validate() throws {
+        guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+            throw ValidationError("--url must be an http:// or https:// address, not '\(url)'")
+        }
+        guard (1...100_000).contains(count) else { throw ValidationError("--count must be 1-100000") }
+        if deviceId != nil, count != 1 { throw ValidationError("--device-id is one device: leave out --count") }
+        if let deviceId, UUID(uuidString: deviceId) == nil { throw ValidationError("--device-id must be a UUID, not '\(deviceId)'") }
+        if deviceId != nil, secret == nil { throw ValidationError("--device-id needs --device-secret (or TERN_DEVICE_SECRET)") }
+        if key == nil { throw ValidationError("--app-key (or TERN_APP_KEY) is required: `tern serve` prints the demo app's") }
+        if let messages, messages < 1 { throw ValidationError("--messages must be 1 or more") }
+        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be more than 0 seconds") }
+        if let after, after < 0 { throw ValidationError("--after must be 0 or more") }
+        for tag in tag where tag.isEmpty || tag.utf8.count > 64 { throw ValidationError("--tag must be 1-64 bytes") }
+    }
+
+    private var key: String? { (appKey ?? ProcessInfo.processInfo.environment["TERN_APP_KEY"]).flatMap { $0.isEmpty ? nil : $0 } }
+    private var secret: String? {
+        (deviceSecret ?? ProcessInfo.processInfo.environment["TERN_DEVICE_SECRET"]).flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    func run() async throws {
+        bootstrapLogging(logLevel)
+        let base = url.hasSuffix("/") ? String(url.dropLast()) : url
+        let tally = DeviceTally(count: count)
+        var httpConfiguration = HTTPClient.Configuration()
+        // A server that is not there is said at once, not after the client's retries.
+        httpConfiguration.connectionPool.retryConnectionEstablishment = false
+        httpConfiguration.timeout.connect = .seconds(5)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: httpConfiguration)
+        let identities: [(id: String, secret: String)]
+        do {
+            if let deviceId, let secret {
+                identities = [(deviceId.lowercased(), secret)]
+            } else {
+                identities = try await register(count, base: base, http: http)
+            }
+        } catch let error as DeviceCommandError {
+            try? await http.shutdown()
+            printError("Error: \(error.message)")
+            throw ExitCode(2)
+        }
+        try? await http.shutdown()
+        if deviceId == nil, count == 1, let identity = identities.first {
+            printError("registered device \(identity.id); to be it again: --device-id \(identity.id) --device-secret \(identity.secret)")
+        }
+
+        let outcome: Outcome = await withTaskGroup(of: Outcome.self) { group in
+            for identity in identities {
+                group.addTask {
+                    await connect(identity, base: base, tally: tally)
+                    return .refused
+                }
+            }
+            if count > 1 {
+                group.addTask {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(1))
+                        print(tally.progressLine())
+                    }
+                    return .stopped
+                }
+            }
+            if let messages {
+                group.addTask {
+                    await tally.waitFor(messages)
+                    return .reached
+                }
+            }
+            if let timeout {
+                group.addTask {
+                    try? await Task.sleep(for: .milliseconds(Int64(timeout * 1000)))
+                    return Task.isCancelled ? .stopped : .timedOut
+                }
+            }
+            group.addTask {
+                await Self.interrupted()
+                return .stopped
+            }
+            var first: Outcome = .stopped
+            // Every device refused: nothing left to wait for.
+            var refused = 0
+            while let next = await group.next() {
+                if next == .refused {
+                    refused += 1
+                    if refused < identities.count { continue }
+                }
+                first = next
+                break
+            }
+            group.cancelAll()
+            return first
+        }
+        if count > 1 || messages != nil { print(tally.progressLine(final: true)) }
+        switch outcome {
+        case .stopped, .reached: return
+        case .timedOut: throw ExitCode(1)
+        case .refused: throw ExitCode(2)
+        }
+    }
+
+    private enum Outcome: Sendable, Equatable { case stopped, reached, timedOut, refused }
+
+    /// Waits for SIGINT.
+    private static func interrupted() async {
+        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        signal(SIGINT, SIG_IGN)
+        let (stream, input) = AsyncStream.makeStream(of: Void.self)
+        source.setEventHandler { input.yield() }
+        source.resume()
+        for await _ in stream { break }
+        source.cancel()
+    }
+
+    // MARK: Registering
+
+    private struct Registered: Decodable {
+        var deviceId: String
+        var deviceSecret: String?
+    }
+
+    private func register(_ count: Int, base: String, http: HTTPClient) async throws -> [(id: String, secret: String)] {
+        var identities: [(id: String, secret: String)] = []
+        var lastReport = ContinuousClock.now
+        for number in 0..<count {
+            let id = UUID().uuidString.lowercased()
+            let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+            var request = HTTPClientRequest(url: "\(base)/v1/apps/\(app)/devices/\(id)")
+            request.method = .PUT
+            request.headers.add(name: "Authorization", value: "Bearer \(key ?? "")")
+            request.headers.add(name: "Content-Type", value: "application/json")
+            let tags = tag.isEmpty ? "" : #", "tags": [\#(tag.map { "\"\($0)\"" }.joined(separator: ", "))]"#
+            request.body = .bytes(ByteBuffer(string: #"{"token": "\#(token)", "environment": "production"\#(tags)}"#))
+            let response: HTTPClientResponse
+            do {
+                response = try await http.execute(request, timeout: .seconds(30))
+            } catch {
+                throw DeviceCommandError(message: "cannot reach \(base): \(error)")
+            }
+            let body = try await response.body.collect(upTo: 1 << 20)
+            guard response.status == .ok, let registered = try? JSONDecoder().decode(Registered.self, from: Data(buffer: body)),
+                let secret = registered.deviceSecret
+            else {
+                throw DeviceCommandError(message: "registering answered \(response.status.code): \(String(buffer: body).prefix(300))")
+            }
+            identities.append((registered.deviceId, secret))
+            if count > 1, ContinuousClock.now - lastReport > .seconds(1) {
+                printError("registered \(number + 1) of \(count) devices")
+                lastReport = .now
+            }
+        }
+        return identities
+    }
+
+    // MARK: Connecting
+
+    /// Keeps one device connected until cancelled (or refused), resuming after the last message it received.
+    private func connect(_ identity: (id: String, secret: String), base: String, tally: DeviceTally) async {
+        let wsBase = base.replacingOccurrences(of: "http://", with: "ws://").replacingOccurrences(of: "https://", with: "wss://")
+        var headers = HTTPFields()
+        headers[.authorization] = "Bearer \(key ?? "")"
+        headers[HTTPField.Name("X-Tern-Device-Secret")!] = identity.secret
+        let configuration = WebSocketClientConfiguration(maxFrameSize: 1 << 20, additionalHeaders: headers, autoPing: .disabled)
+        let logger = Logger(label: "tern.device")
+        let last = Atomic<Int64>(after ?? 0)
+        var pause = Duration.milliseconds(200)
+        let single = count == 1
+        let acknowledge = !noAck
+        while !Task.isCancelled {
+            let resume = last.load(ordering: .relaxed)
+            let address = "\(wsBase)/v1/apps/\(app)/devices/\(identity.id)/connect" + (resume > 0 ? "?after=\(resume)" : "")
+            let counted = Atomic<Bool>(false)
+            do {
+                let close = try await WebSocketClient.connect(url: address, configuration: configuration, logger: logger) { inbound, outbound, _ in
+                    counted.store(true, ordering: .relaxed)
+                    tally.connected(1)
+                    for try await message in inbound.messages(maxSize: 1 << 20) {
+                        guard case .text(let text) = message else { continue }
+                        if single { print(text) }
+                        guard let frame = try? JSONDecoder().decode(Frame.self, from: Data(text.utf8)) else { continue }
+                        last.store(max(last.load(ordering: .relaxed), frame.sequence), ordering: .relaxed)
+                        if acknowledge {
+                            try await outbound.write(.text(#"{"type": "ack", "ids": ["\#(frame.id)"]}"#))
+                            tally.acked(1)
+                        }
+                        tally.received(1)
+                    }
+                }
+                if counted.load(ordering: .relaxed) { tally.connected(-1) }
+                if let close, let code = Self.number(close.closeCode), (4400..<4500).contains(code), code != 4409 {
+                    printError("device \(identity.id): the server refused the connection: \(code) \(close.reason ?? "")")
+                    return
+                }
+                pause = .milliseconds(200)
+            } catch {
+                if counted.load(ordering: .relaxed) { tally.connected(-1) }
+                if Task.isCancelled { return }
+                printError("device \(identity.id): \(error); connecting again in \(pause)")
+            }
+            // Jittered, growing to 10 s.
+            try? await Task.sleep(for: pause + .milliseconds(Int.random(in: 0...100)))
+            pause = min(pause * 2, .seconds(10))
+        }
+    }
+
+    private struct Frame: Decodable {
+        var id: String
+        var sequence: Int64
+    }
+
+    private static func number(_ code: WebSocketErrorCode) -> Int? {
+        if case .unknown(let value) = code { return Int(value) }
+        return nil
+    }
+}
+
+private struct DeviceCommandError: Error {
+    var message: String
+}
+
+/// What the devices of one `tern device` did, across all of them.
+private final class DeviceTally: Sendable {
+    private struct State {
+        var connected = 0
+        var received = 0
+        var acked = 0
+    }
+
+    private let state = Mutex(State())
+    private let count: Int
+    private let started = ContinuousClock.now
+
+    init(count: Int) {
+        self.count = count
+    }
+
+    func connected(_ change: Int) { state.withLock { $0.connected += change } }
+    func acked(_ number: Int) { state.withLock { $0.acked += number } }
+
+    func received(_ number: Int) { state.withLock { $0.received += number } }
+
+    /// Returns once `total` messages arrived, or when cancelled.
+    func waitFor(_ total: Int) async {
+        while !Task.isCancelled, state.withLock({ $0.received }) < total {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    func progressLine(final: Bool = false) -> String {
+        let (connected, received, acked) = state.withLock { ($0.connected, $0.received, $0.acked) }
+        let seconds = Double((ContinuousClock.now - started).components.seconds)
+        let rate = seconds > 0 ? Int(Double(received) / seconds) : received
+        return "\(final ? "total" : "devices") \(count)  connected \(connected)  messages \(received)  acked \(acked)  (\(rate)/s)"
+    }
+}

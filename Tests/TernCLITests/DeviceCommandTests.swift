@@ -1,0 +1,97 @@
+import Foundation
+import TernAPNs
+import TernTestSupport
+import Testing
+
+/// `tern device` as a process, against a `tern serve` process: it registers, connects over a WebSocket, prints and
+/// acknowledges messages (or not), and refuses bad input.
+@Suite(.serialized)
+struct DeviceCommandTests {
+    /// Runs `tern device` in the background; its result once it exits.
+    private func device(_ arguments: [String]) -> Task<CommandResult, any Error> {
+        Task.detached { try Commands.run(Commands.tern, ["device"] + arguments, timeout: 60) }
+    }
+
+    /// Waits until `count` devices carry `tag`.
+    private func waitForDevices(tagged tag: String, count: Int, _ api: HTTPTestClient) async throws {
+        try await waitUntil("tern device registers", within: 30, every: .milliseconds(100)) {
+            guard case .array(let devices)? = try await api.get("/v1/apps/demo/devices?tag=\(tag)").json()["devices"] else { return false }
+            return devices.count == count
+        }
+    }
+
+    @Test func itPrintsAndAcknowledgesWhatArrivesOnline() async throws {
+        let serve = try ServeProcess(folder: ServeCommandTests.folder())
+        defer { _ = serve.interrupt() }
+        let appKey = try #require(serve.value(after: "app key"))
+        let masterSecret = try #require(serve.value(after: "master secret"))
+        let master = serve.client(bearer: masterSecret)
+        let running = device(["--url", "http://127.0.0.1:\(serve.port)", "--app-key", appKey, "--tag", "cli", "--messages", "2", "--timeout", "50"])
+        try await waitForDevices(tagged: "cli", count: 1, master)
+        var ids: [String] = []
+        for title in ["one", "two"] {
+            let push = try await master.post(
+                "/v1/apps/demo/pushes?wait=10",
+                #"{"audience": {"tags": ["cli"]}, "notification": {"title": "\#(title)"}, "delivery": "online"}"#)
+            #expect([200, 201].contains(push.status), "\(push.text)")
+            ids.append(try #require(try push.json()["id"]?.stringValue))
+        }
+        let result = try await running.value
+        #expect(result.status == 0, "\(result.stderr)")
+        let frames = try result.stdout.split(separator: "\n").filter { $0.hasPrefix("{") }.map { try JSONValue(parsing: Data($0.utf8)) }
+        #expect(frames.map { $0["notification"]?["title"]?.stringValue } == ["one", "two"])
+        #expect(frames.map { $0["sequence"] } == [.int(1), .int(2)])
+        #expect(result.stderr.contains("registered device "))
+        // Both acknowledged.
+        for id in ids {
+            try await waitUntil("the ack is counted") {
+                try await master.get("/v1/apps/demo/pushes/\(id)").json()["counts"]?["acked"] == .int(1)
+            }
+        }
+    }
+
+    @Test func withNoAckAnAutoPushFallsBackToAPNs() async throws {
+        let serve = try ServeProcess(folder: ServeCommandTests.folder())
+        defer { _ = serve.interrupt() }
+        let appKey = try #require(serve.value(after: "app key"))
+        let masterSecret = try #require(serve.value(after: "master secret"))
+        let master = serve.client(bearer: masterSecret)
+        let running = device([
+            "--url", "http://127.0.0.1:\(serve.port)", "--app-key", appKey, "--tag", "quiet", "--no-ack", "--messages", "1", "--timeout", "50",
+        ])
+        try await waitForDevices(tagged: "quiet", count: 1, master)
+        let push = try await master.post(
+            "/v1/apps/demo/pushes?wait=10",
+            #"{"audience": {"tags": ["quiet"]}, "notification": {"title": "hello"}, "delivery": "auto", "ackTimeout": 0.5}"#)
+        let id = try #require(try push.json()["id"]?.stringValue)
+        let result = try await running.value
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains(#""title":"hello""#))
+        try await waitUntil("the push completes") { try await master.get("/v1/apps/demo/pushes/\(id)").json()["status"] == "completed" }
+        let counts = try await master.get("/v1/apps/demo/pushes/\(id)").json()["counts"]
+        #expect(counts?["fellBackToAPNs"] == .int(1))
+        #expect(counts?["acked"] == .int(0))
+    }
+
+    @Test func badInputAndAnAbsentServerAreClearErrors() throws {
+        let noKey = try Commands.run(Commands.tern, ["device"], environment: ["TERN_APP_KEY": ""])
+        #expect(noKey.status == 64)
+        #expect(noKey.stderr.contains("--app-key"))
+        let badURL = try Commands.run(Commands.tern, ["device", "--app-key", "tak_x", "--url", "ftp://x"])
+        #expect(badURL.status == 64)
+        #expect(badURL.stderr.contains("--url"))
+        let noSecret = try Commands.run(Commands.tern, ["device", "--app-key", "tak_x", "--device-id", UUID().uuidString])
+        #expect(noSecret.status == 64)
+        #expect(noSecret.stderr.contains("--device-secret"))
+        let absent = try Commands.run(Commands.tern, ["device", "--app-key", "tak_x", "--url", "http://127.0.0.1:9"])
+        #expect(absent.status == 2)
+        #expect(absent.stderr.contains("cannot reach"))
+    }
+}
+
+extension JSONValue {
+    fileprivate var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+}
