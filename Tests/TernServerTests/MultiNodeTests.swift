@@ -84,6 +84,95 @@ struct MultiNodeTests {
             #expect(cluster.arrivals().count == 50)
         }
     }
+
+    // MARK: The online channel across nodes
+
+    /// Registers a device with the app key through `node`. - Returns: its secret.
+    private func registerDevice(_ number: Int, in cluster: MultiNode, on node: Int) async throws -> String {
+        let answer = try await cluster.nodes[node].api.with(bearer: cluster.appKey)
+            .put("/v1/apps/shop/devices/\(Fixture.device(number))", Fixture.registration(token: Fixture.token(number)))
+        #expect(answer.status == 200, "\(answer.text)")
+        return try #require(try answer.json()["deviceSecret"]?.string)
+    }
+
+    private func connect(_ number: Int, secret: String, to node: Int, in cluster: MultiNode, after: Int64? = nil) -> TestDevice {
+        TestDevice(
+            port: cluster.nodes[node].server.boundPort!, app: "shop", deviceID: Fixture.device(number), appKey: cluster.appKey, secret: secret,
+            after: after)
+    }
+
+    private func online(_ title: String, to number: Int, via node: Int, in cluster: MultiNode, extra: String = "") async throws -> JSONValue {
+        let answer = try await cluster.master(node).post(
+            "/v1/apps/shop/pushes?wait=20",
+            #"{"audience": {"devices": ["\#(Fixture.device(number))"]}, "notification": {"title": "\#(title)"}, "delivery": "online"\#(extra)}"#)
+        #expect([200, 201].contains(answer.status), "\(answer.text)")
+        return try answer.json()
+    }
+
+    @Test("a device connected to one node gets, in order, what is pushed on the other, woken over NOTIFY")
+    func onlineAcrossNodes() async throws {
+        try await MultiNode.with { cluster in
+            try await cluster.createApp(on: cluster.nodes[0])
+            let secret = try await registerDevice(1, in: cluster, on: 0)
+            let device = connect(1, secret: secret, to: 1, in: cluster)
+            // Received: the connection is live on node 1.
+            _ = try await online("probe", to: 1, via: 0, in: cluster)
+            #expect(try await device.next()[path: "notification.title"]?.string == "probe")
+            // Each of these reaches node 1's connection as a wake event from node 0, well before the connection's own
+            // look every 30 s.
+            for title in ["a", "b", "c"] { _ = try await online(title, to: 1, via: 0, in: cluster) }
+            var titles: [String?] = []
+            var sequences: [Int?] = []
+            for _ in 0..<3 {
+                let frame = try await device.next(within: 5)
+                titles.append(frame[path: "notification.title"]?.string)
+                sequences.append(frame["sequence"]?.int)
+            }
+            #expect(titles == ["a", "b", "c"])
+            #expect(sequences == [2, 3, 4])
+            #expect(cluster.arrivals().isEmpty, "an online message went through APNs")
+            await device.close()
+        }
+    }
+
+    @Test("when a device's node goes away, the device reconnects to the other and misses nothing; a dead node's devices fall back once")
+    func aNodeGoesAwayWithConnections() async throws {
+        try await MultiNode.with { cluster in
+            try await cluster.createApp(on: cluster.nodes[0])
+            let secret = try await registerDevice(2, in: cluster, on: 0)
+            let device = connect(2, secret: secret, to: 1, in: cluster)
+            _ = try await online("before", to: 2, via: 0, in: cluster)
+            let before = try await device.next()
+            device.ack([try #require(before["id"]?.string)])
+            let seen = try #require(before["sequence"]?.int)
+
+            // Node 1 stops: the HTTP server closes its connections first (1000), and its presence rows go with it.
+            await cluster.nodes[1].server.shutdown()
+            let closed = try await device.closeFrame()
+            #expect(closed?.closeCode == .normalClosure)
+            _ = try await online("while away 1", to: 2, via: 0, in: cluster)
+            _ = try await online("while away 2", to: 2, via: 0, in: cluster)
+
+            // The device comes back through the load balancer, to node 0, after what it had.
+            let back = connect(2, secret: secret, to: 0, in: cluster, after: Int64(seen))
+            #expect(try await back.next()[path: "notification.title"]?.string == "while away 1")
+            #expect(try await back.next()[path: "notification.title"]?.string == "while away 2")
+            await back.close()
+
+            // A node that died without clearing its rows: the device still looks connected to it. An `auto` push
+            // waits its ackTimeout, then goes through APNs, once.
+            _ = try await PostgresTestServer.integers(
+                "INSERT INTO device_presence (app_id, device_id, node, connection, connected_at) "
+                    + "VALUES ('shop', '\(Fixture.device(2))', 'dead-node', 'gone', 0)",
+                database: cluster.databaseURL)
+            let auto = try await cluster.master(0).post(
+                "/v1/apps/shop/pushes?wait=20",
+                #"{"audience": {"devices": ["\#(Fixture.device(2))"]}, "notification": {"title": "auto"}, "delivery": "auto", "ackTimeout": 0.3}"#)
+            #expect(try auto.json()["counts"]?["fellBackToAPNs"]?.int == 1, "\(auto.text)")
+            let arrivals = try await cluster.arrivals(count: 1)
+            #expect(arrivals.filter { $0.token == Fixture.token(2) }.count == 1)
+        }
+    }
 }
 
 /// Two nodes, one database, one simulator.
@@ -123,6 +212,9 @@ struct MultiNode: Sendable {
         let json = try created.json()
         secrets.withLock { $0 = (json["appKey"]?.string ?? "", json["masterSecret"]?.string ?? "") }
     }
+
+    /// The app's key.
+    var appKey: String { secrets.withLock { $0.appKey } }
 
     /// Node `index`'s API with the app's master secret.
     func master(_ index: Int) -> HTTPTestClient { nodes[index].api.with(bearer: secrets.withLock { $0.masterSecret }) }

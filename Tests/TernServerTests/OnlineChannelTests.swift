@@ -168,6 +168,38 @@ struct OnlineChannelTests {
         await answering.close()
     }
 
+    @Test func aConnectionDroppedMidBurstLosesNothingAndRepeatsNothingAcknowledged() async throws {
+        let server = try await ServerHarness.shared.value
+        let device = try await newDevice(server)
+        let connection = connect(server, device)
+        var pushIDs: [String] = []
+        for number in 1...30 {
+            let answer = try await server.master.post(
+                "/v1/apps/demo/pushes",
+                #"{"audience": {"devices": ["\#(device.id)"]}, "notification": {"title": "m\#(number)"}, "delivery": "online"}"#)
+            pushIDs.append(try #require(try answer.json()["id"]?.string))
+        }
+        // The first twelve arrive and are acknowledged (and stored), then the connection drops mid-burst.
+        var received: [Int] = []
+        for _ in 0..<12 {
+            let frame = try await connection.next()
+            received.append(try #require(frame["sequence"]?.int))
+            connection.ack([try #require(frame["id"]?.string)])
+        }
+        try await waitUntil("the twelve acks are stored") { try await pushView(server, pushIDs[11])[path: "counts.acked"]?.int == 1 }
+        await connection.drop()
+        #expect(received == Array(1...12))
+
+        // A new connection, without `after`: exactly what was not acknowledged, in order, nothing twice.
+        let again = connect(server, device)
+        var rest: [Int] = []
+        for _ in 0..<18 { rest.append(try #require(try await again.next()["sequence"]?.int)) }
+        #expect(rest == Array(13...30))
+        _ = try await pushOnline(server, to: device.id, title: "last")
+        #expect(try await again.next()["sequence"]?.int == 31, "something came twice or went missing")
+        await again.close()
+    }
+
     @Test func aNewerConnectionReplacesTheOlderOne() async throws {
         let server = try await ServerHarness.shared.value
         let device = try await newDevice(server)

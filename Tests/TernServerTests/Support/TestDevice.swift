@@ -77,6 +77,12 @@ final class TestDevice: Sendable {
         send(.text(#"{"type": "ack", "ids": [\#(ids.map { "\"\($0)\"" }.joined(separator: ", "))]}"#))
     }
 
+    /// Drops the connection without a goodbye (the device's task is cancelled), and waits for it to end.
+    func drop() async {
+        ended.cancel()
+        _ = try? await ended.value
+    }
+
     /// Closes from the device's side and waits for the end.
     func close() async {
         send(.close)
