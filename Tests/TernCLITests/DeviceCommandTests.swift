@@ -42,6 +42,14 @@ struct DeviceCommandTests {
         #expect(frames.map { $0["notification"]?["title"]?.stringValue } == ["one", "two"])
         #expect(frames.map { $0["sequence"] } == [.int(1), .int(2)])
         #expect(result.stderr.contains("registered device "))
+        // The same device with a wrong secret: refused, said in one line, exit 2.
+        let registered = try #require(result.stderr.split(separator: " ").drop { $0 != "device" }.dropFirst().first).replacingOccurrences(of: ";", with: "")
+        let wrong = try Commands.run(Commands.tern, [
+            "device", "--url", "http://127.0.0.1:\(serve.port)", "--app-key", appKey, "--device-id", String(registered),
+            "--device-secret", "tds_" + String(repeating: "x", count: 43), "--timeout", "20",
+        ])
+        #expect(wrong.status == 2, "\(wrong.stdout) \(wrong.stderr)")
+        #expect(wrong.stderr.contains("refused the connection: 403"), "\(wrong.stderr)")
         // Both acknowledged.
         for id in ids {
             try await waitUntil("the ack is counted") {

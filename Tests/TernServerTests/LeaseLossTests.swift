@@ -19,8 +19,9 @@ struct LeaseLossTests {
             for number in 1...40 {
                 _ = try await server.register(Fixture.device(9_000 + number), token: Fixture.token(9_000 + number), tags: ["lease"])
             }
-            // Slow answers: the chunk is still being sent when it is taken.
-            _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 150}"#)
+            // Slow answers: the chunk is still being sent when it is taken (40 at 4 in flight: 4 s, time enough on a
+            // busy machine).
+            _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 400}"#)
             let accepted = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: #"{"tags": ["lease"]}"#))
             #expect(accepted.status == 202)
             try await waitUntil("the push's first notifications at the simulator") { try await server.arrivals().count >= 4 }
@@ -29,12 +30,12 @@ struct LeaseLossTests {
             let store = try await SQLStore.openSQLite(path: server.folder.appendingPathComponent("tern.db").path, logger: Logger(label: "thief"))
             let taken = try await store.claimChunk(
                 node: "thief", size: 40, leaseUntil: Date().addingTimeInterval(3_600), at: Date().addingTimeInterval(600))
+            try await store.close()
             guard case .chunk(let chunk) = taken else {
                 Issue.record("nothing to take over: \(taken)")
                 return
             }
             #expect(chunk.reclaimed)
-            try await store.close()
 
             // Another app's push, which does not wait for the first: it is delivered, so the node's permits came back.
             _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 0}"#)

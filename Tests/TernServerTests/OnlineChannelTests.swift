@@ -1,4 +1,5 @@
 import Foundation
+import HummingbirdWSClient
 import NIOWebSocket
 import TernAPNs
 import TernTestSupport
@@ -223,19 +224,28 @@ struct OnlineChannelTests {
         let device = try await newDevice(server)
         let other = try await newDevice(server)
 
-        let wrong = TestDevice(port: port, deviceID: device.id, appKey: server.device.bearer, secret: "tds_" + String(repeating: "x", count: 43))
-        #expect(try await wrong.closeFrame()?.closeCode == .unknown(4403))
-        let noSecret = TestDevice(port: port, deviceID: device.id, appKey: server.device.bearer, secret: nil)
-        #expect(try await noSecret.closeFrame()?.closeCode == .unknown(4403))
-        // Another device's id with this device's secret.
-        let borrowed = TestDevice(port: port, deviceID: other.id, appKey: server.device.bearer, secret: device.secret)
-        #expect(try await borrowed.closeFrame()?.closeCode == .unknown(4403))
-        let noKey = TestDevice(port: port, deviceID: device.id, appKey: "ak_wrong", secret: device.secret)
-        #expect(try await noKey.closeFrame()?.closeCode == .unknown(4401))
-        let unknown = TestDevice(port: port, deviceID: UUID().uuidString.lowercased(), appKey: server.device.bearer, secret: device.secret)
-        #expect(try await unknown.closeFrame()?.closeCode == .unknown(4404))
-        let badAfter = TestDevice(port: port, deviceID: device.id, appKey: server.device.bearer, secret: device.secret, after: -1)
-        #expect(try await badAfter.closeFrame()?.closeCode == .unknown(4400))
+        // A refused upgrade is a bare 400 (all the WebSocket library can answer); nothing opens.
+        let refusals: [(String, TestDevice)] = [
+            ("a wrong secret", TestDevice(port: port, deviceID: device.id, appKey: server.device.bearer, secret: "tds_" + String(repeating: "x", count: 43))),
+            ("no secret", TestDevice(port: port, deviceID: device.id, appKey: server.device.bearer, secret: nil)),
+            ("another device's id", TestDevice(port: port, deviceID: other.id, appKey: server.device.bearer, secret: device.secret)),
+            ("a wrong app key", TestDevice(port: port, deviceID: device.id, appKey: "tak_wrong", secret: device.secret)),
+            ("no such device", TestDevice(port: port, deviceID: UUID().uuidString.lowercased(), appKey: server.device.bearer, secret: device.secret)),
+            ("a bad after", TestDevice(port: port, deviceID: device.id, appKey: server.device.bearer, secret: device.secret, after: -1)),
+        ]
+        for (what, refused) in refusals {
+            await #expect(throws: WebSocketClientError.webSocketUpgradeFailed, "\(what)") { _ = try await refused.closeFrame(within: 10, what) }
+        }
+        // The same GET without the upgrade says why, in JSON.
+        for (path, headers, status) in [
+            ("/v1/apps/demo/devices/\(device.id)/connect", [("X-Tern-Device-Secret", "tds_" + String(repeating: "x", count: 43))], 403),
+            ("/v1/apps/demo/devices/\(device.id)/connect", [], 403),
+            ("/v1/apps/demo/devices/\(UUID().uuidString.lowercased())/connect", server.asDevice(device.id), 404),
+        ] {
+            let answer = try await server.device.send(.GET, path, headers: headers)
+            #expect(answer.status == status, "\(path): \(answer.text)")
+        }
+        #expect(try await server.api.with(bearer: "tak_wrong").send(.GET, "/v1/apps/demo/devices/\(device.id)/connect").status == 401)
 
         for (frame, code) in [
             ("not json", UInt16(4400)), (#"{"type": "ack", "ids": ["x"]}"#, 4400), (#"{"type": "hello"}"#, 4400),
@@ -243,13 +253,13 @@ struct OnlineChannelTests {
         ] {
             let connection = connect(server, device)
             connection.send(.text(frame))
-            let closed = try await connection.closeFrame()
+            let closed = try await connection.closeFrame(within: 10, frame)
             #expect(closed?.closeCode == .unknown(code), "\(frame): \(String(describing: closed))")
             #expect(closed?.reason?.hasPrefix("bad frame: ") == true)
         }
         let binary = connect(server, device)
         binary.send(.binary)
-        #expect(try await binary.closeFrame()?.closeCode == .unacceptableData)
+        #expect(try await binary.closeFrame(within: 10, "binary")?.closeCode == .unacceptableData)
 
         // Without an upgrade, the same checks answer JSON.
         let plain = try await server.device.send(.GET, "/v1/apps/demo/devices/\(device.id)/connect", headers: server.asDevice(device.id))

@@ -120,7 +120,6 @@ struct DeviceCommand: AsyncParsableCommand {
             printError("Error: \(error.message)")
             throw ExitCode(2)
         }
-        try? await http.shutdown()
         if deviceId == nil, count == 1, let identity = identities.first {
             printError("registered device \(identity.id); to be it again: --device-id \(identity.id) --device-secret \(identity.secret)")
         }
@@ -128,7 +127,7 @@ struct DeviceCommand: AsyncParsableCommand {
         let outcome: Outcome = await withTaskGroup(of: Outcome.self) { group in
             for identity in identities {
                 group.addTask {
-                    await connect(identity, base: base, tally: tally)
+                    await connect(identity, base: base, tally: tally, http: http)
                     return .refused
                 }
             }
@@ -171,6 +170,7 @@ struct DeviceCommand: AsyncParsableCommand {
             group.cancelAll()
             return first
         }
+        try? await http.shutdown()
         if count > 1 || messages != nil { print(tally.progressLine(final: true)) }
         switch outcome {
         case .stopped, .reached: return
@@ -235,7 +235,7 @@ struct DeviceCommand: AsyncParsableCommand {
     // MARK: Connecting
 
     /// Keeps one device connected until cancelled (or refused), resuming after the last message it received.
-    private func connect(_ identity: (id: String, secret: String), base: String, tally: DeviceTally) async {
+    private func connect(_ identity: (id: String, secret: String), base: String, tally: DeviceTally, http: HTTPClient) async {
         let wsBase = base.replacingOccurrences(of: "http://", with: "ws://").replacingOccurrences(of: "https://", with: "wss://")
         var headers = HTTPFields()
         headers[.authorization] = "Bearer \(key ?? "")"
@@ -267,11 +267,17 @@ struct DeviceCommand: AsyncParsableCommand {
                     }
                 }
                 if counted.load(ordering: .relaxed) { tally.connected(-1) }
-                if let close, let code = Self.number(close.closeCode), (4400..<4500).contains(code), code != 4409 {
-                    printError("device \(identity.id): the server refused the connection: \(code) \(close.reason ?? "")")
+                if let close, let code = Self.number(close.closeCode), code == 4400 {
+                    printError("device \(identity.id): the server closed the connection: \(code) \(close.reason ?? "")")
                     return
                 }
                 pause = .milliseconds(200)
+            } catch let error as WebSocketClientError where error == .webSocketUpgradeFailed {
+                // Refused: the same GET without the upgrade says why.
+                if let refusal = await refusal(of: identity, base: base, http: http) {
+                    printError("device \(identity.id): the server refused the connection: \(refusal)")
+                    return
+                }
             } catch {
                 if counted.load(ordering: .relaxed) { tally.connected(-1) }
                 if Task.isCancelled { return }
@@ -281,6 +287,19 @@ struct DeviceCommand: AsyncParsableCommand {
             try? await Task.sleep(for: pause + .milliseconds(Int.random(in: 0...100)))
             pause = min(pause * 2, .seconds(10))
         }
+    }
+
+    /// Why the server refuses this device's connection (its JSON error), or nil if it is worth trying again.
+    private func refusal(of identity: (id: String, secret: String), base: String, http: HTTPClient) async -> String? {
+        var request = HTTPClientRequest(url: "\(base)/v1/apps/\(app)/devices/\(identity.id)/connect")
+        request.headers.add(name: "Authorization", value: "Bearer \(key ?? "")")
+        request.headers.add(name: "X-Tern-Device-Secret", value: identity.secret)
+        guard let response = try? await http.execute(request, timeout: .seconds(10)),
+            let body = try? await response.body.collect(upTo: 1 << 16)
+        else { return nil }
+        let code = Int(response.status.code)
+        guard (400..<500).contains(code), code != 426, code != 429 else { return nil }
+        return "\(code) \(String(buffer: body))"
     }
 
     private struct Frame: Decodable {

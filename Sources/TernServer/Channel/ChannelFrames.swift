@@ -4,11 +4,8 @@ import TernStore
 import TernWeb
 
 /// Why the server closes a device's connection: the WebSocket close code and the reason it sends (README, "The
-/// online channel"). Refusals of the upgrade itself are 4000 + the HTTP status the same request would get from
-/// `GET …/connect` without an upgrade, with the same message as the reason.
+/// online channel"). Refused connections never open: their upgrade is answered 400.
 enum ChannelCloseCode: Error, Sendable, Equatable {
-    /// 4000 + status: the credentials, the device or the query were refused (4400, 4401, 4403, 4404, 4429).
-    case refused(status: Int, message: String)
     /// 4400: a frame the server cannot read (not JSON, an unknown type or field, a bad id); the reason names it.
     case badFrame(String)
     /// 1003: a binary frame; the channel speaks JSON text frames only.
@@ -20,7 +17,6 @@ enum ChannelCloseCode: Error, Sendable, Equatable {
 
     var code: UInt16 {
         switch self {
-        case .refused(let status, _): UInt16(4000 + status)
         case .badFrame: 4400
         case .binaryFrame: 1003
         case .replaced: 4409
@@ -32,7 +28,6 @@ enum ChannelCloseCode: Error, Sendable, Equatable {
     var reason: String {
         let text =
             switch self {
-            case .refused(_, let message): message
             case .badFrame(let problem): "bad frame: \(problem)"
             case .binaryFrame: "binary frames are not accepted: send JSON text frames"
             case .replaced: "replaced by a newer connection of this device"

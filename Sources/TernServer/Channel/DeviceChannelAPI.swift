@@ -13,7 +13,7 @@ import TernWeb
 /// `POST …/devices/{id}/opens`.
 ///
 /// A connection is authenticated like every device call (the app key and `X-Tern-Device-Secret`, or the master
-/// secret). Once open, the server sends the device's messages as JSON text frames in the device's order, starting
+/// secret) before the upgrade. Once open, the server sends the device's messages as JSON text frames in the device's order, starting
 /// after `?after=SEQ` (or with the oldest not acknowledged), and the device acknowledges them with
 /// `{"type": "ack", "ids": [...]}`. An acknowledged message is never sent again; one sent and not acknowledged is
 /// sent again on the next connection. The messages live in the store, so whichever node a device connects to reads
@@ -75,25 +75,24 @@ struct DeviceChannelAPI {
         }
     }
 
-    /// The WebSocket side, on the router that serves upgrades.
+    /// The WebSocket side, on the router that serves upgrades. A refused upgrade can only be a bare 400 (the
+    /// WebSocket library answers nothing else), so the same GET without the upgrade is there to say why, in JSON.
     func register(webSocket router: Router<ServerRequestContext>) {
-        router.ws("v1/apps/:app/devices/:device/connect") { _, _ in
-            // Refusals are made after the upgrade, as close codes: a refused upgrade can only be a bare 400.
-            .upgrade([:])
-        } onUpgrade: { inbound, outbound, context in
-            let request = context.request
-            let parameters = context.requestContext.parameters
-            let accepted: (app: AppRecord, device: DeviceRecord, after: Int64)
+        router.ws("v1/apps/:app/devices/:device/connect") { request, context in
             do {
-                let (app, device) = try await authorize(
-                    .connect, request: request, appID: parameters.get("app"), deviceText: parameters.get("device"))
-                accepted = (app, device, try Self.after(request))
-            } catch let error as JSONAPIError {
-                let code = ChannelCloseCode.refused(status: Int(error.status.code), message: error.message)
-                try? await outbound.close(.unknown(code.code), reason: code.reason)
-                return
+                _ = try await authorize(.connect, request: request, appID: context.parameters.get("app"), deviceText: context.parameters.get("device"))
+                _ = try Self.after(request)
+                return .upgrade([:])
+            } catch {
+                return .dontUpgrade
             }
-            await serve(app: accepted.app.id, deviceID: accepted.device.deviceID, after: accepted.after, inbound: inbound, outbound: outbound)
+        } onUpgrade: { inbound, outbound, context in
+            // Checked before the upgrade.
+            let parameters = context.requestContext.parameters
+            guard let app = parameters.get("app"), let deviceID = try? DevicesAPI.deviceID(parameters.get("device") ?? ""),
+                let after = try? Self.after(context.request)
+            else { return }
+            await serve(app: app, deviceID: deviceID, after: after, inbound: inbound, outbound: outbound)
         }
     }
 

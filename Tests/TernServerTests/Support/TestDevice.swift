@@ -90,8 +90,8 @@ final class TestDevice: Sendable {
     }
 
     /// The close frame the server sent, once the connection ended (within `seconds`).
-    func closeFrame(within seconds: Double = 10) async throws -> WebSocketCloseFrame? {
-        try await withTimeout(seconds, "the connection to end") { try await self.ended.value }
+    func closeFrame(within seconds: Double = 10, _ what: String = "") async throws -> WebSocketCloseFrame? {
+        try await withTimeout(seconds, "the connection to end \(what)") { try await self.ended.value }
     }
 }
 
