@@ -38,6 +38,57 @@ struct MultiNodeCommandTests {
             try await nodes.expectCompleted(pushID, within: 150, repeatsAtMost: 2 * TwoNodes.inFlightPerNode)
         }
     }
+
+    @Test func devicesOnANodeKilledWithSIGKILLReconnectToTheOtherAndMissNothing() async throws {
+        try await PostgresTestServer.withDatabase(prefix: "tern_cli_channel") { url in
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-channel-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: folder) }
+            let simulator = try SimulatorProcess()
+            let environment = [
+                "TERN_ADMIN_TOKEN": TwoNodes.admin, "TERN_DATABASE_URL": url,
+                "TERN_SERVER_KEY": Data((0..<32).map { UInt8($0 * 5) }).base64EncodedString(),
+            ]
+            let first = try ServeProcess(folder: folder.appendingPathComponent("a"), arguments: ["--no-demo", "--no-simulator"], environment: environment)
+            let second = try ServeProcess(folder: folder.appendingPathComponent("b"), arguments: ["--no-demo", "--no-simulator"], environment: environment)
+            let (appKey, master) = try await first.createShopApp(on: simulator, admin: TwoNodes.admin)
+            let api = first.client(bearer: master)
+
+            // Three devices, connected to the second node; the first is where they go when it is gone.
+            let (firstPort, secondPort) = (first.port, second.port)
+            let devices = Task.detached {
+                try Commands.run(Commands.tern, [
+                    "device", "--url", "http://127.0.0.1:\(secondPort)", "--url", "http://127.0.0.1:\(firstPort)", "--app", "shop",
+                    "--app-key", appKey, "--count", "3", "--tag", "kill", "--messages", "6", "--timeout", "90",
+                ], timeout: 120)
+            }
+            try await waitUntil("three devices connected to the second node", within: 60, every: .milliseconds(100)) {
+                try await PostgresTestServer.integers("SELECT COUNT(*) FROM device_presence WHERE app_id = 'shop'", database: url) == [3]
+            }
+            let before = try await api.post(
+                "/v1/apps/shop/pushes?wait=20", #"{"audience": {"tags": ["kill"]}, "notification": {"title": "before"}, "delivery": "online"}"#)
+            guard case .string(let beforeID)? = try before.json()["id"] else { throw CLITestError("push: \(before.text)") }
+            try await waitUntil("the first message acknowledged by all three") {
+                try await api.get("/v1/apps/shop/pushes/\(beforeID)").json()["counts"]?["acked"] == .int(3)
+            }
+
+            // The devices' node dies without a word: their presence rows still name it.
+            second.kill()
+            let after = try await api.post(
+                "/v1/apps/shop/pushes?wait=20", #"{"audience": {"tags": ["kill"]}, "notification": {"title": "after"}, "delivery": "online"}"#)
+            guard case .string(let afterID)? = try after.json()["id"] else { throw CLITestError("push: \(after.text)") }
+
+            let result = try await devices.value
+            #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+            #expect(result.stdout.contains("messages 6  acked 6"), "\(result.stdout)")
+            // Each device acknowledged each message once: nothing missed, nothing counted twice.
+            try await waitUntil("the second message acknowledged by all three") {
+                try await api.get("/v1/apps/shop/pushes/\(afterID)").json()["counts"]?["acked"] == .int(3)
+            }
+            #expect(try await api.get("/v1/apps/shop/pushes/\(beforeID)").json()["counts"]?["acked"] == .int(3))
+            #expect(first.interrupt() == 0)
+            #expect(simulator.interrupt() == 0)
+        }
+    }
 }
 
 /// The set-up both tests share: a fresh database, a simulator with 20 ms latency, two nodes with 3-second chunk

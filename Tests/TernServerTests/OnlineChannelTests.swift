@@ -201,6 +201,31 @@ struct OnlineChannelTests {
         await again.close()
     }
 
+    @Test func serverCountedBadgesGoUpWhicheverWayTheMessageTakes() async throws {
+        let server = try await ServerHarness.shared.value
+        let device = try await newDevice(server)
+        func push(_ delivery: String) async throws {
+            _ = try await server.push(
+                #"{"audience": {"devices": ["\#(device.id)"]}, "notification": {"title": "b", "badge": "+1"}, "delivery": "\#(delivery)"}"#)
+        }
+        // Offline: two kept online, one through APNs (auto), one more online.
+        try await push("online")
+        try await push("online")
+        try await push("auto")
+        try await push("online")
+        let fallback = try await arrivals(server, token: device.token)
+        #expect(fallback.count == 1)
+        let payload = try JSONValue(parsing: Data(try #require(fallback.first?.payload).utf8))
+        #expect(payload[path: "aps.badge"]?.int == 3)
+        #expect(payload[path: "tern.sequence"]?.int == 3)
+        let connection = connect(server, device)
+        var badges: [Int?] = []
+        // The auto push's message is kept too (the app shows it once, by id): all four arrive, in order.
+        for _ in 0..<4 { badges.append(try await connection.next()[path: "notification.badge"]?.int) }
+        #expect(badges == [1, 2, 3, 4])
+        await connection.close()
+    }
+
     @Test func aNewerConnectionReplacesTheOlderOne() async throws {
         let server = try await ServerHarness.shared.value
         let device = try await newDevice(server)

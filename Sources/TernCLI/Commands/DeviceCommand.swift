@@ -43,8 +43,12 @@ struct DeviceCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(name: .long, help: ArgumentHelp("The server's address.", valueName: "url"))
-    var url = "http://127.0.0.1:8080"
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The server's address (default http://127.0.0.1:8080). Repeat it for several nodes: a device whose connection ends connects to the next, as behind a load balancer.",
+            valueName: "url"))
+    var url: [String] = []
 
     @Option(name: .long, help: "The app's id.")
     var app = "demo"
@@ -80,8 +84,10 @@ struct DeviceCommand: AsyncParsableCommand {
     var logLevel = Logger.Level.error
 
     func validate() throws {
-        guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
-            throw ValidationError("--url must be an http:// or https:// address, not '\(url)'")
+        for url in url {
+            guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+                throw ValidationError("--url must be an http:// or https:// address, not '\(url)'")
+            }
         }
         guard (1...100_000).contains(count) else { throw ValidationError("--count must be 1-100000") }
         if deviceId != nil, count != 1 { throw ValidationError("--device-id is one device: leave out --count") }
@@ -101,7 +107,8 @@ struct DeviceCommand: AsyncParsableCommand {
 
     func run() async throws {
         bootstrapLogging(logLevel)
-        let base = url.hasSuffix("/") ? String(url.dropLast()) : url
+        let bases = (url.isEmpty ? ["http://127.0.0.1:8080"] : url).map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
+        let base = bases[0]
         let tally = DeviceTally(count: count)
         var httpConfiguration = HTTPClient.Configuration()
         // A server that is not there is said at once, not after the client's retries.
@@ -127,7 +134,7 @@ struct DeviceCommand: AsyncParsableCommand {
         let outcome: Outcome = await withTaskGroup(of: Outcome.self) { group in
             for identity in identities {
                 group.addTask {
-                    await connect(identity, base: base, tally: tally, http: http)
+                    await connect(identity, bases: bases, tally: tally, http: http)
                     return .refused
                 }
             }
@@ -235,8 +242,8 @@ struct DeviceCommand: AsyncParsableCommand {
     // MARK: Connecting
 
     /// Keeps one device connected until cancelled (or refused), resuming after the last message it received.
-    private func connect(_ identity: (id: String, secret: String), base: String, tally: DeviceTally, http: HTTPClient) async {
-        let wsBase = base.replacingOccurrences(of: "http://", with: "ws://").replacingOccurrences(of: "https://", with: "wss://")
+    private func connect(_ identity: (id: String, secret: String), bases: [String], tally: DeviceTally, http: HTTPClient) async {
+        var turn = 0
         var headers = HTTPFields()
         headers[.authorization] = "Bearer \(key ?? "")"
         headers[HTTPField.Name("X-Tern-Device-Secret")!] = identity.secret
@@ -247,6 +254,10 @@ struct DeviceCommand: AsyncParsableCommand {
         let single = count == 1
         let acknowledge = !noAck
         while !Task.isCancelled {
+            // The next node after a connection ended, as a load balancer would pick another.
+            let base = bases[turn % bases.count]
+            turn += 1
+            let wsBase = base.replacingOccurrences(of: "http://", with: "ws://").replacingOccurrences(of: "https://", with: "wss://")
             let resume = last.load(ordering: .relaxed)
             let address = "\(wsBase)/v1/apps/\(app)/devices/\(identity.id)/connect" + (resume > 0 ? "?after=\(resume)" : "")
             let counted = Atomic<Bool>(false)
