@@ -142,7 +142,7 @@ struct DeviceCommand: AsyncParsableCommand {
                 group.addTask {
                     while !Task.isCancelled {
                         try? await Task.sleep(for: .seconds(1))
-                        print(tally.progressLine())
+                        emit(tally.progressLine())
                     }
                     return .stopped
                 }
@@ -178,7 +178,7 @@ struct DeviceCommand: AsyncParsableCommand {
             return first
         }
         try? await http.shutdown()
-        if count > 1 || messages != nil { print(tally.progressLine(final: true)) }
+        if count > 1 || messages != nil { emit(tally.progressLine(final: true)) }
         switch outcome {
         case .stopped, .reached: return
         case .timedOut: throw ExitCode(1)
@@ -267,7 +267,7 @@ struct DeviceCommand: AsyncParsableCommand {
                     tally.connected(1)
                     for try await message in inbound.messages(maxSize: 1 << 20) {
                         guard case .text(let text) = message else { continue }
-                        if single { print(text) }
+                        if single { emit(text) }
                         guard let frame = try? JSONDecoder().decode(Frame.self, from: Data(text.utf8)) else { continue }
                         last.store(max(last.load(ordering: .relaxed), frame.sequence), ordering: .relaxed)
                         if acknowledge {
@@ -322,6 +322,11 @@ struct DeviceCommand: AsyncParsableCommand {
         if case .unknown(let value) = code { return Int(value) }
         return nil
     }
+}
+
+/// Writes a line to standard output at once, also into a pipe or a file (which `print` would buffer).
+private func emit(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
 private struct DeviceCommandError: Error {
