@@ -114,7 +114,9 @@ struct ServerAssembly {
         DevicesAPI(store: store, apps: cache, serverKey: serverKey, gate: gate, clock: clock).register(on: router)
         PushesAPI(store: store, apps: cache, dispatcher: dispatcher, clock: clock).register(on: router)
         InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates, clock: clock).register(on: router)
-        let channel = DeviceChannelAPI(store: store, apps: cache, gate: gate, connections: connections, clock: clock, logger: logger)
+        let recorder = ChannelRecorder(store: store, clock: clock, logger: logger)
+        let channel = DeviceChannelAPI(
+            store: store, apps: cache, gate: gate, connections: connections, recorder: recorder, clock: clock, logger: logger)
         channel.register(on: router)
         routes.load(router.routes)
         self.router = router
@@ -138,7 +140,7 @@ struct ServerAssembly {
         services.append(feedback)
         services.append(InboxSweeper(
             store: store, interval: configuration.inbox.sweepInterval, coordinator: coordinator, clocks: clocks, logger: logger))
-        services.append(ChannelService(store: store, connections: connections, coordinator: coordinator, logger: logger))
+        services.append(ChannelService(store: store, connections: connections, recorder: recorder, coordinator: coordinator, logger: logger))
         self.services = services
     }
 
@@ -193,6 +195,7 @@ struct ServerAssembly {
 private struct ChannelService: Service {
     let store: any TernStore
     let connections: DeviceConnections
+    let recorder: ChannelRecorder
     let coordinator: any NodeCoordinator
     let logger: Logger
 
@@ -204,14 +207,19 @@ private struct ChannelService: Service {
                 logger.warning("cannot clear the connections a previous run left", metadata: ["error": "\(error)"])
             }
         }
-        await cancelWhenGracefulShutdown {
-            for await event in coordinator.events() {
-                if let (app, deviceIDs) = connections.wakeTarget(of: event) { connections.ring(app: app, deviceIDs: deviceIDs) }
+        await withDiscardingTaskGroup { group in
+            // The connections' reports, written until the connections are gone.
+            group.addTask { await recorder.run() }
+            await cancelWhenGracefulShutdown {
+                for await event in coordinator.events() {
+                    if let (app, deviceIDs) = connections.wakeTarget(of: event) { connections.ring(app: app, deviceIDs: deviceIDs) }
+                }
             }
+            // A sole node has no events: its stream ends at once, and the service runs on until the shutdown.
+            try? await gracefulShutdown()
+            await connections.closeAll()
+            group.cancelAll()
         }
-        // A sole node has no events: its stream ends at once, and the service runs on until the shutdown.
-        try? await gracefulShutdown()
-        await connections.closeAll()
         do {
             try await store.clearPresence(node: connections.node)
         } catch {

@@ -178,11 +178,12 @@ public protocol TernStore: Sendable {
     func keepMessages(_ drafts: [DeviceMessageDraft], app: String, pushID: String, at: Date, expiresAt: Date) async throws -> [DeviceMessage]
     /// The device's messages after `sequence` that are neither acknowledged nor expired, oldest first.
     func pendingMessages(app: String, deviceID: String, after sequence: Int64, limit: Int, at: Date) async throws -> [DeviceMessage]
-    /// Notes that these messages went over the device's connection (the first time counts).
-    func markDeliveredOnline(app: String, deviceID: String, sequences: [Int64], at: Date) async throws
-    /// Acknowledges the device's messages with these ids (others, and those acknowledged before, are ignored).
+    /// Many connections' writes in one transaction: messages sent online (by device and sequence; the first time
+    /// counts) and acknowledgements (by device and id; ignored for another device's or an acknowledged message).
     /// - Returns: how many were acknowledged now, and how many of those had gone through APNs already.
-    func acknowledgeMessages(app: String, deviceID: String, ids: [String], at: Date) async throws -> (acked: Int, afterFallback: Int)
+    func recordChannel(
+        delivered: [(app: String, deviceID: String, sequence: Int64)], acks: [(app: String, deviceID: String, id: String)], at: Date
+    ) async throws -> (acked: Int, afterFallback: Int)
     /// Marks for APNs those of these messages that are still unacknowledged and not marked before, atomically, so a
     /// message falls back once whichever node asks. - Returns: the ids marked now.
     func fallBack(app: String, ids: [String], at: Date) async throws -> Set<String>

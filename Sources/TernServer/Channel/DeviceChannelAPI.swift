@@ -23,6 +23,8 @@ struct DeviceChannelAPI {
     let apps: AppCache
     let gate: DeviceGate
     let connections: DeviceConnections
+    /// Where the connections' reports (sent, acknowledged) go, batched.
+    let recorder: ChannelRecorder
     let clock: any WallClock
     let logger: Logger
 
@@ -31,16 +33,18 @@ struct DeviceChannelAPI {
     /// The largest frame a device may send (an ack of 1,000 ids fits).
     static let maximumInboundFrame = 64 * 1024
 
-    private let acks = Counter(label: "tern_channel_acks_total")
-    private let lateAcks = Counter(label: "tern_channel_acks_after_fallback_total")
     private let deliveredOnline = Counter(label: "tern_channel_messages_delivered_total")
     private let opens = Counter(label: "tern_channel_opens_total")
 
-    init(store: any TernStore, apps: AppCache, gate: DeviceGate, connections: DeviceConnections, clock: any WallClock, logger: Logger) {
+    init(
+        store: any TernStore, apps: AppCache, gate: DeviceGate, connections: DeviceConnections, recorder: ChannelRecorder, clock: any WallClock,
+        logger: Logger
+    ) {
         self.store = store
         self.apps = apps
         self.gate = gate
         self.connections = connections
+        self.recorder = recorder
         self.clock = clock
         self.logger = logger
     }
@@ -163,15 +167,7 @@ struct DeviceChannelAPI {
                         await connection.close(error)
                         return
                     }
-                    do {
-                        let counted = try await store.acknowledgeMessages(
-                            app: connection.app, deviceID: connection.deviceID, ids: ids, at: clock.now)
-                        acks.increment(by: counted.acked)
-                        lateAcks.increment(by: counted.afterFallback)
-                    } catch {
-                        // Not recorded: the messages stay unacknowledged and are sent again on the next connection.
-                        logger.error("cannot record an acknowledgement", metadata: ["error": "\(error)"])
-                    }
+                    recorder.acknowledged(app: connection.app, deviceID: connection.deviceID, ids: ids)
                 }
             }
         } catch {
@@ -209,12 +205,7 @@ struct DeviceChannelAPI {
             }
             last = pending[pending.count - 1].sequence
             deliveredOnline.increment(by: pending.count)
-            do {
-                try await store.markDeliveredOnline(
-                    app: connection.app, deviceID: connection.deviceID, sequences: pending.map(\.sequence), at: clock.now)
-            } catch {
-                logger.warning("cannot record the messages sent online", metadata: ["error": "\(error)"])
-            }
+            recorder.delivered(app: connection.app, deviceID: connection.deviceID, sequences: pending.map(\.sequence))
         }
     }
 }

@@ -3,8 +3,8 @@ import Logging
 import ServiceLifecycle
 import TernStore
 
-/// Deletes expired inbox messages every `interval`, in batches. Listings leave them out the moment they expire;
-/// this only frees the space.
+/// Deletes expired inbox messages, and the online channel's expired device messages, every `interval`, in batches.
+/// Listings and connections leave them out the moment they expire; this only frees the space.
 final class InboxSweeper: Service {
     static let batch = 1000
 
@@ -50,6 +50,17 @@ final class InboxSweeper: Service {
             logger.error("cannot sweep expired inbox messages", metadata: ["error": "\(error)"])
         }
         if total > 0 { logger.info("expired inbox messages deleted", metadata: ["entries": "\(total)"]) }
+        var messages = 0
+        do {
+            while true {
+                let deleted = try await store.purgeExpiredMessages(before: now, limit: Self.batch)
+                messages += deleted
+                if deleted < Self.batch { break }
+            }
+        } catch {
+            logger.error("cannot sweep expired device messages", metadata: ["error": "\(error)"])
+        }
+        if messages > 0 { logger.info("expired device messages deleted", metadata: ["messages": "\(messages)"]) }
         return total
     }
 }

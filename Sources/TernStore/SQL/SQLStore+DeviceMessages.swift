@@ -68,30 +68,29 @@ extension SQLStore {
         }
     }
 
-    public func markDeliveredOnline(app: String, deviceID: String, sequences: [Int64], at: Date) async throws {
-        guard !sequences.isEmpty else { return }
-        try await exclusive { db in
-            for start in stride(from: 0, to: sequences.count, by: Self.messageSlice) {
-                let slice = Array(sequences[start..<min(start + Self.messageSlice, sequences.count)])
+    public func recordChannel(
+        delivered: [(app: String, deviceID: String, sequence: Int64)], acks: [(app: String, deviceID: String, id: String)], at: Date
+    ) async throws -> (acked: Int, afterFallback: Int) {
+        guard !delivered.isEmpty || !acks.isEmpty else { return (0, 0) }
+        return try await transaction { db in
+            for start in stride(from: 0, to: delivered.count, by: Self.messageSlice) {
+                let rows = delivered[start..<min(start + Self.messageSlice, delivered.count)].map { entry -> SQLQueryString in
+                    "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.sequence))"
+                }
                 try await db.raw("""
                     UPDATE device_messages SET delivered_at = \(bind: at.milliseconds)
-                    WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND sequence IN (\(binds: slice)) AND delivered_at IS NULL
+                    WHERE delivered_at IS NULL AND (app_id, device_id, sequence) IN (VALUES \(rows.joined(separator: ", ")))
                     """).run()
             }
-        }
-    }
-
-    public func acknowledgeMessages(app: String, deviceID: String, ids: [String], at: Date) async throws -> (acked: Int, afterFallback: Int) {
-        let ids = Array(Set(ids))
-        guard !ids.isEmpty else { return (0, 0) }
-        return try await transaction { db in
             var acked = 0
             var afterFallback = 0
-            for start in stride(from: 0, to: ids.count, by: Self.messageSlice) {
-                let slice = Array(ids[start..<min(start + Self.messageSlice, ids.count)])
+            for start in stride(from: 0, to: acks.count, by: Self.messageSlice) {
+                let rows = acks[start..<min(start + Self.messageSlice, acks.count)].map { entry -> SQLQueryString in
+                    "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.id))"
+                }
                 for row in try await db.raw("""
                     UPDATE device_messages SET acked_at = \(bind: at.milliseconds)
-                    WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND id IN (\(binds: slice)) AND acked_at IS NULL
+                    WHERE acked_at IS NULL AND (app_id, device_id, id) IN (VALUES \(rows.joined(separator: ", ")))
                     RETURNING fallback_at
                     """).all()
                 {

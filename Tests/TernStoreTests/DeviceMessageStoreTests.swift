@@ -1,0 +1,91 @@
+import Foundation
+import TernStore
+import Testing
+
+/// The online channel's storage: each device's messages numbered in its order, kept once per push, read after a
+/// sequence until acknowledged or expired, acknowledged and fallen back once, swept; presence by node. On SQLite and
+/// PostgreSQL alike.
+@Suite("Device messages and presence")
+struct DeviceMessageStoreTests {
+    private func drafts(_ push: String, _ devices: [String]) -> [DeviceMessageDraft] {
+        devices.map { DeviceMessageDraft(deviceID: $0, id: "\(push)-\($0)", notification: #"{"title":"\#(push)"}"#, data: nil) }
+    }
+
+    private func prepared(_ store: any TernStore) async throws {
+        try await store.createApp(makeApp())
+        for device in ["d1", "d2"] { _ = try await store.register(registration(device, token: "t-\(device)"), app: "demo", at: time(0)) }
+        for push in ["p1", "p2", "p3"] { _ = try await store.createPush(makePush(push)) }
+    }
+
+    @Test("messages are numbered per device, kept once per push, and read after a sequence until acknowledged", arguments: StoreFactory.all)
+    func numberingAndReading(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await prepared(store)
+            let first = try await store.keepMessages(drafts("p1", ["d1", "d2"]), app: "demo", pushID: "p1", at: time(1), expiresAt: time(10_000))
+            #expect(first.map(\.sequence) == [1, 1])
+            // The same push again (a chunk sent twice): the same messages, no new numbers.
+            let again = try await store.keepMessages(drafts("p1", ["d1", "d2"]), app: "demo", pushID: "p1", at: time(2), expiresAt: time(10_000))
+            #expect(again == first)
+            _ = try await store.keepMessages(drafts("p2", ["d1"]), app: "demo", pushID: "p2", at: time(3), expiresAt: time(10_000))
+            _ = try await store.keepMessages(drafts("p3", ["d1"]), app: "demo", pushID: "p3", at: time(4), expiresAt: time(20))
+            #expect(try await store.pendingMessages(app: "demo", deviceID: "d1", after: 0, limit: 10, at: time(5)).map(\.sequence) == [1, 2, 3])
+            #expect(try await store.pendingMessages(app: "demo", deviceID: "d1", after: 1, limit: 10, at: time(5)).map(\.sequence) == [2, 3])
+            #expect(try await store.pendingMessages(app: "demo", deviceID: "d1", after: 0, limit: 2, at: time(5)).map(\.sequence) == [1, 2])
+            // Expired: out of the reading at once.
+            #expect(try await store.pendingMessages(app: "demo", deviceID: "d1", after: 0, limit: 10, at: time(21)).map(\.sequence) == [1, 2])
+
+            // Sent and acknowledged: never read again. Another device's id acknowledges nothing.
+            let counted = try await store.recordChannel(
+                delivered: [("demo", "d1", 1), ("demo", "d1", 2)], acks: [("demo", "d1", "p1-d1"), ("demo", "d1", "p1-d2")], at: time(6))
+            #expect(counted.acked == 1)
+            #expect(try await store.pendingMessages(app: "demo", deviceID: "d1", after: 0, limit: 10, at: time(7)).map(\.sequence) == [2, 3])
+            #expect(try await store.pendingMessages(app: "demo", deviceID: "d2", after: 0, limit: 10, at: time(7)).map(\.sequence) == [1])
+            let p1 = try await store.messageCounts(pushID: "p1")
+            #expect(p1.deliveredOnline == 1)
+            #expect(p1.acked == 1)
+
+            // Swept once expired.
+            #expect(try await store.purgeExpiredMessages(before: time(30), limit: 100) == 1)
+            #expect(try await store.pendingMessages(app: "demo", deviceID: "d1", after: 0, limit: 10, at: time(7)).map(\.sequence) == [2])
+        }
+    }
+
+    @Test("a message falls back once, not once acknowledged, and a later ack is counted as such", arguments: StoreFactory.all)
+    func fallback(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await prepared(store)
+            _ = try await store.keepMessages(drafts("p1", ["d1", "d2"]), app: "demo", pushID: "p1", at: time(1), expiresAt: time(10_000))
+            _ = try await store.recordChannel(delivered: [], acks: [("demo", "d2", "p1-d2")], at: time(2))
+            #expect(try await store.fallBack(app: "demo", ids: ["p1-d1", "p1-d2"], at: time(3)) == ["p1-d1"])
+            #expect(try await store.fallBack(app: "demo", ids: ["p1-d1", "p1-d2"], at: time(4)) == [])
+            let late = try await store.recordChannel(delivered: [], acks: [("demo", "d1", "p1-d1")], at: time(5))
+            #expect(late.acked == 1)
+            #expect(late.afterFallback == 1)
+            let counts = try await store.messageCounts(pushID: "p1")
+            #expect(counts.fellBackToAPNs == 1)
+            #expect(counts.ackedAfterFallback == 1)
+            #expect(try await store.openMessage(app: "demo", deviceID: "d1", id: "p1-d1", at: time(6)))
+            #expect(try await store.openMessage(app: "demo", deviceID: "d2", id: "p1-d1", at: time(6)) == false)
+            #expect(try await store.messageCounts(pushID: "p1").opened == 1)
+        }
+    }
+
+    @Test("presence: the newest connection's entry, removed only by its own connection or its node", arguments: StoreFactory.all)
+    func presence(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await prepared(store)
+            try await store.setPresence(app: "demo", deviceID: "d1", node: "a", connection: "c1", at: time(1))
+            try await store.setPresence(app: "demo", deviceID: "d1", node: "b", connection: "c2", at: time(2))
+            try await store.setPresence(app: "demo", deviceID: "d2", node: "a", connection: "c3", at: time(2))
+            // The replaced connection's goodbye leaves the newer entry.
+            try await store.clearPresence(app: "demo", deviceID: "d1", connection: "c1")
+            #expect(try await store.presence(app: "demo", deviceIDs: ["d1", "d2", "d3"]).sorted { $0.deviceID < $1.deviceID } == [
+                DevicePresence(deviceID: "d1", node: "b", connection: "c2"), DevicePresence(deviceID: "d2", node: "a", connection: "c3"),
+            ])
+            #expect(try await store.clearPresence(node: "a") == 1)
+            #expect(try await store.presence(app: "demo", deviceIDs: ["d1", "d2"]).map(\.deviceID) == ["d1"])
+            #expect(try await store.clearPresence(node: nil) == 1)
+            #expect(try await store.presence(app: "demo", deviceIDs: ["d1", "d2"]).isEmpty)
+        }
+    }
+}
