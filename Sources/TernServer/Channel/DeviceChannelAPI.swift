@@ -182,8 +182,13 @@ struct DeviceChannelAPI {
         while !Task.isCancelled, connection.closeReason == nil {
             let pending: [DeviceMessage]
             do {
-                pending = try await store.pendingMessages(
-                    app: connection.app, deviceID: connection.deviceID, after: last, limit: Self.page, at: clock.now)
+                if let handed = connection.takeHandedOver(after: last) {
+                    // Just kept by this node, next in line: no need to read them back.
+                    pending = handed
+                } else {
+                    pending = try await store.pendingMessages(
+                        app: connection.app, deviceID: connection.deviceID, after: last, limit: Self.page, at: clock.now)
+                }
                 _ = retry.succeeded()
             } catch {
                 let wait = retry.failed()

@@ -60,6 +60,13 @@ final class DeviceConnections: Sendable {
         for connection in connections { connection.doorbell.ring() }
     }
 
+    /// Hands messages just kept to their devices' connections on this node, so they need not read them back from
+    /// the store (a connection that finds a gap reads the store all the same).
+    func handOver(_ messages: [DeviceMessage]) {
+        let targets = live.withLock { live in messages.compactMap { message in live[Key(app: message.appID, deviceID: message.deviceID)].map { ($0, message) } } }
+        for (connection, message) in targets { connection.handOver(message) }
+    }
+
     /// Closes every connection (the node stops): each device reconnects, to this node or another.
     func closeAll() async {
         let all = live.withLock { Array($0.values) }
@@ -94,6 +101,9 @@ final class DeviceConnection: Sendable {
     /// Unique per connection: the presence table's entry is removed only by the connection that wrote it.
     let id = UUID().uuidString.lowercased()
     let doorbell = Doorbell()
+    /// Messages handed over by this node's dispatcher, not sent yet (a few at most: beyond them, the store).
+    private let handedOver = Mutex<[DeviceMessage]>([])
+    static let handOverLimit = 64
     private let closer: @Sendable (ChannelCloseCode) async -> Void
     private let closing = Mutex<(started: Bool, code: ChannelCloseCode?)>((false, nil))
 
@@ -118,6 +128,25 @@ final class DeviceConnection: Sendable {
         await closer(code)
         closing.withLock { $0.code = code }
         doorbell.ring()
+    }
+
+    func handOver(_ message: DeviceMessage) {
+        handedOver.withLock { handed in
+            if handed.count < Self.handOverLimit { handed.append(message) }
+        }
+        doorbell.ring()
+    }
+
+    /// The handed-over messages that follow `sequence` without a gap, in order; nil if there is a gap (or none were
+    /// handed over), so the caller reads the store. Those at or before `sequence` are dropped (sent already).
+    func takeHandedOver(after sequence: Int64) -> [DeviceMessage]? {
+        handedOver.withLock { handed in
+            defer { handed.removeAll() }
+            let next = handed.filter { $0.sequence > sequence }.sorted { $0.sequence < $1.sequence }
+            guard let first = next.first, first.sequence == sequence + 1 else { return nil }
+            for (offset, message) in next.enumerated() where message.sequence != first.sequence + Int64(offset) { return nil }
+            return next
+        }
     }
 
     /// A newer connection of the same device took over.

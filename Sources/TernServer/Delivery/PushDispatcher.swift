@@ -495,6 +495,9 @@ final class PushDispatcher: Service {
         for entry in presence {
             if entry.node == connections.node { local.append(entry.deviceID) } else { remote[entry.node, default: []].append(entry.deviceID) }
         }
+        // Only those kept now: one kept by an earlier holder of the chunk may have been acknowledged since.
+        let localDevices = Set(local)
+        connections.handOver(kept.filter { localDevices.contains($0.deviceID) && $0.createdAt == now })
         connections.ring(app: app.id, deviceIDs: local)
         for (node, devices) in remote {
             for event in DeviceConnections.wakeEvents(node: node, app: app.id, deviceIDs: devices) { coordinator.announce(event) }
