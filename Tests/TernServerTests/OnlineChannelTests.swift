@@ -1,7 +1,9 @@
 import Foundation
 import HummingbirdWSClient
+import Logging
 import NIOWebSocket
 import TernAPNs
+import TernStore
 import TernTestSupport
 import Testing
 
@@ -297,18 +299,27 @@ struct OnlineChannelTests {
     }
 
     @Test func aSilentConnectionIsClosedAfterItMissesItsPongs() async throws {
-        try await ServerHarness.withServer(configure: { $0.channel.pingInterval = .milliseconds(200) }) { server in
+        try await ServerHarness.withServer(configure: { $0.channel.pingInterval = .milliseconds(500) }) { server in
             let device = try await newDevice(server)
+            // The server's own record of who is connected, read beside it.
+            let store = try await SQLStore.openSQLite(path: server.folder.appendingPathComponent("tern.db").path, logger: Logger(label: "test"))
+            func connected() async throws -> Bool { try await !store.presence(app: "demo", deviceIDs: [device.id]).isEmpty }
             let silent = TestDevice(
                 port: server.server.boundPort!, deviceID: device.id, appKey: server.device.bearer, secret: device.secret, readsFrames: false)
-            // Registered: a message reaches it without a wake-up (it does not read it).
-            _ = try await pushOnline(server, to: device.id, title: "probe", extra: #", "wake": true"#)
-            #expect(try await arrivals(server, token: device.token).isEmpty)
-            // Once the server dropped it, the device is offline: the next such push wakes it through APNs.
-            try await waitUntil("the server drops the silent connection", within: 10, every: .milliseconds(200)) {
+            do {
+                // Connected; it answers no ping, so within two intervals the server drops it.
+                try await waitUntil("the device is connected") { try await connected() }
+                let since = ContinuousClock.now
+                try await waitUntil("the server drops the silent connection", within: 10) { try await !connected() }
+                #expect(ContinuousClock.now - since >= .milliseconds(400), "dropped before a ping could go unanswered")
+                // Offline now: a push with a wake-up goes through APNs.
                 _ = try await pushOnline(server, to: device.id, title: "later", extra: #", "wake": true"#)
-                return try await !arrivals(server, token: device.token).isEmpty
+                #expect(try await arrivals(server, token: device.token).count == 1)
+            } catch {
+                try? await store.close()
+                throw error
             }
+            try await store.close()
             silent.send(.close)
         }
     }

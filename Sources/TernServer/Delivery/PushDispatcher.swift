@@ -383,28 +383,8 @@ final class PushDispatcher: Service {
         let batches = try await admission.admit(place) {
             try await self.admit(reachable, app: app, content: content, pushID: pushID, into: tally)
         }
-        let indexOfToken = indexByToken
-        await withTaskGroup(of: Void.self) { group in
-            for (environment, batch) in batches {
-                guard let client = clientsByEnvironment[environment] else { continue }
-                group.addTask {
-                    await OrderedBatch.send(
-                        batch, client: client, order: self.order, concurrency: self.settings.delivery.concurrency, permits: self.permits
-                    ) { notification, outcome in
-                        guard let index = indexOfToken[notification.deviceToken.hex] else {
-                            // Not this chunk's (cannot happen): its permit must come back all the same.
-                            if outcome.tookPermit { self.permits.release(1) }
-                            return
-                        }
-                        let outcomeForRecipient = await self.classify(outcome, recipient: recipients[index], app: app)
-                        if !tally.set(index, outcomeForRecipient, holdsPermit: outcome.tookPermit), outcome.tookPermit {
-                            // A second notification to a token the chunk has twice: counted once, as before.
-                            self.permits.release(1)
-                        }
-                    }
-                }
-            }
-        }
+        await sendBatches(
+            batches, clients: clientsByEnvironment, entries: indexByToken.mapValues { ($0, recipients[$0]) }, app: app, into: tally)
     }
 
     /// Inbox, badges and places in line for a chunk's recipients. - Returns: the notifications by environment.
@@ -593,20 +573,32 @@ final class PushDispatcher: Service {
             let ticket = settings.delivery.ordering ? order.enqueue(token.hex) : nil
             batches[environment, default: []].append(QueuedNotification(notification: template.notification(to: token, payload: payload), ticket: ticket))
         }
-        let entries = entryByToken
+        await sendBatches(batches, clients: clientsByEnvironment, entries: entryByToken, app: app, into: tally)
+    }
+
+    /// Sends each environment's batch through its client (``OrderedBatch``) and classifies every result into the
+    /// chunk's ledger; `entries` says whose each token is.
+    private func sendBatches(
+        _ batches: [APNsEnvironment?: [QueuedNotification]], clients: [APNsEnvironment?: any NotificationSender],
+        entries: [String: (index: Int, recipient: Recipient)], app: AppRecord, into tally: ChunkLedger
+    ) async {
         await withTaskGroup(of: Void.self) { group in
             for (environment, batch) in batches {
-                guard let client = clientsByEnvironment[environment] else { continue }
+                guard let client = clients[environment] else { continue }
                 group.addTask {
                     await OrderedBatch.send(
                         batch, client: client, order: self.order, concurrency: self.settings.delivery.concurrency, permits: self.permits
                     ) { notification, outcome in
                         guard let entry = entries[notification.deviceToken.hex] else {
+                            // Not this chunk's (cannot happen): its permit must come back all the same.
                             if outcome.tookPermit { self.permits.release(1) }
                             return
                         }
                         let result = await self.classify(outcome, recipient: entry.recipient, app: app)
-                        if !tally.set(entry.index, result, holdsPermit: outcome.tookPermit), outcome.tookPermit { self.permits.release(1) }
+                        if !tally.set(entry.index, result, holdsPermit: outcome.tookPermit), outcome.tookPermit {
+                            // A second notification to a token the chunk has twice: counted once, as before.
+                            self.permits.release(1)
+                        }
                     }
                 }
             }
