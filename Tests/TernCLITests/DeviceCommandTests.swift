@@ -50,6 +50,15 @@ struct DeviceCommandTests {
         ])
         #expect(wrong.status == 2, "\(wrong.stdout) \(wrong.stderr)")
         #expect(wrong.stderr.contains("refused the connection: 403"), "\(wrong.stderr)")
+        // What /metrics says of it.
+        try await waitUntil("the acks are counted in /metrics, and the connection gone") {
+            let text = try await serve.client(bearer: nil).get("/metrics").text
+            return text.contains("tern_channel_acks_total 2") && text.contains("tern_channel_connections 0")
+        }
+        let metrics = try await serve.client(bearer: nil).get("/metrics").text
+        for line in ["tern_channel_messages_kept_total 2", "tern_channel_messages_delivered_total 2"] {
+            #expect(metrics.contains(line), "\(line) not in /metrics")
+        }
         // Both acknowledged.
         for id in ids {
             try await waitUntil("the ack is counted") {
