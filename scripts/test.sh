@@ -3,7 +3,7 @@
 # It installs what the tests need when it is missing, so it works the same on a fresh machine and in CI.
 #
 #   scripts/test.sh          everything, as CI runs it: the API fuzzing, the in-process suites in parallel, then the
-#                            suites that start processes one test at a time
+#                            suites that start processes one test at a time, then TernKit's (Clients/TernKit)
 #   scripts/test.sh --fast   the fast tier for your own loop: the in-process suites in parallel, nothing else (about
 #                            a minute on two cores once built)
 set -euo pipefail
