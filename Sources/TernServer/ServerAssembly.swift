@@ -149,7 +149,7 @@ struct ServerAssembly {
     /// ``webSocketRouter`` (pinged every `channel.pingInterval`; one that misses its pong by the next ping is closed).
     /// - Parameter onServerRunning: called once it listens, with the listening channel.
     func httpServer(onServerRunning: @escaping @Sendable (any Channel) async -> Void) -> some Service {
-        var http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ParserErrorResponder()])
+        var http1 = HTTP1Channel.Configuration()
         http1.httpDecoder = .init(maxHeaderFieldSize: ParserErrorResponder.headerLimit, maxHeaderListSize: 4 * ParserErrorResponder.headerLimit)
         let channelConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(
             http1: http1,

@@ -22,12 +22,6 @@ public struct DeviceMessage: Sendable, Equatable {
     public var createdAt: Date
     public var expiresAt: Date
 
-    /// The badge in the message's notification, if it has one.
-    public var badge: Int? {
-        guard let notification, let object = try? JSONSerialization.jsonObject(with: Data(notification.utf8)) as? [String: Any] else { return nil }
-        return object["badge"] as? Int
-    }
-
     public init(
         appID: String, deviceID: String, sequence: Int64, id: String, pushID: String, notification: String?, data: String?,
         createdAt: Date, expiresAt: Date

@@ -32,6 +32,30 @@ struct ChannelValueTests {
         #expect(connection.takeHandedOver(after: 0)?.count == DeviceConnection.handOverLimit)
     }
 
+    @Test func aConnectionAcknowledgesWhatItWasSentAndOnlyAFewOthers() throws {
+        let connection = DeviceConnection(app: "demo", deviceID: "d1") { _ in }
+        connection.sent([message(1), message(2)])
+        // Its own, and a few it had from elsewhere (a repeated ack counts as one of those).
+        try connection.acknowledge(["m1", "m2"])
+        try connection.acknowledge((0..<DeviceConnection.otherAcksLimit - 2).map { "other-\($0)" })
+        try connection.acknowledge(["m1", "m2"])
+        // One more made-up id is one too many.
+        #expect(throws: ChannelCloseCode.self) { try connection.acknowledge(["made-up"]) }
+    }
+
+    @Test func theRecordersQueueDropsTheOldestPastItsCapacityAndCountsThem() {
+        var pending = ChannelRecorder.Pending()
+        pending.delivered = [("demo", "d1", 1), ("demo", "d1", 2)]
+        pending.acks = [("demo", "d1", "a"), ("demo", "d1", "b"), ("demo", "d1", "c")]
+        pending.trim(to: 2)
+        // Sent marks go first (they only feed a count), then the oldest acks.
+        #expect(pending.delivered.isEmpty)
+        #expect(pending.acks.map(\.id) == ["b", "c"])
+        #expect(pending.dropped == 3)
+        pending.trim(to: 10)
+        #expect(pending.dropped == 3)
+    }
+
     @Test func acksAreReadStrictly() throws {
         let id = UUID().uuidString
         #expect(try ChannelFrame.decodeAck(#"{"type": "ack", "ids": ["\#(id)"]}"#) == [id.lowercased()])

@@ -58,11 +58,25 @@ struct OnlineChannelTests {
         #expect(view[path: "counts.accepted"]?.int == 1)
         #expect(try await arrivals(server, token: device.token).isEmpty, "an online message went through APNs")
 
+        // A bad or unknown body is a 400 naming the field.
+        for (body, field) in [(#"{"messageId": "nope"}"#, "messageId"), (#"{"messageId": "\#(messageID)", "at": 1}"#, "at"), ("{}", "messageId")] {
+            let refused = try await server.device.send(
+                .POST, "/v1/apps/demo/devices/\(device.id)/opens", body: body, headers: server.asDevice(device.id))
+            #expect(refused.status == 400, "\(body): \(refused.text)")
+            #expect(try refused.json()["field"]?.string == field, "\(body): \(refused.text)")
+        }
         // Opened: counted once, and another device's message id is not this device's.
         let opened = try await server.device.send(
             .POST, "/v1/apps/demo/devices/\(device.id)/opens", body: #"{"messageId": "\#(messageID)"}"#, headers: server.asDevice(device.id))
         #expect(opened.status == 204, "\(opened.text)")
+        let again = try await server.device.send(
+            .POST, "/v1/apps/demo/devices/\(device.id)/opens", body: #"{"messageId": "\#(messageID)"}"#, headers: server.asDevice(device.id))
+        #expect(again.status == 204)
         #expect(try await pushView(server, pushID)[path: "counts.opened"]?.int == 1)
+        let other = try await newDevice(server)
+        let notItsOwn = try await server.device.send(
+            .POST, "/v1/apps/demo/devices/\(other.id)/opens", body: #"{"messageId": "\#(messageID)"}"#, headers: server.asDevice(other.id))
+        #expect(notItsOwn.status == 404, "\(notItsOwn.text)")
         await connection.close()
     }
 
@@ -284,6 +298,12 @@ struct OnlineChannelTests {
             #expect(closed?.closeCode == .unknown(code), "\(frame): \(String(describing: closed))")
             #expect(closed?.reason?.hasPrefix("bad frame: ") == true)
         }
+        // Acks for messages the connection was never sent, past a few: made up, each a database write. Closed.
+        let inventing = connect(server, device)
+        for _ in 0..<2 { inventing.ack((0..<600).map { _ in UUID().uuidString }) }
+        let invented = try await inventing.closeFrame(within: 10, "made-up acks")
+        #expect(invented?.closeCode == .unknown(4400))
+        #expect(invented?.reason?.contains("not sent") == true, "\(String(describing: invented?.reason))")
         let binary = connect(server, device)
         binary.send(.binary)
         #expect(try await binary.closeFrame(within: 10, "binary")?.closeCode == .unacceptableData)

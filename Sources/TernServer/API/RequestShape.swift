@@ -5,7 +5,6 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
-import NIOHTTPTypes
 import Synchronization
 import TernAPNs
 import TernStore
@@ -88,11 +87,14 @@ struct RequestShapeMiddleware<Context: RequestContext>: RouterMiddleware {
 }
 
 /// Answers a request the HTTP/1 parser refused (headers over the limit, a malformed request line) in the API's JSON
-/// error shape, instead of an empty 400, then closes the connection.
+/// error shape, instead of an empty 400 or no answer at all, then closes the connection.
+///
+/// It sits right after the parser from the connection's start (``HTTPWithWebSocketsChannel``), where the parts are
+/// still NIOHTTP1's own: the WebSocket upgrade channel adds the server's other handlers only once a first request was
+/// parsed, too late for a first request the parser refuses. It stays for the connection's later requests.
 final class ParserErrorResponder: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundOut = HTTPResponsePart
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
 
     /// Header fields and lists larger than this are refused with 431.
     static let headerLimit = 16 * 1024
@@ -102,60 +104,28 @@ final class ParserErrorResponder: ChannelInboundHandler, RemovableChannelHandler
             context.fireErrorCaught(error)
             return
         }
-        let (status, body) = Self.answer(parserError)
-        let head = HTTPResponse(
-            status: status,
-            headerFields: [.contentType: "application/json", .connection: "close", .contentLength: String(body.count)])
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(ByteBuffer(bytes: body))), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-        context.close(mode: .output, promise: nil)
-    }
-
-    /// The status and JSON body for a refused request.
-    static func answer(_ error: HTTPParserError) -> (HTTPResponse.Status, [UInt8]) {
-        let (status, message): (HTTPResponse.Status, String) =
-            switch error {
+        let (status, message): (HTTPResponseStatus, String) =
+            switch parserError {
             case .headerOverflow: (.requestHeaderFieldsTooLarge, "the request's headers are larger than \(Self.headerLimit) bytes")
             default: (.badRequest, "the request is not valid HTTP/1.1")
             }
         let body = (try? JSONValue.object(["error": .string(status == .badRequest ? "badRequest" : "headersTooLarge"), "message": .string(message)])
             .serialized()) ?? []
-        return (status, body)
-    }
-}
-
-/// ``ParserErrorResponder`` for the part of a connection before its first request is parsed, where the WebSocket
-/// upgrade handler decides between HTTP and a WebSocket and the HTTP/1 parts are still NIOHTTP1's own: the same
-/// answer, written in those parts. It stays in the pipeline afterwards and answers later refusals the same way.
-final class UpgradeParserErrorResponder: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard let parserError = error as? HTTPParserError else {
-            context.fireErrorCaught(error)
-            return
-        }
-        let (status, body) = ParserErrorResponder.answer(parserError)
         let headers = HTTPHeaders([("Content-Type", "application/json"), ("Connection", "close"), ("Content-Length", String(body.count))])
-        let head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: status.code), headers: headers)
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         context.close(mode: .output, promise: nil)
     }
 }
 
-/// Hummingbird's HTTP/1 channel with WebSocket upgrades, plus ``UpgradeParserErrorResponder``: without it, a
-/// connection whose first request the parser refuses (headers over the limit) would get no answer at all, since the
-/// upgrade channel adds the server's own handlers only once a first request was parsed.
+/// Hummingbird's HTTP/1 channel with WebSocket upgrades, with a ``ParserErrorResponder`` from the connection's start.
 struct HTTPWithWebSocketsChannel: ServerChildChannel {
     let inner: HTTP1WebSocketUpgradeChannel
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1WebSocketUpgradeChannel.Value> {
         inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
-            try channel.pipeline.syncOperations.addHandler(UpgradeParserErrorResponder())
+            try channel.pipeline.syncOperations.addHandler(ParserErrorResponder())
             return value
         }
     }

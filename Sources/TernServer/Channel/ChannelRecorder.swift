@@ -9,13 +9,26 @@ import TernStore
 /// while the last batch was being written goes together in one transaction, so a node with thousands of
 /// connections writes a few transactions a second, not one per frame.
 ///
-/// Nothing waits for these writes. One that fails is logged and lost, which only costs a repeat: an
+/// Nothing waits for these writes. A batch that fails goes back to the front and is tried again after a growing wait
+/// (``ErrorBackoff``); beyond ``capacity`` the oldest reports are dropped, which only costs a repeat: an
 /// unacknowledged message is sent again on the device's next connection, and it shows it once by id.
 final class ChannelRecorder: Sendable {
-    private struct Pending {
+    struct Pending {
         var delivered: [(app: String, deviceID: String, sequence: Int64)] = []
         var acks: [(app: String, deviceID: String, id: String)] = []
+        /// Reports dropped past the capacity since the last log line about it.
+        var dropped = 0
         var isEmpty: Bool { delivered.isEmpty && acks.isEmpty }
+
+        /// Keeps at most `capacity` entries, dropping the oldest (sent marks first: they only feed a count).
+        mutating func trim(to capacity: Int) {
+            let over = delivered.count + acks.count - capacity
+            guard over > 0 else { return }
+            let fromDelivered = min(over, delivered.count)
+            delivered.removeFirst(fromDelivered)
+            acks.removeFirst(min(over - fromDelivered, acks.count))
+            dropped += over
+        }
     }
 
     private let store: any TernStore
@@ -44,16 +57,10 @@ final class ChannelRecorder: Sendable {
     }
 
     private func add(_ change: (inout Pending) -> Void) {
-        let dropped = pending.withLock { pending -> Int in
+        pending.withLock { pending in
             change(&pending)
-            let over = pending.delivered.count + pending.acks.count - Self.capacity
-            guard over > 0 else { return 0 }
-            let fromDelivered = min(over, pending.delivered.count)
-            pending.delivered.removeFirst(fromDelivered)
-            pending.acks.removeFirst(min(over - fromDelivered, pending.acks.count))
-            return over
+            pending.trim(to: Self.capacity)
         }
-        if dropped > 0 { logger.warning("channel reports dropped: the database is not keeping up", metadata: ["dropped": "\(dropped)"]) }
         doorbell.ring()
     }
 
@@ -66,24 +73,38 @@ final class ChannelRecorder: Sendable {
         await flush()
     }
 
-    /// Writes everything reported so far (tests call it to wait for the writes).
+    /// Writes everything reported so far (tests call it to wait for the writes); after a failure, waits and tries
+    /// again while the store stays away, unless cancelled.
     func flush() async {
+        var backoff = ErrorBackoff(initial: .milliseconds(200), maximum: .seconds(10))
         while true {
-            let batch = pending.withLock { pending -> Pending in
+            let (batch, dropped) = pending.withLock { pending -> (Pending, Int) in
                 defer { pending = Pending() }
-                return pending
+                return (pending, pending.dropped)
+            }
+            if dropped > 0 {
+                logger.warning("channel reports dropped while the database did not keep up", metadata: ["dropped": "\(dropped)"])
             }
             guard !batch.isEmpty else { return }
             do {
                 let counted = try await store.recordChannel(delivered: batch.delivered, acks: batch.acks, at: clock.now)
                 acksCounter.increment(by: counted.acked)
                 lateAcks.increment(by: counted.afterFallback)
+                if backoff.succeeded() { logger.info("recording the devices' reports again") }
             } catch {
+                // Back in front of what came meanwhile, within the capacity.
+                pending.withLock { pending in
+                    pending.delivered = batch.delivered + pending.delivered
+                    pending.acks = batch.acks + pending.acks
+                    pending.trim(to: Self.capacity)
+                }
+                let wait = backoff.failed()
                 logger.error(
-                    "cannot record the devices' reports; their unacknowledged messages will be sent again",
-                    metadata: ["error": "\(error)", "acks": "\(batch.acks.count)", "sent": "\(batch.delivered.count)"])
-                // A pause, so a database that is away does not make this spin.
-                try? await Task.sleep(for: .milliseconds(500))
+                    "cannot record the devices' reports; trying again",
+                    metadata: ["error": "\(error)", "retryIn": "\(wait)", "acks": "\(batch.acks.count)", "sent": "\(batch.delivered.count)"])
+                guard !Task.isCancelled else { return }
+                try? await Task.sleep(for: wait)
+                if Task.isCancelled { return }
             }
         }
     }

@@ -126,7 +126,13 @@ struct DeviceChannelAPI {
         let connection = DeviceConnection(app: app, deviceID: deviceID) { code in
             try? await outbound.close(.unknown(code.code), reason: code.reason)
         }
-        let logger = self.logger.with(["app": "\(app)", "device": "\(deviceID)", "connection": "\(connection.id)"])
+        let logger = {
+            var logger = self.logger
+            logger[metadataKey: "app"] = "\(app)"
+            logger[metadataKey: "device"] = "\(deviceID)"
+            logger[metadataKey: "connection"] = "\(connection.id)"
+            return logger
+        }()
         if let previous = connections.attach(connection) { await previous.replace() }
         do {
             try await store.setPresence(app: app, deviceID: deviceID, node: connections.node, connection: connection.id, at: clock.now)
@@ -163,6 +169,7 @@ struct DeviceChannelAPI {
                     let ids: [String]
                     do {
                         ids = try ChannelFrame.decodeAck(text)
+                        try connection.acknowledge(ids)
                     } catch {
                         await connection.close(error)
                         return
@@ -192,7 +199,9 @@ struct DeviceChannelAPI {
                 _ = retry.succeeded()
             } catch {
                 let wait = retry.failed()
-                logger.error("cannot read the device's messages", metadata: ["error": "\(error)", "retryIn": "\(wait)"])
+                // Per connection at debug: a database that is away would otherwise log a line for every connection
+                // at every step (the dispatcher and the recorder say it once).
+                logger.debug("cannot read the device's messages", metadata: ["error": "\(error)", "retryIn": "\(wait)"])
                 await connection.doorbell.wait(upTo: wait)
                 continue
             }
@@ -201,6 +210,8 @@ struct DeviceChannelAPI {
                 await connection.doorbell.wait(upTo: .seconds(30))
                 continue
             }
+            // Noted before they go: the device may acknowledge one before the last is written.
+            connection.sent(pending)
             do {
                 for message in pending {
                     try await outbound.write(.text(try ChannelFrame.encode(message)))
@@ -212,13 +223,5 @@ struct DeviceChannelAPI {
             deliveredOnline.increment(by: pending.count)
             recorder.delivered(app: connection.app, deviceID: connection.deviceID, sequences: pending.map(\.sequence))
         }
-    }
-}
-
-extension Logger {
-    fileprivate func with(_ metadata: Logger.Metadata) -> Logger {
-        var logger = self
-        for (key, value) in metadata { logger[metadataKey: key] = value }
-        return logger
     }
 }

@@ -47,13 +47,6 @@ final class DeviceConnections: Sendable {
         return removed
     }
 
-    /// The live connection of a device on this node.
-    func connection(app: String, deviceID: String) -> DeviceConnection? {
-        live.withLock { $0[Key(app: app, deviceID: deviceID)] }
-    }
-
-    var count: Int { live.withLock { $0.count } }
-
     /// Wakes the connections of these devices that are on this node: they have new messages.
     func ring(app: String, deviceIDs: some Sequence<String>) {
         let connections = live.withLock { live in deviceIDs.compactMap { live[Key(app: app, deviceID: $0)] } }
@@ -146,6 +139,30 @@ final class DeviceConnection: Sendable {
             guard let first = next.first, first.sequence == sequence + 1 else { return nil }
             for (offset, message) in next.enumerated() where message.sequence != first.sequence + Int64(offset) { return nil }
             return next
+        }
+    }
+
+    /// The ids of messages sent on this connection and not acknowledged yet, and how many ids it acknowledged that
+    /// it was not sent (messages it had from an earlier connection or from APNs).
+    private let acknowledgeable = Mutex<(sent: Set<String>, others: Int)>(([], 0))
+    /// Most ids a connection may acknowledge that it was not sent: a device has a few such; a connection that sends
+    /// more is made up, and each would cost a database write.
+    static let otherAcksLimit = 1000
+
+    /// Notes the messages just sent on this connection.
+    func sent(_ messages: [DeviceMessage]) {
+        acknowledgeable.withLock { $0.sent.formUnion(messages.map(\.id)) }
+    }
+
+    /// Takes an ack's ids. - Throws: ``ChannelCloseCode/badFrame(_:)`` once the connection acknowledged more ids it
+    /// was not sent than ``otherAcksLimit``.
+    func acknowledge(_ ids: [String]) throws(ChannelCloseCode) {
+        let others = acknowledgeable.withLock { state -> Int in
+            for id in ids where state.sent.remove(id) == nil { state.others += 1 }
+            return state.others
+        }
+        if others > Self.otherAcksLimit {
+            throw .badFrame("ids: more than \(Self.otherAcksLimit) acknowledged that this connection was not sent")
         }
     }
 

@@ -349,39 +349,14 @@ final class PushDispatcher: Service {
     private func send(
         _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, place: UInt64, into tally: ChunkLedger
     ) async throws {
-        // By the token's APNs environment; nil for bare tokens of an app that delivers to the simulator or a custom
-        // endpoint (the same client either way there).
-        var clientsByEnvironment: [APNsEnvironment?: any NotificationSender] = [:]
-        var reachable: [(recipient: Recipient, token: DeviceToken)] = []
-        var indexByToken: [String: Int] = [:]
         // Those an earlier holder of the chunk recorded are done.
-        for (index, recipient) in recipients.enumerated() where tally.needsSending(index) {
-            let environment = recipient.environment ?? app.environment.apnsEnvironment
-            if clientsByEnvironment[environment] == nil {
-                do {
-                    clientsByEnvironment[environment] = try await clients.client(for: app, tokenEnvironment: environment)
-                } catch {
-                    logger.error("no APNs client for the app", metadata: ["app": "\(app.id)", "error": "\(error)"])
-                }
-            }
-            guard clientsByEnvironment[environment] != nil else {
-                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: .clientUnavailable, at: clocks.wall.now)
-                tally.set(index, .failed(failure, pruned: false))
-                continue
-            }
-            // Checked when registered or given; a token that is not hex is refused like APNs would.
-            guard let token = try? DeviceToken(hex: recipient.token) else {
-                let failure = PushFailure(
-                    deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: .apns(.badDeviceToken), at: clocks.wall.now)
-                tally.set(index, .failed(failure, pruned: false))
-                continue
-            }
-            reachable.append((recipient, token))
-            indexByToken[token.hex] = indexByToken[token.hex] ?? index
-        }
+        let pending = recipients.indices.filter { tally.needsSending($0) }.map { (index: $0, recipient: recipients[$0]) }
+        let (clientsByEnvironment, addressed) = await address(pending, app: app, into: tally)
+        var indexByToken: [String: Int] = [:]
+        for entry in addressed { indexByToken[entry.token.hex] = indexByToken[entry.token.hex] ?? entry.index }
 
         let batches = try await admission.admit(place) {
-            try await self.admit(reachable, app: app, content: content, pushID: pushID, into: tally)
+            try await self.admit(addressed, app: app, content: content, pushID: pushID, into: tally)
         }
         await sendBatches(
             batches, clients: clientsByEnvironment, entries: indexByToken.mapValues { ($0, recipients[$0]) }, app: app, into: tally)
@@ -389,26 +364,15 @@ final class PushDispatcher: Service {
 
     /// Inbox, badges and places in line for a chunk's recipients. - Returns: the notifications by environment.
     private func admit(
-        _ recipients: [(recipient: Recipient, token: DeviceToken)], app: AppRecord, content: PushContent, pushID: String,
+        _ recipients: [(index: Int, recipient: Recipient, token: DeviceToken)], app: AppRecord, content: PushContent, pushID: String,
         into tally: ChunkLedger
     ) async throws -> [APNsEnvironment?: [QueuedNotification]] {
-        let now = clocks.wall.now
         let owners = recipients.compactMap { entry in entry.recipient.deviceID.map { InboxOwner(deviceID: $0, alias: entry.recipient.alias) } }
-        let distinctOwners = Array(Set(owners))
-        if let inbox = content.inbox, !distinctOwners.isEmpty {
-            let message = InboxMessage(
-                id: pushID, appID: app.id, title: inbox.title, body: inbox.body, data: inbox.data, createdAt: now,
-                expiresAt: now.addingTimeInterval(TimeInterval(inbox.ttl)))
-            tally.dropped(try await store.deliverToInbox(message, owners: distinctOwners, cap: app.inboxCap, at: now))
-        }
-        var badges: [InboxOwner: Int] = [:]
-        if let change = content.badge, !distinctOwners.isEmpty {
-            badges = try await store.badges(app: app.id, owners: distinctOwners, pushID: pushID, change: change, at: now)
-        }
+        let badges = try await keepInboxAndCountBadges(owners, app: app, content: content, pushID: pushID, into: tally)
         var payloads: [Int: [UInt8]] = [:]
         var batches: [APNsEnvironment?: [QueuedNotification]] = [:]
         let template = content.template(topic: app.topic, pushID: pushID)
-        for (recipient, token) in recipients {
+        for (_, recipient, token) in recipients {
             var payload: [UInt8]?
             if content.badge?.isPerRecipient == true, let deviceID = recipient.deviceID,
                 let badge = badges[InboxOwner(deviceID: deviceID, alias: recipient.alias)]
@@ -422,6 +386,61 @@ final class PushDispatcher: Service {
                 QueuedNotification(notification: notification, ticket: ticket))
         }
         return batches
+    }
+
+    /// What every chunk does in its turn, whichever way it is sent: the push's inbox message into the owners'
+    /// inboxes, and the owners' badges counted (and stored). - Returns: the badges by owner.
+    private func keepInboxAndCountBadges(
+        _ owners: [InboxOwner], app: AppRecord, content: PushContent, pushID: String, into tally: ChunkLedger
+    ) async throws -> [InboxOwner: Int] {
+        let distinctOwners = Array(Set(owners))
+        guard !distinctOwners.isEmpty else { return [:] }
+        let now = clocks.wall.now
+        if let inbox = content.inbox {
+            let message = InboxMessage(
+                id: pushID, appID: app.id, title: inbox.title, body: inbox.body, data: inbox.data, createdAt: now,
+                expiresAt: now.addingTimeInterval(TimeInterval(inbox.ttl)))
+            tally.dropped(try await store.deliverToInbox(message, owners: distinctOwners, cap: app.inboxCap, at: now))
+        }
+        guard let change = content.badge else { return [:] }
+        return try await store.badges(app: app.id, owners: distinctOwners, pushID: pushID, change: change, at: now)
+    }
+
+    /// The APNs client for each recipient's environment and its token, parsed; a recipient without either is failed
+    /// in the ledger (a client that cannot be made is tried, and logged, once per environment).
+    private func address(
+        _ recipients: [(index: Int, recipient: Recipient)], app: AppRecord, into tally: ChunkLedger
+    ) async -> (clients: [APNsEnvironment?: any NotificationSender], addressed: [(index: Int, recipient: Recipient, token: DeviceToken)]) {
+        // By the token's APNs environment; nil for bare tokens of an app that delivers to the simulator or a custom
+        // endpoint (the same client either way there).
+        var clientsByEnvironment: [APNsEnvironment?: any NotificationSender] = [:]
+        var unavailable: Set<APNsEnvironment?> = []
+        var addressed: [(index: Int, recipient: Recipient, token: DeviceToken)] = []
+        let now = clocks.wall.now
+        for (index, recipient) in recipients {
+            let environment = recipient.environment ?? app.environment.apnsEnvironment
+            if clientsByEnvironment[environment] == nil, !unavailable.contains(environment) {
+                do {
+                    clientsByEnvironment[environment] = try await clients.client(for: app, tokenEnvironment: environment)
+                } catch {
+                    unavailable.insert(environment)
+                    logger.error("no APNs client for the app", metadata: ["app": "\(app.id)", "error": "\(error)"])
+                }
+            }
+            guard clientsByEnvironment[environment] != nil else {
+                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: .clientUnavailable, at: now)
+                tally.set(index, .failed(failure, pruned: false))
+                continue
+            }
+            // Checked when registered or given; a token that is not hex is refused like APNs would.
+            guard let token = try? DeviceToken(hex: recipient.token) else {
+                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: .apns(.badDeviceToken), at: now)
+                tally.set(index, .failed(failure, pruned: false))
+                continue
+            }
+            addressed.append((index, recipient, token))
+        }
+        return (clientsByEnvironment, addressed)
     }
 
     // MARK: The online channel
@@ -443,26 +462,26 @@ final class PushDispatcher: Service {
         for (index, recipient) in recipients.enumerated() where tally.needsSending(index) {
             if let deviceID = recipient.deviceID { withDevice.append((index, recipient, deviceID)) } else { withoutDevice.append((index, recipient)) }
         }
-        let kept: [DeviceMessage] = try await admission.admit(place) {
+        let (kept, badgeByDevice) = try await admission.admit(place) { () async throws -> ([DeviceMessage], [String: Int]) in
             let owners = withDevice.map { InboxOwner(deviceID: $0.deviceID, alias: $0.recipient.alias) }
-            let distinctOwners = Array(Set(owners))
-            if let inbox = content.inbox, !distinctOwners.isEmpty {
-                let message = InboxMessage(
-                    id: pushID, appID: app.id, title: inbox.title, body: inbox.body, data: inbox.data, createdAt: now,
-                    expiresAt: now.addingTimeInterval(TimeInterval(inbox.ttl)))
-                tally.dropped(try await store.deliverToInbox(message, owners: distinctOwners, cap: app.inboxCap, at: now))
-            }
-            var badges: [InboxOwner: Int] = [:]
-            if let change = content.badge, change.isPerRecipient, !distinctOwners.isEmpty {
-                badges = try await store.badges(app: app.id, owners: distinctOwners, pushID: pushID, change: change, at: now)
-            }
+            let badges = try await keepInboxAndCountBadges(owners, app: app, content: content, pushID: pushID, into: tally)
+            // A per-recipient badge goes into each device's notification; devices with the same badge share one.
+            var notifications: [Int: String?] = [:]
+            var badgeByDevice: [String: Int] = [:]
             let drafts = zip(withDevice, owners).map { entry, owner in
-                DeviceMessageDraft(
-                    deviceID: entry.deviceID, id: Self.messageID(pushID: pushID, deviceID: entry.deviceID),
-                    notification: online.notification(badge: badges[owner]), data: online.data)
+                var notification = online.notification
+                if content.badge?.isPerRecipient == true, let badge = badges[owner] {
+                    badgeByDevice[entry.deviceID] = badge
+                    if notifications[badge] == nil { notifications[badge] = online.notification(badge: badge) }
+                    notification = notifications[badge] ?? nil
+                }
+                return DeviceMessageDraft(
+                    deviceID: entry.deviceID, id: Self.messageID(pushID: pushID, deviceID: entry.deviceID), notification: notification,
+                    data: online.data)
             }
-            return try await store.keepMessages(
+            let kept = try await store.keepMessages(
                 drafts, app: app.id, pushID: pushID, at: now, expiresAt: now.addingTimeInterval(TimeInterval(online.ttl)))
+            return (kept, badgeByDevice)
         }
         messagesKept.increment(by: kept.count)
         let messageByDevice = Dictionary(kept.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
@@ -475,10 +494,12 @@ final class PushDispatcher: Service {
         for entry in presence {
             if entry.node == connections.node { local.append(entry.deviceID) } else { remote[entry.node, default: []].append(entry.deviceID) }
         }
-        // Only those kept now: one kept by an earlier holder of the chunk may have been acknowledged since.
+        // Messages kept now go to this node's connections directly (which wakes them); one kept by an earlier holder
+        // of the chunk may have been acknowledged since, so those connections are only woken, to read the store.
         let localDevices = Set(local)
-        connections.handOver(kept.filter { localDevices.contains($0.deviceID) && $0.createdAt == now })
-        connections.ring(app: app.id, deviceIDs: local)
+        let handed = kept.filter { localDevices.contains($0.deviceID) && $0.createdAt == now }
+        connections.handOver(handed)
+        connections.ring(app: app.id, deviceIDs: localDevices.subtracting(handed.map(\.deviceID)))
         for (node, devices) in remote {
             for event in DeviceConnections.wakeEvents(node: node, app: app.id, deviceIDs: devices) { coordinator.announce(event) }
         }
@@ -498,17 +519,15 @@ final class PushDispatcher: Service {
                 }
             }
             guard !throughAPNs.isEmpty else { return }
-            var template = content.template(topic: app.topic, pushID: pushID)
-            template.metadata = APNsRequestMetadata(
-                topic: app.topic, pushType: .background, priority: .throttled, expiration: template.metadata.expiration,
-                collapseID: "tern-wake")
-            template.payload = OnlineDelivery.wakePayload
-            try await sendThroughAPNs(throughAPNs, template: template, app: app, into: tally)
+            let wake = NotificationTemplate(
+                metadata: APNsRequestMetadata(topic: app.topic, pushType: .background, priority: .throttled, collapseID: "tern-wake"),
+                payload: OnlineDelivery.wakePayload)
+            try await sendThroughAPNs(throughAPNs, template: wake, app: app, into: tally)
 
         case .auto:
             let template = content.template(topic: app.topic, pushID: pushID)
             func payload(_ message: DeviceMessage) -> [UInt8] {
-                content.fallbackPayload(messageID: message.id, sequence: message.sequence, badge: message.badge)
+                content.fallbackPayload(messageID: message.id, sequence: message.sequence, badge: badgeByDevice[message.deviceID])
             }
             // Offline: through APNs now.
             let offline = withDevice.filter { !connected.contains($0.deviceID) }
@@ -550,28 +569,16 @@ final class PushDispatcher: Service {
         _ items: [(index: Int, recipient: Recipient, payload: [UInt8]?)], template: NotificationTemplate, app: AppRecord,
         into tally: ChunkLedger
     ) async throws {
-        var clientsByEnvironment: [APNsEnvironment?: any NotificationSender] = [:]
+        let payloads = Dictionary(items.map { ($0.index, $0.payload) }, uniquingKeysWith: { first, _ in first })
+        let (clientsByEnvironment, addressed) = await address(items.map { ($0.index, $0.recipient) }, app: app, into: tally)
         var batches: [APNsEnvironment?: [QueuedNotification]] = [:]
         var entryByToken: [String: (index: Int, recipient: Recipient)] = [:]
-        let now = clocks.wall.now
-        for (index, recipient, payload) in items {
-            let environment = recipient.environment ?? app.environment.apnsEnvironment
-            if clientsByEnvironment[environment] == nil {
-                clientsByEnvironment[environment] = try? await clients.client(for: app, tokenEnvironment: environment)
-            }
-            guard clientsByEnvironment[environment] != nil else {
-                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: .clientUnavailable, at: now)
-                tally.set(index, .failed(failure, pruned: false))
-                continue
-            }
-            guard let token = try? DeviceToken(hex: recipient.token), entryByToken[token.hex] == nil else {
-                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: .apns(.badDeviceToken), at: now)
-                tally.set(index, .failed(failure, pruned: false))
-                continue
-            }
+        for (index, recipient, token) in addressed where entryByToken[token.hex] == nil {
             entryByToken[token.hex] = (index, recipient)
             let ticket = settings.delivery.ordering ? order.enqueue(token.hex) : nil
-            batches[environment, default: []].append(QueuedNotification(notification: template.notification(to: token, payload: payload), ticket: ticket))
+            let notification = template.notification(to: token, payload: payloads[index] ?? nil)
+            batches[recipient.environment ?? app.environment.apnsEnvironment, default: []].append(
+                QueuedNotification(notification: notification, ticket: ticket))
         }
         await sendBatches(batches, clients: clientsByEnvironment, entries: entryByToken, app: app, into: tally)
     }

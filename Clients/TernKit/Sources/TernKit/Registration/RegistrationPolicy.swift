@@ -19,10 +19,7 @@ public struct RegistrationFacts: Codable, Sendable, Equatable {
 
     /// The hex of a token as `didRegisterForRemoteNotificationsWithDeviceToken` hands it over.
     public static func hex(_ token: Data) -> String {
-        token.map { byte in
-            let digits = String(byte, radix: 16)
-            return digits.count == 1 ? "0" + digits : digits
-        }.joined()
+        token.map { String(format: "%02x", $0) }.joined()
     }
 }
 
