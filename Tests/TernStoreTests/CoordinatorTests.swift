@@ -86,16 +86,55 @@ struct CoordinatorTests {
         #expect(try await Self.firstEvent(of: heardBy[0], "node 0 to hear node 1") { nodes[1].announce("wake") } == "wake", "not its own push")
     }
 
-    /// The first event of `events`, calling `announce` every 100 ms until it comes (at most 30 s).
+    @Test("a connection cut without a word (no FIN, no RST) is given up; the node ends its old session, so the job has a holder again, and its announcements go out on the new connection",
+          .enabled(if: PostgresTestServer.url != nil))
+    func silentlyCutConnection() async throws {
+        try await PostgresTestServer.withDatabase { url in try await silentlyCutConnection(url: url) }
+    }
+
+    private func silentlyCutConnection(url: String) async throws {
+        var components = try #require(URLComponents(string: url))
+        let relay = try await TCPRelay(to: try #require(components.host), port: components.port ?? 5432)
+        components.host = "127.0.0.1"
+        components.port = relay.port
+        let relayed = try #require(components.string)
+        let nodes = try [relayed, url].map {
+            try PostgresCoordinator(url: $0, checkInterval: .milliseconds(100), logger: Logger(label: "test"))
+        }
+        let leases = nodes.map { $0.lease("feedback-poller") }
+        let heardBy = nodes.map { $0.events() }
+        // Node 0 (through the relay) first, so that it holds the job when its connection is cut.
+        var running = [Task { await nodes[0].run() }]
+        defer {
+            for task in running { task.cancel() }
+        }
+        try await waitUntil("node 0 to hold the job") { leases[0].isHeld }
+        running.append(Task { await nodes[1].run() })
+        #expect(try await Self.firstEvent(of: heardBy[1], "node 1 to hear node 0") { nodes[0].announce("push") } == "push")
+
+        relay.freeze()
+        // An announcement made now is sent on the cut connection: it must not hold up those that come after it.
+        nodes[0].announce("lost")
+        try await waitUntil("node 0 to let go of the job") { !leases[0].isHeld }
+        // The server still has node 0's old session, and its lock, until node 0 ends it from its new connection.
+        try await waitUntil("one node to hold the job again") { leases.filter(\.isHeld).count == 1 }
+        // (Node 1 may still have a few of the first pushes buffered; "lost" went out on the cut connection, or not at all.)
+        #expect(try await Self.firstEvent(of: heardBy[1], "node 1 to hear node 0 after the cut", skipping: ["push", "lost"]) {
+            nodes[0].announce("wake")
+        } == "wake")
+        await relay.close()
+    }
+
+    /// The first event of `events` not in `skipping`, calling `announce` every 100 ms until it comes (at most 30 s).
     private static func firstEvent(
-        of events: AsyncStream<String>, _ what: String, announcing announce: @escaping @Sendable () -> Void
+        of events: AsyncStream<String>, _ what: String, skipping: Set<String> = [], announcing announce: @escaping @Sendable () -> Void
     ) async throws -> String? {
         // Generous: after the server ends the sessions, a busy machine (the whole suite in parallel) may take a while to
         // see it, reconnect and LISTEN again; the point is that it does.
         try await withTimeout(30, what) {
             await withTaskGroup(of: String?.self) { group in
                 group.addTask {
-                    for await event in events { return event }
+                    for await event in events where !skipping.contains(event) { return event }
                     return nil
                 }
                 group.addTask {

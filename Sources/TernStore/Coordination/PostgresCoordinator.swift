@@ -15,6 +15,8 @@ public final class PostgresCoordinator: NodeCoordinator {
 
     private let location: PostgresURL
     private let checkInterval: Duration
+    /// How long a check, an announcement or the start of a session may take before the connection counts as lost.
+    private var checkTimeout: Duration { max(checkInterval * 5, .seconds(2)) }
     private let logger: Logger
     private let leases = Mutex<[String: JobLease]>([:])
     private let subscribers = Mutex<[AsyncStream<String>.Continuation]>([])
@@ -51,13 +53,17 @@ public final class PostgresCoordinator: NodeCoordinator {
     private func sendAnnouncements() async {
         for await event in announcements.stream {
             guard let connection = connection.withLock({ $0 }) else { continue }
-            await Self.notify(connection, "\(node) \(event)", logger: logger)
+            await Self.notify(connection, "\(node) \(event)", within: checkTimeout, logger: logger)
         }
     }
 
-    private static func notify(_ connection: PostgresConnection, _ payload: String, logger: Logger) async {
+    /// Sends one announcement. A cut connection can leave a query unanswered for ever, and the announcements that
+    /// follow would wait behind it even after the coordinator reconnected: each gets `timeout`.
+    private static func notify(_ connection: PostgresConnection, _ payload: String, within timeout: Duration, logger: Logger) async {
         do {
-            _ = try await connection.query("SELECT pg_notify(\(Self.channel), \(payload))", logger: logger)
+            _ = try await withDeadline(timeout) {
+                try await connection.query("SELECT pg_notify(\(Self.channel), \(payload))", logger: logger)
+            }
         } catch {
             // The others look for work on their own every second or so; a lost wake-up only delays it.
             logger.debug("cannot announce to the other nodes", metadata: ["event": "\(payload)", "error": "\(PostgresSessions.describe(error))"])
@@ -83,8 +89,15 @@ public final class PostgresCoordinator: NodeCoordinator {
     }
 
     /// Connects, listens and keeps the leases until cancelled, reconnecting with back-off.
+    ///
+    /// A connection can break without the server noticing (a network cut sends neither FIN nor RST): its session,
+    /// and the advisory locks it holds, would then outlive it until TCP keepalives give up, which takes hours by
+    /// default, and no node could run those jobs meanwhile. So once reconnected, the coordinator ends its previous
+    /// session if the server still has it (a role may end its own sessions), named by process id and start time
+    /// so that a reused process id is never taken for it.
     private func keepConnected() async {
         var failures = 0
+        var previous: Session?
         while !Task.isCancelled {
             do {
                 let opened = try await PostgresConnection.connect(
@@ -93,10 +106,22 @@ public final class PostgresCoordinator: NodeCoordinator {
                 if failures > 0 { logger.info("coordination connection restored") }
                 failures = 0
                 try await withThrowingTaskGroup(of: Void.self) { group in
+                    let session = try await self.session(of: opened, ending: previous)
+                    previous = session
                     group.addTask { try await self.listen(on: opened) }
                     group.addTask { try await self.keepLeases(on: opened) }
-                    _ = try await group.next()
+                    let ended: Result<Void, any Error>
+                    do {
+                        _ = try await group.next()
+                        ended = .success(())
+                    } catch {
+                        ended = .failure(error)
+                    }
+                    // Closing fails whatever still waits on the connection (LISTEN's end, on a cut connection, would
+                    // wait for ever), so the group can finish.
+                    try? await opened.close()
                     group.cancelAll()
+                    try ended.get()
                 }
             } catch {
                 if !Task.isCancelled {
@@ -118,6 +143,37 @@ public final class PostgresCoordinator: NodeCoordinator {
         }
     }
 
+    /// A session on the server: its process id and its start (microseconds since 1970, as the server reports it).
+    struct Session: Sendable, Equatable {
+        var processID: Int32
+        var started: Int64
+    }
+
+    /// Which session `connection` is, after ending `previous` if the server still has it.
+    private func session(of connection: PostgresConnection, ending previous: Session?) async throws -> Session {
+        let logger = self.logger
+        return try await withDeadline(checkTimeout) {
+            if let previous {
+                let rows = try await connection.query("""
+                    SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity
+                    WHERE pid = \(previous.processID) AND (extract(epoch FROM backend_start) * 1000000)::int8 = \(previous.started)
+                    """, logger: logger)
+                for try await ended in rows.decode(Bool.self) where ended {
+                    logger.info("ended this node's previous coordination session, which the server still had", metadata: [
+                        "pid": "\(previous.processID)",
+                    ])
+                }
+            }
+            let rows = try await connection.query("""
+                SELECT pid, (extract(epoch FROM backend_start) * 1000000)::int8 FROM pg_stat_activity WHERE pid = pg_backend_pid()
+                """, logger: logger)
+            for try await (pid, started) in rows.decode((Int32, Int64).self) {
+                return Session(processID: pid, started: started)
+            }
+            throw StoreError.unavailable("the server does not list the coordination session")
+        }
+    }
+
     private func listen(on connection: PostgresConnection) async throws {
         try await connection.listen(on: Self.channel) { notifications in
             for try await notification in notifications {
@@ -134,7 +190,6 @@ public final class PostgresCoordinator: NodeCoordinator {
     /// five intervals (at least 2 s) counts as a lost connection: a query can hang when the server ends the session,
     /// and a node that waited on it would go on believing it holds jobs whose locks went with that session.
     private func keepLeases(on connection: PostgresConnection) async throws {
-        let checkTimeout = max(checkInterval * 5, .seconds(2))
         while !Task.isCancelled {
             let free = leases.withLock { $0.values.filter { !$0.isHeld } }
             let (jobs, logger) = (free.map(\.job), self.logger)
