@@ -39,6 +39,31 @@ struct MultiNodeCommandTests {
         }
     }
 
+    /// A database that stops answering (a network cut: no error, no close) must not keep a node from stopping: what
+    /// has not finished by `server.shutdownTimeout` is cancelled, calls waiting on the database included.
+    @Test func aNodeWhoseDatabaseWentSilentStopsWithinItsShutdownTimeout() async throws {
+        try await PostgresTestServer.withDatabase(prefix: "tern_cli_stop") { url in
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-stop-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: folder) }
+            var components = try #require(URLComponents(string: url))
+            let relay = try await TCPRelay(to: try #require(components.host), port: components.port ?? 5432)
+            components.host = "127.0.0.1"
+            components.port = relay.port
+            let serve = try ServeProcess(folder: folder, arguments: ["--no-demo", "--no-simulator"], environment: [
+                "TERN_DATABASE_URL": try #require(components.string), "TERN_SERVER_SHUTDOWN_TIMEOUT": "2",
+            ])
+            // From here on its loops, and its shutdown's own writes, wait on a database that never answers.
+            relay.freeze()
+            let asked = Date()
+            serve.process.interrupt()
+            while serve.process.isRunning, Date().timeIntervalSince(asked) < 20 { try await Task.sleep(for: .milliseconds(50)) }
+            let took = Date().timeIntervalSince(asked)
+            if serve.process.isRunning { serve.kill() }
+            #expect(took < 10, "stopped \(took) s after SIGINT with a 2 s shutdown timeout")
+            await relay.close()
+        }
+    }
+
     @Test func devicesOnANodeKilledWithSIGKILLReconnectToTheOtherAndMissNothing() async throws {
         try await PostgresTestServer.withDatabase(prefix: "tern_cli_channel") { url in
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-channel-\(UUID().uuidString)")
