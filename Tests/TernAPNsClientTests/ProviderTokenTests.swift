@@ -90,7 +90,9 @@ extension ClientFaultTests {
                 #expect(await Self.sendLoad(client, series: 4) == [])
                 let stats = simulator.state.stats()
                 #expect(stats.rejectedByReason == ["InvalidProviderToken": 1])
-                #expect(stats.connectionsOpened == 4)
+                // None was replaced for the new token. (How many of the four the pool had opened by now is its own
+                // business: on a busy machine the load can finish before the last one's handshake does.)
+                #expect(stats.connectionsOpened <= 4)
             }
         }
 
