@@ -135,7 +135,7 @@ struct ServeCommand: AsyncParsableCommand {
     static func describe(_ banner: TernServer.Banner) -> String {
         var lines = ["Tern is serving on \(banner.url)  (data: \(banner.databasePath))"]
         if let console = banner.consoleURL {
-            lines.append("  console          \(console)   (sign in with the admin token or an app's master secret)")
+            lines.append("  console          \(console)   (the operator's pages, in a browser)")
         }
         if let file = banner.newServerKeyFile {
             lines.append("  server key       created in \(file): it seals the apps' APNs credentials; back it up with the database")

@@ -57,6 +57,11 @@ enum ConsoleFormat {
         date.map { $0.formatted(Date.ISO8601FormatStyle()) } ?? "—"
     }
 
+    /// A token short enough for a table on a phone (`abababab…abab`); its page and the `title` show it whole.
+    static func shortToken(_ token: String) -> String {
+        token.count > 16 ? "\(token.prefix(8))…\(token.suffix(4))" : token
+    }
+
     /// `Unregistered 2, BadDeviceToken 1`, the most frequent first.
     static func reasons(_ counts: [String: Int]) -> String {
         counts.isEmpty ? "—" : sortedReasons(counts).map { "\($0.reason) \($0.count)" }.joined(separator: ", ")
@@ -111,7 +116,8 @@ struct ConsoleChart: Encodable {
         let highest = points.map { $0.accepted + $0.failed }.max() ?? 0
         self.highest = highest
         let (viewWidth, viewHeight) = (self.viewWidth, self.viewHeight)
-        let slot = Double(viewWidth) / Double(max(points.count, 1))
+        // At least twenty slots, so a few bars stay bars rather than filling the width.
+        let slot = Double(viewWidth) / Double(max(points.count, 20))
         let scale = highest == 0 ? 0 : Double(viewHeight) / Double(highest)
         func round(_ value: Double) -> Double { (value * 100).rounded() / 100 }
         bars = points.enumerated().map { index, point in
@@ -139,7 +145,8 @@ struct OverviewView: Encodable {
     var chart: ConsoleChart
     var answers: [ReasonCount]
     /// The apps the principal may open.
-    var apps: [String]?
+    var apps: [String]
+    var hasApps: Bool
 
     init(activity: ConsoleActivity, deviceConnections: Int, now: Date, apps: [String]?) {
         let (minutes, apnsConnections) = activity.lastHour(now: now)
@@ -157,7 +164,8 @@ struct OverviewView: Encodable {
         var answers: [String: Int] = [:]
         for minute in minutes { answers.merge(minute.answers, uniquingKeysWith: +) }
         self.answers = ConsoleFormat.sortedReasons(answers)
-        self.apps = apps.flatMap { $0.isEmpty ? nil : $0 }
+        self.apps = apps ?? []
+        hasApps = !self.apps.isEmpty
     }
 }
 
@@ -238,6 +246,7 @@ struct SecretsView {
 struct DeviceRow {
     var deviceId: String
     var token: String
+    var shortToken: String
     var environment: String
     var alias: String
     var tags: String
@@ -251,6 +260,7 @@ struct DeviceRow {
     init(_ device: DeviceRecord) {
         deviceId = device.deviceID
         token = device.token
+        shortToken = ConsoleFormat.shortToken(device.token)
         environment = device.environment.rawValue
         alias = device.alias ?? "—"
         tags = device.tags.isEmpty ? "—" : device.tags.sorted().joined(separator: ", ")
@@ -289,6 +299,7 @@ struct DeviceView {
         var id: String
         var deviceId: String
         var token: String
+        var shortToken: String
         var reason: String
         var occurredAt: String
         var apnsTimestamp: String
@@ -297,6 +308,7 @@ struct DeviceView {
             id = String(event.id)
             deviceId = event.deviceId
             token = event.token
+            shortToken = ConsoleFormat.shortToken(event.token)
             reason = event.reason
             occurredAt = ConsoleFormat.date(event.occurredAt)
             apnsTimestamp = ConsoleFormat.date(event.apnsTimestamp)
@@ -371,6 +383,7 @@ struct PushPageView {
         var at: String
         var deviceId: String?
         var token: String
+        var shortToken: String
         var status: String
         var reason: String
     }
@@ -390,7 +403,8 @@ struct PushPageView {
             })
         reasons = ConsoleFormat.sortedReasons(counts.failedByReason)
         let rows = (view.failures ?? []).map {
-            FailureRow(at: ConsoleFormat.date($0.at), deviceId: $0.deviceId, token: $0.token, status: $0.status.map(String.init) ?? "—", reason: $0.reason)
+            FailureRow(at: ConsoleFormat.date($0.at), deviceId: $0.deviceId, token: $0.token, shortToken: ConsoleFormat.shortToken($0.token),
+                status: $0.status.map(String.init) ?? "—", reason: $0.reason)
         }
         failures = rows.isEmpty ? nil : rows
         self.failureLimit = failureLimit

@@ -123,6 +123,7 @@ struct ConsoleValueTests {
         #expect(chart.bars[0].failedY == 0)
         #expect(chart.bars[1].acceptedHeight == 0)
         #expect(chart.bars.allSatisfy { $0.x + $0.barWidth <= Double(chart.viewWidth) })
+        #expect(chart.bars[0].barWidth == 24, "three bars take three of twenty slots, not the whole width")
         #expect(ConsoleChart(id: "e", points: [], caption: "none").bars.isEmpty)
     }
 

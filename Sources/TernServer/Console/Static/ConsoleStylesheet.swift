@@ -78,7 +78,9 @@ extension ConsoleAssets {
         .key.accepted { background: var(--ok); }
         .key.failed { background: var(--bad); }
         .composer { display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 1.25rem; align-items: start; }
-        .preview { position: sticky; top: 1rem; background: var(--paper); border: 1px solid var(--line); border-radius: 8px; padding: 1rem; }
+        .compose-fields { grid-column: 1; grid-row: 1; }
+        .composer .send { grid-column: 1; grid-row: 2; margin: 0; }
+        .preview { grid-column: 2; grid-row: 1 / span 2; position: sticky; top: 1rem; background: var(--paper); border: 1px solid var(--line); border-radius: 8px; padding: 1rem; }
         .preview h2 { margin-top: 0; }
         .preview pre { background: var(--wash); border-radius: 6px; padding: .6rem; white-space: pre-wrap; word-break: break-all; font-size: .85rem; max-height: 22rem; overflow: auto; }
         .meter meter { width: 100%; height: 1.1rem; }
@@ -90,6 +92,7 @@ extension ConsoleAssets {
           html { font-size: 15px; }
           main { padding: .75rem .75rem 2rem; }
           .composer { grid-template-columns: 1fr; }
+          .compose-fields, .preview, .composer .send { grid-column: 1; grid-row: auto; }
           .preview { position: static; }
           .facts { grid-template-columns: 1fr; }
           .facts dd { margin-bottom: .4rem; }

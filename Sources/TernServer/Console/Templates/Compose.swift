@@ -60,7 +60,6 @@ extension ConsoleTemplates {
               <p><label for="idempotencyKey">Idempotency key</label><input id="idempotencyKey" name="idempotencyKey" value="{{view.form.idempotencyKey}}"></p>
             </div>
           </fieldset>
-          <p><button type="submit" id="send">Send</button></p>
         </div>
         <aside class="preview" aria-labelledby="preview-title">
           <h2 id="preview-title">Payload preview</h2>
@@ -72,6 +71,7 @@ extension ConsoleTemplates {
           <h3>Headers</h3>
           <pre data-field="headers">{{view.preview.headers}}</pre>
         </aside>
+        <p class="send"><button type="submit" id="send">Send</button></p>
         </form>
         {{/main}}{{/layout}}
         """

@@ -34,19 +34,19 @@ extension ConsoleTemplates {
           </table></div>
         </section>
         </div>
-        {{#view.apps}}
+        {{#view.hasApps}}
         <section aria-labelledby="your-apps">
           <h2 id="your-apps">Apps</h2>
           <ul class="links">{{#view.apps}}<li><a href="/console/apps/{{.}}/devices">{{.}}</a></li>{{/view.apps}}</ul>
         </section>
-        {{/view.apps}}
+        {{/view.hasApps}}
         {{/main}}{{/layout}}
         """
 
     static let apps = """
         {{<layout}}{{$main}}
         <section aria-labelledby="list">
-        <h2 id="list">Apps</h2>
+        <h2 id="list">Every app</h2>
         <div class="table-wrap"><table>
           <thead><tr><th scope="col">App</th><th scope="col">Topic</th><th scope="col">Environment</th><th scope="col">Transport</th><th scope="col">Credentials</th><th scope="col">User binding</th><th scope="col">Created</th></tr></thead>
           <tbody>
@@ -149,7 +149,7 @@ extension ConsoleTemplates {
         {{<layout}}{{$main}}
         <form method="get" action="/console/apps/{{chrome.app.id}}/devices" class="card search" role="search">
           <p><label for="by">Find by</label><select id="by" name="by">{{#view.kinds}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/view.kinds}}</select></p>
-          <p class="grow"><label for="q">Alias, token or tag</label><input id="q" name="q" value="{{view.query}}" autocomplete="off" spellcheck="false"{{#problem}} aria-invalid="true" aria-describedby="problem"{{/problem}}></p>
+          <p class="grow"><label for="q">Alias, tag, token or device id</label><input id="q" name="q" value="{{view.query}}" autocomplete="off" spellcheck="false"{{#problem}} aria-invalid="true" aria-describedby="problem"{{/problem}}></p>
           <p><button type="submit">Find</button></p>
         </form>
         \(problem)
@@ -159,7 +159,7 @@ extension ConsoleTemplates {
         <div class="table-wrap"><table>
           <thead><tr><th scope="col">Device</th><th scope="col">Alias</th><th scope="col">Token</th><th scope="col">Environment</th><th scope="col">Tags</th><th scope="col">State</th><th scope="col">Registered</th></tr></thead>
           <tbody>
-          {{#view.devices}}<tr><td><a href="/console/apps/{{chrome.app.id}}/devices/{{deviceId}}">{{deviceId}}</a></td><td>{{alias}}</td><td><code class="token">{{token}}</code></td><td>{{environment}}</td><td>{{tags}}</td><td>{{state}}</td><td><time datetime="{{lastRegisteredAt}}">{{lastRegisteredAt}}</time></td></tr>{{/view.devices}}
+          {{#view.devices}}<tr><td><a href="/console/apps/{{chrome.app.id}}/devices/{{deviceId}}">{{deviceId}}</a></td><td>{{alias}}</td><td><code class="token" title="{{token}}">{{shortToken}}</code></td><td>{{environment}}</td><td>{{tags}}</td><td>{{state}}</td><td><time datetime="{{lastRegisteredAt}}">{{lastRegisteredAt}}</time></td></tr>{{/view.devices}}
           {{^view.devices}}<tr><td colspan="7">No device.</td></tr>{{/view.devices}}
           </tbody>
         </table></div>
@@ -213,7 +213,7 @@ extension ConsoleTemplates {
         <div class="table-wrap"><table>
           <thead><tr><th scope="col">#</th><th scope="col">When</th><th scope="col">Device</th><th scope="col">Token</th><th scope="col">Why</th><th scope="col">APNs' timestamp</th></tr></thead>
           <tbody>
-          {{#view.events}}<tr><td>{{id}}</td><td>{{occurredAt}}</td><td><a href="/console/apps/{{chrome.app.id}}/devices/{{deviceId}}">{{deviceId}}</a></td><td><code class="token">{{token}}</code></td><td>{{reason}}</td><td>{{apnsTimestamp}}</td></tr>{{/view.events}}
+          {{#view.events}}<tr><td>{{id}}</td><td>{{occurredAt}}</td><td><a href="/console/apps/{{chrome.app.id}}/devices/{{deviceId}}">{{deviceId}}</a></td><td><code class="token" title="{{token}}">{{shortToken}}</code></td><td>{{reason}}</td><td>{{apnsTimestamp}}</td></tr>{{/view.events}}
           {{^view.events}}<tr><td colspan="6">No token events.</td></tr>{{/view.events}}
           </tbody>
         </table></div>
@@ -271,7 +271,7 @@ extension ConsoleTemplates {
         <h2 id="failures">Failures (the first {{view.failureLimit}})</h2>
         <div class="table-wrap"><table>
           <thead><tr><th scope="col">When</th><th scope="col">Device</th><th scope="col">Token</th><th scope="col">Status</th><th scope="col">Reason</th></tr></thead>
-          <tbody>{{#view.failures}}<tr><td>{{at}}</td><td>{{#deviceId}}<a href="/console/apps/{{chrome.app.id}}/devices/{{.}}">{{.}}</a>{{/deviceId}}</td><td><code class="token">{{token}}</code></td><td>{{status}}</td><td>{{reason}}</td></tr>{{/view.failures}}</tbody>
+          <tbody>{{#view.failures}}<tr><td>{{at}}</td><td>{{#deviceId}}<a href="/console/apps/{{chrome.app.id}}/devices/{{.}}">{{.}}</a>{{/deviceId}}</td><td><code class="token" title="{{token}}">{{shortToken}}</code></td><td>{{status}}</td><td>{{reason}}</td></tr>{{/view.failures}}</tbody>
         </table></div>
         </section>
         {{/view.failures}}
