@@ -53,35 +53,42 @@ final class ConsoleActivity: Service, Sendable {
         }
     }
 
-    /// Reads the registry now and adds what changed since the last reading to the current minute.
+    /// Reads the registry now and adds what changed since the last reading to the current minute. The reading is
+    /// taken under the table's lock, so two readings at once (a sample and an overview's request) are recorded in
+    /// the order they were read and nothing is counted twice.
     func sample() {
         guard let registry else { return }
-        record(Self.parse(registry.emitToString()), at: clocks.wall.now)
+        let now = clocks.wall.now
+        state.withLock { state in Self.record(Self.parse(registry.emitToString()), at: now, into: &state) }
     }
 
     /// Adds the difference between `totals` and the previous reading to the minute of `now`. (The first reading only
     /// sets where counting starts.)
     func record(_ totals: [String: Double], at now: Date) {
+        state.withLock { state in Self.record(totals, at: now, into: &state) }
+    }
+
+    private static func record(
+        _ totals: [String: Double], at now: Date, into state: inout (last: [String: Double]?, minutes: [Minute], apnsConnections: Int)
+    ) {
         let minute = Int64((now.timeIntervalSince1970 / 60).rounded(.down))
-        state.withLock { state in
-            defer { state.last = totals }
-            state.apnsConnections = Int(totals[Series.apnsConnections] ?? 0)
-            guard let last = state.last else { return }
-            func delta(_ series: String) -> Int { max(0, Int((totals[series] ?? 0) - (last[series] ?? 0))) }
-            if state.minutes.last?.minute != minute { state.minutes.append(Minute(minute: minute)) }
-            var current = state.minutes.removeLast()
-            current.accepted += delta(Series.accepted)
-            current.failed += delta(Series.failed)
-            current.pushesCompleted += delta(Series.pushesCompleted)
-            current.answers["accepted", default: 0] += delta(Series.apnsAccepted)
-            for series in totals.keys where series.hasPrefix(Series.apnsRejectedPrefix) {
-                let reason = String(series.dropFirst(Series.apnsRejectedPrefix.count).dropLast(2))
-                current.answers[reason, default: 0] += delta(series)
-            }
-            current.answers = current.answers.filter { $0.value > 0 }
-            state.minutes.append(current)
-            state.minutes.removeAll { $0.minute <= minute - Int64(Self.keptMinutes) }
+        defer { state.last = totals }
+        state.apnsConnections = Int(totals[Series.apnsConnections] ?? 0)
+        guard let last = state.last else { return }
+        func delta(_ series: String) -> Int { max(0, Int((totals[series] ?? 0) - (last[series] ?? 0))) }
+        if state.minutes.last?.minute != minute { state.minutes.append(Minute(minute: minute)) }
+        var current = state.minutes.removeLast()
+        current.accepted += delta(Series.accepted)
+        current.failed += delta(Series.failed)
+        current.pushesCompleted += delta(Series.pushesCompleted)
+        current.answers["accepted", default: 0] += delta(Series.apnsAccepted)
+        for series in totals.keys where series.hasPrefix(Series.apnsRejectedPrefix) {
+            let reason = String(series.dropFirst(Series.apnsRejectedPrefix.count).dropLast(2))
+            current.answers[reason, default: 0] += delta(series)
         }
+        current.answers = current.answers.filter { $0.value > 0 }
+        state.minutes.append(current)
+        state.minutes.removeAll { $0.minute <= minute - Int64(keptMinutes) }
     }
 
     /// The last hour, one entry per minute (the oldest first; minutes without a reading count zero), and the APNs

@@ -2,7 +2,6 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
-import Mustache
 import NIOCore
 import TernAPNs
 import TernStore

@@ -51,6 +51,12 @@ struct ConsolePageTests {
         let detail = try await browser.get("/console/apps/demo/devices/\(device.id)")
         #expect(detail.text.contains(device.token))
         #expect(detail.text.contains(device.alias))
+        // The device's page links to the composer with the device as the audience, counted at once.
+        let link = "/console/apps/demo/compose?audience.kind=devices&amp;audience.values=\(device.id)"
+        #expect(detail.text.contains(link))
+        let prefilled = try await browser.get(link.replacingOccurrences(of: "&amp;", with: "&"))
+        #expect(prefilled.text.contains(#"id="audience-devices" name="audience.kind" value="devices" checked"#))
+        #expect(prefilled.text.contains("Reaches 1 device now."))
     }
 
     @Test("no template ever renders a value unescaped")

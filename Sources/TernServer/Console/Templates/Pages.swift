@@ -183,6 +183,7 @@ extension ConsoleTemplates {
           <dt>First registered</dt><dd><time datetime="{{createdAt}}">{{createdAt}}</time></dd>
           <dt>Last registered</dt><dd><time datetime="{{lastRegisteredAt}}">{{lastRegisteredAt}}</time></dd>
         </dl>
+        <p><a class="button" href="/console/apps/{{chrome.app.id}}/compose?audience.kind=devices&amp;audience.values={{deviceId}}">Send a push to this device</a></p>
         {{/view.device}}
         <section aria-labelledby="history">
         <h2 id="history">Token history</h2>
