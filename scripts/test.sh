@@ -2,8 +2,9 @@
 # Runs Tern's whole test suite: `scripts/test.sh` (extra arguments go to `swift test`, e.g. --filter Simulator).
 # It installs what the tests need when it is missing, so it works the same on a fresh machine and in CI.
 #
-#   scripts/test.sh          everything, as CI runs it: the API fuzzing, the in-process suites in parallel, then the
-#                            suites that start processes one test at a time, then TernKit's (Clients/TernKit)
+#   scripts/test.sh          everything, as CI runs it: the API fuzzing, the console in a browser, the in-process suites
+#                            in parallel, then the suites that start processes one test at a time, then TernKit's
+#                            (Clients/TernKit)
 #   scripts/test.sh --fast   the fast tier for your own loop: the in-process suites in parallel, nothing else (about
 #                            a minute on two cores once built)
 set -euo pipefail
@@ -41,8 +42,10 @@ parallel=(--skip TernCLITests --skip CertificateAuth)
 if [ "$fast" = 1 ]; then
   exec swift test --skip-build --parallel "${parallel[@]}" "$@"
 fi
-# The API against its contract (docs: scripts/api-fuzz.sh), before the suite so the suite's summary ends the log.
+# The API against its contract (docs: scripts/api-fuzz.sh), and the console in headless Chromium against a real
+# `tern serve` (scripts/console-browser-test.sh), before the suite so the suite's summary ends the log.
 scripts/api-fuzz.sh
+scripts/console-browser-test.sh
 # The output goes to a log too: a failing run ends by repeating what failed, so the tail of a long CI log names it.
 log="$(mktemp "${TMPDIR:-/tmp}/tern-test.XXXXXX")"
 status=0

@@ -32,7 +32,7 @@ struct ServerAssembly {
     let newAdminToken: String?
     /// The demo app's secrets, when this start created it.
     let demo: TernServer.DemoSecrets?
-    /// `METHOD /path` of every route the API serves, sorted.
+    /// `METHOD /path` of every route the API serves, sorted (the console's pages are not the API's).
     let servedRoutes: [String]
 
     private let configuration: TernServerConfiguration
@@ -112,18 +112,32 @@ struct ServerAssembly {
         apps.register(on: router)
         let gate = DeviceGate(serverKey: serverKey, limiter: DeviceSecretLimiter(clock: clock), logger: logger)
         DevicesAPI(store: store, apps: cache, serverKey: serverKey, gate: gate, clock: clock).register(on: router)
-        PushesAPI(store: store, apps: cache, dispatcher: dispatcher, clock: clock).register(on: router)
+        let pushes = PushesAPI(store: store, apps: cache, dispatcher: dispatcher, clock: clock)
+        pushes.register(on: router)
         InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates, clock: clock).register(on: router)
         let recorder = ChannelRecorder(store: store, clock: clock, logger: logger)
         let channel = DeviceChannelAPI(
             store: store, apps: cache, gate: gate, connections: connections, recorder: recorder, clock: clock, logger: logger)
         channel.register(on: router)
+        // The operator's console: pages over the same pieces (apps, pushes, the store), not part of the API's contract.
+        var consoleActivity: ConsoleActivity?
+        if configuration.console.enabled {
+            let activity = ConsoleActivity(registry: registry, clocks: clocks)
+            consoleActivity = activity
+            ConsoleRoutes(
+                store: store, apps: apps, cache: cache, pushes: pushes, authorization: Authorization(adminTokenHash: adminTokenHash),
+                sessions: ConsoleSessions(
+                    idleTimeout: configuration.console.sessionIdleTimeout, lifetime: configuration.console.sessionLifetime, clock: clock),
+                limiter: SignInLimiter(clock: clock), activity: activity, connections: connections, renderer: try ConsoleRenderer(),
+                secureCookies: configuration.console.secureCookies, clock: clock, logger: logger
+            ).register(on: router)
+        }
         routes.load(router.routes)
         self.router = router
         let webSocketRouter = Router(context: ServerRequestContext.self)
         channel.register(webSocket: webSocketRouter)
         self.webSocketRouter = webSocketRouter
-        servedRoutes = router.routes.map { "\($0.method) \($0.path)" }.sorted()
+        servedRoutes = router.routes.map { "\($0.method) \($0.path)" }.filter { !$0.contains(" \(ConsoleRoutes.root)") }.sorted()
 
         var services: [any Service] = [CoordinatorService(coordinator: coordinator)]
         if let simulator { services.append(simulator) }
@@ -141,6 +155,7 @@ struct ServerAssembly {
         services.append(InboxSweeper(
             store: store, interval: configuration.inbox.sweepInterval, coordinator: coordinator, clocks: clocks, logger: logger))
         services.append(ChannelService(store: store, connections: connections, recorder: recorder, coordinator: coordinator, logger: logger))
+        if let consoleActivity { services.append(consoleActivity) }
         self.services = services
     }
 

@@ -17,6 +17,8 @@ public final class TernServer: Sendable {
     public struct Banner: Sendable {
         /// The address the API listens on.
         public var url: String
+        /// The operator's console, when it is served.
+        public var consoleURL: String?
         /// The admin token, when this start generated it (it is stored only as a hash).
         public var newAdminToken: String?
         /// The demo app's secrets, when this start created it.
@@ -179,8 +181,9 @@ public final class TernServer: Sendable {
                 // The server ended before it was ready (stopped while starting, or a service failed): no banner.
                 guard !Task.isCancelled else { return }
                 let bound = self.boundPort ?? configuration.http.port
+                let url = "http://\(configuration.http.host):\(bound)"
                 onReady(Banner(
-                    url: "http://\(configuration.http.host):\(bound)", newAdminToken: newAdminToken, demo: demoSecrets,
+                    url: url, consoleURL: configuration.console.enabled ? url + ConsoleRoutes.root : nil, newAdminToken: newAdminToken, demo: demoSecrets,
                     simulator: simulatorAddress.map { ($0.endpoint.port, $0.controlPort) }, databasePath: configuration.databaseDescription,
                     newServerKeyFile: newKeyFile))
             }

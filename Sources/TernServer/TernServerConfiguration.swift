@@ -93,6 +93,18 @@ public struct TernServerConfiguration: Sendable {
         public var pingInterval: Duration = .seconds(30)
     }
 
+    public struct Console: Sendable {
+        /// Serve the operator's console at `/console` (signed in with the admin token or an app's master secret).
+        public var enabled = true
+        /// Mark the console's session cookie `Secure` on every answer, for a server behind a proxy that terminates TLS
+        /// and does not send `X-Forwarded-Proto: https` (with that header, the cookie is `Secure` anyway).
+        public var secureCookies = false
+        /// A session unused this long is over (it is renewed by every request).
+        public var sessionIdleTimeout: Duration = .seconds(30 * 60)
+        /// A session is over this long after its sign-in, however much it is used.
+        public var sessionLifetime: Duration = .seconds(12 * 3600)
+    }
+
     public struct Webhooks: Sendable {
         /// Let webhook URLs point at loopback and private networks (link-local and metadata addresses never).
         public var allowPrivateNetworks = false
@@ -110,6 +122,7 @@ public struct TernServerConfiguration: Sendable {
     public var feedback = Feedback()
     public var webhooks = Webhooks()
     public var channel = Channel()
+    public var console = Console()
 
     public init() {}
 
@@ -138,6 +151,12 @@ public struct TernServerConfiguration: Sendable {
         guard (.milliseconds(100) ... .seconds(3600)).contains(channel.pingInterval) else {
             throw .init("channel.pingInterval must be 100-3600000 ms")
         }
+        guard (.seconds(60) ... .seconds(86_400)).contains(console.sessionIdleTimeout) else {
+            throw .init("console.sessionIdleTimeout must be 60-86400 seconds")
+        }
+        guard (console.sessionIdleTimeout ... .seconds(30 * 86_400)).contains(console.sessionLifetime) else {
+            throw .init("console.sessionLifetime must be from console.sessionIdleTimeout to 2592000 seconds (30 days)")
+        }
         guard (.seconds(1) ... .seconds(3600)).contains(server.shutdownTimeout) else { throw .init("server.shutdownTimeout must be 1-3600 seconds") }
     }
 }
@@ -163,7 +182,8 @@ extension TernServerConfiguration {
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
     /// `delivery.minimumConcurrency`, `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds),
     /// `apns.connections`, `inbox.sweepInterval` (seconds), `inbox.badgeUpdateDelay` (milliseconds), `channel.pingInterval` (milliseconds), `feedback.checkInterval` (seconds),
-    /// `webhooks.allowPrivateNetworks`, `server.shutdownTimeout` (seconds).
+    /// `webhooks.allowPrivateNetworks`, `server.shutdownTimeout` (seconds), `console.enabled`, `console.secureCookies`,
+    /// `console.sessionIdleTimeout` and `console.sessionLifetime` (seconds).
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
         var providers: [any ConfigProvider] = [
             EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY", "TERN_DATABASE_URL"]))
@@ -212,6 +232,10 @@ extension TernServerConfiguration {
         read("channel.pingInterval", into: &configuration.channel.pingInterval, unit: .milliseconds(1))
         read("feedback.checkInterval", into: &configuration.feedback.checkInterval, unit: .seconds(1))
         read("webhooks.allowPrivateNetworks", into: &configuration.webhooks.allowPrivateNetworks)
+        read("console.enabled", into: &configuration.console.enabled)
+        read("console.secureCookies", into: &configuration.console.secureCookies)
+        read("console.sessionIdleTimeout", into: &configuration.console.sessionIdleTimeout, unit: .seconds(1))
+        read("console.sessionLifetime", into: &configuration.console.sessionLifetime, unit: .seconds(1))
         return configuration
     }
 }

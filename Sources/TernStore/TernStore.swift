@@ -82,6 +82,8 @@ public protocol TernStore: Sendable {
     /// Replaces a device's secret hash. Returns false if there is no such device.
     func setDeviceSecret(app: String, deviceID: String, secretHash: [UInt8], at: Date) async throws -> Bool
     func device(app: String, deviceID: String) async throws -> DeviceRecord?
+    /// The device that holds `token` (lowercase hex), active or not.
+    func device(app: String, token: String) async throws -> DeviceRecord?
     /// Returns false if there was no such device.
     func deleteDevice(app: String, deviceID: String) async throws -> Bool
     /// Unbinds the device from its alias (logout). Returns the device, or nil if there is none.
@@ -107,6 +109,8 @@ public protocol TernStore: Sendable {
     ) async throws -> TokenEvent?
     /// Token events after the cursor (an event id), oldest first.
     func tokenEvents(app: String, after: Int64?, limit: Int) async throws -> [TokenEvent]
+    /// A device's token events, newest first, at most `limit` (the console's device page).
+    func tokenEvents(app: String, deviceID: String, limit: Int) async throws -> [TokenEvent]
 
     // MARK: Pushes
 
@@ -114,6 +118,8 @@ public protocol TernStore: Sendable {
     /// - Returns: the stored push and whether it is new.
     func createPush(_ push: PushRecord) async throws -> (push: PushRecord, created: Bool)
     func push(app: String, id: String) async throws -> PushRecord?
+    /// The app's latest pushes, newest first (in the order they are sent), at most `limit`, with their counts.
+    func recentPushes(app: String, limit: Int) async throws -> [PushRecord]
     /// The audience's recipients after the cursor, by key, `limit` at a time: active devices only (a `tokens`
     /// audience lists the given tokens, minus those registered and deactivated). Never the whole audience at once.
     func recipients(app: String, audience: Audience, after cursor: String?, limit: Int) async throws -> Page<Recipient>

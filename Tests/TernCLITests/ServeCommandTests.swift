@@ -13,6 +13,16 @@ import Testing
     static func device(_ number: Int) -> String { String(format: "6f1c1f9e-8d7a-4d44-9d2e-%012x", number) }
     static func token(_ number: Int) -> String { String(repeating: "cd", count: 28) + String(format: "%08x", number) }
 
+    @Test func noConsoleServesNoConsoleAndTheBannerSaysNone() async throws {
+        let folder = Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let serve = try ServeProcess(folder: folder, arguments: ["--no-console"])
+        #expect(!serve.banner.contains("/console"))
+        let page = try await serve.client(bearer: nil).get("/console/sign-in")
+        #expect(page.status == 404)
+        #expect(serve.interrupt() == 0)
+    }
+
     @Test func theFirstStartCreatesTheDemoAppThatDeliversAndCtrlCStopsCleanly() async throws {
         let folder = Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -22,6 +32,7 @@ import Testing
         #expect(serve.value(after: "admin token")?.hasPrefix("tat_") == true)
         #expect(serve.value(after: "identity secret")?.hasPrefix("tis_") == true)
         #expect(serve.banner.contains("curl -X PUT"))
+        #expect(serve.banner.contains("  console          http://127.0.0.1:\(serve.port)/console "), "the banner gives the console's address")
         // The banner's example carries an alias token for user-42, as the app's backend would mint it.
         let aliasToken = try #require(serve.banner.components(separatedBy: #""aliasToken": ""#).dropFirst().first?.components(separatedBy: "\"").first)
         #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("tern.db").path))

@@ -54,6 +54,24 @@ struct ConfigurationTests {
         }
     }
 
+    @Test func theConsoleIsOnByDefaultAndItsSettingsAreReadAndChecked() async throws {
+        let defaults = TernServerConfiguration()
+        #expect(defaults.console.enabled)
+        #expect(!defaults.console.secureCookies)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("tern-config-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try #"{"console": {"enabled": false, "sessionLifetime": 7200}}"#.write(to: file, atomically: true, encoding: .utf8)
+        let configuration = try await TernServerConfiguration.load(
+            file: file.path, environment: ["TERN_CONSOLE_SECURE_COOKIES": "true", "TERN_CONSOLE_SESSION_IDLE_TIMEOUT": "600"])
+        #expect(configuration.console.enabled == false)
+        #expect(configuration.console.secureCookies)
+        #expect(configuration.console.sessionIdleTimeout == .seconds(600))
+        #expect(configuration.console.sessionLifetime == .seconds(7200))
+        var settings = TernServerConfiguration()
+        settings.console.sessionLifetime = .seconds(60)
+        #expect(throws: TernServerConfigurationError.self, "a lifetime shorter than the idle timeout") { try settings.validate() }
+    }
+
     @Test func aPostgreSQLDatabaseIsConfiguredByURLAndAWrongOneIsAClearError() async throws {
         let configuration = try await TernServerConfiguration.load(
             file: nil, environment: ["TERN_DATABASE_URL": "postgres://tern:pw@db:5432/tern", "TERN_DATABASE_CONNECTIONS": "4"])

@@ -36,7 +36,11 @@ struct ServeCommand: AsyncParsableCommand {
             reads gathered into one silent badge update), feedback.checkInterval (seconds
             between looks for legacy apps due a feedback read), channel.pingInterval (ms
             between pings on each device connection: default 30000),
-            webhooks.allowPrivateNetworks, server.shutdownTimeout (seconds).
+            webhooks.allowPrivateNetworks, server.shutdownTimeout (seconds),
+            console.enabled (the operator's console at /console: default true),
+            console.secureCookies (behind a TLS proxy that sends no X-Forwarded-Proto),
+            console.sessionIdleTimeout and console.sessionLifetime (seconds: default
+            1800 and 43200).
 
             Ctrl-C (SIGINT) or SIGTERM stops it gracefully: no new requests, the chunks
             of recipients in flight are delivered and recorded, the rest of a push is
@@ -75,6 +79,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Do not create the demo app on the first start.")
     var noDemo = false
 
+    @Flag(name: .long, help: "Do not serve the operator's console at /console.")
+    var noConsole = false
+
     @Option(name: .long, help: "Log level (trace … critical).")
     var logLevel = Logger.Level.info
 
@@ -97,6 +104,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let serverKeyFile { settings.server.keyFile = serverKeyFile }
         if noSimulator { settings.simulator.enabled = false }
         if noDemo { settings.demo.enabled = false }
+        if noConsole { settings.console.enabled = false }
         do {
             try settings.validate()
         } catch {
@@ -126,6 +134,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     static func describe(_ banner: TernServer.Banner) -> String {
         var lines = ["Tern is serving on \(banner.url)  (data: \(banner.databasePath))"]
+        if let console = banner.consoleURL {
+            lines.append("  console          \(console)   (the operator's pages, in a browser)")
+        }
         if let file = banner.newServerKeyFile {
             lines.append("  server key       created in \(file): it seals the apps' APNs credentials; back it up with the database")
         }

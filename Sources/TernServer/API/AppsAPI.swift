@@ -208,7 +208,8 @@ struct AppsAPI {
         return shown
     }
 
-    private func update(_ app: AppRecord, _ body: UpdateRequest) async throws -> AppView {
+    /// Changes an app (`PATCH /v1/apps/{app}`; the console rotates secrets this way); new secrets are in the answer, once.
+    func update(_ app: AppRecord, _ body: UpdateRequest) async throws -> AppView {
         var updated = app
         if let topic = body.topic {
             try Self.validateTopic(topic)

@@ -223,3 +223,42 @@ struct DeviceGate: Sendable {
         }
     }
 }
+
+// MARK: The console
+
+/// Who signed in to the console, by the secret they gave (``ConsoleRoutes``).
+enum ConsolePrincipal: Sendable, Hashable {
+    /// The admin token: every app.
+    case admin
+    /// An app's master secret: that app only.
+    case master(app: String)
+}
+
+/// What a console page does, as the API's calls group them.
+enum ConsoleCall: Sendable, Equatable {
+    /// Listing, creating and changing apps (rotating their secrets): the API's `/v1/apps` calls, admin only.
+    case manageApps
+    /// Devices, pushes and token events of one app: the API's master-secret calls.
+    case appData(String)
+}
+
+extension Authorization {
+    /// Whether `principal` may make `call` in the console: the API's rules, with one addition. The admin may also
+    /// see and send what an app's master secret may: it can already rotate that secret and use the new one, so
+    /// saying no would protect nothing.
+    static func consoleAccess(_ principal: ConsolePrincipal, _ call: ConsoleCall) -> Bool {
+        switch (principal, call) {
+        case (.admin, _): true
+        case (.master, .manageApps): false
+        case (.master(let own), .appData(let app)): own == app
+        }
+    }
+
+    /// Who `secret` signs in as: the admin token, or the master secret of one of `apps` (each compared by its hash in
+    /// constant time). Nil for anything else, app keys included: the console is not for devices.
+    func consolePrincipal(secret: String, apps: [AppRecord]) -> ConsolePrincipal? {
+        let presented = Secrets.hash(secret)
+        if Secrets.sameHash(presented, adminTokenHash) { return .admin }
+        return apps.first { Secrets.sameHash(presented, $0.masterSecretHash) }.map { .master(app: $0.id) }
+    }
+}

@@ -80,6 +80,15 @@ struct PushesAPI {
             var reason: String
             var apnsTimestamp: Date?
             var occurredAt: Date
+
+            init(_ event: TokenEvent) {
+                id = event.id
+                deviceId = event.deviceID
+                token = event.token
+                reason = event.reason.rawValue
+                apnsTimestamp = event.apnsTimestamp
+                occurredAt = event.occurredAt
+            }
         }
         var events: [Event]
         var next: String?
@@ -94,22 +103,7 @@ struct PushesAPI {
             try Authorization.requireMaster(request, app: app)
             let wait = try Self.wait(request.uri.queryParameters.get("wait"))
             let body = try await JSONBody.decode(PushRequest.self, from: request, limit: 1 << 20)
-            let audience = try Self.audience(body.audience)
-            let id = UUID().apnsString
-            var content = try PushContent.render(
-                notification: body.notification, payload: body.payload, options: body.apns, topic: app.topic, inbox: body.inbox,
-                pushID: id, app: app)
-            content.online = try OnlineDelivery.render(
-                delivery: body.delivery, wake: body.wake, ackTimeout: body.ackTimeout, notification: body.notification, payload: body.payload,
-                inbox: body.inbox, app: app)
-            if let key = body.idempotencyKey, !(1...128).contains(key.utf8.count) {
-                throw JSONAPIError.badRequest(field: "idempotencyKey", "idempotencyKey must be 1-128 bytes")
-            }
-            let record = PushRecord(
-                id: id, appID: app.id, idempotencyKey: body.idempotencyKey, audience: audience,
-                notification: Array(try JSONEncoder().encode(content)), createdAt: clock.now)
-            var (push, created) = try await store.createPush(record)
-            if created { dispatcher.wake() }
+            var (push, created) = try await create(body, app: app)
             if let wait {
                 // On the system's clock, not the injected one: `wait` bounds how long this request holds its caller,
                 // a real time, and the push's progress it polls for is made in real time too.
@@ -139,19 +133,49 @@ struct PushesAPI {
                 guard let value = Int64(text), value >= 0 else { throw JSONAPIError.badRequest(field: "after", "after is an event id") }
                 after = value
             }
-            let limit = try DevicesAPI.limit(query.get("limit"))
-            let events = try await store.tokenEvents(app: app.id, after: after, limit: limit)
-            return TokenEventList(
-                events: events.map {
-                    .init(
-                        id: $0.id, deviceId: $0.deviceID, token: $0.token, reason: $0.reason.rawValue, apnsTimestamp: $0.apnsTimestamp,
-                        occurredAt: $0.occurredAt)
-                },
-                next: events.count == limit ? events.last.map { String($0.id) } : nil)
+            return try await tokenEvents(app: app, after: after, limit: try DevicesAPI.limit(query.get("limit")))
         }
     }
 
-    private func view(_ push: PushRecord, withFailures: Bool, after: String? = nil, limit: Int = 100) async throws -> PushView {
+    /// Checks and renders a push request, stores it and wakes the dispatcher: `POST …/pushes` and the console's
+    /// composer both send this way.
+    /// - Returns: the stored push, and false when its idempotency key named an earlier one (then nothing is stored).
+    func create(_ body: PushRequest, app: AppRecord) async throws -> (push: PushRecord, created: Bool) {
+        let audience = try Self.audience(body.audience)
+        let id = UUID().apnsString
+        let content = try Self.content(body, app: app, pushID: id)
+        let record = PushRecord(
+            id: id, appID: app.id, idempotencyKey: body.idempotencyKey, audience: audience,
+            notification: Array(try JSONEncoder().encode(content)), createdAt: clock.now)
+        let (push, created) = try await store.createPush(record)
+        if created { dispatcher.wake() }
+        return (push, created)
+    }
+
+    /// What a push request sends, rendered and checked as ``create(_:app:)`` stores it (the console's preview shows
+    /// this, so it cannot differ from what is sent). - Throws: the API's 400 naming the field at fault.
+    static func content(_ body: PushRequest, app: AppRecord, pushID: String) throws(JSONAPIError) -> PushContent {
+        var content = try PushContent.render(
+            notification: body.notification, payload: body.payload, options: body.apns, topic: app.topic, inbox: body.inbox,
+            pushID: pushID, app: app)
+        content.online = try OnlineDelivery.render(
+            delivery: body.delivery, wake: body.wake, ackTimeout: body.ackTimeout, notification: body.notification, payload: body.payload,
+            inbox: body.inbox, app: app)
+        if let key = body.idempotencyKey, !(1...128).contains(key.utf8.count) {
+            throw JSONAPIError.badRequest(field: "idempotencyKey", "idempotencyKey must be 1-128 bytes")
+        }
+        return content
+    }
+
+    /// A page of the app's token events, as `GET …/token-events` answers it.
+    func tokenEvents(app: AppRecord, after: Int64?, limit: Int) async throws -> TokenEventList {
+        let events = try await store.tokenEvents(app: app.id, after: after, limit: limit)
+        return TokenEventList(
+            events: events.map(TokenEventList.Event.init),
+            next: events.count == limit ? events.last.map { String($0.id) } : nil)
+    }
+
+    func view(_ push: PushRecord, withFailures: Bool, after: String? = nil, limit: Int = 100) async throws -> PushView {
         var failures: [FailureView]?
         var next: String?
         if withFailures {

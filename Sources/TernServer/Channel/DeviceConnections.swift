@@ -24,6 +24,9 @@ final class DeviceConnections: Sendable {
         self.node = node
     }
 
+    /// How many devices are connected to this node now (the console's overview).
+    var count: Int { live.withLock { $0.count } }
+
     /// Registers `connection` as its device's live one. - Returns: the one it replaces, if any (to be closed).
     func attach(_ connection: DeviceConnection) -> DeviceConnection? {
         let (previous, count) = live.withLock { live -> (DeviceConnection?, Int) in

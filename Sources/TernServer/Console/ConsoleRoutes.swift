@@ -1,0 +1,471 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import TernAPNs
+import TernStore
+import TernWeb
+
+/// The operator's console: HTML pages under `/console`, signed in with the admin token or an app's master secret.
+///
+/// Every page reads and writes through what the JSON API uses: ``AppsAPI`` creates apps and rotates their secrets,
+/// ``PushesAPI`` checks, renders and stores pushes, the store answers the rest, and a form is decoded into the API's
+/// own request body (``ConsoleRequests``), so it is refused with the API's message for the same field.
+///
+/// Sessions (``ConsoleSessions``) ride in a cookie `HttpOnly; SameSite=Strict; Path=/console` (`Secure` behind TLS);
+/// a sign-in always starts a new one (no fixation). Every POST carries the session's CSRF token and must come from
+/// this origin. Secrets appear in no URL, page or log, except the new ones an app's creation or rotation shows once.
+struct ConsoleRoutes: Sendable {
+    static let root = "/console"
+    static let cookieName = "tern_console"
+    /// The most a form may send (a raw payload and its data fit easily; PEM credentials too).
+    static let formLimit = 1 << 20
+    /// Recent pushes on the pushes page; failures listed on a push's page.
+    static let recentPushes = 50
+    static let failuresShown = 100
+
+    let store: any TernStore
+    let apps: AppsAPI
+    let cache: AppCache
+    let pushes: PushesAPI
+    let authorization: Authorization
+    let sessions: ConsoleSessions
+    let limiter: SignInLimiter
+    let activity: ConsoleActivity
+    let connections: DeviceConnections
+    let renderer: ConsoleRenderer
+    let secureCookies: Bool
+    let clock: any WallClock
+    let logger: Logger
+
+    func register(on router: Router<ServerRequestContext>) {
+        let console = router.group("console").add(middleware: ConsoleMiddleware(renderer: renderer, logger: logger))
+        console.get("static/console.js") { _, _ in Self.asset(ConsoleAssets.script, type: "text/javascript; charset=utf-8") }
+        console.get("static/console.css") { _, _ in Self.asset(ConsoleAssets.stylesheet, type: "text/css; charset=utf-8") }
+        console.get("sign-in") { request, _ in
+            if signedIn(request) != nil { return Self.redirect(Self.root) }
+            return page("sign-in", Chrome(title: "Sign in"))
+        }
+        console.post("sign-in") { request, context in try await signIn(request, context) }
+        console.post("sign-out") { request, _ in
+            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            _ = try await form(request, user)
+            sessions.end(id: user.id)
+            var response = Self.redirect("\(Self.root)/sign-in")
+            response.headers[values: .setCookie].append(Self.cookie("", secure: isSecure(request), clear: true))
+            return response
+        }
+        console.get { request, _ in
+            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            activity.sample()
+            let view = OverviewView(
+                activity: activity, deviceConnections: connections.count, now: clock.now, apps: try await visibleApps(user))
+            return page("overview", chrome(user, "Overview") { $0.overview = true }, view: view)
+        }
+        console.get("overview/data") { request, _ -> Response in
+            _ = try requireSession(request)
+            activity.sample()
+            return try Self.json(OverviewView(activity: activity, deviceConnections: connections.count, now: clock.now, apps: nil))
+        }
+        registerApps(console)
+        registerAppData(console)
+        // Any other path under /console: a page saying so, not the API's JSON.
+        console.get("**") { request, _ -> Response in
+            throw JSONAPIError.notFound("no page \(request.uri.path.prefix(200))")
+        }
+    }
+
+    // MARK: Apps (the admin's)
+
+    private func registerApps(_ console: RouterGroup<ServerRequestContext>) {
+        console.get("apps") { request, _ in
+            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            guard Authorization.consoleAccess(user.principal, .manageApps) else { return Self.redirect(home(of: user)) }
+            return try await appsPage(user, form: ConsoleForm(), problem: nil, status: .ok)
+        }
+        console.post("apps") { request, _ in
+            let user = try requireSession(request)
+            let form = try await form(request, user)
+            guard Authorization.consoleAccess(user.principal, .manageApps) else { throw Self.forbidden }
+            do {
+                let created = try await apps.create(try ConsoleRequests.createApp(form))
+                logger.info("console: app created", metadata: ["app": "\(created.id)"])
+                return page("secrets", chrome(user, "App \(created.id) created") { $0.appsPage = true }, view: SecretsView(created), status: .created)
+            } catch let error as JSONAPIError where error.status.code < 500 {
+                return try await appsPage(user, form: form, problem: Problem(message: error.message, field: error.field), status: error.status)
+            }
+        }
+        console.get("apps/:app") { request, context in
+            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            let app = try await appRecord(context, user)
+            guard Authorization.consoleAccess(user.principal, .manageApps) else { return Self.redirect("\(Self.root)/apps/\(app.id)/devices") }
+            return try appPage(user, app, problem: nil, status: .ok)
+        }
+        console.post("apps/:app/rotate") { request, context in
+            let user = try requireSession(request)
+            let form = try await form(request, user)
+            guard Authorization.consoleAccess(user.principal, .manageApps) else { throw Self.forbidden }
+            let app = try await appRecord(context, user)
+            do {
+                let rotated = try await apps.update(app, try ConsoleRequests.rotate(form))
+                // Whoever signed in with the old master secret is signed out with it.
+                if rotated.masterSecret != nil { sessions.endAll(of: .master(app: app.id)) }
+                logger.info("console: secrets rotated", metadata: ["app": "\(app.id)", "secrets": "\(form.all("rotate").joined(separator: ","))"])
+                return page("secrets", chrome(user, "New secrets of \(app.id)", app: app.id) { $0.app?.settings = true }, view: SecretsView(rotated))
+            } catch let error as JSONAPIError where error.status.code < 500 {
+                return try appPage(user, app, problem: Problem(message: error.message, field: error.field), status: error.status)
+            }
+        }
+    }
+
+    private func appsPage(_ user: SignedIn, form: ConsoleForm, problem: Problem?, status: HTTPResponse.Status) async throws -> Response {
+        let rows = try await store.apps().map { AppRow(try apps.view($0)) }
+        return page("apps", chrome(user, "Apps") { $0.appsPage = true }, view: AppsView(apps: rows, form: form), problem: problem, status: status)
+    }
+
+    private func appPage(_ user: SignedIn, _ app: AppRecord, problem: Problem?, status: HTTPResponse.Status) throws -> Response {
+        struct View { var app: AppRow }
+        return page(
+            "app", chrome(user, "App \(app.id)", app: app.id) { $0.app?.settings = true }, view: View(app: AppRow(try apps.view(app))),
+            problem: problem, status: status)
+    }
+
+    // MARK: An app's devices, pushes and token events
+
+    private func registerAppData(_ console: RouterGroup<ServerRequestContext>) {
+        console.get("apps/:app/devices") { request, context in
+            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            let app = try await appRecord(context, user)
+            return try await devicesPage(request, user, app)
+        }
+        console.get("apps/:app/devices/:device") { request, context in
+            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            let app = try await appRecord(context, user)
+            let deviceID = try DevicesAPI.deviceID(context.parameters.get("device") ?? "")
+            guard let device = try await store.device(app: app.id, deviceID: deviceID) else { throw JSONAPIError.notFound("no device \(deviceID)") }
+            let history = try await store.tokenHistory(app: app.id, deviceID: deviceID).reversed().map {
+                DeviceView.HistoryRow(
+                    token: $0.token, environment: $0.environment.rawValue, firstRegisteredAt: ConsoleFormat.date($0.firstRegisteredAt),
+                    replacedAt: ConsoleFormat.date($0.replacedAt), reason: $0.reason.rawValue)
+            }
+            let events = try await store.tokenEvents(app: app.id, deviceID: deviceID, limit: 50).map {
+                DeviceView.EventRow(PushesAPI.TokenEventList.Event($0))
+            }
+            return page(
+                "device", chrome(user, "Device \(deviceID)", app: app.id) { $0.app?.devices = true },
+                view: DeviceView(device: DeviceRow(device), history: history, events: events))
+        }
+        console.get("apps/:app/compose") { request, context in
+            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            let app = try await appRecord(context, user)
+            // A link may start the composer with an audience (a device's page: "send to this device").
+            var form = ConsoleForm()
+            let query = request.uri.queryParameters
+            for name in ["audience.kind", "audience.values"] { if let value = query.get(name) { form = ConsoleForm(form.fields + [(name, value)]) } }
+            return try await composePage(user, app, form: form, problem: nil, status: .ok)
+        }
+        console.post("apps/:app/preview") { request, context -> Response in
+            let user = try requireSession(request)
+            let form = try await form(request, user)
+            let app = try await appRecord(context, user)
+            return try Self.json(await preview(form, app: app))
+        }
+        console.post("apps/:app/pushes") { request, context in
+            let user = try requireSession(request)
+            let form = try await form(request, user)
+            let app = try await appRecord(context, user)
+            do {
+                let (push, _) = try await pushes.create(try ConsoleRequests.push(form), app: app)
+                return Self.redirect("\(Self.root)/apps/\(app.id)/pushes/\(push.id)")
+            } catch let error as JSONAPIError where error.status.code < 500 {
+                return try await composePage(user, app, form: form, problem: Problem(message: error.message, field: error.field), status: error.status)
+            }
+        }
+        console.get("apps/:app/pushes") { request, context in
+            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            let app = try await appRecord(context, user)
+            let recent = try await store.recentPushes(app: app.id, limit: Self.recentPushes)
+            return page("pushes", chrome(user, "Pushes", app: app.id) { $0.app?.pushes = true }, view: PushesView(recent))
+        }
+        console.get("apps/:app/pushes/:push") { request, context in
+            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            let app = try await appRecord(context, user)
+            let view = try await pushView(context, app: app)
+            return page(
+                "push", chrome(user, "Push \(view.id.prefix(8))", app: app.id) { $0.app?.pushes = true },
+                view: PushPageView(view, failureLimit: Self.failuresShown))
+        }
+        console.get("apps/:app/pushes/:push/status") { request, context -> Response in
+            let user = try requireSession(request)
+            let app = try await appRecord(context, user)
+            return try Self.json(PushPageView(try await pushView(context, app: app, failures: false), failureLimit: 0).push)
+        }
+        console.get("apps/:app/token-events") { request, context in
+            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            let app = try await appRecord(context, user)
+            var after: Int64?
+            if let text = request.uri.queryParameters.get("after") {
+                guard let value = Int64(text), value >= 0 else { throw JSONAPIError.badRequest(field: "after", "after is an event id") }
+                after = value
+            }
+            let list = try await pushes.tokenEvents(app: app, after: after, limit: 100)
+            return page(
+                "token-events", chrome(user, "Token events", app: app.id) { $0.app?.events = true },
+                view: TokenEventsView(events: list.events.map(DeviceView.EventRow.init), next: list.next))
+        }
+    }
+
+    private func pushView(_ context: ServerRequestContext, app: AppRecord, failures: Bool = true) async throws -> PushesAPI.PushView {
+        let id = context.parameters.get("push") ?? ""
+        guard UUID(apnsText: id) != nil, let push = try await store.push(app: app.id, id: id) else {
+            throw JSONAPIError.notFound("no push \(id.prefix(64))")
+        }
+        return try await pushes.view(push, withFailures: failures, limit: Self.failuresShown)
+    }
+
+    private func devicesPage(_ request: Request, _ user: SignedIn, _ app: AppRecord) async throws -> Response {
+        let query = request.uri.queryParameters
+        let kind = query.get("by") ?? "alias"
+        let text = (query.get("q") ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        var view = DevicesView(
+            kinds: Choice.list(DevicesView.searchKinds, selected: kind), query: text, searched: !text.isEmpty, resultSummary: "", devices: [])
+        var problem: Problem?
+        do {
+            if !text.isEmpty {
+                // What the API's listings take (`?alias=`, `?tag=`), and a device by its token or id.
+                switch kind {
+                case "tag":
+                    let page = try await store.devices(app: app.id, tag: text, after: query.get("after"), limit: 100)
+                    view.devices = page.items.map(DeviceRow.init)
+                    view.next = page.next
+                case "token":
+                    let token: DeviceToken
+                    do {
+                        token = try DeviceToken(hex: text, field: "token")
+                    } catch {
+                        throw JSONAPIError.badRequest(field: "token", "token must be the device token in hex (APNs tokens are 32 bytes)")
+                    }
+                    view.devices = try await store.device(app: app.id, token: token.hex).map { [DeviceRow($0)] } ?? []
+                case "device":
+                    let deviceID = try DevicesAPI.deviceID(text)
+                    view.devices = try await store.device(app: app.id, deviceID: deviceID).map { [DeviceRow($0)] } ?? []
+                default:
+                    view.devices = try await store.devices(app: app.id, alias: text).map(DeviceRow.init)
+                }
+                view.resultSummary = view.devices.count == 1 ? "1 device" : "\(view.devices.count) devices" + (view.next == nil ? "" : " (more on the next page)")
+            }
+        } catch let error as JSONAPIError where error.status.code < 500 {
+            problem = Problem(message: error.message, field: error.field)
+            view.searched = false
+        }
+        return page(
+            "devices", chrome(user, "Devices", app: app.id) { $0.app?.devices = true }, view: view, problem: problem,
+            status: problem == nil ? .ok : .badRequest)
+    }
+
+    // MARK: The composer
+
+    private func composePage(
+        _ user: SignedIn, _ app: AppRecord, form: ConsoleForm, problem: Problem?, status: HTTPResponse.Status
+    ) async throws -> Response {
+        let preview = await preview(form, app: app)
+        let view = ComposeView(form: form, preview: preview)
+        return page("compose", chrome(user, "Compose a push", app: app.id) { $0.app?.compose = true }, view: view, problem: problem, status: status)
+    }
+
+    /// The payload the server would send for the composer's form, checked as `POST …/pushes` checks it, and how
+    /// many devices its audience reaches now (counted through the same paging the dispatcher uses, up to a cap).
+    func preview(_ form: ConsoleForm, app: AppRecord) async -> ComposePreview {
+        var preview = ComposePreview()
+        do {
+            let body = try ConsoleRequests.pushBody(form)
+            preview.audience = await estimate(body, app: app)
+            let request = try ConsoleRequests.decode(PushesAPI.PushRequest.self, body)
+            // A placeholder id of the same length: the inbox's message id (the push's id) has the same size.
+            let content = try PushesAPI.content(request, app: app, pushID: "00000000-0000-4000-8000-000000000000")
+            preview.show(content, topic: app.topic)
+        } catch {
+            preview.problem = (error.field.map { "\($0): " } ?? "") + error.message
+        }
+        return preview
+    }
+
+    /// "reaches N devices", counted page by page as the dispatcher would hand them out, up to ``estimateCap``.
+    private func estimate(_ body: FormJSON, app: AppRecord) async -> String {
+        guard case .object(let members)? = body.member("audience") else { return "" }
+        do {
+            let input = try ConsoleRequests.decode(PushesAPI.AudienceInput.self, FormJSON(members))
+            let audience = try PushesAPI.audience(input)
+            var count = 0
+            var cursor: String?
+            repeat {
+                let page = try await store.recipients(app: app.id, audience: audience, after: cursor, limit: 1000)
+                count += page.items.count
+                cursor = page.next
+            } while cursor != nil && count < Self.estimateCap
+            if cursor != nil { return "Reaches more than \(Self.estimateCap.formatted()) devices now." }
+            return count == 1 ? "Reaches 1 device now." : "Reaches \(count.formatted()) devices now."
+        } catch let error as JSONAPIError {
+            return "Audience: " + (error.field.map { "\($0): " } ?? "") + error.message
+        } catch {
+            return "The audience cannot be counted now."
+        }
+    }
+
+    /// How many recipients the estimate counts at most (ten pages).
+    static let estimateCap = 10_000
+
+    // MARK: Signing in
+
+    private func signIn(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        guard Self.isSameOrigin(request) else { throw Self.crossSite }
+        let address = context.remoteAddress?.ipAddress ?? "unknown"
+        if let retryAfter = limiter.retryAfter(address) {
+            var response = page(
+                "sign-in", Chrome(title: "Sign in"),
+                problem: Problem(message: "too many failed sign-ins from this address; try again in \(retryAfter) s"), status: .tooManyRequests)
+            response.headers[.retryAfter] = String(retryAfter)
+            return response
+        }
+        let form = ConsoleForm(urlEncoded: try await Self.body(request))
+        let secret = form["secret"]?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        guard let principal = authorization.consolePrincipal(secret: secret, apps: try await store.apps()) else {
+            limiter.recordFailure(address)
+            logger.notice("console: a sign-in was refused", metadata: ["address": "\(address)"])
+            return page(
+                "sign-in", Chrome(title: "Sign in"), problem: Problem(message: "that is not the admin token or an app's master secret", field: "secret"),
+                status: .unauthorized)
+        }
+        // A new session whatever came with the request: a session id planted before the sign-in is never the one that
+        // gets signed in (fixation).
+        if let old = request.cookies[Self.cookieName]?.value { sessions.end(id: old) }
+        let (id, _) = sessions.start(principal)
+        logger.info("console: signed in", metadata: ["as": "\(Self.describe(principal))"])
+        var response = Self.redirect(Self.root)
+        response.headers[values: .setCookie].append(Self.cookie(id, secure: isSecure(request)))
+        return response
+    }
+
+    struct SignedIn {
+        let id: String
+        let session: ConsoleSessions.Session
+        var principal: ConsolePrincipal { session.principal }
+    }
+
+    private func signedIn(_ request: Request) -> SignedIn? {
+        guard let id = request.cookies[Self.cookieName]?.value, !id.isEmpty, let session = sessions.session(id: id) else { return nil }
+        return SignedIn(id: id, session: session)
+    }
+
+    /// A POST or a script's call: signed in, or a 401 (a page; for a script, the API's JSON shape, and the script
+    /// goes to the sign-in page).
+    private func requireSession(_ request: Request) throws -> SignedIn {
+        guard let user = signedIn(request) else { throw JSONAPIError.unauthorized("sign in first (your session may have expired)") }
+        return user
+    }
+
+    /// A form's fields, once the request proved it comes from this origin and from a page of this session.
+    /// - Throws: 403 for a missing or wrong CSRF token or another origin; 413 for a body over ``formLimit``.
+    private func form(_ request: Request, _ user: SignedIn) async throws -> ConsoleForm {
+        guard Self.isSameOrigin(request) else { throw Self.crossSite }
+        let form = ConsoleForm(urlEncoded: try await Self.body(request))
+        let presented = request.headers[Self.csrfHeader] ?? form["csrf"] ?? ""
+        guard ConstantTime.equal(Array(presented.utf8), Array(user.session.csrfToken.utf8)) else {
+            throw JSONAPIError.forbidden("this form is out of date or did not come from the console: reload the page and try again", field: "csrf")
+        }
+        return form
+    }
+
+    static let csrfHeader = HTTPField.Name("X-CSRF-Token")!
+
+    private static func body(_ request: Request) async throws -> String {
+        do {
+            return String(decoding: try await request.body.collect(upTo: formLimit).readableBytesView, as: UTF8.self)
+        } catch {
+            throw JSONAPIError(status: .contentTooLarge, error: "payloadTooLarge", message: "the form is larger than \(formLimit) bytes", field: "body")
+        }
+    }
+
+    /// Whether a POST comes from a page of this origin: its `Origin` (or, without one, its `Referer`) names the host
+    /// the request was sent to. A request with neither (not a browser's) is judged by its CSRF token alone.
+    static func isSameOrigin(_ request: Request) -> Bool {
+        // HTTP/1.1's Host header is the request's authority here.
+        guard let host = request.head.authority?.lowercased() else { return false }
+        guard let source = request.headers[.origin] ?? request.headers[.referer] else { return true }
+        guard let url = URL(string: source), let scheme = url.scheme, ["http", "https"].contains(scheme), let sourceHost = url.host else {
+            return false
+        }
+        return (url.port.map { "\(sourceHost):\($0)" } ?? sourceHost).lowercased() == host
+    }
+
+    static let crossSite = JSONAPIError.forbidden("this form did not come from the console's own pages", field: "Origin")
+    static let forbidden = JSONAPIError.forbidden("only the admin token manages apps")
+
+    /// Whether the browser reached us over TLS: a proxy in front says so with `X-Forwarded-Proto`, or the
+    /// configuration does (`console.secureCookies`).
+    private func isSecure(_ request: Request) -> Bool {
+        secureCookies || request.headers[Self.forwardedProto]?.lowercased() == "https"
+    }
+
+    static let forwardedProto = HTTPField.Name("X-Forwarded-Proto")!
+
+    static func cookie(_ id: String, secure: Bool, clear: Bool = false) -> String {
+        "\(cookieName)=\(id); Path=\(root); HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "") + (clear ? "; Max-Age=0" : "")
+    }
+
+    static func describe(_ principal: ConsolePrincipal) -> String {
+        switch principal {
+        case .admin: "admin"
+        case .master(let app): "master secret of \(app)"
+        }
+    }
+
+    // MARK: Pages
+
+    private func home(of user: SignedIn) -> String {
+        switch user.principal {
+        case .admin: "\(Self.root)/apps"
+        case .master(let app): "\(Self.root)/apps/\(app)/devices"
+        }
+    }
+
+    /// The app named in the path, if the principal may see it; another app's id answers as one that does not exist.
+    private func appRecord(_ context: ServerRequestContext, _ user: SignedIn) async throws -> AppRecord {
+        let id = context.parameters.get("app") ?? ""
+        guard Authorization.consoleAccess(user.principal, .appData(id)), let app = try await cache.app(id) else {
+            throw JSONAPIError.notFound("no app '\(id.prefix(64))'")
+        }
+        return app
+    }
+
+    /// The apps the principal may open.
+    private func visibleApps(_ user: SignedIn) async throws -> [String] {
+        try await store.apps().map(\.id).filter { Authorization.consoleAccess(user.principal, .appData($0)) }
+    }
+
+    private func chrome(_ user: SignedIn, _ title: String, app: String? = nil, _ adjust: (inout Chrome) -> Void = { _ in }) -> Chrome {
+        var chrome = Chrome(title: title, csrf: user.session.csrfToken, signedIn: true, principal: "Signed in: \(Self.describe(user.principal))")
+        if let app { chrome.app = .init(id: app, canManage: Authorization.consoleAccess(user.principal, .manageApps)) }
+        adjust(&chrome)
+        return chrome
+    }
+
+    private func page(_ template: String, _ chrome: Chrome, view: Any? = nil, problem: Problem? = nil, status: HTTPResponse.Status = .ok) -> Response {
+        renderer.response(template, ConsolePage(chrome: chrome, view: view, problem: problem), status: status)
+    }
+
+    static func redirect(_ location: String) -> Response {
+        Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store"])
+    }
+
+    static func json(_ value: some Encodable) throws -> Response {
+        Response(
+            status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(bytes: try APIJSON.encoder.encode(value))))
+    }
+
+    static func asset(_ text: String, type: String) -> Response {
+        Response(status: .ok, headers: [.contentType: type, .cacheControl: "no-cache"], body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+}

@@ -1,0 +1,149 @@
+import Crypto
+import Foundation
+import Synchronization
+import TernAPNs
+
+/// The console's signed-in sessions, kept on this node, in memory.
+///
+/// A session id is 256 random bits, given to the browser once in its cookie; only its SHA-256 is kept, so a look at
+/// this table (a heap dump) gives no usable cookie. A session ends after `idleTimeout` without a request, after
+/// `lifetime` however busy, at sign-out, and when the secret it was signed in with is rotated. At most `capacity`
+/// sessions are kept: past that, the expired go, then the least recently used, so memory stays bounded whoever
+/// signs in how often.
+///
+/// Why in memory rather than in the store: a session is worth only a sign-in, and keeping it off the database keeps
+/// the schema (shared with the other nodes' migrations) as it is. Behind a load balancer with several nodes, route
+/// `/console` to one node or make it sticky (docs/deployment.md); a restart signs everyone out.
+final class ConsoleSessions: Sendable {
+    struct Session: Sendable, Equatable {
+        let principal: ConsolePrincipal
+        /// Sent back with every form and `fetch` POST (``ConsoleRoutes``); compared in constant time.
+        let csrfToken: String
+        let createdAt: Date
+        var lastUsedAt: Date
+    }
+
+    let idleTimeout: TimeInterval
+    let lifetime: TimeInterval
+    let capacity: Int
+    private let clock: any WallClock
+    /// By the SHA-256 of the session id.
+    private let sessions = Mutex<[[UInt8]: Session]>([:])
+
+    init(idleTimeout: Duration, lifetime: Duration, capacity: Int = 10_000, clock: any WallClock) {
+        self.idleTimeout = idleTimeout.seconds
+        self.lifetime = lifetime.seconds
+        self.capacity = capacity
+        self.clock = clock
+    }
+
+    /// Starts a session for `principal`; the id goes into the cookie and nowhere else.
+    func start(_ principal: ConsolePrincipal) -> (id: String, session: Session) {
+        let id = Self.randomToken()
+        let now = clock.now
+        let session = Session(principal: principal, csrfToken: Self.randomToken(), createdAt: now, lastUsedAt: now)
+        sessions.withLock { sessions in
+            if sessions.count >= capacity { Self.makeRoom(&sessions, capacity: capacity, isLive: { self.isLive($0, at: now) }) }
+            sessions[Self.key(id)] = session
+        }
+        return (id, session)
+    }
+
+    /// The live session with this id, marked used now; nil for an unknown, expired or ended one.
+    func session(id: String) -> Session? {
+        let key = Self.key(id)
+        let now = clock.now
+        return sessions.withLock { sessions in
+            guard var session = sessions[key] else { return nil }
+            guard isLive(session, at: now) else {
+                sessions[key] = nil
+                return nil
+            }
+            session.lastUsedAt = now
+            sessions[key] = session
+            return session
+        }
+    }
+
+    /// Ends the session with this id (sign-out, or a sign-in replacing it).
+    func end(id: String) {
+        let key = Self.key(id)
+        sessions.withLock { _ = $0.removeValue(forKey: key) }
+    }
+
+    /// Ends every session of `principal`: its secret was replaced, so what it signed in stops too.
+    func endAll(of principal: ConsolePrincipal) {
+        sessions.withLock { sessions in sessions = sessions.filter { $0.value.principal != principal } }
+    }
+
+    /// Sessions kept now (expired ones included until they are next looked at or make room).
+    var count: Int { sessions.withLock { $0.count } }
+
+    private func isLive(_ session: Session, at now: Date) -> Bool {
+        now.timeIntervalSince(session.lastUsedAt) < idleTimeout && now.timeIntervalSince(session.createdAt) < lifetime
+    }
+
+    private static func makeRoom(_ sessions: inout [[UInt8]: Session], capacity: Int, isLive: (Session) -> Bool) {
+        sessions = sessions.filter { isLive($0.value) }
+        while sessions.count >= capacity, let oldest = sessions.min(by: { $0.value.lastUsedAt < $1.value.lastUsedAt })?.key {
+            sessions[oldest] = nil
+        }
+    }
+
+    static func key(_ id: String) -> [UInt8] { Array(SHA256.hash(data: Array(id.utf8))) }
+
+    /// 256 random bits in base64url: a session id or a CSRF token.
+    static func randomToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return Base64URL.encode((0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
+    }
+}
+
+extension Duration {
+    /// In seconds, with the fraction.
+    var seconds: TimeInterval {
+        let (seconds, attoseconds) = components
+        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+    }
+}
+
+/// Counts failed sign-ins per client address, so guessing a secret is answered 429 after `limit` failures a window.
+/// Secrets have 256 bits: the limit keeps a prober from costing the server and the logs unbounded work. At most
+/// `capacity` addresses are tracked; past that, windows that are over go, then the oldest.
+final class SignInLimiter: Sendable {
+    let limit: Int
+    let window: TimeInterval
+    let capacity: Int
+    private let clock: any WallClock
+    private let windows = Mutex<[String: (start: Date, failures: Int)]>([:])
+
+    init(limit: Int = 10, window: TimeInterval = 60, capacity: Int = 10_000, clock: any WallClock) {
+        self.limit = limit
+        self.window = window
+        self.capacity = capacity
+        self.clock = clock
+    }
+
+    /// Seconds to wait before `address` may try again, or nil while it is under the limit.
+    func retryAfter(_ address: String) -> Int? {
+        let now = clock.now
+        return windows.withLock { windows in
+            guard let entry = windows[address], now.timeIntervalSince(entry.start) < window, entry.failures >= limit else { return nil }
+            return max(1, Int((window - now.timeIntervalSince(entry.start)).rounded(.up)))
+        }
+    }
+
+    /// Counts a failed sign-in from `address`.
+    func recordFailure(_ address: String) {
+        let now = clock.now
+        windows.withLock { windows in
+            var entry = windows[address].flatMap { now.timeIntervalSince($0.start) < window ? $0 : nil } ?? (start: now, failures: 0)
+            if windows[address] == nil, windows.count >= capacity {
+                windows = windows.filter { now.timeIntervalSince($0.value.start) < window }
+                if windows.count >= capacity, let oldest = windows.min(by: { $0.value.start < $1.value.start })?.key { windows[oldest] = nil }
+            }
+            entry.failures += 1
+            windows[address] = entry
+        }
+    }
+}

@@ -1,0 +1,412 @@
+import Foundation
+import TernAPNs
+import TernStore
+
+/// What a console template renders: the frame every page shares, the page's own values, and the API's refusal of the
+/// form just sent, if it was refused.
+struct ConsolePage {
+    var chrome: Chrome
+    var view: Any?
+    var problem: Problem?
+}
+
+/// The frame of a page: its title, who is signed in, the CSRF token for its forms, which navigation entry is
+/// current.
+struct Chrome {
+    var title: String
+    var csrf: String?
+    var signedIn = false
+    /// Who is signed in, in words (never the secret).
+    var principal = ""
+    var overview = false
+    var appsPage = false
+    var app: AppNav?
+
+    struct AppNav {
+        var id: String
+        /// Settings (and rotating secrets) are for the admin.
+        var canManage: Bool
+        var devices = false
+        var compose = false
+        var pushes = false
+        var events = false
+        var settings = false
+    }
+}
+
+/// A refusal as the API words it.
+struct Problem: Equatable {
+    var message: String
+    var field: String?
+}
+
+/// One `<option>` of a `<select>`, or one radio button.
+struct Choice {
+    var value: String
+    var label: String
+    var selected: Bool
+
+    static func list(_ values: [(value: String, label: String)], selected: String?) -> [Choice] {
+        values.map { Choice(value: $0.value, label: $0.label, selected: $0.value == (selected ?? "")) }
+    }
+}
+
+/// How the console writes a date: ISO 8601 in UTC, to the second.
+enum ConsoleFormat {
+    static func date(_ date: Date?) -> String {
+        date.map { $0.formatted(Date.ISO8601FormatStyle()) } ?? "—"
+    }
+
+    /// A token short enough for a table on a phone (`abababab…abab`); its page and the `title` show it whole.
+    static func shortToken(_ token: String) -> String {
+        token.count > 16 ? "\(token.prefix(8))…\(token.suffix(4))" : token
+    }
+
+    /// `Unregistered 2, BadDeviceToken 1`, the most frequent first.
+    static func reasons(_ counts: [String: Int]) -> String {
+        counts.isEmpty ? "—" : sortedReasons(counts).map { "\($0.reason) \($0.count)" }.joined(separator: ", ")
+    }
+
+    static func sortedReasons(_ counts: [String: Int]) -> [ReasonCount] {
+        counts.map { ReasonCount(reason: $0.key, count: $0.value) }.sorted { ($0.count, $1.reason) > ($1.count, $0.reason) }
+    }
+
+    /// A form's values by name, dots made underscores (a template reads `form.notification_title`; a dot would be a
+    /// lookup).
+    static func values(_ form: ConsoleForm) -> [String: String] {
+        var values: [String: String] = [:]
+        for (name, value) in form.fields where values[name.replacingOccurrences(of: ".", with: "_")] == nil {
+            values[name.replacingOccurrences(of: ".", with: "_")] = value
+        }
+        return values
+    }
+}
+
+struct ReasonCount: Encodable, Equatable {
+    var reason: String
+    var count: Int
+}
+
+/// A bar chart of accepted and failed counts (one bar per minute or per push), drawn server-side as SVG geometry so
+/// the page needs no script to show it; the overview's script redraws it from the same values.
+struct ConsoleChart: Encodable {
+    struct Bar: Encodable {
+        var label: String
+        var accepted: Int
+        var failed: Int
+        var x: Double
+        var barWidth: Double
+        var acceptedY: Double
+        var acceptedHeight: Double
+        var failedY: Double
+        var failedHeight: Double
+    }
+
+    var id: String
+    var viewWidth = 600
+    var viewHeight = 100
+    var summary: String
+    var highest: Int
+    var caption: String
+    var bars: [Bar]
+
+    init(id: String, points: [(label: String, accepted: Int, failed: Int)], caption: String) {
+        self.id = id
+        self.caption = caption
+        let highest = points.map { $0.accepted + $0.failed }.max() ?? 0
+        self.highest = highest
+        let (viewWidth, viewHeight) = (self.viewWidth, self.viewHeight)
+        // At least twenty slots, so a few bars stay bars rather than filling the width.
+        let slot = Double(viewWidth) / Double(max(points.count, 20))
+        let scale = highest == 0 ? 0 : Double(viewHeight) / Double(highest)
+        func round(_ value: Double) -> Double { (value * 100).rounded() / 100 }
+        bars = points.enumerated().map { index, point in
+            let acceptedHeight = Double(point.accepted) * scale
+            let failedHeight = Double(point.failed) * scale
+            let acceptedY = Double(viewHeight) - acceptedHeight
+            return Bar(
+                label: point.label, accepted: point.accepted, failed: point.failed, x: round(Double(index) * slot + slot * 0.1),
+                barWidth: round(slot * 0.8), acceptedY: round(acceptedY), acceptedHeight: round(acceptedHeight),
+                failedY: round(acceptedY - failedHeight), failedHeight: round(failedHeight))
+        }
+        let accepted = points.reduce(0) { $0 + $1.accepted }
+        let failed = points.reduce(0) { $0 + $1.failed }
+        summary = "\(caption): \(accepted) accepted, \(failed) failed in all; the highest bar is \(highest)"
+    }
+}
+
+// MARK: Pages' values
+
+struct OverviewView: Encodable {
+    var deviceConnections: Int
+    var apnsConnections: Int
+    var notifications: Int
+    var pushesCompleted: Int
+    var chart: ConsoleChart
+    var answers: [ReasonCount]
+    /// The apps the principal may open.
+    var apps: [String]
+    var hasApps: Bool
+
+    init(activity: ConsoleActivity, deviceConnections: Int, now: Date, apps: [String]?) {
+        let (minutes, apnsConnections) = activity.lastHour(now: now)
+        self.deviceConnections = deviceConnections
+        self.apnsConnections = apnsConnections
+        notifications = minutes.reduce(0) { $0 + $1.accepted + $1.failed }
+        pushesCompleted = minutes.reduce(0) { $0 + $1.pushesCompleted }
+        chart = ConsoleChart(
+            id: "per-minute",
+            points: minutes.map { minute in
+                let ofDay = Int(minute.minute % 1440)
+                return (String(format: "%02d:%02d UTC", ofDay / 60, ofDay % 60), minute.accepted, minute.failed)
+            },
+            caption: "one bar a minute, the last 60 minutes (UTC)")
+        var answers: [String: Int] = [:]
+        for minute in minutes { answers.merge(minute.answers, uniquingKeysWith: +) }
+        self.answers = ConsoleFormat.sortedReasons(answers)
+        self.apps = apps ?? []
+        hasApps = !self.apps.isEmpty
+    }
+}
+
+struct AppRow {
+    var id: String
+    var topic: String
+    var environment: String
+    var endpoint: String?
+    var transport: String
+    var credentials: String
+    var userBinding: String
+    var identitySecret: String
+    var webhookURL: String
+    var inbox: String
+    var createdAt: String
+    var updatedAt: String
+
+    init(_ view: AppsAPI.AppView) {
+        id = view.id
+        topic = view.topic
+        environment = view.environment
+        endpoint = view.endpoint.map { "\($0.host):\($0.port)" + ($0.customCA ? " (own CA)" : "") }
+        transport = view.transport
+        let credentials = view.credentials
+        self.credentials = credentials.type + (credentials.keyID.map { " \($0)" } ?? "") + (credentials.teamID.map { " (team \($0))" } ?? "")
+        userBinding = view.userBinding
+        identitySecret = view.hasIdentitySecret ? "set (shown only when made)" : "none"
+        webhookURL = view.webhookURL ?? "—"
+        inbox = "messages kept up to \(view.inboxMaxTTL) s, \(view.inboxCap) per user"
+        createdAt = ConsoleFormat.date(view.createdAt)
+        updatedAt = ConsoleFormat.date(view.updatedAt)
+    }
+}
+
+struct AppsView {
+    var apps: [AppRow]
+    var form: [String: String]
+    var environments: [Choice]
+    var transports: [Choice]
+    var bindings: [Choice]
+    var credentialTypes: [Choice]
+
+    init(apps: [AppRow], form: ConsoleForm) {
+        self.apps = apps
+        self.form = ConsoleFormat.values(form)
+        environments = Choice.list(
+            AppEnvironment.allCases.map { ($0.rawValue, $0.rawValue) }, selected: form["environment"] ?? AppEnvironment.simulator.rawValue)
+        transports = Choice.list([(AppRecord.http2, AppRecord.http2), (AppRecord.legacy, AppRecord.legacy)], selected: form["transport"] ?? AppRecord.http2)
+        bindings = Choice.list(
+            [(UserBinding.signed.rawValue, UserBinding.signed.rawValue), (UserBinding.open.rawValue, UserBinding.open.rawValue)],
+            selected: form["userBinding"] ?? UserBinding.signed.rawValue)
+        credentialTypes = Choice.list(
+            [("", "none (simulator)"), ("token", "token key (.p8)"), ("certificate", "certificate and key (PEM)"), ("pkcs12", "PKCS#12")],
+            selected: form["credentials.type"])
+    }
+}
+
+struct SecretsView {
+    struct Secret {
+        var label: String
+        var value: String
+        var purpose: String
+    }
+    var app: String
+    var secrets: [Secret]
+
+    init(_ view: AppsAPI.AppView) {
+        app = view.id
+        secrets = [
+            view.appKey.map { Secret(label: "App key", value: $0, purpose: "ships in the app: devices register with it") },
+            view.masterSecret.map { Secret(label: "Master secret", value: $0, purpose: "for your backend: pushes, devices; signs in here") },
+            view.identitySecret.map { Secret(label: "Identity secret", value: $0, purpose: "for your backend: signs alias tokens") },
+            view.webhookSecret.map { Secret(label: "Webhook secret", value: $0, purpose: "checks X-Tern-Signature") },
+        ].compactMap { $0 }
+    }
+}
+
+struct DeviceRow {
+    var deviceId: String
+    var token: String
+    var shortToken: String
+    var environment: String
+    var alias: String
+    var tags: String
+    var state: String
+    var locale: String
+    var timezone: String
+    var appVersion: String
+    var createdAt: String
+    var lastRegisteredAt: String
+
+    init(_ device: DeviceRecord) {
+        deviceId = device.deviceID
+        token = device.token
+        shortToken = ConsoleFormat.shortToken(device.token)
+        environment = device.environment.rawValue
+        alias = device.alias ?? "—"
+        tags = device.tags.isEmpty ? "—" : device.tags.sorted().joined(separator: ", ")
+        state =
+            device.isActive
+            ? "active"
+            : "deactivated \(ConsoleFormat.date(device.deactivatedAt)): \(device.deactivationReason?.rawValue ?? "unknown reason")"
+        locale = device.locale ?? "—"
+        timezone = device.timezone ?? ""
+        appVersion = device.appVersion ?? "—"
+        createdAt = ConsoleFormat.date(device.createdAt)
+        lastRegisteredAt = ConsoleFormat.date(device.lastRegisteredAt)
+    }
+}
+
+struct DevicesView {
+    var kinds: [Choice]
+    var query: String
+    var searched: Bool
+    var resultSummary: String
+    var devices: [DeviceRow]
+    var next: String?
+
+    static let searchKinds = [("alias", "alias (user)"), ("tag", "tag"), ("token", "token"), ("device", "device id")]
+}
+
+struct DeviceView {
+    struct HistoryRow {
+        var token: String
+        var environment: String
+        var firstRegisteredAt: String
+        var replacedAt: String
+        var reason: String
+    }
+    struct EventRow {
+        var id: String
+        var deviceId: String
+        var token: String
+        var shortToken: String
+        var reason: String
+        var occurredAt: String
+        var apnsTimestamp: String
+
+        init(_ event: PushesAPI.TokenEventList.Event) {
+            id = String(event.id)
+            deviceId = event.deviceId
+            token = event.token
+            shortToken = ConsoleFormat.shortToken(event.token)
+            reason = event.reason
+            occurredAt = ConsoleFormat.date(event.occurredAt)
+            apnsTimestamp = ConsoleFormat.date(event.apnsTimestamp)
+        }
+    }
+    var device: DeviceRow
+    var history: [HistoryRow]
+    var events: [EventRow]
+}
+
+struct TokenEventsView {
+    var events: [DeviceView.EventRow]
+    var next: String?
+}
+
+struct PushRow {
+    var id: String
+    var shortID: String
+    var status: String
+    var targeted: Int
+    var accepted: Int
+    var failed: Int
+    var failedByReason: String
+    var createdAt: String
+
+    init(_ push: PushRecord) {
+        id = push.id
+        shortID = String(push.id.prefix(8))
+        status = push.status.rawValue
+        targeted = push.counts.targeted
+        accepted = push.counts.accepted
+        failed = push.counts.failed
+        failedByReason = ConsoleFormat.reasons(push.counts.failedByReason)
+        createdAt = ConsoleFormat.date(push.createdAt)
+    }
+}
+
+struct PushesView {
+    var pushes: [PushRow]
+    var chart: ConsoleChart
+
+    init(_ pushes: [PushRecord]) {
+        self.pushes = pushes.map(PushRow.init)
+        chart = ConsoleChart(
+            id: "pushes",
+            points: pushes.reversed().map { (ConsoleFormat.date($0.createdAt), $0.counts.accepted, $0.counts.failed) },
+            caption: "one bar a push, the oldest of the last \(pushes.count) first")
+    }
+}
+
+/// A push as its page and its status poll show it: the API's view of it (`GET …/pushes/{id}`).
+struct PushPageView {
+    struct Summary: Encodable {
+        var id: String
+        var status: String
+        var targeted: Int
+        var accepted: Int
+        var failed: Int
+        var pruned: Int
+        var inboxDropped: Int
+        var createdAt: String
+        var finishedAt: String
+        var online: Online?
+    }
+    struct Online: Encodable {
+        var deliveredOnline: Int
+        var acked: Int
+        var fellBackToAPNs: Int
+        var opened: Int
+    }
+    struct FailureRow {
+        var at: String
+        var deviceId: String?
+        var token: String
+        var shortToken: String
+        var status: String
+        var reason: String
+    }
+
+    var push: Summary
+    var reasons: [ReasonCount]
+    var failures: [FailureRow]?
+    var failureLimit: Int
+
+    init(_ view: PushesAPI.PushView, failureLimit: Int) {
+        let counts = view.counts
+        push = Summary(
+            id: view.id, status: view.status, targeted: counts.targeted, accepted: counts.accepted, failed: counts.failed, pruned: counts.pruned,
+            inboxDropped: counts.inboxDropped, createdAt: ConsoleFormat.date(view.createdAt), finishedAt: ConsoleFormat.date(view.finishedAt),
+            online: counts.deliveredOnline.map {
+                Online(deliveredOnline: $0, acked: counts.acked ?? 0, fellBackToAPNs: counts.fellBackToAPNs ?? 0, opened: counts.opened ?? 0)
+            })
+        reasons = ConsoleFormat.sortedReasons(counts.failedByReason)
+        let rows = (view.failures ?? []).map {
+            FailureRow(at: ConsoleFormat.date($0.at), deviceId: $0.deviceId, token: $0.token, shortToken: ConsoleFormat.shortToken($0.token),
+                status: $0.status.map(String.init) ?? "—", reason: $0.reason)
+        }
+        failures = rows.isEmpty ? nil : rows
+        self.failureLimit = failureLimit
+    }
+}

@@ -1,0 +1,282 @@
+import Foundation
+import Testing
+import TernAPNs
+import TernTestSupport
+
+@testable import TernServer
+
+/// The console's pages through the router: what they show, who may see them, and that a form is refused as the API
+/// refuses the same request.
+@Suite("Console: pages")
+struct ConsolePageTests {
+    /// A device of the shared server's demo app with a tag and an alias of its own.
+    private func device(_ server: RoutedServer, alias: String = "console-\(UUID().uuidString.prefix(8))") async throws -> (id: String, token: String, tag: String, alias: String) {
+        let id = UUID().uuidString.lowercased()
+        let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        let tag = "console-\(UUID().uuidString.prefix(8).lowercased())"
+        let body = #"{"token": "\#(token)", "environment": "production", "tags": ["\#(tag)"], "alias": \#(try String(decoding: JSONValue.string(alias).serialized(), as: UTF8.self))}"#
+        let registered = try await server.master.put("/v1/apps/demo/devices/\(id)", body)
+        #expect(registered.status == 200, "\(registered.text)")
+        return (id, token, tag, alias)
+    }
+
+    @Test("every page renders for the admin, each input has a label, and no page carries the secret")
+    func everyPageRenders() async throws {
+        let server = try await RouterHarness.shared.value
+        let device = try await device(server)
+        let browser = ConsoleBrowser(server)
+        try await browser.signIn(RunningServer.adminToken)
+        let sent = try await browser.post("/console/apps/demo/pushes", [("audience.kind", "tags"), ("audience.values", device.tag), ("notification.title", "pages")])
+        let push = try #require(sent.header("Location"))
+        let pages = [
+            "/console", "/console/apps", "/console/apps/demo", "/console/apps/demo/devices", "/console/apps/demo/devices?by=tag&q=\(device.tag)",
+            "/console/apps/demo/devices/\(device.id)", "/console/apps/demo/compose", "/console/apps/demo/pushes", push,
+            "/console/apps/demo/token-events",
+        ]
+        for path in pages {
+            let page = try await browser.get(path)
+            #expect(page.status == 200, "\(path): \(page.status)")
+            #expect(page.text.contains("<html lang=\"en\">"), "\(path)")
+            #expect(page.text.contains("<h1>"), "\(path)")
+            #expect(!page.text.contains(RunningServer.adminToken), "\(path) shows the admin token")
+            #expect(!page.text.contains(server.master.bearer!), "\(path) shows the master secret")
+            for match in page.text.matches(of: /<(input|select|textarea) id="([^"]+)"/) {
+                #expect(page.text.contains("<label for=\"\(match.2)\""), "\(path): #\(match.2) has no label")
+            }
+            #expect(!page.text.contains("{{"), "\(path): a tag was left unrendered")
+        }
+        let found = try await browser.get("/console/apps/demo/devices?by=tag&q=\(device.tag)")
+        #expect(found.text.contains(device.id))
+        #expect(found.text.contains("1 device"))
+        let detail = try await browser.get("/console/apps/demo/devices/\(device.id)")
+        #expect(detail.text.contains(device.token))
+        #expect(detail.text.contains(device.alias))
+        // The device's page links to the composer with the device as the audience, counted at once.
+        let link = "/console/apps/demo/compose?audience.kind=devices&amp;audience.values=\(device.id)"
+        #expect(detail.text.contains(link))
+        let prefilled = try await browser.get(link.replacingOccurrences(of: "&amp;", with: "&"))
+        #expect(prefilled.text.contains(#"id="audience-devices" name="audience.kind" value="devices" checked"#))
+        #expect(prefilled.text.contains("Reaches 1 device now."))
+    }
+
+    @Test("no template ever renders a value unescaped")
+    func templatesEscape() {
+        for (name, text) in ConsoleTemplates.all {
+            #expect(!text.contains("{{{"), "\(name) uses a triple mustache")
+            #expect(!text.contains("{{&"), "\(name) uses {{& }}")
+        }
+    }
+
+    @Test("what a device sent is shown as text, never as markup")
+    func escaping() async throws {
+        let server = try await RouterHarness.shared.value
+        let device = try await device(server, alias: #"<script>alert("x")</script> & 'co'"#)
+        let browser = ConsoleBrowser(server)
+        try await browser.signIn(server.master.bearer!)
+        let query = device.alias.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let page = try await browser.get("/console/apps/demo/devices?by=alias&q=\(query)")
+        #expect(page.status == 200)
+        #expect(page.text.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;co&#39;"))
+        #expect(!page.text.contains("<script>alert"))
+        #expect(page.text.contains(device.id))
+    }
+
+    @Test("the composer's forms are refused with the API's message for the same request")
+    func composerRefusesAsTheAPIDoes() async throws {
+        let server = try await RouterHarness.shared.value
+        let browser = ConsoleBrowser(server)
+        try await browser.signIn(server.master.bearer!)
+        let cases: [(form: [(String, String)], json: String)] = [
+            ([("audience.kind", "all"), ("notification.title", "x"), ("apns.priority", "7")],
+             #"{"audience": {"all": true}, "notification": {"title": "x"}, "apns": {"priority": 7}}"#),
+            ([("audience.kind", "all"), ("notification.title", "x"), ("notification.badge", "many")],
+             #"{"audience": {"all": true}, "notification": {"title": "x", "badge": "many"}}"#),
+            ([("audience.kind", "tags"), ("audience.values", "good bad!tag"), ("notification.title", "x")],
+             #"{"audience": {"tags": ["good", "bad!tag"]}, "notification": {"title": "x"}}"#),
+            ([("audience.kind", "all"), ("content", "payload"), ("payload", #"{"aps": {}}"#)],
+             #"{"audience": {"all": true}, "payload": {"aps": {}}}"#),
+            ([("audience.kind", "all"), ("notification.title", "x"), ("inbox", "true"), ("inbox.ttl", "0")],
+             #"{"audience": {"all": true}, "notification": {"title": "x"}, "inbox": {"ttl": 0}}"#),
+            ([("audience.kind", "all"), ("notification.title", "x"), ("apns.expiration", "soon")],
+             #"{"audience": {"all": true}, "notification": {"title": "x"}, "apns": {"expiration": "soon"}}"#),
+        ]
+        for (form, json) in cases {
+            let api = try await server.master.post("/v1/apps/demo/pushes", json)
+            #expect(api.status == 400, "\(json): \(api.text)")
+            let message = try #require(api.json()["message"]?.string)
+            let field = try #require(api.json()["field"]?.string)
+            let page = try await browser.post("/console/apps/demo/pushes", form)
+            #expect(page.status == 400, "\(form)")
+            #expect(page.text.contains(Self.escaped(message)), "the page does not say: \(message)\n\(page.text.prefix(3000))")
+            #expect(page.text.contains("<code>\(Self.escaped(field))</code>"), "the page does not name \(field)")
+            // The form comes back as it was sent, to be corrected.
+            #expect(page.text.contains(#"name="csrf""#))
+        }
+        // JSON typed in a field is read by the API's strict parser.
+        let trailing = try await browser.post("/console/apps/demo/pushes", [("audience.kind", "all"), ("notification.title", "x"), ("notification.data", #"{"a": 1,}"#)])
+        #expect(trailing.status == 400)
+        #expect(trailing.text.contains("the body is not valid JSON: expected a member name after &#39;,&#39; (no trailing commas)"))
+    }
+
+    @Test("the new-app form is refused with the API's message for the same request")
+    func appFormRefusesAsTheAPIDoes() async throws {
+        let server = try await RouterHarness.shared.value
+        let browser = ConsoleBrowser(server)
+        try await browser.signIn(RunningServer.adminToken)
+        let cases: [(form: [(String, String)], json: String)] = [
+            ([("id", "Bad_Id"), ("topic", "com.example.x"), ("environment", "simulator")],
+             #"{"id": "Bad_Id", "topic": "com.example.x", "environment": "simulator"}"#),
+            ([("id", "demo"), ("topic", "com.example.x"), ("environment", "simulator")],
+             #"{"id": "demo", "topic": "com.example.x", "environment": "simulator"}"#),
+            ([("id", "needs-endpoint"), ("topic", "com.example.x"), ("environment", "custom")],
+             #"{"id": "needs-endpoint", "topic": "com.example.x", "environment": "custom"}"#),
+            ([("id", "no-creds"), ("topic", "com.example.x"), ("environment", "production")],
+             #"{"id": "no-creds", "topic": "com.example.x", "environment": "production"}"#),
+            ([("id", "ttl"), ("topic", "com.example.x"), ("environment", "simulator"), ("inboxMaxTTL", "5")],
+             #"{"id": "ttl", "topic": "com.example.x", "environment": "simulator", "inboxMaxTTL": 5}"#),
+        ]
+        for (form, json) in cases {
+            let api = try await server.admin.post("/v1/apps", json)
+            #expect([400, 409].contains(api.status), "\(json): \(api.text)")
+            let message = try #require(api.json()["message"]?.string)
+            let page = try await browser.post("/console/apps", form)
+            #expect(page.status == api.status, "\(form)")
+            #expect(page.text.contains(Self.escaped(message)), "the page does not say: \(message)")
+            // What was typed is kept (the id field), to be corrected.
+            #expect(page.text.contains(#"value="\#(Self.escaped(form[0].1))""#))
+        }
+    }
+
+    @Test("the admin creates an app on the simulator: its secrets are shown once, and the master secret signs in")
+    func createApp() async throws {
+        let server = try await RouterHarness.shared.value
+        let browser = ConsoleBrowser(server)
+        try await browser.signIn(RunningServer.adminToken)
+        let id = "console-\(UUID().uuidString.prefix(6).lowercased())"
+        let created = try await browser.post("/console/apps", [("id", id), ("topic", "com.example.\(id)"), ("environment", "simulator"), ("credentials.type", "")])
+        #expect(created.status == 201, "\(created.text.prefix(2000))")
+        #expect(created.header("Cache-Control") == "no-store")
+        let master = try #require(created.text.firstMatch(of: /tms_[A-Za-z0-9_-]+/).map { String($0.0) })
+        #expect(created.text.contains("tak_"))
+        #expect(created.text.contains("tis_"))
+        let listed = try await browser.get("/console/apps")
+        #expect(listed.text.contains("/console/apps/\(id)"))
+        #expect(!listed.text.contains(master), "the list never shows a secret")
+        // The API sees the same app: one path to the data.
+        #expect(try await server.admin.get("/v1/apps/\(id)").status == 200)
+        let backend = ConsoleBrowser(server)
+        #expect(try await backend.signIn(master).status == 303)
+        #expect(try await backend.get("/console/apps/\(id)/devices").status == 200)
+    }
+
+    @Test("a master secret sees its own app only, and manages no apps")
+    func masterSeesItsAppOnly() async throws {
+        let server = try await RouterHarness.shared.value
+        let browser = ConsoleBrowser(server)
+        try await browser.signIn(server.master.bearer!)
+        #expect(try await browser.get("/console").text.contains("Signed in: master secret of demo"))
+        #expect(try await browser.get("/console/apps").header("Location") == "/console/apps/demo/devices")
+        #expect(try await browser.get("/console/apps/demo").header("Location") == "/console/apps/demo/devices")
+        #expect(try await browser.get("/console/apps/demo/compose").status == 200)
+        #expect(try await browser.get("/console/apps/other/devices").status == 404)
+        #expect(try await browser.get("/console/apps/other/pushes").status == 404)
+        let create = try await browser.post("/console/apps", [("id", "sneaky"), ("topic", "com.example.sneaky"), ("environment", "simulator")])
+        #expect(create.status == 403)
+        #expect(try await browser.post("/console/apps/demo/rotate", [("rotate", "masterSecret")]).status == 403)
+        #expect(try await server.admin.get("/v1/apps/sneaky").status == 404)
+    }
+
+    @Test("devices are found by alias, tag, token (any case) and id; a malformed token is refused as the API does")
+    func deviceSearch() async throws {
+        let server = try await RouterHarness.shared.value
+        let device = try await device(server)
+        let browser = ConsoleBrowser(server)
+        try await browser.signIn(server.master.bearer!)
+        for (by, query) in [("alias", device.alias), ("tag", device.tag), ("token", device.token.uppercased()), ("device", device.id.uppercased())] {
+            let page = try await browser.get("/console/apps/demo/devices?by=\(by)&q=\(query)")
+            #expect(page.status == 200, "\(by)")
+            #expect(page.text.contains("/console/apps/demo/devices/\(device.id)"), "by \(by)")
+        }
+        let none = try await browser.get("/console/apps/demo/devices?by=token&q=\(String(repeating: "0f", count: 32))")
+        #expect(none.text.contains("No device."))
+        let bad = try await browser.get("/console/apps/demo/devices?by=token&q=xyz")
+        #expect(bad.status == 400)
+        #expect(bad.text.contains("token must be the device token in hex (APNs tokens are 32 bytes)"))
+        #expect(try await browser.get("/console/apps/demo/devices/not-a-uuid").status == 400)
+    }
+
+    @Test("the preview is the payload the simulator then receives, and the push is followed to completion")
+    func previewIsWhatIsSent() async throws {
+        let server = try await RouterHarness.shared.value
+        let device = try await device(server)
+        let browser = ConsoleBrowser(server)
+        try await browser.signIn(server.master.bearer!)
+        let form = [
+            ("audience.kind", "tags"), ("audience.values", device.tag), ("notification.title", "Préview ✓"), ("notification.body", "a \"quoted\" body"),
+            ("notification.sound", "default"), ("notification.threadID", "t1"), ("notification.data", #"{"orderId": 17, "nested": {"a": [1, 2]}}"#),
+            ("apns.collapseID", "c1"),
+        ]
+        let preview = try await browser.post(
+            "/console/apps/demo/preview", form, headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])
+        #expect(preview.status == 200)
+        let shown = try preview.json()
+        #expect(shown["audience"] == "Reaches 1 device now.")
+        #expect(shown["problem"] == nil)
+        let payload = try #require(shown["payload"]?.string)
+        #expect(shown["bytes"] == .int(payload.utf8.count))
+        #expect(shown["limit"] == 4096)
+        let sent = try await browser.post("/console/apps/demo/pushes", form)
+        #expect(sent.status == 303)
+        let location = try #require(sent.header("Location"))
+        var status = JSONValue.null
+        for _ in 0..<200 {
+            status = try await browser.get("\(location)/status", headers: [("Accept", "application/json")]).json()
+            if status["status"] == "completed" { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(status["status"] == "completed")
+        #expect(status["accepted"] == 1)
+        let arrived = try await server.arrivals().filter { $0.token == device.token }
+        #expect(arrived.map(\.payload) == [payload], "the simulator got exactly the previewed payload")
+        let page = try await browser.get(location)
+        #expect(page.text.contains(#"data-status="completed""#))
+    }
+
+    @Test("the overview's data: sixty minutes, connections, APNs' answers")
+    func overviewData() async throws {
+        let server = try await RouterHarness.shared.value
+        let browser = ConsoleBrowser(server)
+        try await browser.signIn(RunningServer.adminToken)
+        let data = try await browser.get("/console/overview/data", headers: [("Accept", "application/json")])
+        #expect(data.status == 200)
+        let json = try data.json()
+        guard case .array(let bars)? = json[path: "chart.bars"] else {
+            Issue.record("no bars: \(data.text.prefix(500))")
+            return
+        }
+        #expect(bars.count == 60)
+        #expect(json["deviceConnections"]?.int != nil)
+        #expect(json["answers"] != nil)
+    }
+
+    @Test("with console.enabled false there is no /console, and the API's routes are the same")
+    func disabled() async throws {
+        let enabledRoutes = try await RouterHarness.shared.value.servedRoutes
+        #expect(!enabledRoutes.contains { $0.contains("/console") }, "the console is not part of the API's contract")
+        try await RouterHarness.withServer(configure: { $0.console.enabled = false }) { server in
+            let browser = ConsoleBrowser(server)
+            for path in ["/console", "/console/sign-in", "/console/static/console.js"] {
+                let page = try await browser.get(path)
+                #expect(page.status == 404, "\(path)")
+                #expect(try page.json()["error"] == "notFound")
+            }
+            #expect(try await browser.post("/console/sign-in", [("secret", RunningServer.adminToken)], csrf: .some(nil)).status == 404)
+            #expect(server.servedRoutes == enabledRoutes)
+        }
+    }
+
+    static func escaped(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+            .replacingOccurrences(of: "\"", with: "&quot;").replacingOccurrences(of: "'", with: "&#39;")
+    }
+}

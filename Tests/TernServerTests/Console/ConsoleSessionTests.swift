@@ -1,0 +1,266 @@
+import Foundation
+import Testing
+import TernAPNs
+import TernStore
+import TernTestSupport
+
+@testable import TernServer
+
+/// Sign-in, sessions, cookies and CSRF through the router.
+@Suite("Console: sessions and CSRF")
+struct ConsoleSessionTests {
+    @Test("the console's pages carry a CSP without inline script, no framing, no sniffing, and are never cached")
+    func securityHeaders() async throws {
+        let server = try await RouterHarness.shared.value
+        let browser = ConsoleBrowser(server)
+        for path in ["/console/sign-in", "/console/static/console.js", "/console/nowhere"] {
+            let page = try await browser.get(path)
+            let policy = try #require(page.header("Content-Security-Policy"), "\(path) has no CSP")
+            #expect(policy.contains("script-src 'self'"), "\(path)")
+            #expect(!policy.contains("unsafe-inline"), "\(path)")
+            #expect(policy.contains("frame-ancestors 'none'"), "\(path)")
+            #expect(page.header("X-Content-Type-Options") == "nosniff", "\(path)")
+            #expect(page.header("Referrer-Policy") == "same-origin", "\(path)")
+        }
+        let signIn = try await browser.get("/console/sign-in")
+        #expect(signIn.status == 200)
+        #expect(signIn.header("Cache-Control") == "no-store")
+        #expect(!signIn.text.contains("<script>"), "no inline script")
+        #expect(try await browser.get("/console/nowhere").status == 404)
+    }
+
+    @Test("without a session a page goes to the sign-in, and a script's call is a 401 in the API's shape")
+    func signedOut() async throws {
+        let server = try await RouterHarness.shared.value
+        let browser = ConsoleBrowser(server)
+        let page = try await browser.get("/console/apps/demo/devices")
+        #expect(page.status == 303)
+        #expect(page.header("Location") == "/console/sign-in")
+        let data = try await browser.get("/console/overview/data", headers: [("Accept", "application/json")])
+        #expect(data.status == 401)
+        #expect(try data.json()["error"] == "unauthorized")
+        // A session id the server never gave is no session.
+        browser.sessionCookie = ConsoleSessions.randomToken()
+        #expect(try await browser.get("/console").header("Location") == "/console/sign-in")
+    }
+
+    @Test("a wrong secret and the app key are refused with no cookie; the admin token signs in with a strict cookie")
+    func signIn() async throws {
+        let server = try await RouterHarness.shared.value
+        let browser = ConsoleBrowser(server)
+        for secret in ["tat_wrong", server.device.bearer!, ""] {
+            let refused = try await browser.signIn(secret)
+            #expect(refused.status == 401)
+            #expect(refused.text.contains("that is not the admin token or an app&#39;s master secret"))
+            #expect(refused.header("Set-Cookie") == nil)
+            #expect(!refused.text.contains(secret.isEmpty ? "tat_wrong" : secret), "the secret is not echoed")
+        }
+        let accepted = try await browser.signIn(RunningServer.adminToken)
+        #expect(accepted.status == 303)
+        #expect(accepted.header("Location") == "/console")
+        let cookie = try #require(accepted.header("Set-Cookie"))
+        #expect(cookie.hasPrefix("tern_console="))
+        #expect(cookie.contains("; Path=/console; HttpOnly; SameSite=Strict"))
+        #expect(!cookie.contains("Secure"), "plain HTTP, no proxy: not Secure")
+        let overview = try await browser.get("/console")
+        #expect(overview.status == 200)
+        #expect(overview.text.contains("Signed in: admin"))
+        #expect(!overview.text.contains(RunningServer.adminToken), "the page never shows the secret")
+        #expect(!overview.text.contains(browser.sessionCookie!), "nor the session id")
+    }
+
+    @Test("behind a TLS proxy (X-Forwarded-Proto https) the cookie is Secure")
+    func secureCookie() async throws {
+        let server = try await RouterHarness.shared.value
+        let browser = ConsoleBrowser(server)
+        let response = try await browser.post(
+            "/console/sign-in", [("secret", RunningServer.adminToken)], csrf: .some(nil), origin: "https://localhost",
+            headers: [("X-Forwarded-Proto", "https")])
+        #expect(response.status == 303)
+        #expect(response.header("Set-Cookie")?.contains("; Secure") == true)
+    }
+
+    @Test("a session id planted before the sign-in is never the one signed in (fixation)")
+    func fixation() async throws {
+        let server = try await RouterHarness.shared.value
+        // An attacker's own live session, planted in the victim's browser.
+        let attacker = ConsoleBrowser(server)
+        try await attacker.signIn(server.master.bearer!)
+        let planted = try #require(attacker.sessionCookie)
+        let victim = ConsoleBrowser(server)
+        victim.sessionCookie = planted
+        try await victim.signIn(RunningServer.adminToken)
+        let issued = try #require(victim.sessionCookie)
+        #expect(issued != planted, "a new session id at sign-in")
+        #expect(try await victim.get("/console").text.contains("Signed in: admin"))
+        // The planted session is over: the attacker does not share the victim's sign-in, nor keeps their own.
+        #expect(try await attacker.get("/console").header("Location") == "/console/sign-in")
+        // A made-up id planted beforehand is replaced the same way.
+        let another = ConsoleBrowser(server)
+        another.sessionCookie = "made-up"
+        try await another.signIn(RunningServer.adminToken)
+        #expect(another.sessionCookie != "made-up")
+    }
+
+    @Test("every POST needs the session's CSRF token and this origin; refused forms change nothing")
+    func csrf() async throws {
+        try await RouterHarness.withServer { server in
+            let browser = ConsoleBrowser(server)
+            try await browser.signIn(server.master.bearer!)
+            let good = try #require(browser.csrf)
+            let push = [("audience.kind", "all"), ("notification.title", "csrf test")]
+            let refusals: [(csrf: String??, origin: String?, why: String)] = [
+                (.some(nil), ConsoleBrowser.origin, "no token"),
+                (.some("x" + good.dropFirst()), ConsoleBrowser.origin, "a wrong token"),
+                (.none, "http://evil.example", "another origin"),
+                (.none, "null", "an opaque origin"),
+            ]
+            for refusal in refusals {
+                let response = try await browser.post("/console/apps/demo/pushes", push, csrf: refusal.csrf, origin: refusal.origin)
+                #expect(response.status == 403, "\(refusal.why): \(response.status)")
+            }
+            // Another session's token is not this one's.
+            let other = ConsoleBrowser(server)
+            try await other.signIn(server.master.bearer!)
+            #expect(try await browser.post("/console/apps/demo/pushes", push, csrf: .some(other.csrf)).status == 403)
+            let none = try await browser.get("/console/apps/demo/pushes")
+            #expect(none.text.contains("No pushes yet."), "no refused form stored a push")
+            // The same form with the token, from this origin (or with no Origin, as a non-browser client): sent.
+            #expect(try await browser.post("/console/apps/demo/pushes", push).status == 303)
+            #expect(try await browser.post("/console/apps/demo/pushes", push, origin: nil).status == 303)
+            // Sign-out is a POST like the others: without the token it signs nobody out.
+            #expect(try await browser.post("/console/sign-out", [], csrf: .some(nil)).status == 403)
+            #expect(try await browser.get("/console").status == 200)
+        }
+    }
+
+    @Test("signing out ends the session: the old cookie no longer works")
+    func signOut() async throws {
+        let server = try await RouterHarness.shared.value
+        let browser = ConsoleBrowser(server)
+        try await browser.signIn(RunningServer.adminToken)
+        let id = try #require(browser.sessionCookie)
+        let out = try await browser.post("/console/sign-out", [])
+        #expect(out.status == 303)
+        #expect(out.header("Set-Cookie")?.contains("Max-Age=0") == true)
+        let replay = ConsoleBrowser(server)
+        replay.sessionCookie = id
+        #expect(try await replay.get("/console").header("Location") == "/console/sign-in")
+    }
+
+    @Test("after ten failed sign-ins a minute the next is answered 429 with Retry-After, even with the right secret")
+    func signInLimit() async throws {
+        try await RouterHarness.withServer { server in
+            let browser = ConsoleBrowser(server)
+            for _ in 0..<10 { #expect(try await browser.signIn("tat_guess").status == 401) }
+            let limited = try await browser.signIn(RunningServer.adminToken)
+            #expect(limited.status == 429)
+            #expect(Int(limited.header("Retry-After") ?? "") ?? 0 > 0)
+            #expect(browser.sessionCookie == nil)
+        }
+    }
+
+    @Test("rotating an app's master secret signs out the sessions it signed in")
+    func rotationEndsSessions() async throws {
+        try await RouterHarness.withServer { server in
+            let backend = ConsoleBrowser(server)
+            try await backend.signIn(server.master.bearer!)
+            #expect(try await backend.get("/console/apps/demo/devices").status == 200)
+            let admin = ConsoleBrowser(server)
+            try await admin.signIn(RunningServer.adminToken)
+            let rotated = try await admin.post("/console/apps/demo/rotate", [("rotate", "masterSecret")])
+            #expect(rotated.status == 200)
+            let secret = try #require(rotated.text.firstMatch(of: /tms_[A-Za-z0-9_-]+/).map { String($0.0) })
+            #expect(rotated.header("Cache-Control") == "no-store")
+            #expect(try await backend.get("/console/apps/demo/devices").header("Location") == "/console/sign-in")
+            // The new secret works, in the console and in the API; the admin stays signed in.
+            #expect(try await ConsoleBrowser(server).signIn(secret).status == 303)
+            #expect(try await server.master.with(bearer: secret).get("/v1/apps/demo/token-events").status == 200)
+            #expect(try await admin.get("/console/apps").status == 200)
+        }
+    }
+}
+
+/// The session table and the sign-in limit as values, on a clock the test moves.
+@Suite("Console: the session table")
+struct ConsoleSessionTableTests {
+    @Test("a session ends after its idle time, and after its lifetime however busy")
+    func expiry() {
+        let clock = ManualClock()
+        let sessions = ConsoleSessions(idleTimeout: .seconds(60), lifetime: .seconds(150), clock: clock.wall)
+        let (id, session) = sessions.start(.admin)
+        #expect(session.csrfToken != id)
+        #expect(Base64URL.decode(id)?.count == 32, "256 random bits")
+        clock.advance(by: .seconds(50))
+        #expect(sessions.session(id: id) != nil, "used within the idle time")
+        clock.advance(by: .seconds(50))
+        #expect(sessions.session(id: id) != nil, "each use renews the idle time")
+        clock.advance(by: .seconds(45))
+        #expect(sessions.session(id: id) != nil)
+        clock.advance(by: .seconds(10))
+        #expect(sessions.session(id: id) == nil, "past the lifetime, however busy")
+        let (idle, _) = sessions.start(.admin)
+        clock.advance(by: .seconds(61))
+        #expect(sessions.session(id: idle) == nil, "idle too long")
+    }
+
+    @Test("the table keeps at most its capacity: the least recently used goes first")
+    func capacity() {
+        let clock = ManualClock()
+        let sessions = ConsoleSessions(idleTimeout: .seconds(600), lifetime: .seconds(6000), capacity: 3, clock: clock.wall)
+        var ids: [String] = []
+        for _ in 0..<3 {
+            ids.append(sessions.start(.admin).id)
+            clock.advance(by: .seconds(1))
+        }
+        _ = sessions.session(id: ids[0])
+        let newest = sessions.start(.master(app: "demo")).id
+        #expect(sessions.count == 3)
+        #expect(sessions.session(id: ids[1]) == nil, "the least recently used made room")
+        #expect(sessions.session(id: ids[0]) != nil)
+        #expect(sessions.session(id: newest) != nil)
+    }
+
+    @Test("ending a principal's sessions leaves the others'")
+    func endAll() {
+        let sessions = ConsoleSessions(idleTimeout: .seconds(600), lifetime: .seconds(6000), clock: ManualClock().wall)
+        let demo = sessions.start(.master(app: "demo")).id
+        let shop = sessions.start(.master(app: "shop")).id
+        let admin = sessions.start(.admin).id
+        sessions.endAll(of: .master(app: "demo"))
+        #expect(sessions.session(id: demo) == nil)
+        #expect(sessions.session(id: shop) != nil)
+        #expect(sessions.session(id: admin) != nil)
+    }
+
+    @Test("failed sign-ins are limited per address and per minute")
+    func limiter() {
+        let clock = ManualClock()
+        let limiter = SignInLimiter(limit: 3, window: 60, clock: clock.wall)
+        for _ in 0..<3 { limiter.recordFailure("10.0.0.1") }
+        #expect(limiter.retryAfter("10.0.0.1") == 60)
+        #expect(limiter.retryAfter("10.0.0.2") == nil, "another address is not limited")
+        clock.advance(by: .seconds(45))
+        #expect(limiter.retryAfter("10.0.0.1") == 15)
+        clock.advance(by: .seconds(15))
+        #expect(limiter.retryAfter("10.0.0.1") == nil, "a new minute")
+    }
+
+    @Test("who a secret signs in as: the admin token, or an app's master secret; nothing else")
+    func principals() {
+        let admin = "tat_admin-secret"
+        let authorization = Authorization(adminTokenHash: Secrets.hash(admin))
+        let app = AppRecord(
+            id: "shop", topic: "com.example.shop", environment: .production, endpoint: nil, sealedCredentials: [1],
+            appKeyHash: Secrets.hash("tak_shop"), masterSecretHash: Secrets.hash("tms_shop"), webhookURL: nil, createdAt: Date(), updatedAt: Date())
+        #expect(authorization.consolePrincipal(secret: admin, apps: [app]) == .admin)
+        #expect(authorization.consolePrincipal(secret: "tms_shop", apps: [app]) == .master(app: "shop"))
+        #expect(authorization.consolePrincipal(secret: "tak_shop", apps: [app]) == nil)
+        #expect(authorization.consolePrincipal(secret: "", apps: [app]) == nil)
+        #expect(Authorization.consoleAccess(.admin, .manageApps))
+        #expect(Authorization.consoleAccess(.admin, .appData("shop")))
+        #expect(!Authorization.consoleAccess(.master(app: "shop"), .manageApps))
+        #expect(Authorization.consoleAccess(.master(app: "shop"), .appData("shop")))
+        #expect(!Authorization.consoleAccess(.master(app: "shop"), .appData("demo")))
+    }
+}
