@@ -55,8 +55,9 @@ if [ "$#" -gt 0 ]; then
 else
   swift test --skip-build --parallel "${parallel[@]}" 2>&1 | tee "$log" || status=$?
   swift test --skip-build --no-parallel "${serial[@]}" 2>&1 | tee -a "$log" || status=$?
-  # TernKit, the apps' SDK: a package of its own (no dependencies), built and tested here too.
-  swift test --package-path Clients/TernKit 2>&1 | tee -a "$log" || status=$?
+  # TernKit, the apps' SDK: a package of its own (the library has no dependencies; its tests reach the online channel
+  # through a SwiftNIO WebSocket client), built and tested here too, against this build's `tern serve`.
+  TERN_BINARY="${TERN_BINARY:-$PWD/.build/debug/tern}" swift test --package-path Clients/TernKit 2>&1 | tee -a "$log" || status=$?
 fi
 if [ "$status" -ne 0 ]; then
   echo

@@ -131,11 +131,14 @@ public final class TernServer: Sendable {
 
     /// Fails when the API's address cannot be bound: a port in use would otherwise show only once the store, the
     /// simulator and the dispatcher run. (Another process could still take the port before the API binds it; then
-    /// the start fails all the same, a moment later.)
+    /// the start fails all the same, a moment later.) With SO_REUSEADDR, as the API's listener binds: connections of
+    /// the last server on the port may wait in TIME_WAIT for a minute, and they do not stop a restart.
     static func checkCanListen(host: String, port: Int) async throws(TernServerConfigurationError) {
         guard port != 0 else { return }
         do {
-            let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: host, port: port).get()
+            let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .bind(host: host, port: port).get()
             try await channel.close()
         } catch let error as IOError where error.errnoCode == EADDRINUSE {
             throw .init("http: cannot listen on \(host):\(port): the address is in use (is another server on that port?)")

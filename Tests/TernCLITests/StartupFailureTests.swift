@@ -46,6 +46,33 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("tern.db").path), "the store was opened before the port was checked")
     }
 
+    /// A restart right after a server whose connections the server side closed: their sockets wait in TIME_WAIT on
+    /// the port for a minute, which is no reason to refuse it (the API's own listener reuses such addresses).
+    @Test func aPortLeftInTimeWaitByTheLastServersConnectionsIsServedAgain() async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let leaver = Process()
+        leaver.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        leaver.arguments = ["python3", "-c", """
+            import socket
+            server = socket.socket(); server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            server.bind(("127.0.0.1", 0)); server.listen(); port = server.getsockname()[1]
+            client = socket.create_connection(("127.0.0.1", port))
+            accepted, _ = server.accept()
+            accepted.close()  # the server's side closes first: its socket on the port goes to TIME_WAIT
+            client.recv(1); client.close(); server.close()
+            print(port, flush=True)
+            """]
+        let output = Pipe()
+        leaver.standardOutput = output
+        try leaver.run()
+        leaver.waitUntilExit()
+        let port = try #require(Int(String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        let serve = try ServeProcess(folder: folder, arguments: ["--port", "\(port)", "--no-simulator", "--no-demo"])
+        #expect(serve.port == port)
+        #expect(serve.interrupt() == 0)
+    }
+
     @Test func aDatabaseThatCannotBeOpenedIsOneLine() throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }

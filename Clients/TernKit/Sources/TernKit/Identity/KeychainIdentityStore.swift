@@ -7,15 +7,25 @@ import Security
 public struct KeychainIdentityStore: IdentityStore {
     public let service: String
     public let account: String
+    /// A keychain access group the app shares with its Notification Service Extension (for delivery receipts), or
+    /// nil for the app's own.
+    public let accessGroup: String?
 
-    /// - Parameter service: e.g. the app's bundle id followed by `.tern`.
-    public init(service: String, account: String = "identity") {
+    /// - Parameters:
+    ///   - service: e.g. the app's bundle id followed by `.tern`.
+    ///   - accessGroup: `TEAMID.com.example.shared`, listed in both targets' Keychain Sharing entitlement.
+    public init(service: String, account: String = "identity", accessGroup: String? = nil) {
         self.service = service
         self.account = account
+        self.accessGroup = accessGroup
     }
 
     private var query: [String: Any] {
-        [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service, kSecAttrAccount as String: account]
+        var query: [String: Any] = [
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service, kSecAttrAccount as String: account,
+        ]
+        if let accessGroup { query[kSecAttrAccessGroup as String] = accessGroup }
+        return query
     }
 
     public func load() throws -> DeviceIdentity? {

@@ -9,12 +9,15 @@ public struct RegistrationFacts: Codable, Sendable, Equatable {
     public var environment: String
     public var appVersion: String?
     public var locale: String?
+    /// The device's time zone identifier (`Asia/Seoul`), so the backend can send at a local hour.
+    public var timezone: String?
 
-    public init(token: String, environment: String, appVersion: String? = nil, locale: String? = nil) {
+    public init(token: String, environment: String, appVersion: String? = nil, locale: String? = nil, timezone: String? = nil) {
         self.token = token
         self.environment = environment
         self.appVersion = appVersion
         self.locale = locale
+        self.timezone = timezone
     }
 
     /// The hex of a token as `didRegisterForRemoteNotificationsWithDeviceToken` hands it over.
@@ -23,8 +26,9 @@ public struct RegistrationFacts: Codable, Sendable, Equatable {
     }
 }
 
-/// When to talk to the server: when something it knows changed, or once a day (so a device that was pruned by
-/// mistake, or whose record was deleted, comes back), never on every launch otherwise.
+/// When to talk to the server: when something it knows changed (token, environment, version, locale, time zone), or
+/// once a day (so a device that was pruned by mistake, or whose record was deleted, comes back), never on every launch
+/// otherwise.
 public struct RegistrationPolicy: Sendable {
     /// How long a registration stays good when nothing changed.
     public var refreshAfter: TimeInterval

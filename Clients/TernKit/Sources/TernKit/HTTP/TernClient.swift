@@ -1,0 +1,218 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The device's side of Tern's HTTP API (README, "The API"), one call per method, every answer checked. ``Tern``
+/// uses it; an app (or a Notification Service Extension) may call it directly.
+///
+/// Every call sends the app key as `Authorization: Bearer …` and, about an existing device, its secret as
+/// `X-Tern-Device-Secret`. A refusal becomes a ``TernError`` of kind ``TernError/Kind/refused`` with the server's
+/// status, error and field; an answer that cannot be read, ``TernError/Kind/badAnswer`` naming what was wrong.
+public struct TernClient: Sendable {
+    public let configuration: TernConfiguration
+    public let transport: any HTTPTransport
+
+    public init(configuration: TernConfiguration, transport: any HTTPTransport = URLSessionHTTPTransport()) {
+        self.configuration = configuration
+        self.transport = transport
+    }
+
+    // MARK: Devices
+
+    /// `PUT /v1/apps/{app}/devices/{deviceId}`: registers the device, or registers it again.
+    /// - Parameters:
+    ///   - secret: the device's secret, once it has one (nil for the first registration of this id).
+    ///   - alias: binds the device to this user; with the app key it needs `aliasToken`. nil leaves the binding.
+    ///   - tags: replaces the device's tags; nil leaves them.
+    public func register(
+        deviceID: String, secret: String?, facts: RegistrationFacts, alias: String? = nil, aliasToken: String? = nil, tags: [String]? = nil
+    ) async throws(TernError) -> RegisteredDevice {
+        let body = RegistrationBody(
+            token: facts.token, environment: facts.environment, alias: alias, aliasToken: aliasToken, tags: tags, locale: facts.locale,
+            timezone: facts.timezone, appVersion: facts.appVersion)
+        let request = try makeRequest("PUT", ["devices", deviceID], secret: secret, body: body)
+        let answer = try await call(request, expecting: DeviceAnswer.self, what: "registering device \(deviceID)")
+        guard answer.deviceId.lowercased() == deviceID.lowercased() else {
+            throw TernError(.badAnswer, "registering device \(deviceID) answered device \(answer.deviceId)")
+        }
+        return answer.device
+    }
+
+    /// `DELETE …/devices/{deviceId}/alias`: unbinds the device from its user (signing out).
+    public func removeAlias(_ device: DeviceCredentials) async throws(TernError) -> RegisteredDevice {
+        let request = try makeRequest("DELETE", ["devices", device.deviceID, "alias"], secret: device.secret)
+        return try await call(request, expecting: DeviceAnswer.self, what: "signing device \(device.deviceID) out").device
+    }
+
+    /// `PATCH …/devices/{deviceId}/tags`: adds and removes tags.
+    public func updateTags(_ device: DeviceCredentials, add: [String], remove: [String]) async throws(TernError) -> RegisteredDevice {
+        let body = TagsBody(add: add.isEmpty ? nil : add, remove: remove.isEmpty ? nil : remove)
+        let request = try makeRequest("PATCH", ["devices", device.deviceID, "tags"], secret: device.secret, body: body)
+        return try await call(request, expecting: DeviceAnswer.self, what: "changing the tags of device \(device.deviceID)").device
+    }
+
+    /// `POST …/devices/{deviceId}/opens`: the user opened this message (a device message: the `id` of a channel
+    /// frame, or `tern.id` of a notification). - Returns: false if the server does not know the message (404).
+    @discardableResult
+    public func reportOpen(_ device: DeviceCredentials, messageID: String) async throws(TernError) -> Bool {
+        let request = try makeRequest("POST", ["devices", device.deviceID, "opens"], secret: device.secret, body: OpenBody(messageId: messageID))
+        do throws(TernError) {
+            try await call(request, what: "reporting the open of message \(messageID)")
+            return true
+        } catch where error.status == 404 {
+            return false
+        }
+    }
+
+    // MARK: The inbox
+
+    /// `GET /v1/apps/{app}/inbox`: a page of the inbox of the device's user, oldest first.
+    /// - Parameters:
+    ///   - after: the previous page's ``InboxPage/next``.
+    ///   - limit: 1-1000 messages.
+    public func inbox(_ device: DeviceCredentials, after: String? = nil, limit: Int? = nil) async throws(TernError) -> InboxPage {
+        var query = [URLQueryItem(name: "deviceId", value: device.deviceID)]
+        if let after { query.append(URLQueryItem(name: "after", value: after)) }
+        if let limit { query.append(URLQueryItem(name: "limit", value: String(limit))) }
+        let request = try makeRequest("GET", ["inbox"], query: query, secret: device.secret)
+        return try await call(request, expecting: InboxPage.self, what: "reading the inbox")
+    }
+
+    /// `POST …/inbox/read` with `upTo`: marks this message and every older one read.
+    public func markRead(_ device: DeviceCredentials, upTo messageID: String) async throws(TernError) -> ReadResult {
+        try await markRead(device, body: ReadBody(upTo: messageID))
+    }
+
+    /// `POST …/inbox/read` with `ids` (at most 1,000).
+    public func markRead(_ device: DeviceCredentials, ids: [String]) async throws(TernError) -> ReadResult {
+        guard (1...1000).contains(ids.count) else { throw TernError(.invalidArgument, "mark 1-1000 messages read at once, not \(ids.count)") }
+        return try await markRead(device, body: ReadBody(ids: ids))
+    }
+
+    private func markRead(_ device: DeviceCredentials, body: ReadBody) async throws(TernError) -> ReadResult {
+        let query = [URLQueryItem(name: "deviceId", value: device.deviceID)]
+        let request = try makeRequest("POST", ["inbox", "read"], query: query, secret: device.secret, body: body)
+        return try await call(request, expecting: ReadResult.self, what: "marking messages read")
+    }
+
+    /// `DELETE …/inbox/{messageId}`.
+    public func deleteInboxMessage(_ device: DeviceCredentials, id: String) async throws(TernError) {
+        let query = [URLQueryItem(name: "deviceId", value: device.deviceID)]
+        try await call(try makeRequest("DELETE", ["inbox", id], query: query, secret: device.secret), what: "deleting inbox message \(id)")
+    }
+
+    // MARK: The online channel
+
+    /// The WebSocket request of `GET …/devices/{deviceId}/connect[?after=SEQ]`, with the device's credentials.
+    public func channelRequest(_ device: DeviceCredentials, after: Int64?) throws(TernError) -> URLRequest {
+        var request = try makeRequest(
+            "GET", ["devices", device.deviceID, "connect"], query: after.map { [URLQueryItem(name: "after", value: String($0))] } ?? [],
+            secret: device.secret)
+        guard let url = request.url, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+            throw TernError(.invalidArgument, "the server URL \(configuration.serverURL) cannot make a WebSocket address")
+        }
+        components.scheme = components.scheme == "https" ? "wss" : "ws"
+        request.url = components.url
+        request.httpMethod = "GET"
+        request.setValue(nil, forHTTPHeaderField: "Content-Type")
+        return request
+    }
+
+    /// Why the server refuses this device's connection: the same `GET …/connect` without the upgrade, which
+    /// answers a refusal as JSON (a refused upgrade can only be a bare 400). - Returns: nil when the server would
+    /// take the connection (426, "upgrade required"), so the refusal was passing.
+    public func channelRefusal(_ device: DeviceCredentials) async throws(TernError) -> TernError? {
+        let request = try makeRequest("GET", ["devices", device.deviceID, "connect"], secret: device.secret)
+        let (data, response) = try await send(request, what: "checking the connection of device \(device.deviceID)")
+        if response.statusCode == 426 { return nil }
+        return Self.refusal(data, response, what: "connecting device \(device.deviceID)")
+    }
+
+    // MARK: Requests and answers
+
+    private func makeRequest(
+        _ method: String, _ path: [String], query: [URLQueryItem] = [], secret: String?, body: (any Encodable)? = nil
+    ) throws(TernError) -> URLRequest {
+        var url = configuration.serverURL.appendingPathComponent("v1").appendingPathComponent("apps").appendingPathComponent(configuration.appID)
+        for component in path { url.appendPathComponent(component) }
+        if !query.isEmpty {
+            guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+                throw TernError(.invalidArgument, "the server URL \(configuration.serverURL) is not an http(s) address")
+            }
+            components.queryItems = query
+            guard let withQuery = components.url else { throw TernError(.invalidArgument, "cannot add \(query) to \(url)") }
+            url = withQuery
+        }
+        var request = URLRequest(url: url, timeoutInterval: configuration.requestTimeout)
+        request.httpMethod = method
+        request.setValue("Bearer \(configuration.appKey)", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        if let secret { request.setValue(secret, forHTTPHeaderField: "X-Tern-Device-Secret") }
+        if let body {
+            do {
+                request.httpBody = try JSONEncoder.tern.encode(body)
+            } catch {
+                throw TernError(.invalidArgument, "cannot encode the request to \(url.path): \(error)")
+            }
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        return request
+    }
+
+    private func send(_ request: URLRequest, what: String) async throws(TernError) -> (Data, HTTPURLResponse) {
+        do {
+            return try await transport.send(request)
+        } catch {
+            // The error names the URL at most: ids, never a secret (those are in headers).
+            throw TernError(.unreachable, "\(what): \(error.localizedDescription)")
+        }
+    }
+
+    private func call<Answer: Decodable>(_ request: URLRequest, expecting: Answer.Type, what: String) async throws(TernError) -> Answer {
+        let (data, response) = try await send(request, what: what)
+        guard (200..<300).contains(response.statusCode) else { throw Self.refusal(data, response, what: what) }
+        do {
+            return try JSONDecoder.tern.decode(Answer.self, from: data)
+        } catch {
+            throw TernError(.badAnswer, "\(what): the answer cannot be read: \(Self.describe(error))", status: response.statusCode)
+        }
+    }
+
+    private func call(_ request: URLRequest, what: String) async throws(TernError) {
+        let (data, response) = try await send(request, what: what)
+        guard (200..<300).contains(response.statusCode) else { throw Self.refusal(data, response, what: what) }
+    }
+
+    /// The server's error answer as a ``TernError``.
+    static func refusal(_ data: Data, _ response: HTTPURLResponse, what: String) -> TernError {
+        let retryAfter = response.value(forHTTPHeaderField: "Retry-After").flatMap(TimeInterval.init)
+        guard let answer = try? JSONDecoder().decode(ErrorAnswer.self, from: data) else {
+            // Not Tern's JSON (a proxy's page, an empty body): the status alone.
+            return TernError(.refused, "\(what): HTTP \(response.statusCode)", status: response.statusCode, retryAfter: retryAfter)
+        }
+        return TernError(
+            .refused, "\(what): \(answer.message)", status: response.statusCode, serverError: answer.error, field: answer.field,
+            retryAfter: retryAfter)
+    }
+
+    /// A decoding error in a few words: which key, at which path.
+    static func describe(_ error: any Error) -> String {
+        func path(_ codingPath: [any CodingKey]) -> String {
+            codingPath.isEmpty ? "the top level" : codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error as? DecodingError {
+        case .keyNotFound(let key, let context)?:
+            return "'\(path(context.codingPath + [key]))' is missing"
+        case .typeMismatch(let type, let context)?:
+            return "'\(path(context.codingPath))' is not \(type)"
+        case .valueNotFound(let type, let context)?:
+            return "'\(path(context.codingPath))' is null, not \(type)"
+        case .dataCorrupted(let context)?:
+            return context.codingPath.isEmpty ? "not JSON" : "'\(path(context.codingPath))': \(context.debugDescription)"
+        default:
+            return "\(error)"
+        }
+    }
+}

@@ -1,0 +1,349 @@
+import Foundation
+
+/// What TernKit tells the app as it goes (``Tern/events``), for a status line or a log. Never a secret.
+public enum TernEvent: Sendable, Equatable {
+    case registered(Registration)
+    case registrationFailed(TernError)
+    case channel(TernChannelState)
+    /// The icon's badge was set to this.
+    case badge(Int)
+    /// Something failed that no call of the app's was waiting for (a frame that cannot be read, a refresh).
+    case error(TernError)
+}
+
+/// What TernKit made of a remote notification the app handed over (``Tern/receive(_:)``).
+public enum RemoteNotificationResult: Sendable, Equatable {
+    /// A message the app did not have; it is in ``Tern/messages`` too.
+    case message(TernMessage)
+    /// The app already has this message (it came over the channel first): do not show it again.
+    case duplicate(messageID: String)
+    /// A wake push: TernKit connected and fetched this many new messages (now in ``Tern/messages``).
+    case fetched(newMessages: Int)
+    /// An inbox push that is not a device message: the inbox has this new message.
+    case inbox(messageID: String)
+    /// Not from Tern.
+    case notFromTern
+
+    /// For `application(_:didReceiveRemoteNotification:fetchCompletionHandler:)`.
+    public var hasNewData: Bool {
+        switch self {
+        case .message, .inbox: true
+        case .fetched(let count): count > 0
+        case .duplicate, .notFromTern: false
+        }
+    }
+}
+
+/// TernKit: an app's side of Tern. Make one when the app starts, run it, and hand it what iOS hands the app:
+///
+/// ```swift
+/// let tern = Tern(configuration: TernConfiguration(serverURL: url, appID: "shop", appKey: "tak_…"),
+///                 identityStore: KeychainIdentityStore(service: "com.example.shop.tern"))
+/// Task { await tern.run() }                          // owns the channel, retries, badge and open reports
+/// tern.register(deviceToken: deviceToken)            // every launch, from didRegisterForRemoteNotifications…
+/// for await message in tern.messages { … }           // channel and APNs messages, each once
+/// for await opened in tern.openedNotifications { … } // in the root view: the UI is ready to route
+/// ```
+///
+/// The calls that come from UIKit's synchronous callbacks (``register(deviceToken:)``, ``setForeground(_:)``,
+/// ``opened(_:)``, ``ready(_:)``) return at once and never block the main thread: ``run()`` does the work.
+public final class Tern: Sendable {
+    public let configuration: TernConfiguration
+    /// The HTTP API, for what the facade does not cover.
+    public let client: TernClient
+    /// The user's inbox; its answers keep the icon's badge.
+    public let inbox: TernInbox
+    /// Every message for this device, over the channel or through APNs, each once, in arrival order. Taking one
+    /// acknowledges it.
+    public let messages: TernMessages
+    /// The notifications the user opened, each once, held until the app iterates (its UI is ready).
+    public let openedNotifications: OpenedNotifications
+    /// What happens, for a status line or a log (one consumer; the newest 64 are kept when nobody reads).
+    public let events: AsyncStream<TernEvent>
+
+    private let registrar: Registrar
+    private let channel: OnlineChannel
+    private let badge: BadgeController
+    private let router: OpenRouter
+    private let report: @Sendable (TernEvent) -> Void
+    /// The latest registration asked for and not done yet.
+    private let wantedRegistration = Locked<WantedRegistration?>(nil)
+
+    private enum WantedRegistration: Equatable {
+        case token(Data)
+        case facts(RegistrationFacts)
+
+        var facts: RegistrationFacts {
+            switch self {
+            case .token(let token): RegistrationFacts.current(deviceToken: token)
+            case .facts(let facts): facts
+            }
+        }
+    }
+    private let registrationBell = Bell()
+    /// Opens to report to the server, the oldest first (at most 64).
+    private let openReports = Locked<[String]>([])
+    private let openBell = Bell()
+    private let route = Locked<(@MainActor @Sendable (OpenedNotification) -> Void)?>(nil)
+    private let routeBell = Bell()
+
+    /// - Parameters:
+    ///   - identityStore: where the device id and secret are kept: `KeychainIdentityStore` on Apple platforms.
+    ///   - stateStore: what was last registered (a file in Application Support by default).
+    ///   - channelTransport: how the online channel connects (`URLSessionWebSocketTask` by default).
+    ///   - badgeSink: what sets the icon's badge (``appleBadgeSink()`` on iOS; nil: nobody).
+    ///   - now: the wall clock (injected by tests).
+    public init(
+        configuration: TernConfiguration, identityStore: any IdentityStore, stateStore: any StateStore = FileStateStore.applicationSupport(),
+        channelTransport: any ChannelTransport = URLSessionChannelTransport(), httpTransport: any HTTPTransport = URLSessionHTTPTransport(),
+        badgeSink: (any BadgeSink)? = nil, now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.configuration = configuration
+        let client = TernClient(configuration: configuration, transport: httpTransport)
+        self.client = client
+        let (events, input) = AsyncStream.makeStream(of: TernEvent.self, bufferingPolicy: .bufferingNewest(64))
+        self.events = events
+        let report: @Sendable (TernEvent) -> Void = { input.yield($0) }
+        self.report = report
+        let registrar = Registrar(
+            client: client, identities: identityStore, states: stateStore, policy: configuration.registrationPolicy, now: now)
+        self.registrar = registrar
+        let credentials: @Sendable () async -> DeviceCredentials? = { await registrar.credentials() }
+        let badge = BadgeController(
+            staleAfter: configuration.badgeStaleAfter, sink: badgeSink, client: client, credentials: credentials, now: now, report: report)
+        self.badge = badge
+        channel = OnlineChannel(
+            configuration: configuration.channel, client: client, transport: channelTransport, credentials: credentials,
+            reregister: {
+                do throws(TernError) {
+                    report(.registered(try await registrar.registerAgain()))
+                    return true
+                } catch {
+                    report(.registrationFailed(error))
+                    return false
+                }
+            },
+            arrived: { await badge.messageArrived($0) }, report: report)
+        messages = TernMessages(queue: channel.queue, handed: { [channel] in await channel.acknowledge($0.id) })
+        router = OpenRouter()
+        openedNotifications = OpenedNotifications(router: router)
+        inbox = TernInbox(client: client, credentials: credentials, badge: badge)
+    }
+
+    /// Runs TernKit's work until the task is cancelled: the online channel, registration retries, the badge, and
+    /// reporting and routing opened notifications. Call it once, for the app's lifetime (`Task { await tern.run() }`
+    /// in `didFinishLaunching`, or `.task { await tern.run() }` on the root view).
+    public func run() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.channel.run() }
+            group.addTask { await self.badge.run() }
+            group.addTask { await self.registering() }
+            group.addTask { await self.reportingOpens() }
+            group.addTask { await self.routing() }
+            await group.waitForAll()
+        }
+    }
+
+    // MARK: Registration
+
+    /// Registers the device's APNs token: call it on every launch from
+    /// `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)` (the token may have changed, seed 004). It
+    /// talks to the server only when the token, environment, app version, locale or time zone changed, or a day
+    /// passed, and retries with back-off. Returns at once.
+    public func register(deviceToken: Data) {
+        // The facts (version, locale, the build's environment from its provisioning profile) are read in `run()`,
+        // off the main thread.
+        wantedRegistration.withLock { $0 = .token(deviceToken) }
+        registrationBell.ring()
+    }
+
+    /// ``register(deviceToken:)`` with facts the app made itself.
+    public func register(_ facts: RegistrationFacts) {
+        wantedRegistration.withLock { $0 = .facts(facts) }
+        registrationBell.ring()
+    }
+
+    /// Registers now, once (no retries), and answers what happened. - Parameter force: even if nothing changed.
+    @discardableResult
+    public func registerNow(_ facts: RegistrationFacts, force: Bool = false) async throws(TernError) -> Registration {
+        let registration = try await registrar.register(facts, force: force)
+        registered(registration)
+        return registration
+    }
+
+    /// Binds the device to the user that the backend's alias token names (its `sub`): a JWT the backend signs with
+    /// the app's identity secret after its own sign-in. Needs the APNs token registered first.
+    @discardableResult
+    public func signIn(aliasToken: String) async throws(TernError) -> Registration {
+        let registration = try await registrar.signIn(aliasToken: aliasToken)
+        registered(registration)
+        return registration
+    }
+
+    /// Unbinds the device from its user: it gets no more of that user's pushes, and reads its own inbox.
+    public func signOut() async throws(TernError) {
+        _ = try await registrar.signOut()
+        badge.refreshSoon()
+    }
+
+    /// Adds and removes the device's tags. - Returns: its tags now.
+    @discardableResult
+    public func updateTags(add: [String] = [], remove: [String] = []) async throws(TernError) -> [String] {
+        try await registrar.updateTags(add: add, remove: remove)
+    }
+
+    /// The device's id, once it registered.
+    public var deviceID: String? {
+        get async { await registrar.credentials()?.deviceID }
+    }
+
+    /// The user the device is bound to, as last registered.
+    public var alias: String? {
+        get async { await registrar.alias() }
+    }
+
+    private func registered(_ registration: Registration) {
+        report(.registered(registration))
+        channel.poke()
+        openBell.ring()
+        badge.refreshSoon()
+    }
+
+    private func registering() async {
+        var failures = 0
+        while !Task.isCancelled {
+            guard let wanted = wantedRegistration.withLock({ $0 }) else {
+                failures = 0
+                await registrationBell.wait()
+                continue
+            }
+            do throws(TernError) {
+                let registration = try await registrar.register(wanted.facts)
+                // A newer token asked for meanwhile stays wanted.
+                wantedRegistration.withLock { if $0 == wanted { $0 = nil } }
+                failures = 0
+                registered(registration)
+            } catch {
+                report(.registrationFailed(error))
+                guard error.isTemporary else {
+                    wantedRegistration.withLock { if $0 == wanted { $0 = nil } }
+                    continue
+                }
+                failures += 1
+                let delay = max(error.retryAfter ?? 0, configuration.registrationBackoff.delay(afterFailures: failures))
+                await registrationBell.wait(upTo: .milliseconds(Int64(delay * 1000)))
+            }
+        }
+    }
+
+    // MARK: The app's state and remote notifications
+
+    /// The app came to the foreground (the channel connects, the badge is checked) or went to the background (the
+    /// channel closes). Returns at once.
+    public func setForeground(_ foreground: Bool) {
+        channel.setForeground(foreground)
+        if foreground { badge.refreshSoon() }
+    }
+
+    /// A remote notification reached the app (`didReceiveRemoteNotification`, or `willPresent` in the foreground).
+    /// Make the payload where it arrives: `TernPayload(userInfo: userInfo)`.
+    ///
+    /// A device message (`tern.id`) the app does not have yet goes to ``messages``; one it has is a duplicate (do
+    /// not show it). A wake push connects the channel and fetches. An inbox push refreshes the badge.
+    public func receive(_ payload: TernPayload) async -> RemoteNotificationResult {
+        if payload.isWake {
+            let count = await channel.wake()
+            badge.refreshSoon()
+            return .fetched(newMessages: count)
+        }
+        if let message = payload.message() {
+            guard await channel.receivedThroughAPNs(message) else { return .duplicate(messageID: message.id) }
+            if let shown = payload.badge { await badge.systemShowed(shown) }
+            return .message(message)
+        }
+        // The server's silent badge update after reads, or a plain notification with a badge: iOS shows it.
+        if let shown = payload.badge { await badge.systemShowed(shown) }
+        if let id = payload.inboxMessageID { return .inbox(messageID: id) }
+        return .notFromTern
+    }
+
+    /// Asks the server for the unread count and sets the badge to it.
+    public func refreshBadge() async {
+        await badge.refresh()
+    }
+
+    /// Where the online channel is now.
+    public var channelState: TernChannelState {
+        get async { await channel.state }
+    }
+
+    /// The badge TernKit last set or saw (nil: not known yet).
+    public var badgeCount: Int? {
+        get async { await badge.shown }
+    }
+
+    // MARK: Opened notifications
+
+    /// The user opened a notification (from `userNotificationCenter(_:didReceive:withCompletionHandler:)`, or the
+    /// launch options' remote notification). It is held until the app is ready to route it (``openedNotifications``
+    /// or ``ready(_:)``) and handed over once, however many times it is reported; a Tern message is reported to the
+    /// server as opened and not handed to ``messages`` again. Returns at once.
+    public func opened(_ notification: OpenedNotification) {
+        guard router.opened(notification) else { return }
+        guard let id = notification.payload.messageID else { return }
+        openReports.withLock { reports in
+            reports.append(id)
+            if reports.count > 64 { reports.removeFirst(reports.count - 64) }
+        }
+        openBell.ring()
+    }
+
+    /// The UI is ready to route: `route` gets the opened notifications held so far, then each new one, on the main
+    /// actor (call it from the root view controller's `viewDidAppear`). Use this or ``openedNotifications``, not both.
+    public func ready(_ route: @escaping @MainActor @Sendable (OpenedNotification) -> Void) {
+        self.route.withLock { $0 = route }
+        routeBell.ring()
+    }
+
+    private func routing() async {
+        while !Task.isCancelled {
+            guard let route = route.withLock({ $0 }) else {
+                await routeBell.wait()
+                continue
+            }
+            guard let opened = await router.next() else { return }
+            await MainActor.run { route(opened) }
+        }
+    }
+
+    private func reportingOpens() async {
+        while !Task.isCancelled {
+            guard let id = openReports.withLock({ $0.first }) else {
+                await openBell.wait()
+                continue
+            }
+            // Not again in the message stream; acknowledged, so the channel does not send it either.
+            await channel.handled(id)
+            guard let device = await registrar.credentials() else {
+                // Not registered yet: after the registration (which rings the bell).
+                await openBell.wait()
+                continue
+            }
+            for attempt in 1...3 {
+                do throws(TernError) {
+                    try await client.reportOpen(device, messageID: id)
+                    break
+                } catch {
+                    guard error.isTemporary, attempt < 3 else {
+                        report(.error(error))
+                        break
+                    }
+                    try? await Task.sleep(for: .milliseconds(Int64(configuration.registrationBackoff.delay(afterFailures: attempt) * 1000)))
+                }
+            }
+            openReports.withLock { reports in
+                if reports.first == id { reports.removeFirst() }
+            }
+        }
+    }
+}

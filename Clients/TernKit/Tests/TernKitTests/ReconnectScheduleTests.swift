@@ -1,0 +1,109 @@
+import Foundation
+import TernKit
+import Testing
+
+/// What the online channel does when a connection ends or cannot be made, as values: no sockets, no clocks.
+struct ReconnectScheduleTests {
+    private func schedule() -> ReconnectSchedule {
+        ReconnectSchedule(backoff: RetryBackoff(initial: 1, maximum: 16), stableAfter: 30)
+    }
+
+    @Test func aConnectionThatKeepsFailingWaitsLongerEachTimeUpToTheMaximum() {
+        var schedule = schedule()
+        let waits = (0..<7).map { _ in schedule.couldNotConnect(unit: 1) }
+        #expect(waits == [1, 2, 4, 8, 16, 16, 16].map { .reconnect(after: $0) })
+        // Jittered: each wait is drawn between half and all of it.
+        #expect(schedule.couldNotConnect(unit: 0) == .reconnect(after: 8))
+    }
+
+    @Test func aConnectionThatLastedStartsAgainFromTheShortestWait() {
+        var schedule = schedule()
+        for _ in 0..<4 { _ = schedule.couldNotConnect(unit: 1) }
+        schedule.opened()
+        #expect(schedule.closed(code: 1001, lasted: 45, unit: 1) == .reconnect(after: 1))
+        // One that ended early counts as another failure.
+        #expect(schedule.closed(code: 1006, lasted: 2, unit: 1) == .reconnect(after: 2))
+        #expect(schedule.closed(code: nil, lasted: 0.1, unit: 1) == .reconnect(after: 4))
+    }
+
+    @Test(arguments: [1000, 1001, 1006, 1011, 4000])
+    func theServerStoppingOrTheNetworkGoingAwayReconnects(_ code: Int) {
+        var schedule = schedule()
+        #expect(schedule.closed(code: code, lasted: 60, unit: 0.5) == .reconnect(after: 0.75))
+    }
+
+    @Test func replacedByANewerConnectionStopsInsteadOfFightingForTheDevice() {
+        var schedule = schedule()
+        #expect(schedule.closed(code: 4409, reason: "replaced by a newer connection of this device", lasted: 60, unit: 1) == .stop(.replaced))
+    }
+
+    @Test(arguments: [4400, 1003, 1007, 1009])
+    func aFrameTheServerCannotReadStopsRatherThanRepeatingIt(_ code: Int) {
+        var schedule = schedule()
+        #expect(
+            schedule.closed(code: code, reason: "bad frame: ids", lasted: 1, unit: 1) == .stop(.protocolError(code: code, reason: "bad frame: ids")))
+    }
+
+    @Test func theComingToTheForegroundConnectsAtOnce() {
+        var schedule = schedule()
+        for _ in 0..<5 { _ = schedule.couldNotConnect(unit: 1) }
+        schedule.started()
+        #expect(schedule.couldNotConnect(unit: 1) == .reconnect(after: 1))
+    }
+
+    @Test func aDeviceTheServerNoLongerTakesRegistersOnceThenStops() {
+        var schedule = schedule()
+        let forbidden = TernError(
+            .refused, "with the app key, a device acts only as itself", status: 403, serverError: "forbidden", field: "X-Tern-Device-Secret")
+        #expect(schedule.refused(forbidden, unit: 1) == .register)
+        // Registered again and refused again: no loop.
+        #expect(schedule.refused(forbidden, unit: 1) == .stop(.refused(forbidden)))
+        // A connection that opens proves the credentials: the next refusal may register again.
+        schedule.opened()
+        let unknown = TernError(.refused, "no device", status: 404, serverError: "notFound")
+        #expect(schedule.refused(unknown, unit: 1) == .register)
+    }
+
+    @Test func refusalsThatPassWaitAndOnesThatDoNotStop() {
+        var schedule = schedule()
+        // 426 to the plain request: the server would take the connection now.
+        #expect(schedule.refused(nil, unit: 1) == .reconnect(after: 1))
+        let busy = TernError(.refused, "too many wrong secrets", status: 429, retryAfter: 40)
+        #expect(schedule.refused(busy, unit: 1) == .reconnect(after: 40))
+        let down = TernError(.refused, "HTTP 503", status: 503)
+        #expect(schedule.refused(down, unit: 1) == .reconnect(after: 4))
+        let badKey = TernError(.refused, "unknown app key", status: 401, serverError: "unauthorized")
+        #expect(schedule.refused(badKey, unit: 1) == .stop(.refused(badKey)))
+    }
+}
+
+/// Each message id handed to the app once, within a bounded memory.
+struct MessageDeduplicatorTests {
+    @Test func anIdIsNewOnceWhicheverCaseItIsWrittenIn() {
+        var seen = MessageDeduplicator(capacity: 10)
+        #expect(seen.firstSighting(of: "75F7E009-0893-555A-98AD-B527BF108E29") == true)
+        #expect(seen.firstSighting(of: "75f7e009-0893-555a-98ad-b527bf108e29") == false)
+        #expect(seen.count == 1)
+    }
+
+    @Test func itRemembersTheLastCapacityIdsAndForgetsTheOldestFirst() {
+        var seen = MessageDeduplicator(capacity: 3)
+        for id in ["a", "b", "c", "d"] { #expect(seen.firstSighting(of: id) == true) }
+        #expect(seen.count == 3)
+        #expect(!seen.contains("a"))
+        #expect(["b", "c", "d"].allSatisfy { seen.contains($0) })
+        // "a" is new again; "b" goes now.
+        #expect(seen.firstSighting(of: "a") == true)
+        #expect(!seen.contains("b"))
+        #expect(seen.firstSighting(of: "d") == false)
+        for index in 0..<1000 { _ = seen.firstSighting(of: "id-\(index)") }
+        #expect(seen.count == 3)
+    }
+
+    @Test func aForgottenIdIsNewAgain() {
+        var seen = MessageDeduplicator(capacity: 3)
+        _ = seen.firstSighting(of: "a")
+        seen.forget("a")
+        #expect(seen.firstSighting(of: "a") == true)
+    }
+}

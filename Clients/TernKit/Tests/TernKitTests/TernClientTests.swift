@@ -1,0 +1,132 @@
+import Foundation
+import Testing
+
+@testable import TernKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The HTTP client against scripted answers: what it sends (only the fields the API names) and how every kind of
+/// bad answer becomes a typed error naming what was wrong. The integration suite runs it against a real server.
+struct TernClientTests {
+    private let configuration = TernConfiguration(serverURL: URL(string: "https://push.example.com/tern")!, appID: "shop", appKey: "tak_public")
+    private let device = DeviceCredentials(deviceID: "6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01", secret: "tds_secret")
+    private let answer =
+        #"{"active":true,"createdAt":"2026-11-24T07:34:03.525Z","deviceId":"6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01","environment":"production","lastRegisteredAt":"2026-11-24T07:34:03.525Z","tags":["a"],"token":"abab"}"#
+
+    @Test func aRegistrationSendsTheAPIsFieldsAndNothingElse() async throws {
+        let http = ScriptedHTTP([.status(200, answer)])
+        let client = TernClient(configuration: configuration, transport: http)
+        let facts = RegistrationFacts(token: "abab", environment: "production", appVersion: nil, locale: "ko-KR")
+        let device = try await client.register(deviceID: device.deviceID, secret: nil, facts: facts)
+        #expect(device.tags == ["a"] && device.deviceSecret == nil && device.active)
+        let request = try #require(http.requests.first)
+        #expect(request.httpMethod == "PUT")
+        #expect(request.url?.absoluteString == "https://push.example.com/tern/v1/apps/shop/devices/6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01")
+        #expect(request.value(forHTTPHeaderField: "Authorization") == "Bearer tak_public")
+        #expect(request.value(forHTTPHeaderField: "X-Tern-Device-Secret") == nil)
+        #expect(request.value(forHTTPHeaderField: "Content-Type") == "application/json")
+        // Absent values are left out, not sent as null (the server refuses fields it does not take).
+        #expect(http.bodies == [["token": .string("abab"), "environment": .string("production"), "locale": .string("ko-KR")]])
+    }
+
+    @Test func callsAboutTheDeviceCarryItsSecretAndItsId() async throws {
+        let http = ScriptedHTTP([
+            .status(200, #"{"messages":[],"unread":0}"#), .status(200, #"{"marked":2,"unread":1}"#), .status(204, ""), .status(204, ""),
+        ])
+        let client = TernClient(configuration: configuration, transport: http)
+        _ = try await client.inbox(device, after: "12", limit: 5)
+        #expect(try await client.markRead(device, upTo: "9409c256-ca71-4d2c-803f-9f0e5e6bb894") == ReadResult(marked: 2, unread: 1))
+        try await client.deleteInboxMessage(device, id: "9409c256-ca71-4d2c-803f-9f0e5e6bb894")
+        #expect(try await client.reportOpen(device, messageID: "75f7e009-0893-555a-98ad-b527bf108e29"))
+        let requests = http.requests
+        #expect(requests.allSatisfy { $0.value(forHTTPHeaderField: "X-Tern-Device-Secret") == "tds_secret" })
+        #expect(
+            requests.map { "\($0.httpMethod!) \($0.url!.path)" } == [
+                "GET /tern/v1/apps/shop/inbox", "POST /tern/v1/apps/shop/inbox/read",
+                "DELETE /tern/v1/apps/shop/inbox/9409c256-ca71-4d2c-803f-9f0e5e6bb894",
+                "POST /tern/v1/apps/shop/devices/6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01/opens",
+            ])
+        #expect(requests[0].url?.query == "deviceId=6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01&after=12&limit=5")
+        #expect(http.bodies[1] == ["upTo": .string("9409c256-ca71-4d2c-803f-9f0e5e6bb894")])
+        #expect(http.bodies[3] == ["messageId": .string("75f7e009-0893-555a-98ad-b527bf108e29")])
+    }
+
+    @Test func theChannelsAddressIsAWebSocketOneWithTheResumePoint() throws {
+        let client = TernClient(configuration: configuration, transport: ScriptedHTTP([]))
+        let request = try client.channelRequest(device, after: 41)
+        #expect(
+            request.url?.absoluteString == "wss://push.example.com/tern/v1/apps/shop/devices/6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01/connect?after=41")
+        #expect(request.value(forHTTPHeaderField: "X-Tern-Device-Secret") == "tds_secret")
+        let plain = TernClient(
+            configuration: TernConfiguration(serverURL: URL(string: "http://127.0.0.1:8080")!, appID: "demo", appKey: "k"),
+            transport: ScriptedHTTP([]))
+        #expect(
+            try plain.channelRequest(device, after: nil).url?.absoluteString
+                == "ws://127.0.0.1:8080/v1/apps/demo/devices/6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01/connect")
+    }
+
+    @Test func aRefusalIsTypedWithTheServersStatusErrorFieldAndWait() async throws {
+        let http = ScriptedHTTP([
+            .status(
+                403, #"{"error":"forbidden","field":"X-Tern-Device-Secret","message":"X-Tern-Device-Secret is not this device's secret"}"#),
+            .status(429, #"{"error":"tooManyRequests","message":"too many wrong secrets"}"#, headers: ["Retry-After": "42"]),
+            .status(502, "<html>Bad Gateway</html>"),
+        ])
+        let client = TernClient(configuration: configuration, transport: http)
+        let facts = RegistrationFacts(token: "abab", environment: "production")
+        let forbidden = await #expect(throws: TernError.self) {
+            try await client.register(deviceID: device.deviceID, secret: "tds_old", facts: facts)
+        }
+        #expect(forbidden?.status == 403 && forbidden?.serverError == "forbidden" && forbidden?.field == "X-Tern-Device-Secret")
+        #expect(forbidden?.isTemporary == false)
+        #expect(forbidden?.description.contains("tds_old") == false)
+        let busy = await #expect(throws: TernError.self) { try await client.inbox(device) }
+        #expect(busy?.retryAfter == 42 && busy?.isTemporary == true)
+        let gateway = await #expect(throws: TernError.self) { try await client.inbox(device) }
+        #expect(gateway?.kind == .refused && gateway?.status == 502 && gateway?.message == "reading the inbox: HTTP 502")
+    }
+
+    @Test func anAnswerThatCannotBeReadNamesWhatIsWrong() async throws {
+        let http = ScriptedHTTP([
+            .status(200, #"{"active":true,"tags":[]}"#), .status(200, #"{"messages":[{"id":"x"}],"unread":0}"#), .status(200, "not json"),
+            .status(200, answer.replacingOccurrences(of: "6f1c1f9e", with: "00000000")),
+        ])
+        let client = TernClient(configuration: configuration, transport: http)
+        let facts = RegistrationFacts(token: "abab", environment: "production")
+        let missing = await #expect(throws: TernError.self) { try await client.register(deviceID: device.deviceID, secret: nil, facts: facts) }
+        #expect(missing?.kind == .badAnswer && missing?.message.contains("'deviceId' is missing") == true)
+        let nested = await #expect(throws: TernError.self) { try await client.inbox(device) }
+        #expect(nested?.message.contains("'messages.[0].sequence' is missing") == true)
+        let garbage = await #expect(throws: TernError.self) { try await client.markRead(device, ids: ["a"]) }
+        #expect(garbage?.message.contains("not JSON") == true)
+        let another = await #expect(throws: TernError.self) { try await client.register(deviceID: device.deviceID, secret: nil, facts: facts) }
+        #expect(another?.message.contains("answered device 00000000") == true)
+    }
+
+    @Test func noAnswerIsATemporaryErrorAndBadArgumentsNeverLeave() async throws {
+        let http = ScriptedHTTP([.unreachable])
+        let client = TernClient(configuration: configuration, transport: http)
+        let unreachable = await #expect(throws: TernError.self) { try await client.inbox(device) }
+        #expect(unreachable?.kind == .unreachable && unreachable?.isTemporary == true)
+        await #expect(throws: TernError.self) { try await client.markRead(device, ids: []) }
+        #expect(http.requests.count == 1)
+    }
+
+    @Test func theChannelsRefusalIsReadFromThePlainRequest() async throws {
+        let http = ScriptedHTTP([
+            .status(426, #"{"error":"upgradeRequired","message":"connect with a WebSocket upgrade"}"#),
+            .status(404, #"{"error":"notFound","message":"no device 6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01"}"#),
+        ])
+        let client = TernClient(configuration: configuration, transport: http)
+        #expect(try await client.channelRefusal(device) == nil)
+        #expect(try await client.channelRefusal(device)?.status == 404)
+    }
+
+    @Test func credentialsNeverPrintTheirSecret() {
+        #expect(!"\(device)".contains("tds_secret"))
+        let registered = RegisteredDevice(deviceID: "d", alias: nil, tags: [], active: true, deviceSecret: "tds_new")
+        #expect(!"\(registered)".contains("tds_new"))
+    }
+}
