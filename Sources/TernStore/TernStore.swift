@@ -193,6 +193,8 @@ public protocol TernStore: Sendable {
     /// Marks for APNs those of these messages that are still unacknowledged and not marked before, atomically, so a
     /// message falls back once whichever node asks. - Returns: the ids marked now.
     func fallBack(app: String, ids: [String], at: Date) async throws -> Set<String>
+    /// Those of these messages not acknowledged yet (ids of no message are left out).
+    func unacknowledged(app: String, ids: [String]) async throws -> Set<String>
     /// Records that the device opened its message `id`. - Returns: false if the device has no such message.
     func openMessage(app: String, deviceID: String, id: String, at: Date) async throws -> Bool
     /// What happened to push `pushID`'s device messages.

@@ -55,7 +55,10 @@ struct DeviceMessageStoreTests {
         try await factory.withStore { store in
             try await prepared(store)
             _ = try await store.keepMessages(drafts("p1", ["d1", "d2"]), app: "demo", pushID: "p1", at: time(1), expiresAt: time(10_000))
+            #expect(try await store.unacknowledged(app: "demo", ids: ["p1-d1", "p1-d2", "nothing"]) == ["p1-d1", "p1-d2"])
             _ = try await store.recordChannel(delivered: [], acks: [("demo", "d2", "p1-d2")], at: time(2))
+            #expect(try await store.unacknowledged(app: "demo", ids: ["p1-d1", "p1-d2"]) == ["p1-d1"])
+            #expect(try await store.unacknowledged(app: "other", ids: ["p1-d1"]) == [], "another app's messages are not this one's")
             #expect(try await store.fallBack(app: "demo", ids: ["p1-d1", "p1-d2"], at: time(3)) == ["p1-d1"])
             #expect(try await store.fallBack(app: "demo", ids: ["p1-d1", "p1-d2"], at: time(4)) == [])
             let late = try await store.recordChannel(delivered: [], acks: [("demo", "d1", "p1-d1")], at: time(5))

@@ -549,8 +549,9 @@ final class PushDispatcher: Service {
             // Connected: what is not acknowledged in time goes through APNs.
             let waiting = withDevice.filter { connected.contains($0.deviceID) }
             guard !waiting.isEmpty else { return }
-            try await clocks.timer.sleep(for: .milliseconds(online.ackTimeoutMilliseconds))
-            let late = try await store.fallBack(app: app.id, ids: waiting.compactMap { messageByDevice[$0.deviceID]?.id }, at: clocks.wall.now)
+            let waitingIDs = waiting.compactMap { messageByDevice[$0.deviceID]?.id }
+            try await waitForAcks(app: app.id, ids: waitingIDs, within: .milliseconds(online.ackTimeoutMilliseconds))
+            let late = try await store.fallBack(app: app.id, ids: waitingIDs, at: clocks.wall.now)
             fallbacks.increment(by: late.count)
             var lateAPNs: [(index: Int, recipient: Recipient, payload: [UInt8]?)] = []
             for entry in waiting {
@@ -563,6 +564,33 @@ final class PushDispatcher: Service {
             if !lateAPNs.isEmpty { try await sendThroughAPNs(lateAPNs, template: template, app: app, into: tally) }
         }
     }
+
+    /// Waits until every one of these messages is acknowledged, or `timeout` has passed. The acknowledgements may
+    /// come to any node, so the store is asked, every ``ackCheckInterval``: a chunk whose devices all answer in
+    /// milliseconds is done then, not at the end of its `ackTimeout`.
+    private func waitForAcks(app: String, ids: [String], within timeout: Duration) async throws {
+        var waiting = ids
+        try await Self.poll(on: clocks.timer, every: Self.ackCheckInterval, for: timeout) {
+            waiting = Array(try await store.unacknowledged(app: app, ids: waiting))
+            return waiting.isEmpty
+        }
+    }
+
+    /// Asks `done` every `interval` until it says yes or `timeout` has passed on `clock`.
+    private static func poll<C: Clock<Duration>>(
+        on clock: C, every interval: Duration, for timeout: Duration, _ done: () async throws -> Bool
+    ) async throws {
+        let deadline = clock.now.advanced(by: timeout)
+        while true {
+            let left = clock.now.duration(to: deadline)
+            guard left > .zero else { return }
+            try await clock.sleep(for: min(left, interval))
+            if try await done() { return }
+        }
+    }
+
+    /// How often ``waitForAcks(app:ids:within:)`` asks the store.
+    static let ackCheckInterval: Duration = .milliseconds(100)
 
     /// Sends these recipients' notifications through APNs, one per token at a time, and classifies the results.
     private func sendThroughAPNs(

@@ -119,6 +119,21 @@ extension SQLStore {
         }
     }
 
+    public func unacknowledged(app: String, ids: [String]) async throws -> Set<String> {
+        let ids = Array(Set(ids))
+        guard !ids.isEmpty else { return [] }
+        return try await exclusive { db in
+            var waiting: Set<String> = []
+            for start in stride(from: 0, to: ids.count, by: Self.messageSlice) {
+                let slice = Array(ids[start..<min(start + Self.messageSlice, ids.count)])
+                waiting.formUnion(try await db.raw("""
+                    SELECT id FROM device_messages WHERE app_id = \(bind: app) AND id IN (\(binds: slice)) AND acked_at IS NULL
+                    """).all(decodingColumn: "id", as: String.self))
+            }
+            return waiting
+        }
+    }
+
     public func openMessage(app: String, deviceID: String, id: String, at: Date) async throws -> Bool {
         try await exclusive { db in
             // The first open counts; reporting it again is not an error.
