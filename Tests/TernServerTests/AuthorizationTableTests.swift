@@ -34,6 +34,7 @@ struct AuthorizationTableTests {
         .list: (.needsMaster, .needsMaster, .needsMaster),
         .connect: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
         .open: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
+        .ack: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
     ]
 
     static func expected(_ call: DeviceCall, _ credential: Credential) -> Access? {
@@ -105,6 +106,7 @@ struct AuthorizationTableTests {
         // Without an upgrade, the credentials are checked as the WebSocket's would be, then 426.
         case .connect: [(.GET, "/v1/apps/demo/devices/\(device)/connect", nil, 426)]
         case .open: [(.POST, "/v1/apps/demo/devices/\(device)/opens", #"{"messageId": "00000000-0000-4000-8000-000000000000"}"#, 404)]
+        case .ack: [(.POST, "/v1/apps/demo/devices/\(device)/acks", #"{"ids": ["00000000-0000-4000-8000-000000000000"]}"#, 200)]
         }
 
         let expected = Self.expected(call, credential)
@@ -123,7 +125,7 @@ struct AuthorizationTableTests {
             }
         }
         let after = try await server.master.get("/v1/apps/demo/devices/\(device)").text
-        let readOnly: Set<DeviceCall> = [.read, .inbox, .tokenHistory, .list, .connect, .open]
+        let readOnly: Set<DeviceCall> = [.read, .inbox, .tokenHistory, .list, .connect, .open, .ack]
         if call == .rotateSecret {
             // The device looks the same; what changed is whether its old secret still works.
             let old = try await server.device.send(.GET, "/v1/apps/demo/devices/\(device)", headers: [("X-Tern-Device-Secret", secret)])

@@ -80,6 +80,52 @@ struct OnlineChannelTests {
         await connection.close()
     }
 
+    /// A Notification Service Extension's receipt: the acknowledgement of a message that came through APNs, made
+    /// over HTTP, so the app's own connection (if it has one) is not replaced by the extension's.
+    @Test func messagesAcknowledgedOverHTTPAreCountedAndNotSentAgainOverTheConnection() async throws {
+        let server = try await ServerHarness.shared.value
+        let device = try await newDevice(server)
+        let first = try await pushOnline(server, to: device.id, title: "first")
+        let second = try await pushOnline(server, to: device.id, title: "second")
+        let firstID = try #require(first["id"]?.string)
+        // The ids a device knows: the message ids of the pushes (a name-based UUID of push and device).
+        let connection = connect(server, device)
+        let frames = [try await connection.next(), try await connection.next()]
+        let messageIDs = try frames.map { try #require($0["id"]?.string) }
+        await connection.close()
+
+        func ack(_ body: String, as deviceID: String) async throws -> HTTPTestResponse {
+            try await server.device.send(.POST, "/v1/apps/demo/devices/\(deviceID)/acks", body: body, headers: server.asDevice(deviceID))
+        }
+        // Another device cannot acknowledge this one's messages: nothing of theirs is counted.
+        let other = try await newDevice(server)
+        let notItsOwn = try await ack(#"{"ids": ["\#(messageIDs[0])"]}"#, as: other.id)
+        #expect(notItsOwn.status == 200, "\(notItsOwn.text)")
+        #expect(try notItsOwn.json()["acked"]?.int == 0)
+
+        let acked = try await ack(#"{"ids": ["\#(messageIDs[0].uppercased())"]}"#, as: device.id)
+        #expect(acked.status == 200, "\(acked.text)")
+        #expect(try acked.json()["acked"]?.int == 1)
+        #expect(try await ack(#"{"ids": ["\#(messageIDs[0])"]}"#, as: device.id).json()["acked"]?.int == 0, "once")
+        #expect(try await pushView(server, firstID)[path: "counts.acked"]?.int == 1)
+        // The next connection resumes with what is not acknowledged: the second message only.
+        let again = connect(server, device)
+        #expect(try await again.next()[path: "notification.title"]?.string == "second")
+        await again.close()
+
+        // Bad input: a 400 naming the field, nothing acknowledged.
+        let tooMany = "[" + Array(repeating: #""\#(messageIDs[1])""#, count: 1001).joined(separator: ",") + "]"
+        for (body, field) in [
+            (#"{"ids": []}"#, "ids"), (#"{"ids": ["nope"]}"#, "ids"), (#"{"ids": \#(tooMany)}"#, "ids"), ("{}", "ids"),
+            (#"{"ids": ["\#(messageIDs[1])"], "at": 1}"#, "at"),
+        ] {
+            let refused = try await ack(body, as: device.id)
+            #expect(refused.status == 400, "\(body.prefix(60)): \(refused.text)")
+            #expect(try refused.json()["field"]?.string == field, "\(body.prefix(60)): \(refused.text)")
+        }
+        #expect(try await pushView(server, try #require(second["id"]?.string))[path: "counts.acked"]?.int == 0)
+    }
+
     @Test func anOfflineDeviceGetsWhatWasKeptWhenItConnectsAndAWakeUpThroughAPNs() async throws {
         let server = try await ServerHarness.shared.value
         let device = try await newDevice(server)

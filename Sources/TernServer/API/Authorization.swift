@@ -41,6 +41,9 @@ enum DeviceCall: String, Sendable, CaseIterable {
     case connect
     /// `POST …/devices/{id}/opens`: the device reports that its user opened a message.
     case open
+    /// `POST …/devices/{id}/acks`: the device acknowledges messages outside its connection (a Notification Service
+    /// Extension's delivery receipt).
+    case ack
 }
 
 /// What a request presented in `X-Tern-Device-Secret`, judged against the device.
@@ -81,7 +84,7 @@ struct Authorization: Sendable {
             // Nothing to prove yet: the answer carries the new device's secret.
             return .allowed
         case (.appKey, .registerExisting), (.appKey, .read), (.appKey, .delete), (.appKey, .logout), (.appKey, .tags),
-            (.appKey, .rotateSecret), (.appKey, .inbox), (.appKey, .connect), (.appKey, .open):
+            (.appKey, .rotateSecret), (.appKey, .inbox), (.appKey, .connect), (.appKey, .open), (.appKey, .ack):
             switch proof {
             case .right: return .allowed
             case .none: return .needsDeviceSecret

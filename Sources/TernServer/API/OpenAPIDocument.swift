@@ -747,6 +747,81 @@ enum OpenAPIDocument {
     }
    }
   },
+  "/v1/apps/{app}/devices/{deviceId}/acks": {
+   "post": {
+    "operationId": "acknowledgeMessages",
+    "summary": "The device acknowledges messages outside its connection (a Notification Service Extension's receipt)",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "how many of the ids this call acknowledged (the device's own, not acknowledged before)",
+      "content": {
+       "application/json": {
+        "schema": {
+         "type": "object",
+         "properties": {
+          "acked": {
+           "type": "integer",
+           "minimum": 0
+          }
+         },
+         "required": [
+          "acked"
+         ]
+        }
+       }
+      }
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/deviceId"
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "type": "object",
+        "properties": {
+         "ids": {
+          "type": "array",
+          "minItems": 1,
+          "maxItems": 1000,
+          "items": {
+           "type": "string",
+           "format": "uuid"
+          }
+         }
+        },
+        "required": [
+         "ids"
+        ],
+        "additionalProperties": false
+       }
+      }
+     }
+    }
+   }
+  },
   "/v1/apps/{app}/devices/{deviceId}/tokens": {
    "get": {
     "operationId": "tokenHistory",

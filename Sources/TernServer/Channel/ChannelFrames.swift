@@ -82,7 +82,13 @@ enum ChannelFrame {
             throw .badFrame(JSONAPIError(decoding: error).message)
         }
         guard frame.type == "ack" else { throw .badFrame("type must be \"ack\", not \"\(frame.type.prefix(32))\"") }
-        guard let ids = frame.ids, !ids.isEmpty else { throw .badFrame("ids: one or more message ids are required") }
+        return try checkAckIDs(frame.ids ?? [])
+    }
+
+    /// The acknowledged ids, lowercased, if there are 1-1,000 and each is a message id. - Throws:
+    /// ``ChannelCloseCode/badFrame(_:)`` naming the problem (`ids: …`); the frame's and `POST …/acks`' rule.
+    static func checkAckIDs(_ ids: [String]) throws(ChannelCloseCode) -> [String] {
+        guard !ids.isEmpty else { throw .badFrame("ids: one or more message ids are required") }
         guard ids.count <= maximumAckIDs else { throw .badFrame("ids: at most \(maximumAckIDs) in one ack") }
         for id in ids where UUID(uuidString: id) == nil {
             throw .badFrame("ids: '\(id.prefix(40))' is not a message id")

@@ -35,6 +35,8 @@ struct DeviceChannelAPI {
 
     private let deliveredOnline = Counter(label: "tern_channel_messages_delivered_total")
     private let opens = Counter(label: "tern_channel_opens_total")
+    private let acks = Counter(label: "tern_channel_acks_total")
+    private let acksAfterFallback = Counter(label: "tern_channel_acks_after_fallback_total")
 
     init(
         store: any TernStore, apps: AppCache, gate: DeviceGate, connections: DeviceConnections, recorder: ChannelRecorder, clock: any WallClock,
@@ -51,6 +53,15 @@ struct DeviceChannelAPI {
 
     struct OpenRequest: Decodable {
         var messageId: String
+    }
+
+    struct AckRequest: Decodable {
+        var ids: [String]
+    }
+
+    struct AckAnswer: ResponseEncodable {
+        /// How many of the ids were acknowledged by this call (not before, and the device's own).
+        var acked: Int
     }
 
     /// The plain HTTP side: `GET …/connect` without an upgrade checks the credentials like the upgrade would and
@@ -76,6 +87,26 @@ struct DeviceChannelAPI {
             }
             opens.increment()
             return .noContent
+        }
+        // Acknowledgements outside the connection (a Notification Service Extension's receipt), which must not open
+        // a connection of its own: that would replace the app's.
+        devices.post(":device/acks") { request, context -> AckAnswer in
+            let (app, device) = try await authorize(
+                .ack, request: request, appID: context.parameters.get("app"), deviceText: context.parameters.get("device"))
+            let body = try await JSONBody.decode(AckRequest.self, from: request, limit: 64 * 1024)
+            let ids: [String]
+            do throws(ChannelCloseCode) {
+                ids = try ChannelFrame.checkAckIDs(body.ids)
+            } catch {
+                // The frame's rule and words ("ids: …"), as the API says them.
+                let problem = if case .badFrame(let text) = error { text } else { "\(error)" }
+                throw JSONAPIError.badRequest(field: "ids", problem.hasPrefix("ids: ") ? String(problem.dropFirst(5)) : problem)
+            }
+            let recorded = try await store.recordChannel(
+                delivered: [], acks: ids.map { (app: app.id, deviceID: device.deviceID, id: $0) }, at: clock.now)
+            acks.increment(by: recorded.acked)
+            acksAfterFallback.increment(by: recorded.afterFallback)
+            return AckAnswer(acked: recorded.acked)
         }
     }
 

@@ -89,6 +89,14 @@ struct OpenBody: Encodable {
     var messageId: String
 }
 
+struct AckBody: Encodable {
+    var ids: [String]
+}
+
+struct AckAnswer: Decodable {
+    var acked: Int
+}
+
 struct DeviceAnswer: Decodable {
     var deviceId: String
     var alias: String?

@@ -66,6 +66,15 @@ public struct TernClient: Sendable {
         }
     }
 
+    /// `POST …/devices/{deviceId}/acks`: acknowledges messages outside the channel (1-1,000 ids), as a Notification
+    /// Service Extension does for one that came through APNs. - Returns: how many this call acknowledged (the
+    /// device's own, not acknowledged before).
+    @discardableResult
+    public func acknowledge(_ device: DeviceCredentials, messageIDs: [String]) async throws(TernError) -> Int {
+        let request = try makeRequest("POST", ["devices", device.deviceID, "acks"], secret: device.secret, body: AckBody(ids: messageIDs))
+        return try await call(request, expecting: AckAnswer.self, what: "acknowledging \(messageIDs.count) message(s)").acked
+    }
+
     // MARK: The inbox
 
     /// `GET /v1/apps/{app}/inbox`: a page of the inbox of the device's user, oldest first.

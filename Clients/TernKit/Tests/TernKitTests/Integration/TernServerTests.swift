@@ -295,12 +295,12 @@ struct TernServerTests {
         try await waitUntil("the push falls back to APNs") { try await server.counts(ofPush: push)?["fellBackToAPNs"] == .int(1) }
         let fallback = try #require(try await server.apnsPayloads(token: device.hexToken).last)
         // The extension reads the identity the app keeps (a shared keychain group in an app) and acknowledges.
-        let receipts = DeliveryReceipts(configuration: server.configuration(), identityStore: device.identities, transport: testChannelTransport())
+        let receipts = DeliveryReceipts(configuration: server.configuration(), identityStore: device.identities)
         #expect(await receipts.reportDelivery(of: TernPayload(json: fallback)) == .sent)
         try await waitUntil("the receipt is counted") { try await server.counts(ofPush: push)?["ackedAfterFallback"] == .int(1) }
         #expect(await receipts.reportDelivery(of: TernPayload(json: ["aps": ["alert": "plain"]])) == .notADeviceMessage)
         let stranger = DeliveryReceipts(
-            configuration: server.configuration(), identityStore: MemoryIdentityStore(), transport: testChannelTransport())
+            configuration: server.configuration(), identityStore: MemoryIdentityStore())
         #expect(await stranger.reportDelivery(of: TernPayload(json: fallback)) == .notRegistered)
     }
 
