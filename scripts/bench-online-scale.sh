@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The online channel at scale: many idle connections on one node, a push to 10,000 of them, and all of them
+# reconnecting at once.
+#
+#   scripts/bench-online-scale.sh                       # 15,000 connections, 10,000 of them pushed to
+#   IDLE=5000 PUSHED=5000 scripts/bench-online-scale.sh
+#
+# What it does (release build, SQLite, everything on loopback, one machine; each process may open 20,000 files):
+#   1. `tern serve` on a fresh folder and a fixed free port; its RSS once started.
+#   2. Two `tern device --count` processes: PUSHED devices tagged `pushed`, IDLE more tagged `idle`; once every one
+#      is connected, the server's RSS again (÷ connections: the memory an idle connection costs) and its CPU over
+#      IDLE_SECONDS with nothing to do but keep the connections (pings every 30 s).
+#   3. A push to tag `pushed` with `"delivery": "online"`: the time from the POST until 99% and until all of the
+#      PUSHED acknowledgements are in the push's counts (polled every 20 ms, so within 20 ms).
+#   4. The same devices through APNs (the built-in simulator), `"delivery": "apns"`: the time to the push's
+#      completion, for comparison.
+#   5. The server stops (Ctrl-C: every connection is closed with 1001) and starts again on the same port and data:
+#      the time from its start until every device is connected again (`tern_channel_connections` in /metrics), and
+#      the server's warnings and errors meanwhile.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PUSHED=${PUSHED:-10000}
+IDLE=${IDLE:-5000}
+IDLE_SECONDS=${IDLE_SECONDS:-20}
+SCRATCH=${SCRATCH:-.build}
+
+echo "building tern (release)…" >&2
+swift build -c release --scratch-path "$SCRATCH" --product tern >&2
+TERN="$(cd "$SCRATCH" && pwd)/release/tern"
+
+work=$(mktemp -d)
+server=""
+fleet=()
+cleanup() {
+  for pid in "${fleet[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ -n "$server" ] && kill "$server" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.3f", b - a}'; }
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+url="http://127.0.0.1:$port"
+total=$((PUSHED + IDLE))
+
+start_server() {
+  : >"$work/serve.out"
+  (cd "$work" && exec "$TERN" serve --port "$port" --log-level warning >>serve.out 2>>serve.err) &
+  server=$!
+  for _ in $(seq 1 300); do grep -q 'Tern is serving' "$work/serve.out" 2>/dev/null && return; sleep 0.05; done
+  echo "tern serve did not start:" >&2; cat "$work/serve.err" >&2; exit 1
+}
+connections() { curl -s "$url/metrics" | awk '$1 == "tern_channel_connections" {printf "%d", $2}'; }
+
+start_server
+app_key=$(grep 'app key' "$work/serve.out" | awk '{print $3}')
+master=$(grep 'master secret' "$work/serve.out" | awk '{print $3}')
+rss_start=$(rss_kib "$server")
+
+echo "── $total devices connect ($PUSHED tagged pushed, $IDLE idle)" >&2
+"$TERN" device --url "$url" --app-key "$app_key" --count "$PUSHED" --tag pushed --timeout 3600 >"$work/pushed.out" 2>"$work/pushed.err" &
+fleet+=($!)
+"$TERN" device --url "$url" --app-key "$app_key" --count "$IDLE" --tag idle --timeout 3600 >"$work/idle.out" 2>"$work/idle.err" &
+fleet+=($!)
+t0=$(now)
+until [ "$(connections)" = "$total" ]; do
+  for pid in "${fleet[@]}"; do kill -0 "$pid" 2>/dev/null || { echo "tern device stopped:" >&2; tail -3 "$work"/*.err >&2; exit 1; }; done
+  sleep 0.2
+done
+connect_seconds=$(since "$t0")
+rss_connected=$(rss_kib "$server")
+ticks0=$(cpu_ticks "$server")
+sleep "$IDLE_SECONDS"
+ticks1=$(cpu_ticks "$server")
+hz=$(getconf CLK_TCK)
+idle_cpu=$(awk -v t="$((ticks1 - ticks0))" -v hz="$hz" -v s="$IDLE_SECONDS" 'BEGIN {printf "%.1f", 100 * t / hz / s}')
+per_connection=$(awk -v a="$rss_start" -v b="$rss_connected" -v n="$total" 'BEGIN {printf "%.1f", (b - a) / n}')
+fds=$(ls "/proc/$server/fd" | wc -l)
+
+echo "── a push to $PUSHED connected devices, online" >&2
+t0=$(now)
+id=$(curl -sf -X POST "$url/v1/apps/demo/pushes" -H "Authorization: Bearer $master" \
+  -d '{"audience": {"tags": ["pushed"]}, "notification": {"title": "online"}, "delivery": "online"}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+p99_target=$(( (PUSHED * 99 + 99) / 100 ))
+p99=""
+while :; do
+  acked=$(curl -s "$url/v1/apps/demo/pushes/$id" -H "Authorization: Bearer $master" | python3 -c 'import json, sys; print(json.load(sys.stdin)["counts"].get("acked", 0))')
+  [ -z "$p99" ] && [ "$acked" -ge "$p99_target" ] && p99=$(since "$t0")
+  [ "$acked" -ge "$PUSHED" ] && break
+  [ "$(since "$t0" | cut -d. -f1)" -ge 60 ] && { echo "only $acked of $PUSHED acknowledged after 60 s" >&2; exit 1; }
+  sleep 0.02
+done
+all_acked=$(since "$t0")
+
+echo "── the same devices through APNs (the built-in simulator)" >&2
+t0=$(now)
+status=$(curl -sf -X POST "$url/v1/apps/demo/pushes?wait=60" -H "Authorization: Bearer $master" \
+  -d '{"audience": {"tags": ["pushed"]}, "notification": {"title": "through APNs"}}' \
+  | python3 -c 'import json, sys; p = json.load(sys.stdin); print(p["status"], p["counts"]["accepted"])')
+apns_seconds=$(since "$t0")
+[ "$status" = "completed $PUSHED" ] || { echo "the APNs push: $status" >&2; exit 1; }
+
+echo "── the server restarts: every device reconnects at once" >&2
+kill -INT "$server"; wait "$server" || true
+errors_before=$(grep -cE ' (warning|error|critical) ' "$work/serve.err" || true)
+start_server
+t0=$(now)
+until [ "$(connections)" = "$total" ]; do
+  [ "$(since "$t0" | cut -d. -f1)" -ge 120 ] && { echo "only $(connections) of $total reconnected after 120 s" >&2; exit 1; }
+  sleep 0.05
+done
+reconnect_seconds=$(since "$t0")
+errors_after=$(grep -cE ' (warning|error|critical) ' "$work/serve.err" || true)
+# Connections the server refused (not the "Connection refused" of connecting while it was down, which is expected).
+refused=$(cat "$work"/pushed.err "$work"/idle.err | grep -c 'the server refused' || true)
+
+cat <<EOF
+
+| measurement | result |
+|---|---|
+| connections on one node (all registered and connected in ${connect_seconds} s) | $total (server descriptors: $fds) |
+| server RSS before / with the connections | $((rss_start / 1024)) / $((rss_connected / 1024)) MiB: **${per_connection} KiB per idle connection** |
+| server CPU with the connections idle (${IDLE_SECONDS} s) | ${idle_cpu}% of a core |
+| push to $PUSHED connected devices, \`online\`: POST to 99% / all acknowledged | **${p99} s** / ${all_acked} s |
+| the same $PUSHED devices through APNs (simulator), POST to completed | ${apns_seconds} s |
+| server restart: start to all $total reconnected | **${reconnect_seconds} s**; server warnings/errors during it: $((errors_after - errors_before)); connections the server refused: $refused |
+EOF
