@@ -131,19 +131,32 @@ public final class TernServer: Sendable {
 
     /// Fails when the API's address cannot be bound: a port in use would otherwise show only once the store, the
     /// simulator and the dispatcher run. (Another process could still take the port before the API binds it; then
-    /// the start fails all the same, a moment later.) With SO_REUSEADDR, as the API's listener binds: connections of
-    /// the last server on the port may wait in TIME_WAIT for a minute, and they do not stop a restart.
+    /// the start fails all the same, a moment later.)
+    ///
+    /// It binds a socket and closes it, without listening: a listener would accept the connections that clients
+    /// (devices reconnecting after a restart) make in that moment, and nobody would ever answer them. With
+    /// SO_REUSEADDR, as the API's listener binds: connections of the last server on the port may wait in TIME_WAIT for
+    /// a minute, and they do not stop a restart, while a socket listening on the port does.
     static func checkCanListen(host: String, port: Int) async throws(TernServerConfigurationError) {
         guard port != 0 else { return }
+        let address: SocketAddress
         do {
-            let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .bind(host: host, port: port).get()
-            try await channel.close()
-        } catch let error as IOError where error.errnoCode == EADDRINUSE {
-            throw .init("http: cannot listen on \(host):\(port): the address is in use (is another server on that port?)")
+            address = try SocketAddress.makeAddressResolvingHost(host, port: port)
         } catch {
             throw .init("http: cannot listen on \(host):\(port): \(error)")
+        }
+        let descriptor = socket(Int32(address.protocol.rawValue), Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw .init("http: cannot listen on \(host):\(port): \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        var reuse: Int32 = 1
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        let bound = address.withSockAddr { pointer, size in bind(descriptor, pointer, socklen_t(size)) }
+        guard bound == 0 else {
+            let failure = errno
+            if failure == EADDRINUSE {
+                throw .init("http: cannot listen on \(host):\(port): the address is in use (is another server on that port?)")
+            }
+            throw .init("http: cannot listen on \(host):\(port): \(String(cString: strerror(failure)))")
         }
     }
 
