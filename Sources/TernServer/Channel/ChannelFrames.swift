@@ -82,17 +82,17 @@ enum ChannelFrame {
             throw .badFrame(JSONAPIError(decoding: error).message)
         }
         guard frame.type == "ack" else { throw .badFrame("type must be \"ack\", not \"\(frame.type.prefix(32))\"") }
-        return try checkAckIDs(frame.ids ?? [])
+        let ids = frame.ids ?? []
+        if let problem = ackIDsProblem(ids) { throw .badFrame("ids: " + problem) }
+        return ids.map { $0.lowercased() }
     }
 
-    /// The acknowledged ids, lowercased, if there are 1-1,000 and each is a message id. - Throws:
-    /// ``ChannelCloseCode/badFrame(_:)`` naming the problem (`ids: …`); the frame's and `POST …/acks`' rule.
-    static func checkAckIDs(_ ids: [String]) throws(ChannelCloseCode) -> [String] {
-        guard !ids.isEmpty else { throw .badFrame("ids: one or more message ids are required") }
-        guard ids.count <= maximumAckIDs else { throw .badFrame("ids: at most \(maximumAckIDs) in one ack") }
-        for id in ids where UUID(uuidString: id) == nil {
-            throw .badFrame("ids: '\(id.prefix(40))' is not a message id")
-        }
-        return ids.map { $0.lowercased() }
+    /// What is wrong with acknowledged ids, if anything: 1-1,000 message ids are the rule of an ack frame and of
+    /// `POST …/acks`, which name the field each in their own way.
+    static func ackIDsProblem(_ ids: [String]) -> String? {
+        guard !ids.isEmpty else { return "one or more message ids are required" }
+        guard ids.count <= maximumAckIDs else { return "at most \(maximumAckIDs) in one ack" }
+        if let bad = ids.first(where: { UUID(uuidString: $0) == nil }) { return "'\(bad.prefix(40))' is not a message id" }
+        return nil
     }
 }

@@ -94,14 +94,8 @@ struct DeviceChannelAPI {
             let (app, device) = try await authorize(
                 .ack, request: request, appID: context.parameters.get("app"), deviceText: context.parameters.get("device"))
             let body = try await JSONBody.decode(AckRequest.self, from: request, limit: 64 * 1024)
-            let ids: [String]
-            do throws(ChannelCloseCode) {
-                ids = try ChannelFrame.checkAckIDs(body.ids)
-            } catch {
-                // The frame's rule and words ("ids: …"), as the API says them.
-                let problem = if case .badFrame(let text) = error { text } else { "\(error)" }
-                throw JSONAPIError.badRequest(field: "ids", problem.hasPrefix("ids: ") ? String(problem.dropFirst(5)) : problem)
-            }
+            if let problem = ChannelFrame.ackIDsProblem(body.ids) { throw JSONAPIError.badRequest(field: "ids", problem) }
+            let ids = body.ids.map { $0.lowercased() }
             let recorded = try await store.recordChannel(
                 delivered: [], acks: ids.map { (app: app.id, deviceID: device.deviceID, id: $0) }, at: clock.now)
             acks.increment(by: recorded.acked)

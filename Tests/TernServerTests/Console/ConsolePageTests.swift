@@ -228,13 +228,10 @@ struct ConsolePageTests {
         let sent = try await browser.post("/console/apps/demo/pushes", form)
         #expect(sent.status == 303)
         let location = try #require(sent.header("Location"))
-        var status = JSONValue.null
-        for _ in 0..<200 {
-            status = try await browser.get("\(location)/status", headers: [("Accept", "application/json")]).json()
-            if status["status"] == "completed" { break }
-            try await Task.sleep(for: .milliseconds(50))
+        try await waitUntil("the push completes", every: .milliseconds(50)) {
+            try await browser.get("\(location)/status", headers: [("Accept", "application/json")]).json()["status"] == "completed"
         }
-        #expect(status["status"] == "completed")
+        let status = try await browser.get("\(location)/status", headers: [("Accept", "application/json")]).json()
         #expect(status["accepted"] == 1)
         let arrived = try await server.arrivals().filter { $0.token == device.token }
         #expect(arrived.map(\.payload) == [payload], "the simulator got exactly the previewed payload")
