@@ -19,6 +19,7 @@ import uuid
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -61,7 +62,8 @@ def browser():
 
 
 def wait(driver, condition, seconds=15, message=""):
-    return WebDriverWait(driver, seconds, poll_frequency=0.1).until(condition, message)
+    # The live pages redraw their parts as they poll: an element read while it is replaced is read again.
+    return WebDriverWait(driver, seconds, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)).until(condition, message)
 
 
 def text_of(driver, selector):
