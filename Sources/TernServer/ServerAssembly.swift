@@ -154,7 +154,8 @@ struct ServerAssembly {
         services.append(feedback)
         services.append(InboxSweeper(
             store: store, interval: configuration.inbox.sweepInterval, coordinator: coordinator, clocks: clocks, logger: logger))
-        services.append(ChannelService(store: store, connections: connections, recorder: recorder, coordinator: coordinator, logger: logger))
+        services.append(ChannelService(
+            store: store, connections: connections, recorder: recorder, coordinator: coordinator, timer: clocks.timer, logger: logger))
         if let consoleActivity { services.append(consoleActivity) }
         self.services = services
     }
@@ -177,7 +178,11 @@ struct ServerAssembly {
                     inner: HTTP1WebSocketUpgradeChannel(
                         responder: responder, webSocketResponder: webSocketResponder, configuration: channelConfiguration))
             },
-            configuration: .init(address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "tern"),
+            // A node restarting has its devices connecting back all at once: 256 pending connections (the library's
+            // default) overflow, and the kernel's retry of a dropped SYN comes a second or more later. The kernel caps
+            // this at net.core.somaxconn (4,096 on current Linux).
+            configuration: .init(
+                address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "tern", backlog: 4096),
             onServerRunning: onServerRunning,
             logger: logger)
     }
@@ -212,6 +217,7 @@ private struct ChannelService: Service {
     let connections: DeviceConnections
     let recorder: ChannelRecorder
     let coordinator: any NodeCoordinator
+    let timer: any Clock<Duration>
     let logger: Logger
 
     func run() async throws {
@@ -225,9 +231,14 @@ private struct ChannelService: Service {
         await withDiscardingTaskGroup { group in
             // The connections' reports, written until the connections are gone.
             group.addTask { await recorder.run() }
+            if !coordinator.isSoleNode { group.addTask { await sweep() } }
             await cancelWhenGracefulShutdown {
                 for await event in coordinator.events() {
-                    if let (app, deviceIDs) = connections.wakeTarget(of: event) { connections.ring(app: app, deviceIDs: deviceIDs) }
+                    if event == CoordinationEvent.resumed {
+                        connections.ringAll()
+                    } else if let (app, deviceIDs) = connections.wakeTarget(of: event) {
+                        connections.ring(app: app, deviceIDs: deviceIDs)
+                    }
                 }
             }
             // A sole node has no events: its stream ends at once, and the service runs on until the shutdown.
@@ -239,6 +250,23 @@ private struct ChannelService: Service {
             try await store.clearPresence(node: connections.node)
         } catch {
             logger.warning("cannot clear this node's connections", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// How long a connection may go without reading the store when several nodes share it. A wake-up from another
+    /// node is lost when its announcement fails (the coordinator re-subscribing is reported, and rings every
+    /// connection); this bounds how long such a message waits. A sole node rings its connections itself and loses none.
+    static let rereadRound: Duration = .seconds(300)
+
+    /// Rings one slice of the connections every second, so that each reads the store once per ``rereadRound``
+    /// (15,000 connections: 50 reads a second) instead of all at once.
+    private func sweep() async {
+        let parts = Int(Self.rereadRound.components.seconds)
+        var part = 0
+        while !Task.isCancelled {
+            do { try await timer.sleep(for: .seconds(1)) } catch { return }
+            connections.ringSlice(part, of: parts)
+            part = (part + 1) % parts
         }
     }
 }

@@ -81,3 +81,19 @@ public struct DevicePresence: Sendable, Equatable {
         self.connection = connection
     }
 }
+
+/// A device's connection on a node, as the presence table keeps it.
+public struct PresenceEntry: Sendable, Equatable {
+    public var app: String
+    public var deviceID: String
+    public var node: String
+    /// Unique per connection: only this connection's goodbye removes the entry.
+    public var connection: String
+
+    public init(app: String, deviceID: String, node: String, connection: String) {
+        self.app = app
+        self.deviceID = deviceID
+        self.node = node
+        self.connection = connection
+    }
+}

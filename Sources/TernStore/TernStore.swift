@@ -202,10 +202,13 @@ public protocol TernStore: Sendable {
     /// Deletes up to `limit` device messages that expired before `before`. - Returns: how many.
     func purgeExpiredMessages(before: Date, limit: Int) async throws -> Int
 
-    /// Records that `node` holds the device's connection `connection` now (replacing any earlier entry).
-    func setPresence(app: String, deviceID: String, node: String, connection: String, at: Date) async throws
-    /// Removes the device's entry if it is still `connection`'s (a newer connection may have replaced it).
-    func clearPresence(app: String, deviceID: String, connection: String) async throws
+    /// Records that each entry's node holds its device's connection now (replacing any earlier entry of the device),
+    /// in one transaction.
+    func setPresence(_ entries: [PresenceEntry], at: Date) async throws
+    /// Removes each device's entry if it is still the entry's connection's (a newer connection may have replaced it).
+    func clearPresence(_ entries: [PresenceEntry]) async throws
+    /// Which of these devices of `app` have a message not acknowledged and not expired at `at`.
+    func devicesWithMessages(app: String, deviceIDs: [String], at: Date) async throws -> Set<String>
     /// Removes every entry of `node` (it stops), or with nil every node's (the sole node starts). - Returns: how many.
     @discardableResult
     func clearPresence(node: String?) async throws -> Int

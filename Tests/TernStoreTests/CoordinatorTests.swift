@@ -86,7 +86,7 @@ struct CoordinatorTests {
         #expect(try await Self.firstEvent(of: heardBy[0], "node 0 to hear node 1") { nodes[1].announce("wake") } == "wake", "not its own push")
     }
 
-    @Test("a connection cut without a word (no FIN, no RST) is given up; the node ends its old session, so the job has a holder again, and its announcements go out on the new connection",
+    @Test("a connection cut without a word (no FIN, no RST) is given up; the node ends its old session, so the job has a holder again, its announcements go out on the new connection, and its subscribers are told it listens again",
           .enabled(if: PostgresTestServer.url != nil))
     func silentlyCutConnection() async throws {
         try await PostgresTestServer.withDatabase { url in try await silentlyCutConnection(url: url) }
@@ -119,15 +119,27 @@ struct CoordinatorTests {
         // The server still has node 0's old session, and its lock, until node 0 ends it from its new connection.
         try await waitUntil("one node to hold the job again") { leases.filter(\.isHeld).count == 1 }
         // (Node 1 may still have a few of the first pushes buffered; "lost" went out on the cut connection, or not at all.)
-        #expect(try await Self.firstEvent(of: heardBy[1], "node 1 to hear node 0 after the cut", skipping: ["push", "lost"]) {
+        #expect(try await Self.firstEvent(of: heardBy[1], "node 1 to hear node 0 after the cut", skipping: ["push", "lost", CoordinationEvent.resumed]) {
             nodes[0].announce("wake")
         } == "wake")
+        // Node 0 listened twice (at the start, and on its new connection), and says so each time: its subscribers
+        // look for what they may have missed while it was cut off.
+        let resumed = try await withTimeout(30, "node 0 to report its subscription resumed twice") {
+            var count = 0
+            for await event in heardBy[0] where event == CoordinationEvent.resumed {
+                count += 1
+                if count == 2 { break }
+            }
+            return count
+        }
+        #expect(resumed == 2)
         await relay.close()
     }
 
     /// The first event of `events` not in `skipping`, calling `announce` every 100 ms until it comes (at most 30 s).
     private static func firstEvent(
-        of events: AsyncStream<String>, _ what: String, skipping: Set<String> = [], announcing announce: @escaping @Sendable () -> Void
+        of events: AsyncStream<String>, _ what: String, skipping: Set<String> = [CoordinationEvent.resumed],
+        announcing announce: @escaping @Sendable () -> Void
     ) async throws -> String? {
         // Generous: after the server ends the sessions, a busy machine (the whole suite in parallel) may take a while to
         // see it, reconnect and LISTEN again; the point is that it does.

@@ -73,15 +73,35 @@ struct DeviceMessageStoreTests {
         }
     }
 
+    @Test("devices with messages waiting: kept, not acknowledged, not expired", arguments: StoreFactory.all)
+    func devicesWithMessages(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await prepared(store)
+            #expect(try await store.devicesWithMessages(app: "demo", deviceIDs: ["d1", "d2"], at: time(1)).isEmpty)
+            let kept = try await store.keepMessages(drafts("p1", ["d1", "d2"]), app: "demo", pushID: "p1", at: time(1), expiresAt: time(100))
+            #expect(try await store.devicesWithMessages(app: "demo", deviceIDs: ["d1", "d2", "d1"], at: time(2)) == ["d1", "d2"])
+            let d2 = try #require(kept.first { $0.deviceID == "d2" })
+            _ = try await store.recordChannel(delivered: [], acks: [(app: "demo", deviceID: "d2", id: d2.id)], at: time(3))
+            #expect(try await store.devicesWithMessages(app: "demo", deviceIDs: ["d1", "d2"], at: time(4)) == ["d1"])
+            #expect(try await store.devicesWithMessages(app: "demo", deviceIDs: ["d1", "d2"], at: time(100)).isEmpty, "expired")
+            #expect(try await store.devicesWithMessages(app: "other", deviceIDs: ["d1"], at: time(4)).isEmpty)
+        }
+    }
+
     @Test("presence: the newest connection's entry, removed only by its own connection or its node", arguments: StoreFactory.all)
     func presence(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
             try await prepared(store)
-            try await store.setPresence(app: "demo", deviceID: "d1", node: "a", connection: "c1", at: time(1))
-            try await store.setPresence(app: "demo", deviceID: "d1", node: "b", connection: "c2", at: time(2))
-            try await store.setPresence(app: "demo", deviceID: "d2", node: "a", connection: "c3", at: time(2))
-            // The replaced connection's goodbye leaves the newer entry.
-            try await store.clearPresence(app: "demo", deviceID: "d1", connection: "c1")
+            func entry(_ device: String, _ node: String, _ connection: String) -> PresenceEntry {
+                PresenceEntry(app: "demo", deviceID: device, node: node, connection: connection)
+            }
+            try await store.setPresence([entry("d1", "a", "c1")], at: time(1))
+            // In one batch, the device's last entry wins.
+            try await store.setPresence([entry("d3", "a", "c4"), entry("d1", "b", "c2"), entry("d2", "a", "c3"), entry("d3", "b", "c5")], at: time(2))
+            // The replaced connections' goodbyes leave the newer entries; the last connection's removes its own.
+            try await store.clearPresence([entry("d1", "a", "c1"), entry("d3", "a", "c4")])
+            #expect(try await store.presence(app: "demo", deviceIDs: ["d3"]) == [DevicePresence(deviceID: "d3", node: "b", connection: "c5")])
+            try await store.clearPresence([entry("d3", "b", "c5")])
             #expect(try await store.presence(app: "demo", deviceIDs: ["d1", "d2", "d3"]).sorted { $0.deviceID < $1.deviceID } == [
                 DevicePresence(deviceID: "d1", node: "b", connection: "c2"), DevicePresence(deviceID: "d2", node: "a", connection: "c3"),
             ])

@@ -23,6 +23,8 @@ struct DeviceCommand: AsyncParsableCommand {
 
             With --count N it runs N new devices from one process, for load tests,
             and prints a progress line every second instead of the messages.
+            --save-devices FILE keeps their ids and secrets, --register-only stops
+            once they are registered, and --devices FILE runs them again.
 
             A new device's id and secret go to standard error once: pass them back
             with --device-id and --device-secret (or TERN_DEVICE_SECRET) to be the
@@ -68,6 +70,19 @@ struct DeviceCommand: AsyncParsableCommand {
     @Option(name: .long, help: "How many new devices to run (load tests).")
     var count = 1
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Write the new devices' ids and secrets to this file (one device per line, owner-only), to be the same devices again with --devices.",
+            valueName: "file"))
+    var saveDevices: String?
+
+    @Flag(name: .long, help: "Register the new devices (with --save-devices) and stop, without connecting them.")
+    var registerOnly = false
+
+    @Option(name: .long, help: ArgumentHelp("Be the devices of this file (written by --save-devices) instead of new ones.", valueName: "file"))
+    var devices: String?
+
     @Flag(name: .long, help: "Do not acknowledge messages.")
     var noAck = false
 
@@ -91,6 +106,10 @@ struct DeviceCommand: AsyncParsableCommand {
         }
         guard (1...100_000).contains(count) else { throw ValidationError("--count must be 1-100000") }
         if deviceId != nil, count != 1 { throw ValidationError("--device-id is one device: leave out --count") }
+        if devices != nil, count != 1 || deviceId != nil || saveDevices != nil {
+            throw ValidationError("--devices runs the devices of the file: leave out --count, --device-id and --save-devices")
+        }
+        if registerOnly, saveDevices == nil { throw ValidationError("--register-only needs --save-devices (where the devices go)") }
         if let deviceId, UUID(uuidString: deviceId) == nil { throw ValidationError("--device-id must be a UUID, not '\(deviceId)'") }
         if deviceId != nil, secret == nil { throw ValidationError("--device-id needs --device-secret (or TERN_DEVICE_SECRET)") }
         if key == nil { throw ValidationError("--app-key (or TERN_APP_KEY) is required: `tern serve` prints the demo app's") }
@@ -109,7 +128,6 @@ struct DeviceCommand: AsyncParsableCommand {
         bootstrapLogging(logLevel)
         let bases = (url.isEmpty ? ["http://127.0.0.1:8080"] : url).map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         let base = bases[0]
-        let tally = DeviceTally(count: count)
         var httpConfiguration = HTTPClient.Configuration()
         // A server that is not there is said at once, not after the client's retries.
         httpConfiguration.connectionPool.retryConnectionEstablishment = false
@@ -119,26 +137,36 @@ struct DeviceCommand: AsyncParsableCommand {
         do {
             if let deviceId, let secret {
                 identities = [(deviceId.lowercased(), secret)]
+            } else if let devices {
+                identities = try Self.load(devices)
             } else {
                 identities = try await register(count, base: base, http: http)
+                if let saveDevices { try Self.save(identities, to: saveDevices) }
             }
         } catch let error as DeviceCommandError {
             try? await http.shutdown()
             printError("Error: \(error.message)")
             throw ExitCode(2)
         }
-        if deviceId == nil, count == 1, let identity = identities.first {
+        if registerOnly {
+            try? await http.shutdown()
+            printError("registered \(identities.count) devices into \(saveDevices ?? "")")
+            return
+        }
+        let tally = DeviceTally(count: identities.count)
+        let many = identities.count > 1
+        if deviceId == nil, devices == nil, count == 1, let identity = identities.first {
             printError("registered device \(identity.id); to be it again: --device-id \(identity.id) --device-secret \(identity.secret)")
         }
 
         let outcome: Outcome = await withTaskGroup(of: Outcome.self) { group in
             for identity in identities {
                 group.addTask {
-                    await connect(identity, bases: bases, tally: tally, http: http)
+                    await connect(identity, bases: bases, single: !many, tally: tally, http: http)
                     return .refused
                 }
             }
-            if count > 1 {
+            if many {
                 group.addTask {
                     while !Task.isCancelled {
                         try? await Task.sleep(for: .seconds(1))
@@ -178,7 +206,7 @@ struct DeviceCommand: AsyncParsableCommand {
             return first
         }
         try? await http.shutdown()
-        if count > 1 || messages != nil { emit(tally.progressLine(final: true)) }
+        if many || messages != nil { emit(tally.progressLine(final: true)) }
         switch outcome {
         case .stopped, .reached: return
         case .timedOut: throw ExitCode(1)
@@ -200,6 +228,28 @@ struct DeviceCommand: AsyncParsableCommand {
     }
 
     // MARK: Registering
+
+    /// Writes "id secret" lines, readable by the owner only (they are the devices' secrets).
+    private static func save(_ identities: [(id: String, secret: String)], to path: String) throws(DeviceCommandError) {
+        let text = identities.map { "\($0.id) \($0.secret)\n" }.joined()
+        guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw DeviceCommandError(message: "cannot write \(path)")
+        }
+    }
+
+    private static func load(_ path: String) throws(DeviceCommandError) -> [(id: String, secret: String)] {
+        guard let data = FileManager.default.contents(atPath: path) else { throw DeviceCommandError(message: "cannot read \(path)") }
+        var identities: [(id: String, secret: String)] = []
+        for (number, line) in String(decoding: data, as: UTF8.self).split(separator: "\n").enumerated() {
+            let words = line.split(separator: " ")
+            guard words.count == 2, let id = UUID(uuidString: String(words[0])) else {
+                throw DeviceCommandError(message: "\(path), line \(number + 1): expected \"<device id> <secret>\"")
+            }
+            identities.append((id.uuidString.lowercased(), String(words[1])))
+        }
+        guard !identities.isEmpty, identities.count <= 100_000 else { throw DeviceCommandError(message: "\(path) must list 1-100000 devices") }
+        return identities
+    }
 
     private struct Registered: Decodable {
         var deviceId: String
@@ -242,7 +292,7 @@ struct DeviceCommand: AsyncParsableCommand {
     // MARK: Connecting
 
     /// Keeps one device connected until cancelled (or refused), resuming after the last message it received.
-    private func connect(_ identity: (id: String, secret: String), bases: [String], tally: DeviceTally, http: HTTPClient) async {
+    private func connect(_ identity: (id: String, secret: String), bases: [String], single: Bool, tally: DeviceTally, http: HTTPClient) async {
         var turn = 0
         var headers = HTTPFields()
         headers[.authorization] = "Bearer \(key ?? "")"
@@ -250,8 +300,7 @@ struct DeviceCommand: AsyncParsableCommand {
         let configuration = WebSocketClientConfiguration(maxFrameSize: 1 << 20, additionalHeaders: headers, autoPing: .disabled)
         let logger = Logger(label: "tern.device")
         let last = Atomic<Int64>(after ?? 0)
-        var pause = Duration.milliseconds(200)
-        let single = count == 1
+        var pause = Duration.milliseconds(500)
         let acknowledge = !noAck
         while !Task.isCancelled {
             // The next node after a connection ended, as a load balancer would pick another.
@@ -268,7 +317,7 @@ struct DeviceCommand: AsyncParsableCommand {
                     for try await message in inbound.messages(maxSize: 1 << 20) {
                         guard case .text(let text) = message else { continue }
                         if single { emit(text) }
-                        guard let frame = try? JSONDecoder().decode(Frame.self, from: Data(text.utf8)) else { continue }
+                        guard let frame = Frame(prefixOf: text) ?? (try? JSONDecoder().decode(Frame.self, from: Data(text.utf8))) else { continue }
                         last.store(max(last.load(ordering: .relaxed), frame.sequence), ordering: .relaxed)
                         if acknowledge {
                             try await outbound.write(.text(#"{"type": "ack", "ids": ["\#(frame.id)"]}"#))
@@ -282,7 +331,7 @@ struct DeviceCommand: AsyncParsableCommand {
                     printError("device \(identity.id): the server closed the connection: \(code) \(close.reason ?? "")")
                     return
                 }
-                pause = .milliseconds(200)
+                pause = .milliseconds(500)
             } catch let error as WebSocketClientError where error == .webSocketUpgradeFailed {
                 // Refused: the same GET without the upgrade says why.
                 if let refusal = await refusal(of: identity, base: base, http: http) {
@@ -294,9 +343,11 @@ struct DeviceCommand: AsyncParsableCommand {
                 if Task.isCancelled { return }
                 printError("device \(identity.id): \(error); connecting again in \(pause)")
             }
-            // Jittered, growing to 10 s.
-            try? await Task.sleep(for: pause + .milliseconds(Int.random(in: 0...100)))
-            pause = min(pause * 2, .seconds(10))
+            // Drawn between half and all of the pause (so a fleet that lost its server together does not come back
+            // together), the pause doubling from 0.5 s to 5 s.
+            let milliseconds = Int(pause.components.seconds * 1000 + pause.components.attoseconds / 1_000_000_000_000_000)
+            try? await Task.sleep(for: .milliseconds(Int.random(in: (milliseconds / 2)...milliseconds)))
+            pause = min(pause * 2, .seconds(5))
         }
     }
 
@@ -316,6 +367,24 @@ struct DeviceCommand: AsyncParsableCommand {
     private struct Frame: Decodable {
         var id: String
         var sequence: Int64
+
+        init(id: String, sequence: Int64) {
+            self.id = id
+            self.sequence = sequence
+        }
+
+        /// The id and sequence from the start of a frame as the server writes it (`{"type":"message","id":"…",
+        /// "sequence":N,…`), without decoding the rest: one process running thousands of devices reads a frame per
+        /// message. Nil for any other shape, which the JSON decoder then reads.
+        init?(prefixOf text: String) {
+            let head = #"{"type":"message","id":""#
+            let middle = #"","sequence":"#
+            guard text.hasPrefix(head), let idEnd = text.range(of: middle) else { return nil }
+            let id = text[text.index(text.startIndex, offsetBy: head.count)..<idEnd.lowerBound]
+            let digits = text[idEnd.upperBound...].prefix { $0.isASCII && $0.isNumber }
+            guard UUID(uuidString: String(id)) != nil, let sequence = Int64(digits) else { return nil }
+            self.init(id: String(id), sequence: sequence)
+        }
     }
 
     private static func number(_ code: WebSocketErrorCode) -> Int? {

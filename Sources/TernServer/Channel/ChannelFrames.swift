@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TernAPNs
 import TernStore
 import TernWeb
@@ -44,17 +45,6 @@ enum ChannelCloseCode: Error, Sendable, Equatable {
 
 /// The frames of the online channel.
 enum ChannelFrame {
-    /// Server → device: one message, in the device's order.
-    struct Message: Encodable {
-        var type = "message"
-        var id: String
-        var sequence: Int64
-        var pushId: String
-        var notification: JSONValue?
-        var data: JSONValue?
-        var createdAt: Date
-    }
-
     /// Device → server.
     struct Inbound: Decodable {
         var type: String
@@ -64,17 +54,53 @@ enum ChannelFrame {
     /// Most ids one ack may carry.
     static let maximumAckIDs = 1000
 
-    /// The frame for `message` (its stored JSON objects put back as they were).
-    static func encode(_ message: DeviceMessage) throws -> String {
-        let frame = Message(
-            id: message.id, sequence: message.sequence, pushId: message.pushID,
-            notification: try message.notification.map { try JSONValue(parsing: Data($0.utf8)) },
-            data: try message.data.map { try JSONValue(parsing: Data($0.utf8)) }, createdAt: message.createdAt)
-        return String(decoding: try APIJSON.encoder.encode(frame), as: UTF8.self)
+    /// The frame for `message`: `{"type": "message", "id", "sequence", "pushId", "notification"?, "data"?,
+    /// "createdAt"}` in that order (the README's), with the stored JSON objects put in as they were kept (the
+    /// dispatcher wrote them, so they are JSON). Built as text: a push to 10,000 online devices writes 10,000, and the
+    /// id and sequence first let a client pick them out without parsing the rest.
+    static func encode(_ message: DeviceMessage) -> String {
+        var frame = #"{"type":"message","id":"# + quoted(message.id) + #","sequence":"# + String(message.sequence)
+        frame += #","pushId":"# + quoted(message.pushID)
+        if let notification = message.notification { frame += #","notification":"# + notification }
+        if let data = message.data { frame += #","data":"# + data }
+        frame += #","createdAt":"# + quoted(timestamp(message.createdAt)) + "}"
+        return frame
     }
+
+    /// A JSON string literal for `text`.
+    static func quoted(_ text: String) -> String {
+        var quoted = "\""
+        quoted.reserveCapacity(text.utf8.count + 2)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": quoted += "\\\""
+            case "\\": quoted += "\\\\"
+            case "\n": quoted += "\\n"
+            case "\r": quoted += "\\r"
+            case "\t": quoted += "\\t"
+            case _ where scalar.value < 0x20: quoted += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+            default: quoted.unicodeScalars.append(scalar)
+            }
+        }
+        return quoted + "\""
+    }
+
+    /// The API's timestamp (ISO 8601 with milliseconds, UTC), remembered for the last date: a push's messages share one.
+    private static func timestamp(_ date: Date) -> String {
+        if let text = lastTimestamp.withLock({ $0.date == date ? $0.text : nil }) { return text }
+        let text = date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        lastTimestamp.withLock { $0 = (date, text) }
+        return text
+    }
+
+    private static let lastTimestamp = Mutex<(date: Date, text: String)>((.distantPast, ""))
 
     /// What the device sent. - Throws: ``ChannelCloseCode/badFrame(_:)`` naming the problem.
     static func decodeAck(_ text: String) throws(ChannelCloseCode) -> [String] {
+        if let ids = plainAck(text) {
+            if let problem = ackIDsProblem(ids) { throw .badFrame("ids: " + problem) }
+            return ids.map { $0.lowercased() }
+        }
         let frame: Inbound
         do {
             frame = try StrictJSONDecoder().decode(Inbound.self, from: Array(text.utf8))
@@ -87,12 +113,89 @@ enum ChannelFrame {
         return ids.map { $0.lowercased() }
     }
 
+    /// The ids of an ack in its plain form — `{"type": "ack", "ids": ["…", …]}`, keys in either order, any JSON
+    /// whitespace, ids without escapes — read without the general decoder (a connection reads one per message); nil
+    /// for anything else, which the strict decoder then reads (and refuses, if it must, naming the problem). It only
+    /// accepts what the strict decoder would accept with the same meaning.
+    static func plainAck(_ text: String) -> [String]? {
+        var scanner = PlainScanner(bytes: Array(text.utf8))
+        guard scanner.take(UInt8(ascii: "{")) else { return nil }
+        var type: Bool = false
+        var ids: [String]?
+        for index in 0..<2 {
+            if index == 1, !scanner.take(UInt8(ascii: ",")) { return nil }
+            guard let key = scanner.plainString(), scanner.take(UInt8(ascii: ":")) else { return nil }
+            switch key {
+            case "type" where !type:
+                guard scanner.plainString() == "ack" else { return nil }
+                type = true
+            case "ids" where ids == nil:
+                guard scanner.take(UInt8(ascii: "[")) else { return nil }
+                var list: [String] = []
+                if !scanner.take(UInt8(ascii: "]")) {
+                    repeat {
+                        guard let id = scanner.plainString() else { return nil }
+                        list.append(id)
+                    } while scanner.take(UInt8(ascii: ","))
+                    guard scanner.take(UInt8(ascii: "]")) else { return nil }
+                }
+                ids = list
+            default:
+                return nil
+            }
+        }
+        guard scanner.take(UInt8(ascii: "}")), scanner.atEnd, type else { return nil }
+        return ids
+    }
+
     /// What is wrong with acknowledged ids, if anything: 1-1,000 message ids are the rule of an ack frame and of
     /// `POST …/acks`, which name the field each in their own way.
     static func ackIDsProblem(_ ids: [String]) -> String? {
         guard !ids.isEmpty else { return "one or more message ids are required" }
         guard ids.count <= maximumAckIDs else { return "at most \(maximumAckIDs) in one ack" }
         if let bad = ids.first(where: { UUID(uuidString: $0) == nil }) { return "'\(bad.prefix(40))' is not a message id" }
+        return nil
+    }
+}
+
+/// Reads the plain JSON of ``ChannelFrame/plainAck(_:)``: punctuation and strings without escapes, skipping JSON's
+/// whitespace.
+private struct PlainScanner {
+    let bytes: [UInt8]
+    var position = 0
+
+    var atEnd: Bool {
+        mutating get {
+            skipSpace()
+            return position == bytes.count
+        }
+    }
+
+    mutating func skipSpace() {
+        while position < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[position]) { position += 1 }
+    }
+
+    /// Takes `byte` (after whitespace) if it is next.
+    mutating func take(_ byte: UInt8) -> Bool {
+        skipSpace()
+        guard position < bytes.count, bytes[position] == byte else { return false }
+        position += 1
+        return true
+    }
+
+    /// A string of printable ASCII without escapes; nil (and the frame goes to the strict decoder) otherwise.
+    mutating func plainString() -> String? {
+        guard take(UInt8(ascii: "\"")) else { return nil }
+        let start = position
+        while position < bytes.count {
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") {
+                position += 1
+                return String(decoding: bytes[start..<(position - 1)], as: UTF8.self)
+            }
+            guard byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "\\") else { return nil }
+            position += 1
+        }
         return nil
     }
 }

@@ -5,36 +5,52 @@ import Synchronization
 import TernAPNs
 import TernStore
 
-/// Writes what the device connections report (messages sent online, acknowledgements) in batches: whatever came in
-/// while the last batch was being written goes together in one transaction, so a node with thousands of
-/// connections writes a few transactions a second, not one per frame.
+/// Writes what the device connections report (connections opened and closed, messages sent online,
+/// acknowledgements) in batches: whatever came in while the last batch was being written goes together, so a node
+/// with thousands of connections writes a few transactions a second, not one per frame or per connection (15,000
+/// devices reconnecting at once made 15,000 presence writes, one after another on SQLite's one connection).
 ///
-/// Nothing waits for these writes. A batch that fails goes back to the front and is tried again after a growing wait
+/// A connection that opens waits for its batch: its presence must be stored before it reads its messages, or a
+/// message another node keeps meanwhile could miss it (``arrived(_:at:)``). Nothing else waits for these writes. A batch that fails goes back to the front and is tried again after a growing wait
 /// (``ErrorBackoff``); beyond ``capacity`` the oldest reports are dropped, which only costs a repeat: an
 /// unacknowledged message is sent again on the device's next connection, and it shows it once by id.
 final class ChannelRecorder: Sendable {
     struct Pending {
         var delivered: [(app: String, deviceID: String, sequence: Int64)] = []
         var acks: [(app: String, deviceID: String, id: String)] = []
+        /// Connections that closed: their presence entries go (each only if still its own).
+        var departed: [PresenceEntry] = []
         /// Reports dropped past the capacity since the last log line about it.
         var dropped = 0
-        var isEmpty: Bool { delivered.isEmpty && acks.isEmpty }
+        var isEmpty: Bool { delivered.isEmpty && acks.isEmpty && departed.isEmpty }
 
-        /// Keeps at most `capacity` entries, dropping the oldest (sent marks first: they only feed a count).
+        /// Keeps at most `capacity` entries, dropping the oldest: sent marks first (they only feed a count), then
+        /// goodbyes (an entry left behind only makes a push ring a connection that is gone, and the node's own
+        /// entries go when it stops), then acknowledgements.
         mutating func trim(to capacity: Int) {
-            let over = delivered.count + acks.count - capacity
+            let over = delivered.count + departed.count + acks.count - capacity
             guard over > 0 else { return }
             let fromDelivered = min(over, delivered.count)
             delivered.removeFirst(fromDelivered)
-            acks.removeFirst(min(over - fromDelivered, acks.count))
+            let fromDeparted = min(over - fromDelivered, departed.count)
+            departed.removeFirst(fromDeparted)
+            acks.removeFirst(min(over - fromDelivered - fromDeparted, acks.count))
             dropped += over
         }
+    }
+
+    /// Connections that opened and wait for their presence to be stored (at most one per connection).
+    private struct Arrival {
+        var entry: PresenceEntry
+        var waiter: CheckedContinuation<Bool, Never>
     }
 
     private let store: any TernStore
     private let clock: any WallClock
     private let logger: Logger
     private let pending = Mutex(Pending())
+    /// Connections waiting for their presence to be stored; once the recorder stopped, none wait.
+    private let arrivals = Mutex<(waiting: [Arrival], stopped: Bool)>(([], false))
     private let doorbell = Doorbell()
     private let acksCounter = Counter(label: "tern_channel_acks_total")
     private let lateAcks = Counter(label: "tern_channel_acks_after_fallback_total")
@@ -56,6 +72,26 @@ final class ChannelRecorder: Sendable {
         add { $0.acks.append(contentsOf: ids.map { (app, deviceID, $0) }) }
     }
 
+    /// The connection `entry` opened: returns once its presence is stored (with the other connections that opened
+    /// meanwhile), saying whether the device has messages waiting (not acknowledged, not expired) — if not, the
+    /// connection need not read the store until it is rung. If the store cannot be written, it says so in the log
+    /// and answers true (the connection works, reading its messages; other nodes do not find it until it
+    /// reconnects).
+    func arrived(_ entry: PresenceEntry) async -> Bool {
+        await withCheckedContinuation { continuation in
+            let stopped = arrivals.withLock { arrivals in
+                if !arrivals.stopped { arrivals.waiting.append(Arrival(entry: entry, waiter: continuation)) }
+                return arrivals.stopped
+            }
+            if stopped { continuation.resume(returning: true) } else { doorbell.ring() }
+        }
+    }
+
+    /// The connection `entry` closed.
+    func departed(_ entry: PresenceEntry) {
+        add { $0.departed.append(entry) }
+    }
+
     private func add(_ change: (inout Pending) -> Void) {
         pending.withLock { pending in
             change(&pending)
@@ -71,6 +107,12 @@ final class ChannelRecorder: Sendable {
             await flush()
         }
         await flush()
+        let left = arrivals.withLock { arrivals -> [Arrival] in
+            arrivals.stopped = true
+            defer { arrivals.waiting.removeAll() }
+            return arrivals.waiting
+        }
+        for arrival in left { arrival.waiter.resume(returning: true) }
     }
 
     /// Writes everything reported so far (tests call it to wait for the writes); after a failure, waits and tries
@@ -78,6 +120,7 @@ final class ChannelRecorder: Sendable {
     func flush() async {
         var backoff = ErrorBackoff(initial: .milliseconds(200), maximum: .seconds(10))
         while true {
+            await storeArrivals()
             let (batch, dropped) = pending.withLock { pending -> (Pending, Int) in
                 defer { pending = Pending() }
                 return (pending, pending.dropped)
@@ -87,6 +130,7 @@ final class ChannelRecorder: Sendable {
             }
             guard !batch.isEmpty else { return }
             do {
+                try await store.clearPresence(batch.departed)
                 let counted = try await store.recordChannel(delivered: batch.delivered, acks: batch.acks, at: clock.now)
                 acksCounter.increment(by: counted.acked)
                 lateAcks.increment(by: counted.afterFallback)
@@ -96,16 +140,53 @@ final class ChannelRecorder: Sendable {
                 pending.withLock { pending in
                     pending.delivered = batch.delivered + pending.delivered
                     pending.acks = batch.acks + pending.acks
+                    pending.departed = batch.departed + pending.departed
                     pending.trim(to: Self.capacity)
                 }
                 let wait = backoff.failed()
                 logger.error(
                     "cannot record the devices' reports; trying again",
-                    metadata: ["error": "\(error)", "retryIn": "\(wait)", "acks": "\(batch.acks.count)", "sent": "\(batch.delivered.count)"])
+                    metadata: [
+                        "error": "\(error)", "retryIn": "\(wait)", "acks": "\(batch.acks.count)", "sent": "\(batch.delivered.count)",
+                        "closed": "\(batch.departed.count)",
+                    ])
                 guard !Task.isCancelled else { return }
                 try? await Task.sleep(for: wait)
                 if Task.isCancelled { return }
             }
         }
+    }
+
+    /// Stores the presence of the connections that opened since the last batch, then tells each whether its device
+    /// has messages waiting. Never retried: a connection does not wait for a database that is away.
+    private func storeArrivals() async {
+        let batch = arrivals.withLock { arrivals -> [Arrival] in
+            defer { arrivals.waiting.removeAll() }
+            return arrivals.waiting
+        }
+        guard !batch.isEmpty else { return }
+        var waiting: Set<PresenceKey>?
+        do {
+            let now = clock.now
+            // Committed before the messages are looked at: a message kept after that look finds the presence.
+            try await store.setPresence(batch.map(\.entry), at: now)
+            var found: Set<PresenceKey> = []
+            for (app, entries) in Dictionary(grouping: batch.map(\.entry), by: \.app) {
+                for deviceID in try await store.devicesWithMessages(app: app, deviceIDs: entries.map(\.deviceID), at: now) {
+                    found.insert(PresenceKey(app: app, deviceID: deviceID))
+                }
+            }
+            waiting = found
+        } catch {
+            logger.error("cannot record the devices' connections", metadata: ["error": "\(error)", "connections": "\(batch.count)"])
+        }
+        for arrival in batch {
+            arrival.waiter.resume(returning: waiting?.contains(PresenceKey(app: arrival.entry.app, deviceID: arrival.entry.deviceID)) ?? true)
+        }
+    }
+
+    private struct PresenceKey: Hashable {
+        var app: String
+        var deviceID: String
     }
 }

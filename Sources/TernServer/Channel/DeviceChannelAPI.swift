@@ -109,7 +109,8 @@ struct DeviceChannelAPI {
     func register(webSocket router: Router<ServerRequestContext>) {
         router.ws("v1/apps/:app/devices/:device/connect") { request, context in
             do {
-                _ = try await authorize(.connect, request: request, appID: context.parameters.get("app"), deviceText: context.parameters.get("device"))
+                let (appID, deviceText) = (context.parameters.get("app"), context.parameters.get("device"))
+                _ = try await ShortLived.run { try await authorize(.connect, request: request, appID: appID, deviceText: deviceText) }
                 _ = try Self.after(request)
                 return .upgrade([:])
             } catch {
@@ -158,27 +159,22 @@ struct DeviceChannelAPI {
             logger[metadataKey: "connection"] = "\(connection.id)"
             return logger
         }()
-        if let previous = connections.attach(connection) { await previous.replace() }
-        do {
-            try await store.setPresence(app: app, deviceID: deviceID, node: connections.node, connection: connection.id, at: clock.now)
-        } catch {
-            logger.error("cannot record the device's connection", metadata: ["error": "\(error)"])
+        let presence = PresenceEntry(app: app, deviceID: deviceID, node: connections.node, connection: connection.id)
+        // Stored (with the other connections opening now) before anything is read, so a message another node keeps
+        // from now on finds this connection; whether the device has messages waiting comes back with it.
+        let waiting = await ShortLived.run { [connections, recorder] in
+            if let previous = connections.attach(connection) { await previous.replace() }
+            return await recorder.arrived(presence)
         }
         logger.debug("device connected", metadata: ["after": "\(after)"])
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await receive(inbound, connection: connection, logger: logger) }
-            group.addTask { await send(after: after, connection: connection, outbound: outbound, logger: logger) }
+            group.addTask { await send(after: after, readFirst: waiting, connection: connection, outbound: outbound, logger: logger) }
             // Either side ending ends the connection: the peer closed, a bad frame, or a close from here.
             await group.next()
             group.cancelAll()
         }
-        if connections.detach(connection) {
-            do {
-                try await store.clearPresence(app: app, deviceID: deviceID, connection: connection.id)
-            } catch {
-                logger.warning("cannot clear the device's connection", metadata: ["error": "\(error)"])
-            }
-        }
+        if connections.detach(connection) { recorder.departed(presence) }
         logger.debug("device disconnected", metadata: ["closedBy": "\(connection.closeReason.map { "\($0.code)" } ?? "device")"])
     }
 
@@ -208,45 +204,84 @@ struct DeviceChannelAPI {
     }
 
     /// Sends the device's messages in order, then waits to be rung (new messages) and sends what is new.
-    private func send(after: Int64, connection: DeviceConnection, outbound: WebSocketOutboundWriter, logger: Logger) async {
+    ///
+    /// It reads the store when the connection opens if the device has messages waiting (`readFirst`), when the
+    /// dispatcher of another node (or an earlier holder of a chunk) kept messages for the device, and when what this
+    /// node handed over leaves a gap; messages this node just kept go out without being read back. Each step runs in a short-lived child task (``ShortLived``): this task
+    /// lives as long as the connection and, idle, holds only the memory of its wait.
+    private func send(after: Int64, readFirst: Bool, connection: DeviceConnection, outbound: WebSocketOutboundWriter, logger: Logger) async {
         var last = after
+        var mustRead = readFirst
         var retry = ErrorBackoff(initial: .milliseconds(200), maximum: .seconds(5))
         while !Task.isCancelled, connection.closeReason == nil {
-            let pending: [DeviceMessage]
-            do {
-                if let handed = connection.takeHandedOver(after: last) {
-                    // Just kept by this node, next in line: no need to read them back.
-                    pending = handed
-                } else {
-                    pending = try await store.pendingMessages(
-                        app: connection.app, deviceID: connection.deviceID, after: last, limit: Self.page, at: clock.now)
+            let step = mustRead ? .readStore : connection.next(after: last)
+            mustRead = false
+            let outcome: SendOutcome
+            switch step {
+            case .wait:
+                await connection.doorbell.wait()
+                continue
+            case .send(let messages):
+                outcome = await ShortLived.run { await write(messages, connection: connection, outbound: outbound) }
+            case .readStore:
+                outcome = await ShortLived.run { [store, clock, last] in
+                    let pending: [DeviceMessage]
+                    do {
+                        pending = try await store.pendingMessages(
+                            app: connection.app, deviceID: connection.deviceID, after: last, limit: Self.page, at: clock.now)
+                    } catch {
+                        return .readFailed(error)
+                    }
+                    let written = await write(pending, connection: connection, outbound: outbound)
+                    guard case .sent(let sequence) = written else { return written }
+                    return pending.count == Self.page ? .sentPage(sequence) : written
                 }
+            }
+            switch outcome {
+            case .sent(let sequence):
+                last = max(last, sequence ?? last)
                 _ = retry.succeeded()
-            } catch {
+            case .sentPage(let sequence):
+                // A full page: there may be more.
+                last = max(last, sequence ?? last)
+                mustRead = true
+                _ = retry.succeeded()
+            case .readFailed(let error):
                 let wait = retry.failed()
                 // Per connection at debug: a database that is away would otherwise log a line for every connection
                 // at every step (the dispatcher and the recorder say it once).
                 logger.debug("cannot read the device's messages", metadata: ["error": "\(error)", "retryIn": "\(wait)"])
-                await connection.doorbell.wait(upTo: wait)
-                continue
-            }
-            if pending.isEmpty {
-                // Rung when a message is kept for the device; the timeout covers a wake-up lost between nodes.
-                await connection.doorbell.wait(upTo: .seconds(30))
-                continue
-            }
-            // Noted before they go: the device may acknowledge one before the last is written.
-            connection.sent(pending)
-            do {
-                for message in pending {
-                    try await outbound.write(.text(try ChannelFrame.encode(message)))
-                }
-            } catch {
+                await ShortLived.run { await connection.doorbell.wait(upTo: wait) }
+                mustRead = true
+            case .connectionEnded:
                 return
             }
-            last = pending[pending.count - 1].sequence
-            deliveredOnline.increment(by: pending.count)
-            recorder.delivered(app: connection.app, deviceID: connection.deviceID, sequences: pending.map(\.sequence))
         }
+    }
+
+    private enum SendOutcome: Sendable {
+        /// Written (or nothing to write); the last sequence sent, if any.
+        case sent(Int64?)
+        /// A whole page read from the store was written: read again.
+        case sentPage(Int64?)
+        case readFailed(any Error)
+        case connectionEnded
+    }
+
+    /// Writes `messages` as frames, in order, and reports them sent.
+    private func write(_ messages: [DeviceMessage], connection: DeviceConnection, outbound: WebSocketOutboundWriter) async -> SendOutcome {
+        guard let lastSequence = messages.last?.sequence else { return .sent(nil) }
+        // Noted before they go: the device may acknowledge one before the last is written.
+        connection.sent(messages)
+        do {
+            for message in messages {
+                try await outbound.write(.text(ChannelFrame.encode(message)))
+            }
+        } catch {
+            return .connectionEnded
+        }
+        deliveredOnline.increment(by: messages.count)
+        recorder.delivered(app: connection.app, deviceID: connection.deviceID, sequences: messages.map(\.sequence))
+        return .sent(lastSequence)
     }
 }

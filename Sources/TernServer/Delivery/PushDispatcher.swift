@@ -106,9 +106,11 @@ final class PushDispatcher: Service {
 
     func run() async throws {
         await withDiscardingTaskGroup { background in
-            // Another node stored a push.
+            // Another node stored a push (or may have while this node was not listening).
             background.addTask { [coordinator, doorbell] in
-                for await event in coordinator.events() where event == Self.newPushEvent { doorbell.ring() }
+                for await event in coordinator.events() where event == Self.newPushEvent || event == CoordinationEvent.resumed {
+                    doorbell.ring()
+                }
             }
             background.addTask { await self.renewLeases() }
             await deliverUntilShutdown()

@@ -13,11 +13,19 @@ public protocol NodeCoordinator: Sendable {
     /// Tells the other nodes that `event` happened, e.g. that a push was stored, without waiting for them (this
     /// node acts on its own events directly).
     func announce(_ event: String)
-    /// Events the other nodes announce, from now on, while the coordinator runs.
+    /// Events the other nodes announce, from now on, while the coordinator runs; and ``CoordinationEvent/resumed``
+    /// each time the subscription (re)starts, since events announced while it was down are lost.
     func events() -> AsyncStream<String>
     /// Keeps the leases and the event subscription alive (reconnecting after a database outage) until cancelled;
     /// on the way out every lease is released.
     func run() async
+}
+
+/// Events the coordinator itself reports among the other nodes' announcements.
+public enum CoordinationEvent {
+    /// The subscription to the other nodes' events (re)started: whatever they announced before may have been
+    /// missed, so a subscriber that acts on wake-ups looks for work it may have missed.
+    public static let resumed = "tern.coordination.resumed"
 }
 
 /// A job only one node may run at a time. Check ``isHeld`` before each unit of work: a lease can be lost (the

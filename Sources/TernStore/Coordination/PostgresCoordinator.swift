@@ -176,6 +176,8 @@ public final class PostgresCoordinator: NodeCoordinator {
 
     private func listen(on connection: PostgresConnection) async throws {
         try await connection.listen(on: Self.channel) { notifications in
+            // Listening (again): what was announced before is not coming.
+            for subscriber in subscribers.withLock({ $0 }) { subscriber.yield(CoordinationEvent.resumed) }
             for try await notification in notifications {
                 // "<sender> <event>"
                 let payload = notification.payload

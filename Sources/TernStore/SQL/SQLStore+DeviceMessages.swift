@@ -177,22 +177,57 @@ extension SQLStore {
 
     // MARK: Presence
 
-    public func setPresence(app: String, deviceID: String, node: String, connection: String, at: Date) async throws {
-        try await exclusive { db in
-            try await db.raw("""
-                INSERT INTO device_presence (app_id, device_id, node, connection, connected_at)
-                VALUES (\(bind: app), \(bind: deviceID), \(bind: node), \(bind: connection), \(bind: at.milliseconds))
-                ON CONFLICT (app_id, device_id) DO UPDATE
-                    SET node = excluded.node, connection = excluded.connection, connected_at = excluded.connected_at
-                """).run()
+    public func setPresence(_ entries: [PresenceEntry], at: Date) async throws {
+        // One entry per device: the last one given wins, as it would one after another.
+        let latest = Dictionary(entries.map { (PresenceKey(app: $0.app, deviceID: $0.deviceID), $0) }, uniquingKeysWith: { _, last in last })
+        let unique = Array(latest.values)
+        guard !unique.isEmpty else { return }
+        try await transaction { db in
+            for start in stride(from: 0, to: unique.count, by: Self.messageSlice) {
+                let rows = unique[start..<min(start + Self.messageSlice, unique.count)].map { entry -> SQLQueryString in
+                    "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.node), \(bind: entry.connection), \(bind: at.milliseconds))"
+                }
+                try await db.raw("""
+                    INSERT INTO device_presence (app_id, device_id, node, connection, connected_at) VALUES \(rows.joined(separator: ", "))
+                    ON CONFLICT (app_id, device_id) DO UPDATE
+                        SET node = excluded.node, connection = excluded.connection, connected_at = excluded.connected_at
+                    """).run()
+            }
         }
     }
 
-    public func clearPresence(app: String, deviceID: String, connection: String) async throws {
-        try await exclusive { db in
-            try await db.raw("""
-                DELETE FROM device_presence WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND connection = \(bind: connection)
-                """).run()
+    private struct PresenceKey: Hashable {
+        var app: String
+        var deviceID: String
+    }
+
+    public func clearPresence(_ entries: [PresenceEntry]) async throws {
+        guard !entries.isEmpty else { return }
+        try await transaction { db in
+            for start in stride(from: 0, to: entries.count, by: Self.messageSlice) {
+                let rows = entries[start..<min(start + Self.messageSlice, entries.count)].map { entry -> SQLQueryString in
+                    "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.connection))"
+                }
+                try await db.raw("""
+                    DELETE FROM device_presence WHERE (app_id, device_id, connection) IN (VALUES \(rows.joined(separator: ", ")))
+                    """).run()
+            }
+        }
+    }
+
+    public func devicesWithMessages(app: String, deviceIDs: [String], at: Date) async throws -> Set<String> {
+        let ids = Array(Set(deviceIDs))
+        guard !ids.isEmpty else { return [] }
+        return try await exclusive { db in
+            var waiting: Set<String> = []
+            for start in stride(from: 0, to: ids.count, by: Self.messageSlice) {
+                let slice = Array(ids[start..<min(start + Self.messageSlice, ids.count)])
+                waiting.formUnion(try await db.raw("""
+                    SELECT DISTINCT device_id FROM device_messages
+                    WHERE app_id = \(bind: app) AND device_id IN (\(binds: slice)) AND acked_at IS NULL AND expires_at > \(bind: at.milliseconds)
+                    """).all(decodingColumn: "device_id", as: String.self))
+            }
+            return waiting
         }
     }
 
