@@ -24,6 +24,15 @@ public struct APNsDelivery: Sendable {
 public struct APNsBatchResult: Sendable {
     public var notification: APNsNotification
     public var result: Result<APNsDelivery, APNsClientError>
+    /// The notification's place in the sequence it was read from, counting from 0: a caller that keeps what it
+    /// sent in an array finds it again without hashing the token.
+    public var index: Int
+
+    public init(notification: APNsNotification, result: Result<APNsDelivery, APNsClientError>, index: Int) {
+        self.notification = notification
+        self.result = result
+        self.index = index
+    }
 }
 
 /// Sends notifications to APNs over a pool of long-lived HTTP/2 connections.
@@ -126,6 +135,17 @@ public final class APNsClient: Service, Sendable {
         _ notifications: Notifications, concurrency: Int = 1000,
         onResult: @escaping @Sendable (APNsBatchResult) async -> Void
     ) async throws where Notifications.Element == APNsNotification {
+        try await sendAllBunched(notifications, concurrency: concurrency) { results in
+            for result in results { await onResult(result) }
+        }
+    }
+
+    /// ``sendAll(_:concurrency:onResult:)`` with the results handed over in bunches, as they come off the
+    /// connections (up to 64 at a time): one call, and one wake-up of the caller, per bunch rather than per result.
+    public func sendAllBunched<Notifications: AsyncSequence>(
+        _ notifications: Notifications, concurrency: Int = 1000,
+        onResults: @escaping @Sendable ([APNsBatchResult]) async -> Void
+    ) async throws where Notifications.Element == APNsNotification {
         let window = BatchWindow(concurrency: concurrency)
         try await withTaskCancellationHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -134,21 +154,25 @@ public final class APNsClient: Service, Sendable {
                     while true {
                         let results = await window.next()
                         if results.isEmpty { return }
-                        for result in results { await onResult(result) }
+                        await onResults(results)
                         window.handedBack(results.count)
                     }
                 }
                 // The feeder, here: a slot, then the next notification, then its send.
                 do {
                     var iterator = notifications.makeAsyncIterator()
+                    var index = 0
                     while !Task.isCancelled {
                         await window.waitForSlot()
                         guard !Task.isCancelled, let notification = try await iterator.next() else { break }
                         let operation = SendOperation(notification, context: context)
                         window.add(operation)
-                        operation.start { [window] result in
-                            window.complete(operation.id, APNsBatchResult(notification: notification, result: result.mapError(Self.batchError)))
+                        operation.start { [window, index] result in
+                            window.complete(
+                                operation.id,
+                                APNsBatchResult(notification: notification, result: result.mapError(Self.batchError), index: index))
                         }
+                        index += 1
                     }
                 } catch {
                     window.finishInput()

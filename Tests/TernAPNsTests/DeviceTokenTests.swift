@@ -108,4 +108,12 @@ struct DeviceTokenTests {
         #expect(!token.redacted.contains(token32Hex))
         #expect(token.redacted.count < token32Hex.count)
     }
+
+    @Test func tokensParsedFromAnyFormOfTheSameBytesAreOneKey() throws {
+        let lower = try DeviceToken(hex: "00ab ff10")
+        let upper = try DeviceToken(hex: "<00ABFF10>")
+        #expect(lower == upper && lower.hex == "00abff10" && upper.hex == "00abff10")
+        #expect(Set([lower, upper]).count == 1)
+        #expect(lower != (try DeviceToken(hex: "00abff11")))
+    }
 }

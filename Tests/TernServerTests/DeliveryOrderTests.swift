@@ -1,11 +1,17 @@
 import Foundation
 import Logging
 import Synchronization
+import TernAPNs
 import TernStore
 import TernTestSupport
 import Testing
 
 @testable import TernServer
+
+/// A token named by a short string, for the lines (any bytes are a token to them).
+private func token(_ name: String) -> DeviceToken {
+    try! DeviceToken(bytes: Array(name.utf8))
+}
 
 /// The per-token lines and the admission queue, as values.
 struct DeliveryOrderTests {
@@ -18,56 +24,76 @@ struct DeliveryOrderTests {
 
     @Test func aTokensNotificationsGoOneAtATimeInQueueOrderAndOtherTokensDoNotWait() async throws {
         let order = DeliveryOrder()
-        let first = order.enqueue("a")
-        let second = order.enqueue("a")
-        let third = order.enqueue("a")
-        let other = order.enqueue("b")
+        let first = order.enqueue(token("a"))
+        let second = order.enqueue(token("a"))
+        let third = order.enqueue(token("a"))
+        let other = order.enqueue(token("b"))
         #expect(first.goesNow && other.goesNow)
         #expect(!second.goesNow && !third.goesNow)
 
         // The first is answered: only the next in line goes.
-        order.finish("a")
+        order.finish(token("a"))
         #expect(second.goesNow && !third.goesNow)
         #expect(await order.turn(second) == .go)
         let turns = Turns()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { if case .go = await order.turn(third) { turns.note("third") } }
-            order.finish("a")
+            order.finish(token("a"))
             try await group.waitForAll()
         }
         #expect(turns.names == ["third"])
-        order.finish("a")
-        order.finish("b")
+        order.finish(token("a"))
+        order.finish(token("b"))
         #expect(order.tokensInFlight == 0)
     }
 
     @Test func aCancelledWaiterLeavesItsLineAndTheNextOneGetsTheTurn() async throws {
         let order = DeliveryOrder()
-        _ = order.enqueue("a")
-        let cancelled = order.enqueue("a")
-        let next = order.enqueue("a")
+        _ = order.enqueue(token("a"))
+        let cancelled = order.enqueue(token("a"))
+        let next = order.enqueue(token("a"))
         let waiting = Task { await order.turn(cancelled) }
         waiting.cancel()
         #expect(await waiting.value == .cancelled)
-        order.finish("a")
+        order.finish(token("a"))
         #expect(next.goesNow, "the cancelled ticket does not hold the line")
-        order.finish("a")
+        order.finish(token("a"))
         #expect(order.tokensInFlight == 0)
     }
 
     @Test func aWaitingBadgeUpdateIsReplacedByANewerOneButNotByAlerts() async throws {
         let order = DeliveryOrder()
-        let alert = order.enqueue("a")
-        let oldBadge = order.enqueue("a", badgeOnly: true)
-        let nextAlert = order.enqueue("a")
-        let newBadge = order.enqueue("a", badgeOnly: true)
+        let alert = order.enqueue(token("a"))
+        let oldBadge = order.enqueue(token("a"), badgeOnly: true)
+        let nextAlert = order.enqueue(token("a"))
+        let newBadge = order.enqueue(token("a"), badgeOnly: true)
         #expect(alert.goesNow)
         #expect(await order.turn(oldBadge) == .superseded)
-        order.finish("a")
+        order.finish(token("a"))
         #expect(await order.turn(nextAlert) == .go, "an alert is never replaced")
-        order.finish("a")
+        order.finish(token("a"))
         #expect(await order.turn(newBadge) == .go)
-        order.finish("a")
+        order.finish(token("a"))
+        #expect(order.tokensInFlight == 0)
+    }
+
+    @Test func aChunkQueuedTogetherGetsTheSameTurnsAsOneByOne() async throws {
+        let order = DeliveryOrder()
+        _ = order.enqueue(token("b"))
+        let tickets = order.enqueue([token("a"), token("b"), token("a"), token("c")])
+        #expect(tickets.map(\.goesNow) == [true, false, false, true], "a token already in flight, or twice in the chunk, waits")
+        // A bunch of answers hands on each token's turn once.
+        order.finish([token("a"), token("b")])
+        #expect(tickets[1].goesNow && tickets[2].goesNow)
+        order.finish([token("a"), token("b"), token("c")])
+        #expect(order.tokensInFlight == 0)
+    }
+
+    @Test func aTicketThatWentAtOnceNeedsNoWait() async throws {
+        let order = DeliveryOrder()
+        let first = order.enqueue(token("a"))
+        #expect(await order.turn(first) == .go)
+        order.finish(token("a"))
         #expect(order.tokensInFlight == 0)
     }
 

@@ -13,20 +13,33 @@ extension LegacyGatewayClient {
     public func sendAll(
         _ notifications: AsyncStream<APNsNotification>, onResult: @escaping @Sendable (APNsBatchResult) async -> Void
     ) async {
+        await sendAllBunched(notifications) { results in
+            for result in results { await onResult(result) }
+        }
+    }
+
+    /// ``sendAll(_:onResult:)`` with each burst's results handed over together.
+    public func sendAllBunched(
+        _ notifications: AsyncStream<APNsNotification>, onResults: @escaping @Sendable ([APNsBatchResult]) async -> Void
+    ) async {
         let bursts = Bursts()
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                for await notification in notifications { bursts.add(notification) }
+                var index = 0
+                for await notification in notifications {
+                    bursts.add((index, notification))
+                    index += 1
+                }
                 bursts.finish()
             }
             while let burst = await bursts.next() {
                 group.addTask {
                     // One clock reading per burst for the default 30-day expiration, not one per notification.
                     let now = Date()
-                    let outcomes = await self.send(burst.map { LegacyNotification($0, now: now) })
-                    for (notification, outcome) in zip(burst, outcomes) {
-                        await onResult(APNsBatchResult(notification: notification, result: Self.result(outcome, for: notification)))
-                    }
+                    let outcomes = await self.send(burst.map { LegacyNotification($0.notification, now: now) })
+                    await onResults(zip(burst, outcomes).map { item, outcome in
+                        APNsBatchResult(notification: item.notification, result: Self.result(outcome, for: item.notification), index: item.index)
+                    })
                 }
             }
         }
@@ -62,30 +75,33 @@ extension LegacyGatewayClient {
     }
 }
 
-/// Notifications read from a stream, handed out in bursts: whatever arrived since the last burst was taken.
+/// Notifications read from a stream, with their places in it, handed out in bursts: whatever arrived since the last
+/// burst was taken.
 private final class Bursts: Sendable {
+    typealias Item = (index: Int, notification: APNsNotification)
+
     private struct State {
-        var items: [APNsNotification] = []
+        var items: [Item] = []
         var finished = false
-        var waiter: CheckedContinuation<[APNsNotification]?, Never>?
+        var waiter: CheckedContinuation<[Item]?, Never>?
     }
 
     private let state = Mutex(State())
 
-    func add(_ notification: APNsNotification) {
-        let waiter = state.withLock { state -> CheckedContinuation<[APNsNotification]?, Never>? in
+    func add(_ item: Item) {
+        let waiter = state.withLock { state -> CheckedContinuation<[Item]?, Never>? in
             guard let waiter = state.waiter else {
-                state.items.append(notification)
+                state.items.append(item)
                 return nil
             }
             state.waiter = nil
             return waiter
         }
-        waiter?.resume(returning: [notification])
+        waiter?.resume(returning: [item])
     }
 
     func finish() {
-        let waiter = state.withLock { state -> CheckedContinuation<[APNsNotification]?, Never>? in
+        let waiter = state.withLock { state -> CheckedContinuation<[Item]?, Never>? in
             state.finished = true
             defer { state.waiter = nil }
             return state.waiter
@@ -94,9 +110,9 @@ private final class Bursts: Sendable {
     }
 
     /// The next burst, or nil once the stream ended and everything was handed out.
-    func next() async -> [APNsNotification]? {
+    func next() async -> [Item]? {
         await withCheckedContinuation { continuation in
-            let now = state.withLock { state -> [APNsNotification]?? in
+            let now = state.withLock { state -> [Item]?? in
                 if !state.items.isEmpty {
                     defer { state.items = [] }
                     return .some(state.items)

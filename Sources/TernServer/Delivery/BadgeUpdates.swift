@@ -102,7 +102,7 @@ final class BadgeUpdates: Service {
         var byEnvironment: [APNsEnvironment: [QueuedNotification]] = [:]
         for (environment, notification) in notifications {
             byEnvironment[environment, default: []].append(
-                QueuedNotification(notification: notification, ticket: order.enqueue(notification.deviceToken.hex, badgeOnly: true)))
+                QueuedNotification(notification: notification, ticket: order.enqueue(notification.deviceToken, badgeOnly: true)))
         }
         for (environment, batch) in byEnvironment {
             let client: any NotificationSender
@@ -113,7 +113,7 @@ final class BadgeUpdates: Service {
                 await Self.release(batch, order: order)
                 throw error
             }
-            await OrderedBatch.send(batch, client: client, order: order, concurrency: 100) { _, _ in }
+            await OrderedBatch.send(batch, client: client, order: order, concurrency: 100) { _ in }
         }
     }
 

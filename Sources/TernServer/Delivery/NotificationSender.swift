@@ -4,11 +4,12 @@ import TernAPNsClient
 /// What delivers an app's notifications: the HTTP/2 provider API or the legacy binary gateway. Either answers
 /// every notification once, in HTTP/2 terms, so the dispatcher classifies and prunes the same way.
 protocol NotificationSender: Sendable {
-    /// Sends what `notifications` yields, calling `onResult` once for each. `concurrency` bounds HTTP/2 streams in
-    /// flight; the legacy gateway, which has no per-notification answer, is bounded by its replay buffer instead.
+    /// Sends what `notifications` yields, handing each result to `onResults` once, in bunches as they come (each
+    /// with its place in the stream). `concurrency` bounds HTTP/2 streams in flight; the legacy gateway, which has no
+    /// per-notification answer, is bounded by its replay buffer instead.
     func sendAll(
         _ notifications: AsyncStream<APNsNotification>, concurrency: Int,
-        onResult: @escaping @Sendable (APNsBatchResult) async -> Void
+        onResults: @escaping @Sendable ([APNsBatchResult]) async -> Void
     ) async throws
     func shutdown() async
 }
@@ -18,9 +19,9 @@ struct HTTP2Sender: NotificationSender {
 
     func sendAll(
         _ notifications: AsyncStream<APNsNotification>, concurrency: Int,
-        onResult: @escaping @Sendable (APNsBatchResult) async -> Void
+        onResults: @escaping @Sendable ([APNsBatchResult]) async -> Void
     ) async throws {
-        try await client.sendAll(notifications, concurrency: concurrency, onResult: onResult)
+        try await client.sendAllBunched(notifications, concurrency: concurrency, onResults: onResults)
     }
 
     func shutdown() async { await client.shutdown() }
@@ -31,9 +32,9 @@ struct LegacySender: NotificationSender {
 
     func sendAll(
         _ notifications: AsyncStream<APNsNotification>, concurrency: Int,
-        onResult: @escaping @Sendable (APNsBatchResult) async -> Void
+        onResults: @escaping @Sendable ([APNsBatchResult]) async -> Void
     ) async throws {
-        await client.sendAll(notifications, onResult: onResult)
+        await client.sendAllBunched(notifications, onResults: onResults)
     }
 
     func shutdown() async { await client.shutdown() }

@@ -29,63 +29,83 @@ enum BatchOutcome: Sendable {
 }
 
 /// Sends a batch through one APNs client with at most `concurrency` in flight. Notifications whose token is free go
-/// at once; the others join the batch as their turn comes. Every notification ends in `onResult` exactly once, and
-/// every ticket's turn is handed on, so no token's line ever stalls.
+/// at once; the others join the batch as their turn comes. Every notification ends in `onResults` exactly once, by
+/// its place in `batch`, and every ticket's turn is handed on, so no token's line ever stalls.
+///
+/// Results come in bunches, as the client hands them over: one call, one lock on the batch's ``BatchFeed``, one on
+/// the permits and one on the token lines per bunch, not per notification.
 ///
 /// With `permits`, each notification takes one of the node's permits before it goes (``InFlightLimit``); the caller
 /// gives it back once the result is recorded (``BatchOutcome/sent(_:)`` and ``BatchOutcome/notSent(tookPermit:)``
 /// say whether one was taken).
 enum OrderedBatch {
+    typealias Result = (item: Int, outcome: BatchOutcome)
+
     static func send(
         _ batch: [QueuedNotification], client: any NotificationSender, order: DeliveryOrder, concurrency: Int,
-        permits: InFlightLimit? = nil, onResult: @escaping @Sendable (APNsNotification, BatchOutcome) async -> Void
+        permits: InFlightLimit? = nil, onResults: @escaping @Sendable ([Result]) async -> Void
     ) async {
         guard !batch.isEmpty else { return }
         let (stream, input) = AsyncStream.makeStream(of: APNsNotification.self)
-        let progress = BatchProgress(count: batch.count)
-        var free: [QueuedNotification] = []
-        var waiting: [QueuedNotification] = []
-        for item in batch {
-            if let ticket = item.ticket, !ticket.goesNow {
-                waiting.append(item)
-            } else {
-                free.append(item)
-            }
+        let feed = SharedFeed(count: batch.count)
+        var free: [Int] = []
+        var waiting: [Int] = []
+        for (item, queued) in batch.enumerated() {
+            if let ticket = queued.ticket, !ticket.goesNow { waiting.append(item) } else { free.append(item) }
         }
-        /// An item that will not go: its result, and its token's turn passes on.
-        @Sendable func drop(_ item: QueuedNotification, tookPermit: Bool) async {
-            await onResult(item.notification, .notSent(tookPermit: tookPermit))
-            if item.ticket != nil { order.finish(item.notification.deviceToken.hex) }
+        /// Items that will not go: their results, and their tokens' turns pass on.
+        @Sendable func drop(_ items: [Int], tookPermit: Bool) async {
+            guard !items.isEmpty else { return }
+            await onResults(items.map { ($0, .notSent(tookPermit: tookPermit)) })
+            order.finish(items.lazy.compactMap { batch[$0].ticket?.token })
+        }
+        @Sendable func skip() {
+            if feed.state.withLock({ $0.skip() }) { input.finish() }
         }
         /// Hands the item to the client once it has a permit. Cancelled while it waits, or after the client stopped
         /// taking work, it does not go.
-        @Sendable func go(_ item: QueuedNotification) async {
+        @Sendable func go(_ item: Int) async {
             if let permits {
                 do {
                     try await permits.acquire()
                 } catch {
-                    progress.skipped(into: input)
-                    return await drop(item, tookPermit: false)
+                    skip()
+                    return await drop([item], tookPermit: false)
                 }
             }
-            guard progress.yielded(item, into: input) else {
+            // Under the lock, so the client reads the items in the order of their places.
+            let taken = feed.state.withLock { feed -> Bool in
+                guard case .send(let last) = feed.handOver(item, at: .now) else { return false }
+                input.yield(batch[item].notification)
+                if last { input.finish() }
+                return true
+            }
+            guard taken else {
                 permits?.release(1)
-                return await drop(item, tookPermit: false)
+                return await drop([item], tookPermit: false)
             }
         }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 do {
-                    try await client.sendAll(stream, concurrency: concurrency) { result in
-                        let sent = progress.answered(result.notification.deviceToken.hex)
-                        // The round trip moves the node's limit (``ConcurrencyLimit``); an answer that is the
-                        // client's own error (a timeout, a connection that failed) says nothing about APNs' speed.
-                        if let sent, let permits, case .success = result.result {
-                            let now = ContinuousClock.now
-                            permits.observe(roundTrip: sent.at.duration(to: now), at: now)
+                    try await client.sendAll(stream, concurrency: concurrency) { results in
+                        let now = ContinuousClock.now
+                        var outcomes: [Result] = []
+                        var roundTrips: [Duration] = []
+                        outcomes.reserveCapacity(results.count)
+                        feed.state.withLock { feed in
+                            for result in results {
+                                guard let (item, sentAt) = feed.answer(at: result.index) else { continue }
+                                outcomes.append((item, .sent(result.result)))
+                                // The round trip moves the node's limit (``ConcurrencyLimit``); an answer that is the
+                                // client's own error (a timeout, a connection that failed) says nothing about APNs'
+                                // speed.
+                                if case .success = result.result { roundTrips.append(sentAt.duration(to: now)) }
+                            }
                         }
-                        await onResult(result.notification, .sent(result.result))
-                        if sent?.item.ticket != nil { order.finish(result.notification.deviceToken.hex) }
+                        if let permits, !roundTrips.isEmpty { permits.observe(roundTrips: roundTrips, at: now) }
+                        await onResults(outcomes)
+                        order.finish(outcomes.lazy.compactMap { batch[$0.item].ticket?.token })
                     }
                 } catch {
                     // Cancelled: what was not answered is handed on below.
@@ -93,24 +113,24 @@ enum OrderedBatch {
                 input.finish()
                 // Handed over but never answered (the client stopped early), at once: they hold permits that the
                 // items still to go may be waiting for.
-                for item in progress.close() { await drop(item, tookPermit: permits != nil) }
+                await drop(feed.state.withLock { $0.close() }, tookPermit: permits != nil)
             }
             group.addTask { [free] in
                 for item in free { await go(item) }
             }
             for item in waiting {
-                guard let ticket = item.ticket else { continue }
+                guard let ticket = batch[item].ticket else { continue }
                 group.addTask {
                     switch await order.turn(ticket) {
                     case .go:
                         await go(item)
                     case .superseded:
-                        progress.skipped(into: input)
-                        await onResult(item.notification, .superseded)
+                        skip()
+                        await onResults([(item, .superseded)])
                     case .cancelled:
                         // Out of its line already: no turn to hand on.
-                        progress.skipped(into: input)
-                        await onResult(item.notification, .notSent(tookPermit: false))
+                        skip()
+                        await onResults([(item, .notSent(tookPermit: false))])
                     }
                 }
             }
@@ -118,61 +138,11 @@ enum OrderedBatch {
     }
 }
 
-/// What a batch has handed to the client and what came back.
-private final class BatchProgress: Sendable {
-    /// A notification handed to the client, and when.
-    struct Sent: Sendable {
-        var item: QueuedNotification
-        var at: ContinuousClock.Instant
-    }
-
-    private struct State {
-        var remaining: Int
-        /// Handed to the client, not answered yet, by token.
-        var outstanding: [String: Sent] = [:]
-        /// The client stopped taking work.
-        var closed = false
-    }
-
-    private let state: Mutex<State>
+/// A batch's ``BatchFeed``, shared by the tasks that feed the client and the one that takes its results.
+private final class SharedFeed: Sendable {
+    let state: Mutex<BatchFeed>
 
     init(count: Int) {
-        state = Mutex(State(remaining: count))
-    }
-
-    /// Hands the item to the client. - Returns: false if the client stopped taking work (the item did not go).
-    func yielded(_ item: QueuedNotification, into input: AsyncStream<APNsNotification>.Continuation) -> Bool {
-        let now = ContinuousClock.now
-        let (taken, finish) = state.withLock { state -> (Bool, Bool) in
-            state.remaining -= 1
-            guard !state.closed else { return (false, false) }
-            state.outstanding[item.notification.deviceToken.hex] = Sent(item: item, at: now)
-            return (true, state.remaining == 0)
-        }
-        if taken { input.yield(item.notification) }
-        if finish { input.finish() }
-        return taken
-    }
-
-    func skipped(into input: AsyncStream<APNsNotification>.Continuation) {
-        let finish = state.withLock { state -> Bool in
-            state.remaining -= 1
-            return state.remaining == 0
-        }
-        if finish { input.finish() }
-    }
-
-    /// - Returns: the answered notification, as it was handed over.
-    func answered(_ token: String) -> Sent? {
-        state.withLock { $0.outstanding.removeValue(forKey: token) }
-    }
-
-    /// The client takes no more: what it was handed and did not answer.
-    func close() -> [QueuedNotification] {
-        state.withLock { state in
-            state.closed = true
-            defer { state.outstanding = [:] }
-            return state.outstanding.values.map(\.item)
-        }
+        state = Mutex(BatchFeed(count: count))
     }
 }

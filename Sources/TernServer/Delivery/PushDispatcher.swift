@@ -352,40 +352,49 @@ final class PushDispatcher: Service {
         _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, place: UInt64, into tally: ChunkLedger
     ) async throws {
         // Those an earlier holder of the chunk recorded are done.
-        let pending = recipients.indices.filter { tally.needsSending($0) }.map { (index: $0, recipient: recipients[$0]) }
-        let (clientsByEnvironment, addressed) = await address(pending, app: app, into: tally)
-        var indexByToken: [String: Int] = [:]
-        for entry in addressed { indexByToken[entry.token.hex] = indexByToken[entry.token.hex] ?? entry.index }
-
+        let (clientsByEnvironment, addressed) = await address(tally.pending(), of: recipients, app: app, into: tally)
         let batches = try await admission.admit(place) {
-            try await self.admit(addressed, app: app, content: content, pushID: pushID, into: tally)
+            try await self.admit(addressed, of: recipients, app: app, content: content, pushID: pushID, into: tally)
         }
-        await sendBatches(
-            batches, clients: clientsByEnvironment, entries: indexByToken.mapValues { ($0, recipients[$0]) }, app: app, into: tally)
+        await sendBatches(batches, clients: clientsByEnvironment, recipients: recipients, app: app, into: tally)
+    }
+
+    /// A chunk's notifications for one APNs environment, with the recipient (its index in the chunk) of each.
+    struct Batch: Sendable {
+        var notifications: [QueuedNotification] = []
+        var recipients: [Int] = []
     }
 
     /// Inbox, badges and places in line for a chunk's recipients. - Returns: the notifications by environment.
     private func admit(
-        _ recipients: [(index: Int, recipient: Recipient, token: DeviceToken)], app: AppRecord, content: PushContent, pushID: String,
-        into tally: ChunkLedger
-    ) async throws -> [APNsEnvironment?: [QueuedNotification]] {
-        let owners = recipients.compactMap { entry in entry.recipient.deviceID.map { InboxOwner(deviceID: $0, alias: entry.recipient.alias) } }
-        let badges = try await keepInboxAndCountBadges(owners, app: app, content: content, pushID: pushID, into: tally)
+        _ addressed: [(index: Int, token: DeviceToken)], of recipients: [Recipient], app: AppRecord, content: PushContent,
+        pushID: String, into tally: ChunkLedger
+    ) async throws -> [APNsEnvironment?: Batch] {
+        let perRecipientBadge = content.badge?.isPerRecipient == true
+        var badges: [InboxOwner: Int] = [:]
+        if content.inbox != nil || content.badge != nil {
+            let owners = addressed.compactMap { entry in
+                recipients[entry.index].deviceID.map { InboxOwner(deviceID: $0, alias: recipients[entry.index].alias) }
+            }
+            badges = try await keepInboxAndCountBadges(owners, app: app, content: content, pushID: pushID, into: tally)
+        }
         var payloads: [Int: [UInt8]] = [:]
-        var batches: [APNsEnvironment?: [QueuedNotification]] = [:]
+        var batches: [APNsEnvironment?: Batch] = [:]
         let template = content.template(topic: app.topic, pushID: pushID)
-        for (_, recipient, token) in recipients {
+        // Every token's place in line under one lock, in the chunk's order.
+        let tickets = settings.delivery.ordering ? order.enqueue(addressed.map(\.token)) : nil
+        for (position, (index, token)) in addressed.enumerated() {
             var payload: [UInt8]?
-            if content.badge?.isPerRecipient == true, let deviceID = recipient.deviceID,
-                let badge = badges[InboxOwner(deviceID: deviceID, alias: recipient.alias)]
+            if perRecipientBadge, let deviceID = recipients[index].deviceID,
+                let badge = badges[InboxOwner(deviceID: deviceID, alias: recipients[index].alias)]
             {
                 if payloads[badge] == nil { payloads[badge] = content.payload(badge: badge) }
                 payload = payloads[badge]
             }
-            let notification = template.notification(to: token, payload: payload)
-            let ticket = settings.delivery.ordering ? order.enqueue(token.hex) : nil
-            batches[recipient.environment ?? app.environment.apnsEnvironment, default: []].append(
-                QueuedNotification(notification: notification, ticket: ticket))
+            let environment = recipients[index].environment ?? app.environment.apnsEnvironment
+            batches[environment, default: Batch()].notifications.append(
+                QueuedNotification(notification: template.notification(to: token, payload: payload), ticket: tickets?[position]))
+            batches[environment, default: Batch()].recipients.append(index)
         }
         return batches
     }
@@ -395,6 +404,7 @@ final class PushDispatcher: Service {
     private func keepInboxAndCountBadges(
         _ owners: [InboxOwner], app: AppRecord, content: PushContent, pushID: String, into tally: ChunkLedger
     ) async throws -> [InboxOwner: Int] {
+        guard content.inbox != nil || content.badge != nil else { return [:] }
         let distinctOwners = Array(Set(owners))
         guard !distinctOwners.isEmpty else { return [:] }
         let now = clocks.wall.now
@@ -409,17 +419,20 @@ final class PushDispatcher: Service {
     }
 
     /// The APNs client for each recipient's environment and its token, parsed; a recipient without either is failed
-    /// in the ledger (a client that cannot be made is tried, and logged, once per environment).
+    /// in the ledger (a client that cannot be made is tried, and logged, once per environment). `indices` say which
+    /// of `recipients`; the result names them the same way.
     private func address(
-        _ recipients: [(index: Int, recipient: Recipient)], app: AppRecord, into tally: ChunkLedger
-    ) async -> (clients: [APNsEnvironment?: any NotificationSender], addressed: [(index: Int, recipient: Recipient, token: DeviceToken)]) {
+        _ indices: [Int], of recipients: [Recipient], app: AppRecord, into tally: ChunkLedger
+    ) async -> (clients: [APNsEnvironment?: any NotificationSender], addressed: [(index: Int, token: DeviceToken)]) {
         // By the token's APNs environment; nil for bare tokens of an app that delivers to the simulator or a custom
         // endpoint (the same client either way there).
         var clientsByEnvironment: [APNsEnvironment?: any NotificationSender] = [:]
         var unavailable: Set<APNsEnvironment?> = []
-        var addressed: [(index: Int, recipient: Recipient, token: DeviceToken)] = []
+        var addressed: [(index: Int, token: DeviceToken)] = []
+        addressed.reserveCapacity(indices.count)
         let now = clocks.wall.now
-        for (index, recipient) in recipients {
+        for index in indices {
+            let recipient = recipients[index]
             let environment = recipient.environment ?? app.environment.apnsEnvironment
             if clientsByEnvironment[environment] == nil, !unavailable.contains(environment) {
                 do {
@@ -440,7 +453,7 @@ final class PushDispatcher: Service {
                 tally.set(index, .failed(failure, pruned: false))
                 continue
             }
-            addressed.append((index, recipient, token))
+            addressed.append((index, token))
         }
         return (clientsByEnvironment, addressed)
     }
@@ -524,7 +537,7 @@ final class PushDispatcher: Service {
             let wake = NotificationTemplate(
                 metadata: APNsRequestMetadata(topic: app.topic, pushType: .background, priority: .throttled, collapseID: "tern-wake"),
                 payload: OnlineDelivery.wakePayload)
-            try await sendThroughAPNs(throughAPNs, template: wake, app: app, into: tally)
+            try await sendThroughAPNs(throughAPNs, of: recipients, template: wake, app: app, into: tally)
 
         case .auto:
             let template = content.template(topic: app.topic, pushID: pushID)
@@ -546,7 +559,7 @@ final class PushDispatcher: Service {
                     tally.set(entry.index, .accepted)
                 }
             }
-            if !throughAPNs.isEmpty { try await sendThroughAPNs(throughAPNs, template: template, app: app, into: tally) }
+            if !throughAPNs.isEmpty { try await sendThroughAPNs(throughAPNs, of: recipients, template: template, app: app, into: tally) }
 
             // Connected: what is not acknowledged in time goes through APNs.
             let waiting = withDevice.filter { connected.contains($0.deviceID) }
@@ -563,7 +576,7 @@ final class PushDispatcher: Service {
                     tally.set(entry.index, .accepted)
                 }
             }
-            if !lateAPNs.isEmpty { try await sendThroughAPNs(lateAPNs, template: template, app: app, into: tally) }
+            if !lateAPNs.isEmpty { try await sendThroughAPNs(lateAPNs, of: recipients, template: template, app: app, into: tally) }
         }
     }
 
@@ -595,47 +608,51 @@ final class PushDispatcher: Service {
     static let ackCheckInterval: Duration = .milliseconds(100)
 
     /// Sends these recipients' notifications through APNs, one per token at a time, and classifies the results.
+    /// `items` name the chunk's `recipients` by index.
     private func sendThroughAPNs(
-        _ items: [(index: Int, recipient: Recipient, payload: [UInt8]?)], template: NotificationTemplate, app: AppRecord,
-        into tally: ChunkLedger
+        _ items: [(index: Int, recipient: Recipient, payload: [UInt8]?)], of recipients: [Recipient], template: NotificationTemplate,
+        app: AppRecord, into tally: ChunkLedger
     ) async throws {
-        let payloads = Dictionary(items.map { ($0.index, $0.payload) }, uniquingKeysWith: { first, _ in first })
-        let (clientsByEnvironment, addressed) = await address(items.map { ($0.index, $0.recipient) }, app: app, into: tally)
-        var batches: [APNsEnvironment?: [QueuedNotification]] = [:]
-        var entryByToken: [String: (index: Int, recipient: Recipient)] = [:]
-        for (index, recipient, token) in addressed where entryByToken[token.hex] == nil {
-            entryByToken[token.hex] = (index, recipient)
-            let ticket = settings.delivery.ordering ? order.enqueue(token.hex) : nil
-            let notification = template.notification(to: token, payload: payloads[index] ?? nil)
-            batches[recipient.environment ?? app.environment.apnsEnvironment, default: []].append(
-                QueuedNotification(notification: notification, ticket: ticket))
+        var payloads: [Int: [UInt8]] = [:]
+        for item in items { if let payload = item.payload { payloads[item.index] = payload } }
+        let (clientsByEnvironment, addressed) = await address(items.map(\.index), of: recipients, app: app, into: tally)
+        var batches: [APNsEnvironment?: Batch] = [:]
+        var seen: Set<DeviceToken> = []
+        for (index, token) in addressed where seen.insert(token).inserted {
+            let ticket = settings.delivery.ordering ? order.enqueue(token) : nil
+            let environment = recipients[index].environment ?? app.environment.apnsEnvironment
+            batches[environment, default: Batch()].notifications.append(
+                QueuedNotification(notification: template.notification(to: token, payload: payloads[index]), ticket: ticket))
+            batches[environment, default: Batch()].recipients.append(index)
         }
-        await sendBatches(batches, clients: clientsByEnvironment, entries: entryByToken, app: app, into: tally)
+        await sendBatches(batches, clients: clientsByEnvironment, recipients: recipients, app: app, into: tally)
     }
 
     /// Sends each environment's batch through its client (``OrderedBatch``) and classifies every result into the
-    /// chunk's ledger; `entries` says whose each token is.
+    /// chunk's ledger, a bunch of results at a time; each batch says whose each notification is (an index into
+    /// `recipients`, which is the ledger's).
     private func sendBatches(
-        _ batches: [APNsEnvironment?: [QueuedNotification]], clients: [APNsEnvironment?: any NotificationSender],
-        entries: [String: (index: Int, recipient: Recipient)], app: AppRecord, into tally: ChunkLedger
+        _ batches: [APNsEnvironment?: Batch], clients: [APNsEnvironment?: any NotificationSender], recipients: [Recipient],
+        app: AppRecord, into tally: ChunkLedger
     ) async {
         await withTaskGroup(of: Void.self) { group in
             for (environment, batch) in batches {
                 guard let client = clients[environment] else { continue }
                 group.addTask {
                     await OrderedBatch.send(
-                        batch, client: client, order: self.order, concurrency: self.settings.delivery.concurrency, permits: self.permits
-                    ) { notification, outcome in
-                        guard let entry = entries[notification.deviceToken.hex] else {
-                            // Not this chunk's (cannot happen): its permit must come back all the same.
-                            if outcome.tookPermit { self.permits.release(1) }
-                            return
+                        batch.notifications, client: client, order: self.order, concurrency: self.settings.delivery.concurrency,
+                        permits: self.permits
+                    ) { results in
+                        let now = self.clocks.wall.now
+                        var settled: [(index: Int, outcome: ChunkLedger.Outcome, holdsPermit: Bool)] = []
+                        settled.reserveCapacity(results.count)
+                        for (item, outcome) in results {
+                            let index = batch.recipients[item]
+                            let result = await self.classify(outcome, recipient: recipients[index], app: app, at: now)
+                            settled.append((index, result, outcome.tookPermit))
                         }
-                        let result = await self.classify(outcome, recipient: entry.recipient, app: app)
-                        if !tally.set(entry.index, result, holdsPermit: outcome.tookPermit), outcome.tookPermit {
-                            // A second notification to a token the chunk has twice: counted once, as before.
-                            self.permits.release(1)
-                        }
+                        // A second notification to a recipient that has its result: counted once, its permit back.
+                        self.permits.release(tally.set(settled))
                     }
                 }
             }
@@ -655,8 +672,9 @@ final class PushDispatcher: Service {
     }
 
     /// What an answer means for the recipient: accepted, or a failure (pruning a dead token on the way).
-    private func classify(_ outcome: BatchOutcome, recipient: Recipient, app: AppRecord) async -> ChunkLedger.Outcome {
-        let now = clocks.wall.now
+    private func classify(_ outcome: BatchOutcome, recipient: Recipient, app: AppRecord, at now: Date) async -> ChunkLedger.Outcome {
+        // The usual answer first, without building the verdict's inputs.
+        if case .sent(.success(let delivery)) = outcome, delivery.response.isSuccess { return .accepted }
         let ending: AnswerVerdict.Ending =
             switch outcome {
             case .sent(.success(let delivery)): .answered(delivery.response)

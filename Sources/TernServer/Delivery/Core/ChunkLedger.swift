@@ -60,6 +60,16 @@ final class ChunkLedger: Sendable {
         self.state = Mutex(state)
     }
 
+    /// The recipients that still need sending, by index (an earlier holder of the chunk did not record them).
+    func pending() -> [Int] {
+        state.withLock { state in
+            state.entries.indices.filter { index in
+                if case .recorded = state.entries[index] { return false }
+                return true
+            }
+        }
+    }
+
     /// Whether the recipient at `index` still needs sending (an earlier holder did not record it).
     func needsSending(_ index: Int) -> Bool {
         state.withLock { state in
@@ -86,6 +96,31 @@ final class ChunkLedger: Sendable {
         }
         if ring { doorbell.ring() }
         return kept
+    }
+
+    /// A bunch of results, under one lock. - Returns: how many of them held a permit and were not kept (their
+    /// recipient had a result already): those permits are the caller's to give back.
+    func set(_ results: [(index: Int, outcome: Outcome, holdsPermit: Bool)]) -> Int {
+        let ringEvery = max(1, self.ringEvery())
+        let (unkept, ring) = state.withLock { state -> (Int, Bool) in
+            var unkept = 0
+            var ring = false
+            for (index, outcome, holdsPermit) in results {
+                guard case .waiting = state.entries[index] else {
+                    if holdsPermit { unkept += 1 }
+                    continue
+                }
+                state.entries[index] = .answered(outcome, holdsPermit: holdsPermit)
+                state.answeredSinceRing += 1
+                if state.answeredSinceRing >= ringEvery {
+                    state.answeredSinceRing = 0
+                    ring = true
+                }
+            }
+            return (unkept, ring)
+        }
+        if ring { doorbell.ring() }
+        return unkept
     }
 
     /// The chunk is sent: every result that will come is in.

@@ -1,4 +1,5 @@
 import Synchronization
+import TernAPNs
 
 /// Keeps each device token's notifications in order: at most one in flight per token, the next one sent only once
 /// APNs has answered the previous one (retries included), in the order they were queued. Different tokens never
@@ -10,30 +11,41 @@ import Synchronization
 ///
 /// A badge-only update that is still waiting is replaced by a newer one for the same token: a burst of reads sends
 /// the latest count once.
+///
+/// A fan-out puts every one of its notifications through here, nearly all of them to a token with nothing in
+/// flight: lines are keyed by the token's bytes, a whole chunk is queued and a bunch of answers handed on under one
+/// lock each, and only a notification that has to wait gets an object to wait on.
 final class DeliveryOrder: Sendable {
     /// A place in one token's line.
-    final class Ticket: Sendable {
-        fileprivate enum State {
+    struct Ticket: Sendable {
+        let token: DeviceToken
+        let badgeOnly: Bool
+        /// Nil when its turn had come as it was queued (the usual case, no wait to keep).
+        fileprivate let waiter: Waiter?
+
+        /// Whether its turn has come (without waiting).
+        var goesNow: Bool { waiter?.goesNow ?? true }
+    }
+
+    /// The turn of a ticket that had to wait.
+    fileprivate final class Waiter: Sendable {
+        enum State {
             case waiting(CheckedContinuation<Turn, Never>?)
             case decided(Turn)
         }
 
-        let token: String
         let badgeOnly: Bool
-        fileprivate let state: Mutex<State>
+        let state = Mutex(State.waiting(nil))
 
-        fileprivate init(token: String, badgeOnly: Bool, goesNow: Bool) {
-            self.token = token
+        init(badgeOnly: Bool) {
             self.badgeOnly = badgeOnly
-            self.state = Mutex(goesNow ? .decided(.go) : .waiting(nil))
         }
 
-        /// Whether its turn has come (without waiting).
         var goesNow: Bool {
             state.withLock { if case .decided(.go) = $0 { true } else { false } }
         }
 
-        fileprivate func decide(_ turn: Turn) {
+        func decide(_ turn: Turn) {
             let waiter = state.withLock { state -> CheckedContinuation<Turn, Never>? in
                 guard case .waiting(let waiter) = state else { return nil }
                 state = .decided(turn)
@@ -52,42 +64,46 @@ final class DeliveryOrder: Sendable {
         case cancelled
     }
 
-    private struct Line {
-        var waiting: [Ticket] = []
-    }
-
     /// Tokens with a notification in flight, and who waits behind it.
-    private let lines = Mutex<[String: Line]>([:])
+    private let lines = Mutex<[DeviceToken: [Waiter]]>([:])
 
     init() {}
 
     /// Takes the next place in the token's line; the ticket goes at once if nothing is in flight for the token.
-    func enqueue(_ token: String, badgeOnly: Bool = false) -> Ticket {
-        var superseded: [Ticket] = []
-        let ticket = lines.withLock { lines -> Ticket in
-            guard var line = lines[token] else {
-                lines[token] = Line()
-                return Ticket(token: token, badgeOnly: badgeOnly, goesNow: true)
+    func enqueue(_ token: DeviceToken, badgeOnly: Bool = false) -> Ticket {
+        enqueue([token], badgeOnly: badgeOnly)[0]
+    }
+
+    /// Takes the next place in each token's line, in order, under one lock.
+    func enqueue(_ tokens: [DeviceToken], badgeOnly: Bool = false) -> [Ticket] {
+        var superseded: [Waiter] = []
+        let tickets = lines.withLock { lines -> [Ticket] in
+            tokens.map { token in
+                // One hash for a token with nothing in flight, the fan-out's case: it gets an empty line.
+                guard var line = lines.updateValue([], forKey: token) else {
+                    return Ticket(token: token, badgeOnly: badgeOnly, waiter: nil)
+                }
+                if badgeOnly {
+                    superseded += line.filter(\.badgeOnly)
+                    line.removeAll(where: \.badgeOnly)
+                }
+                let waiter = Waiter(badgeOnly: badgeOnly)
+                line.append(waiter)
+                lines[token] = line
+                return Ticket(token: token, badgeOnly: badgeOnly, waiter: waiter)
             }
-            if badgeOnly {
-                superseded = line.waiting.filter(\.badgeOnly)
-                line.waiting.removeAll(where: \.badgeOnly)
-            }
-            let ticket = Ticket(token: token, badgeOnly: badgeOnly, goesNow: false)
-            line.waiting.append(ticket)
-            lines[token] = line
-            return ticket
         }
         for old in superseded { old.decide(.superseded) }
-        return ticket
+        return tickets
     }
 
     /// Waits until the ticket's turn comes, a newer badge-only update replaces it, or the task is cancelled (the
     /// ticket then leaves its line, unless its turn had come already).
     func turn(_ ticket: Ticket) async -> Turn {
-        await withTaskCancellationHandler {
+        guard let waiter = ticket.waiter else { return .go }
+        return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let decided = ticket.state.withLock { state -> Turn? in
+                let decided = waiter.state.withLock { state -> Turn? in
                     switch state {
                     case .decided(let turn): return turn
                     case .waiting: state = .waiting(continuation); return nil
@@ -96,34 +112,39 @@ final class DeliveryOrder: Sendable {
                 if let decided { continuation.resume(returning: decided) }
             }
         } onCancel: {
-            withdraw(ticket)
+            withdraw(waiter, token: ticket.token)
         }
     }
 
     /// Takes a waiting ticket out of its line; one whose turn came is left as it is.
-    private func withdraw(_ ticket: Ticket) {
+    private func withdraw(_ waiter: Waiter, token: DeviceToken) {
         let removed = lines.withLock { lines -> Bool in
-            guard var line = lines[ticket.token], let index = line.waiting.firstIndex(where: { $0 === ticket }) else { return false }
-            line.waiting.remove(at: index)
-            lines[ticket.token] = line
+            guard let index = lines[token]?.firstIndex(where: { $0 === waiter }) else { return false }
+            lines[token]?.remove(at: index)
             return true
         }
-        if removed { ticket.decide(.cancelled) }
+        if removed { waiter.decide(.cancelled) }
     }
 
     /// The token's notification in flight is answered: the next one in its line goes.
-    func finish(_ token: String) {
-        let next = lines.withLock { lines -> Ticket? in
-            guard var line = lines[token] else { return nil }
-            guard !line.waiting.isEmpty else {
-                lines[token] = nil
-                return nil
+    func finish(_ token: DeviceToken) {
+        finish(CollectionOfOne(token))
+    }
+
+    /// Each token's notification in flight is answered (a bunch of answers, under one lock).
+    func finish(_ tokens: some Sequence<DeviceToken>) {
+        var next: [Waiter] = []
+        lines.withLock { lines in
+            for token in tokens {
+                guard let index = lines.index(forKey: token) else { continue }
+                if lines.values[index].isEmpty {
+                    lines.remove(at: index)
+                } else {
+                    next.append(lines.values[index].removeFirst())
+                }
             }
-            let next = line.waiting.removeFirst()
-            lines[token] = line
-            return next
         }
-        next?.decide(.go)
+        for waiter in next { waiter.decide(.go) }
     }
 
     /// Tokens with a notification in flight (for tests and metrics).

@@ -115,9 +115,19 @@ final class InFlightLimit: Sendable {
     /// - Returns: the new limit, when this changed it.
     @discardableResult
     func observe(roundTrip: Duration, at now: ContinuousClock.Instant = .now) -> Int? {
+        observe(roundTrips: CollectionOfOne(roundTrip), at: now)
+    }
+
+    /// A bunch of answers that came together at `now`, under one lock. - Returns: the new limit, when they changed it.
+    @discardableResult
+    func observe(roundTrips: some Collection<Duration>, at now: ContinuousClock.Instant = .now) -> Int? {
         let (changed, woken) = state.withLock { state -> (Int?, [CheckedContinuation<Void, any Error>]) in
             let limited = state.inUse >= state.decision.limit || !state.waiters.isEmpty
-            guard let changed = state.decision.record(.init(roundTrip: roundTrip, limited: limited), at: now) else { return (nil, []) }
+            var changed: Int?
+            for roundTrip in roundTrips {
+                if let limit = state.decision.record(.init(roundTrip: roundTrip, limited: limited), at: now) { changed = limit }
+            }
+            guard let changed else { return (nil, []) }
             currentLimit.store(changed, ordering: .relaxed)
             return (changed, state.wake())
         }
