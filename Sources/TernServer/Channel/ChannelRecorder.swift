@@ -11,9 +11,10 @@ import TernStore
 /// devices reconnecting at once made 15,000 presence writes, one after another on SQLite's one connection).
 ///
 /// A connection that opens waits for its batch: its presence must be stored before it reads its messages, or a
-/// message another node keeps meanwhile could miss it (``arrived(_:at:)``). Nothing else waits for these writes. A batch that fails goes back to the front and is tried again after a growing wait
-/// (``ErrorBackoff``); beyond ``capacity`` the oldest reports are dropped, which only costs a repeat: an
-/// unacknowledged message is sent again on the device's next connection, and it shows it once by id.
+/// message another node keeps meanwhile could miss it (``arrived(_:)``). Nothing else waits for these writes. A
+/// batch that fails goes back to the front and is tried again after a growing wait (``ErrorBackoff``); beyond
+/// ``capacity`` the oldest reports are dropped, which only costs a repeat: an unacknowledged message is sent again
+/// on the device's next connection, and it shows it once by id.
 final class ChannelRecorder: Sendable {
     struct Pending {
         var delivered: [(app: String, deviceID: String, sequence: Int64)] = []

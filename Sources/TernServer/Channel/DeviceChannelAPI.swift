@@ -207,8 +207,9 @@ struct DeviceChannelAPI {
     ///
     /// It reads the store when the connection opens if the device has messages waiting (`readFirst`), when the
     /// dispatcher of another node (or an earlier holder of a chunk) kept messages for the device, and when what this
-    /// node handed over leaves a gap; messages this node just kept go out without being read back. Each step runs in a short-lived child task (``ShortLived``): this task
-    /// lives as long as the connection and, idle, holds only the memory of its wait.
+    /// node handed over leaves a gap; messages this node just kept go out without being read back. Each step runs in a
+    /// short-lived child task (``ShortLived``): this task lives as long as the connection and, idle, holds only the
+    /// memory of its wait.
     private func send(after: Int64, readFirst: Bool, connection: DeviceConnection, outbound: WebSocketOutboundWriter, logger: Logger) async {
         var last = after
         var mustRead = readFirst
