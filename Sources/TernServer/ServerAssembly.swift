@@ -60,7 +60,8 @@ struct ServerAssembly {
         self.simulator = simulator
 
         let clients = ClientDirectory(
-            serverKey: serverKey, simulator: nil, connections: configuration.apns.connections, logger: logger)
+            serverKey: serverKey, simulator: nil, connections: configuration.apns.connections,
+            legacyReplayWindow: configuration.apns.legacyReplayWindow, logger: logger)
         // Nodes on one PostgreSQL database share it: they send pushes together, and one at a time runs each periodic job.
         let coordinator: any NodeCoordinator =
             try configuration.database.url.map { try PostgresCoordinator(url: $0, logger: logger) } ?? LocalCoordinator()

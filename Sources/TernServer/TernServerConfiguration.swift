@@ -72,6 +72,10 @@ public struct TernServerConfiguration: Sendable {
         /// HTTP/2 connections per app and APNs environment, opened as the load needs them (APNs takes up to 1,000
         /// streams on each: enough for `delivery.concurrency` 4,000).
         public var connections = 4
+        /// How long a notification written to a legacy binary gateway waits for an error response before it counts
+        /// as accepted (the protocol answers only errors). Longer makes each legacy push settle later; shorter
+        /// risks counting as accepted a token the gateway rejects late, under load.
+        public var legacyReplayWindow: Duration = .milliseconds(500)
     }
 
     public struct Inbox: Sendable {
@@ -141,6 +145,9 @@ public struct TernServerConfiguration: Sendable {
         guard (1...100_000).contains(delivery.concurrency) else { throw .init("delivery.concurrency must be 1-100000") }
         guard (1...100_000).contains(delivery.minimumConcurrency) else { throw .init("delivery.minimumConcurrency must be 1-100000") }
         guard (1...64).contains(apns.connections) else { throw .init("apns.connections must be 1-64") }
+        guard (.milliseconds(10) ... .seconds(60)).contains(apns.legacyReplayWindow) else {
+            throw .init("apns.legacyReplayWindow must be 10-60000 ms")
+        }
         guard (1...1024).contains(delivery.pushes) else { throw .init("delivery.pushes must be 1-1024") }
         guard (.seconds(2) ... .seconds(3600)).contains(delivery.chunkLease) else { throw .init("delivery.chunkLease must be 2-3600 seconds") }
         guard (.seconds(1) ... .seconds(86_400)).contains(inbox.sweepInterval) else { throw .init("inbox.sweepInterval must be 1-86400 seconds") }
@@ -181,7 +188,8 @@ extension TernServerConfiguration {
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
     /// `delivery.minimumConcurrency`, `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds),
-    /// `apns.connections`, `inbox.sweepInterval` (seconds), `inbox.badgeUpdateDelay` (milliseconds), `channel.pingInterval` (milliseconds), `feedback.checkInterval` (seconds),
+    /// `apns.connections`, `apns.legacyReplayWindow` (milliseconds), `inbox.sweepInterval` (seconds),
+    /// `inbox.badgeUpdateDelay` (milliseconds), `channel.pingInterval` (milliseconds), `feedback.checkInterval` (seconds),
     /// `webhooks.allowPrivateNetworks`, `server.shutdownTimeout` (seconds), `console.enabled`, `console.secureCookies`,
     /// `console.sessionIdleTimeout` and `console.sessionLifetime` (seconds).
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
@@ -227,6 +235,7 @@ extension TernServerConfiguration {
         read("delivery.pushes", into: &configuration.delivery.pushes)
         read("delivery.chunkLease", into: &configuration.delivery.chunkLease, unit: .seconds(1))
         read("apns.connections", into: &configuration.apns.connections)
+        read("apns.legacyReplayWindow", into: &configuration.apns.legacyReplayWindow, unit: .milliseconds(1))
         read("inbox.sweepInterval", into: &configuration.inbox.sweepInterval, unit: .seconds(1))
         read("inbox.badgeUpdateDelay", into: &configuration.inbox.badgeUpdateDelay, unit: .milliseconds(1))
         read("channel.pingInterval", into: &configuration.channel.pingInterval, unit: .milliseconds(1))

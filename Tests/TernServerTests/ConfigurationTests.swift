@@ -54,6 +54,18 @@ struct ConfigurationTests {
         }
     }
 
+    @Test func theLegacyReplayWindowIsReadInMillisecondsAndChecked() async throws {
+        #expect(TernServerConfiguration().apns.legacyReplayWindow == .milliseconds(500))
+        let configuration = try await TernServerConfiguration.load(file: nil, environment: ["TERN_APNS_LEGACY_REPLAY_WINDOW": "2000"])
+        #expect(configuration.apns.legacyReplayWindow == .seconds(2))
+        for window in [Duration.milliseconds(5), .seconds(61)] {
+            var settings = TernServerConfiguration()
+            settings.apns.legacyReplayWindow = window
+            let error = #expect(throws: TernServerConfigurationError.self) { try settings.validate() }
+            #expect(error?.description == "apns.legacyReplayWindow must be 10-60000 ms")
+        }
+    }
+
     @Test func theConsoleIsOnByDefaultAndItsSettingsAreReadAndChecked() async throws {
         let defaults = TernServerConfiguration()
         #expect(defaults.console.enabled)

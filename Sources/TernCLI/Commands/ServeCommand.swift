@@ -32,7 +32,9 @@ struct ServeCommand: AsyncParsableCommand {
             delivery.pushes, delivery.ordering (one notification per
             device in flight, so badges never jump: default true), delivery.chunkLease
             (seconds before a dead node's chunks go to another node: default 15),
-            apns.connections, inbox.sweepInterval (seconds), inbox.badgeUpdateDelay (ms:
+            apns.connections, apns.legacyReplayWindow (ms a legacy gateway notification
+            waits for an error before it counts as accepted: default 500),
+            inbox.sweepInterval (seconds), inbox.badgeUpdateDelay (ms:
             reads gathered into one silent badge update), feedback.checkInterval (seconds
             between looks for legacy apps due a feedback read), channel.pingInterval (ms
             between pings on each device connection: default 30000),

@@ -34,12 +34,15 @@ actor ClientDirectory {
     private let serverKey: ServerKey
     private var simulator: SimulatorPorts?
     private let connections: Int
+    /// How long a legacy gateway notification waits for an error response before it counts as accepted.
+    private let legacyReplayWindow: Duration
     private let logger: Logger
 
-    init(serverKey: ServerKey, simulator: SimulatorPorts?, connections: Int, logger: Logger) {
+    init(serverKey: ServerKey, simulator: SimulatorPorts?, connections: Int, legacyReplayWindow: Duration = .milliseconds(500), logger: Logger) {
         self.serverKey = serverKey
         self.simulator = simulator
         self.connections = connections
+        self.legacyReplayWindow = legacyReplayWindow
         self.logger = logger
     }
 
@@ -61,10 +64,9 @@ actor ClientDirectory {
         clientLogger[metadataKey: "app"] = "\(app.id)"
         let client: any NotificationSender
         if legacy {
-            client = LegacySender(
-                client: try LegacyGatewayClient(
-                    configuration: LegacyClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint),
-                    logger: clientLogger))
+            var configuration = LegacyClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
+            configuration.replayWindow = legacyReplayWindow
+            client = LegacySender(client: try LegacyGatewayClient(configuration: configuration, logger: clientLogger))
         } else {
             var configuration = APNsClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
             configuration.connections = connections

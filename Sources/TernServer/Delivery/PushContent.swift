@@ -315,8 +315,6 @@ struct PushContent: Codable, Sendable, Equatable {
         return (try? JSONValue.object(root).serialized()) ?? Array(payload)
     }
 
-    /// The notification for one recipient, with a fresh `apns-id`; `payload` replaces the push's (a badge set for
-    /// this recipient).
     /// What every recipient's notification of a push shares, worked out once per chunk rather than per recipient.
     func template(topic: String, pushID: String) -> NotificationTemplate {
         let pushType = (try? APNsPushType(headerValue: self.pushType)) ?? .alert
@@ -333,9 +331,13 @@ struct NotificationTemplate: Sendable {
     var metadata: APNsRequestMetadata
     var payload: [UInt8]
 
+    /// The notification for one recipient, with an `apns-id` of its own (APNs names the notification by it in its
+    /// answers; the client keeps it across retries).
     /// - Parameter payload: the recipient's own payload (its badge), if it has one.
     func notification(to token: DeviceToken, payload: [UInt8]? = nil) -> APNsNotification {
-        APNsNotification(unchecked: token, metadata: metadata, payload: payload ?? self.payload)
+        var metadata = metadata
+        metadata.apnsID = UUID()
+        return APNsNotification(unchecked: token, metadata: metadata, payload: payload ?? self.payload)
     }
 }
 

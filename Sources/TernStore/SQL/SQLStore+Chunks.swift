@@ -95,8 +95,8 @@ extension SQLStore {
         return try await transaction { db in
             var renewed = 0
             // In slices, to stay well under the database's limit on bound parameters.
-            for start in stride(from: 0, to: chunks.count, by: 100) {
-                let named = chunks[start..<min(start + 100, chunks.count)].map { chunk -> SQLQueryString in
+            for piece in chunks.pieces(of: 100) {
+                let named = piece.map { chunk -> SQLQueryString in
                     "(push_id = \(bind: chunk.pushID) AND sequence = \(bind: chunk.sequence))"
                 }
                 renewed += try await db.raw("""
@@ -217,8 +217,8 @@ extension SQLStore {
     /// Stores a chunk's failures.
     static func insertFailures(_ failures: [PushFailure], pushID: String, _ db: any SQLDatabase) async throws {
         // In slices, to stay well under the database's limit on bound parameters.
-        for start in stride(from: 0, to: failures.count, by: 100) {
-            let rows = failures[start..<min(start + 100, failures.count)].map { failure -> SQLQueryString in
+        for piece in failures.pieces(of: 100) {
+            let rows = piece.map { failure -> SQLQueryString in
                 """
                 (\(bind: pushID), \(bind: failure.deviceID), \(bind: failure.token), \(bind: failure.status),
                     \(bind: failure.reason.rawValue), \(bind: failure.at.milliseconds))

@@ -12,8 +12,7 @@ extension SQLStore {
         guard !drafts.isEmpty else { return [] }
         return try await transaction { db in
             var kept: [String: DeviceMessage] = [:]
-            for start in stride(from: 0, to: drafts.count, by: Self.messageSlice) {
-                let slice = Array(drafts[start..<min(start + Self.messageSlice, drafts.count)])
+            for slice in drafts.pieces(of: Self.messageSlice) {
                 // Those kept before (a chunk sent again) stay as they are.
                 for row in try await db.raw("""
                     SELECT * FROM device_messages WHERE app_id = \(bind: app) AND id IN (\(binds: slice.map(\.id)))
@@ -73,8 +72,8 @@ extension SQLStore {
     ) async throws -> (acked: Int, afterFallback: Int) {
         guard !delivered.isEmpty || !acks.isEmpty else { return (0, 0) }
         return try await transaction { db in
-            for start in stride(from: 0, to: delivered.count, by: Self.messageSlice) {
-                let rows = delivered[start..<min(start + Self.messageSlice, delivered.count)].map { entry -> SQLQueryString in
+            for piece in delivered.pieces(of: Self.messageSlice) {
+                let rows = piece.map { entry -> SQLQueryString in
                     "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.sequence))"
                 }
                 try await db.raw("""
@@ -84,8 +83,8 @@ extension SQLStore {
             }
             var acked = 0
             var afterFallback = 0
-            for start in stride(from: 0, to: acks.count, by: Self.messageSlice) {
-                let rows = acks[start..<min(start + Self.messageSlice, acks.count)].map { entry -> SQLQueryString in
+            for piece in acks.pieces(of: Self.messageSlice) {
+                let rows = piece.map { entry -> SQLQueryString in
                     "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.id))"
                 }
                 for row in try await db.raw("""
@@ -107,8 +106,7 @@ extension SQLStore {
         guard !ids.isEmpty else { return [] }
         return try await transaction { db in
             var marked: Set<String> = []
-            for start in stride(from: 0, to: ids.count, by: Self.messageSlice) {
-                let slice = Array(ids[start..<min(start + Self.messageSlice, ids.count)])
+            for slice in ids.pieces(of: Self.messageSlice) {
                 marked.formUnion(try await db.raw("""
                     UPDATE device_messages SET fallback_at = \(bind: at.milliseconds)
                     WHERE app_id = \(bind: app) AND id IN (\(binds: slice)) AND acked_at IS NULL AND fallback_at IS NULL
@@ -124,8 +122,7 @@ extension SQLStore {
         guard !ids.isEmpty else { return [] }
         return try await exclusive { db in
             var waiting: Set<String> = []
-            for start in stride(from: 0, to: ids.count, by: Self.messageSlice) {
-                let slice = Array(ids[start..<min(start + Self.messageSlice, ids.count)])
+            for slice in ids.pieces(of: Self.messageSlice) {
                 waiting.formUnion(try await db.raw("""
                     SELECT id FROM device_messages WHERE app_id = \(bind: app) AND id IN (\(binds: slice)) AND acked_at IS NULL
                     """).all(decodingColumn: "id", as: String.self))
@@ -183,8 +180,8 @@ extension SQLStore {
         let unique = Array(latest.values)
         guard !unique.isEmpty else { return }
         try await transaction { db in
-            for start in stride(from: 0, to: unique.count, by: Self.messageSlice) {
-                let rows = unique[start..<min(start + Self.messageSlice, unique.count)].map { entry -> SQLQueryString in
+            for piece in unique.pieces(of: Self.messageSlice) {
+                let rows = piece.map { entry -> SQLQueryString in
                     "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.node), \(bind: entry.connection), \(bind: at.milliseconds))"
                 }
                 try await db.raw("""
@@ -204,8 +201,8 @@ extension SQLStore {
     public func clearPresence(_ entries: [PresenceEntry]) async throws {
         guard !entries.isEmpty else { return }
         try await transaction { db in
-            for start in stride(from: 0, to: entries.count, by: Self.messageSlice) {
-                let rows = entries[start..<min(start + Self.messageSlice, entries.count)].map { entry -> SQLQueryString in
+            for piece in entries.pieces(of: Self.messageSlice) {
+                let rows = piece.map { entry -> SQLQueryString in
                     "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.connection))"
                 }
                 try await db.raw("""
@@ -220,8 +217,7 @@ extension SQLStore {
         guard !ids.isEmpty else { return [] }
         return try await exclusive { db in
             var waiting: Set<String> = []
-            for start in stride(from: 0, to: ids.count, by: Self.messageSlice) {
-                let slice = Array(ids[start..<min(start + Self.messageSlice, ids.count)])
+            for slice in ids.pieces(of: Self.messageSlice) {
                 waiting.formUnion(try await db.raw("""
                     SELECT DISTINCT device_id FROM device_messages
                     WHERE app_id = \(bind: app) AND device_id IN (\(binds: slice)) AND acked_at IS NULL AND expires_at > \(bind: at.milliseconds)
@@ -246,8 +242,7 @@ extension SQLStore {
         guard !ids.isEmpty else { return [] }
         return try await exclusive { db in
             var found: [DevicePresence] = []
-            for start in stride(from: 0, to: ids.count, by: Self.messageSlice) {
-                let slice = Array(ids[start..<min(start + Self.messageSlice, ids.count)])
+            for slice in ids.pieces(of: Self.messageSlice) {
                 for row in try await db.raw("""
                     SELECT device_id, node, connection FROM device_presence WHERE app_id = \(bind: app) AND device_id IN (\(binds: slice))
                     """).all()

@@ -17,8 +17,7 @@ extension SQLStore {
                 ON CONFLICT (id) DO NOTHING
                 """).run()
             var dropped = 0
-            for start in stride(from: 0, to: keys.count, by: Self.ownerSlice) {
-                let slice = Array(keys[start..<min(start + Self.ownerSlice, keys.count)])
+            for slice in keys.pieces(of: Self.ownerSlice) {
                 // Owners that hold it already (a page sent again) are left alone.
                 let holding = Set(try await db.raw("""
                     SELECT owner FROM inbox_entries
@@ -85,8 +84,7 @@ extension SQLStore {
         guard !keys.isEmpty else { return [:] }
         let values = try await transaction { db -> [String: Int] in
             var values: [String: Int] = [:]
-            for start in stride(from: 0, to: keys.count, by: Self.ownerSlice) {
-                let slice = Array(keys[start..<min(start + Self.ownerSlice, keys.count)])
+            for slice in keys.pieces(of: Self.ownerSlice) {
                 switch change {
                 case .unread:
                     for owner in slice { values[owner] = 0 }
@@ -187,8 +185,7 @@ extension SQLStore {
                     RETURNING sequence
                     """).all().count
             }
-            for start in stride(from: 0, to: ids.count, by: Self.ownerSlice) {
-                let slice = Array(ids[start..<min(start + Self.ownerSlice, ids.count)])
+            for slice in ids.pieces(of: Self.ownerSlice) {
                 marked += try await db.raw("""
                     UPDATE inbox_entries SET read_at = \(bind: at.milliseconds)
                     WHERE app_id = \(bind: app) AND owner = \(bind: owner.key) AND read_at IS NULL AND message_id IN (\(binds: slice))
