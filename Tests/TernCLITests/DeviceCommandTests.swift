@@ -90,6 +90,44 @@ struct DeviceCommandTests {
         #expect(counts?["acked"] == .int(0))
     }
 
+    @Test func devicesRegisteredIntoAFileAreTheSameDevicesWhenRunAgain() async throws {
+        let serve = try ServeProcess(folder: ServeCommandTests.folder())
+        defer { _ = serve.interrupt() }
+        let appKey = try #require(serve.value(after: "app key"))
+        let masterSecret = try #require(serve.value(after: "master secret"))
+        let master = serve.client(bearer: masterSecret)
+        let url = "http://127.0.0.1:\(serve.port)"
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("tern-devices-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let registered = try Commands.run(Commands.tern, [
+            "device", "--url", url, "--app-key", appKey, "--count", "3", "--tag", "saved", "--save-devices", file.path, "--register-only",
+        ])
+        #expect(registered.status == 0, "\(registered.stderr)")
+        #expect(registered.stderr.contains("registered 3 devices"), "\(registered.stderr)")
+        // Their secrets: the owner's only.
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int)
+        #expect(mode & 0o777 == 0o600)
+        let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 3)
+        try await waitForDevices(tagged: "saved", count: 3, master)
+        // Registered only: none connected.
+        #expect(try await serve.client(bearer: nil).get("/metrics").text.contains("tern_channel_connections 0"))
+
+        // Run again from the file: the same three devices (no new registrations) get a push each.
+        let running = device(["--url", url, "--app-key", appKey, "--devices", file.path, "--messages", "3", "--timeout", "50"])
+        try await waitUntil("the three devices connect", within: 30) {
+            try await serve.client(bearer: nil).get("/metrics").text.contains("tern_channel_connections 3")
+        }
+        let push = try await master.post(
+            "/v1/apps/demo/pushes?wait=10", #"{"audience": {"tags": ["saved"]}, "notification": {"title": "again"}, "delivery": "online"}"#)
+        #expect([200, 201].contains(push.status), "\(push.text)")
+        let result = try await running.value
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("total 3  connected"), "\(result.stdout)")
+        #expect(result.stdout.contains("messages 3  acked 3"), "\(result.stdout)")
+        try await waitForDevices(tagged: "saved", count: 3, master)
+    }
+
     @Test func badInputAndAnAbsentServerAreClearErrors() throws {
         let noKey = try Commands.run(Commands.tern, ["device"], environment: ["TERN_APP_KEY": ""])
         #expect(noKey.status == 64)
@@ -100,6 +138,21 @@ struct DeviceCommandTests {
         let noSecret = try Commands.run(Commands.tern, ["device", "--app-key", "tak_x", "--device-id", UUID().uuidString])
         #expect(noSecret.status == 64)
         #expect(noSecret.stderr.contains("--device-secret"))
+        let registerOnly = try Commands.run(Commands.tern, ["device", "--app-key", "tak_x", "--count", "2", "--register-only"])
+        #expect(registerOnly.status == 64)
+        #expect(registerOnly.stderr.contains("--save-devices"), "\(registerOnly.stderr)")
+        let twoSources = try Commands.run(Commands.tern, ["device", "--app-key", "tak_x", "--devices", "/tmp/x", "--count", "2"])
+        #expect(twoSources.status == 64)
+        #expect(twoSources.stderr.contains("--devices"), "\(twoSources.stderr)")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("tern-devices-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try "\(UUID().uuidString) tds_secret\nnot-a-device\n".write(to: file, atomically: true, encoding: .utf8)
+        let badFile = try Commands.run(Commands.tern, ["device", "--app-key", "tak_x", "--url", "http://127.0.0.1:9", "--devices", file.path])
+        #expect(badFile.status == 64, "\(badFile.stderr)")
+        #expect(badFile.stderr.contains("line 2"), "\(badFile.stderr)")
+        let missing = try Commands.run(Commands.tern, ["device", "--app-key", "tak_x", "--devices", file.path + ".gone"])
+        #expect(missing.status == 64)
+        #expect(missing.stderr.contains("cannot read"), "\(missing.stderr)")
         let absent = try Commands.run(Commands.tern, ["device", "--app-key", "tak_x", "--url", "http://127.0.0.1:9"])
         #expect(absent.status == 2)
         #expect(absent.stderr.contains("cannot reach"))

@@ -126,6 +126,16 @@ struct DeviceCommand: AsyncParsableCommand {
 
     func run() async throws {
         bootstrapLogging(logLevel)
+        // A file of devices that cannot be read is bad input (64), said before anything connects.
+        var loaded: [(id: String, secret: String)]?
+        if let devices {
+            do {
+                loaded = try Self.load(devices)
+            } catch {
+                printError("Error: \(error.message)")
+                throw ExitCode(64)
+            }
+        }
         let bases = (url.isEmpty ? ["http://127.0.0.1:8080"] : url).map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         let base = bases[0]
         var httpConfiguration = HTTPClient.Configuration()
@@ -137,8 +147,8 @@ struct DeviceCommand: AsyncParsableCommand {
         do {
             if let deviceId, let secret {
                 identities = [(deviceId.lowercased(), secret)]
-            } else if let devices {
-                identities = try Self.load(devices)
+            } else if let loaded {
+                identities = loaded
             } else {
                 identities = try await register(count, base: base, http: http)
                 if let saveDevices { try Self.save(identities, to: saveDevices) }
