@@ -50,6 +50,9 @@ final class ChannelRecorder: Sendable {
     private let clock: any WallClock
     private let logger: Logger
     private let pending = Mutex(Pending())
+    /// Whether the last batch of presence failed: said once when it starts failing and once when it works again,
+    /// not for every batch of connections that open while the database is away.
+    private let arrivalsFailing = Mutex(false)
     /// Connections waiting for their presence to be stored; once the recorder stopped, none wait.
     private let arrivals = Mutex<(waiting: [Arrival], stopped: Bool)>(([], false))
     private let doorbell = Doorbell()
@@ -178,11 +181,24 @@ final class ChannelRecorder: Sendable {
                 }
             }
             waiting = found
+            if setArrivalsFailing(false) { logger.info("recording the devices' connections again") }
         } catch {
-            logger.error("cannot record the devices' connections", metadata: ["error": "\(error)", "connections": "\(batch.count)"])
+            if !setArrivalsFailing(true) {
+                logger.error(
+                    "cannot record the devices' connections; they read their messages, but other nodes find them only once they reconnect",
+                    metadata: ["error": "\(error)", "connections": "\(batch.count)"])
+            }
         }
         for arrival in batch {
             arrival.waiter.resume(returning: waiting?.contains(PresenceKey(app: arrival.entry.app, deviceID: arrival.entry.deviceID)) ?? true)
+        }
+    }
+
+    /// Records whether storing presence fails now. - Returns: whether it failed before.
+    private func setArrivalsFailing(_ failing: Bool) -> Bool {
+        arrivalsFailing.withLock { state in
+            defer { state = failing }
+            return state
         }
     }
 
@@ -191,3 +207,4 @@ final class ChannelRecorder: Sendable {
         var deviceID: String
     }
 }
+
