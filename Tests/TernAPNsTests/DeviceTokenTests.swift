@@ -18,6 +18,21 @@ struct DeviceTokenTests {
         #expect(Array(token.bytes.suffix(2)) == [0x32, 0x10])
     }
 
+    @Test("A canonical token parses the same whether given as a String or a Substring")
+    func canonicalStringsParseLikeTheGeneralParser() throws {
+        for length in [1, 8, 32, 54, 100] {
+            for _ in 0..<20 {
+                let bytes = (0..<length).map { _ in UInt8.random(in: 0...255) }
+                let hex = DeviceToken.hex(bytes)
+                let fromString = try DeviceToken(hex: hex)
+                let fromSubstring = try DeviceToken(hex: hex[...])
+                #expect(fromString == fromSubstring)
+                #expect(fromString.bytes == bytes)
+                #expect(fromString.hex == hex && fromSubstring.hex == hex)
+            }
+        }
+    }
+
     @Test("Spaces and the <…> wrapper of NSData.description are tolerated", arguments: [
         "<01234567 89abcdef 01234567 89abcdef fedcba98 76543210 fedcba98 76543210>",
         "  <0123456789ABCDEF 0123456789abcdef fedcba9876543210 fedcba9876543210>  ",

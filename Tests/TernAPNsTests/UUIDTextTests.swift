@@ -42,4 +42,22 @@ import Testing
         #expect(uuid.words.low == 0x0011_2233_4455_6677)
         #expect(UUID(high: uuid.words.high, low: uuid.words.low) == uuid)
     }
+
+    @Test func generatedIDsAreDistinctVersion4UUIDs() {
+        var ids = FastUUIDGenerator()
+        var seen: Set<UUID> = []
+        for _ in 0..<10_000 {
+            let uuid = ids.nextUUID()
+            let text = uuid.apnsString
+            // xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx, y one of 8, 9, a, b.
+            #expect(Array(text)[14] == "4")
+            #expect("89ab".contains(Array(text)[19]))
+            #expect(UUID(apnsText: ids.next()) != nil)
+            seen.insert(uuid)
+        }
+        #expect(seen.count == 10_000)
+        // Two generators (two chunks, two connections) do not repeat each other.
+        var other = FastUUIDGenerator()
+        #expect(!seen.contains(other.nextUUID()))
+    }
 }

@@ -47,6 +47,31 @@ struct DeliveryOrderTests {
         #expect(order.tokensInFlight == 0)
     }
 
+    @Test func answeredLinesAreSweptAndATokenSeenBeforeQueuesAsUsual() {
+        let order = DeliveryOrder()
+        // A fan-out's worth of tokens, each sent once and answered: more than a sweep's worth of idle lines.
+        let tokens = (0..<40_000).map { index in withUnsafeBytes(of: UInt32(index).bigEndian) { try! DeviceToken(bytes: Array($0)) } }
+        let held = order.enqueue(token("held"))
+        for bunch in stride(from: 0, to: tokens.count, by: 1_000) {
+            let slice = Array(tokens[bunch..<min(bunch + 1_000, tokens.count)])
+            let tickets = order.enqueue(slice)
+            #expect(tickets.allSatisfy { $0.goesNow })
+            order.finish(slice)
+        }
+        // The one still in flight kept its line through the sweeps; the answered ones queue as if new.
+        #expect(order.tokensInFlight == 1)
+        #expect(held.goesNow)
+        let behind = order.enqueue(token("held"))
+        #expect(!behind.goesNow)
+        let again = order.enqueue(tokens[7])
+        let second = order.enqueue(tokens[7])
+        #expect(again.goesNow && !second.goesNow)
+        order.finish(token("held"))
+        #expect(behind.goesNow)
+        order.finish([token("held"), tokens[7], tokens[7]])
+        #expect(order.tokensInFlight == 0)
+    }
+
     @Test func aCancelledWaiterLeavesItsLineAndTheNextOneGetsTheTurn() async throws {
         let order = DeliveryOrder()
         _ = order.enqueue(token("a"))

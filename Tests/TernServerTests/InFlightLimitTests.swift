@@ -42,4 +42,30 @@ struct InFlightLimitTests {
         limit.release(1)
         #expect(limit.inUse == 0, "the cancelled waiter did not take the permit given back")
     }
+
+    @Test func aBunchTakesWhatIsFreeAndWaitsOnlyWhenNothingIs() async throws {
+        let limit = InFlightLimit(limit: 5)
+        #expect(try await limit.acquire(upTo: 3) == 3)
+        #expect(try await limit.acquire(upTo: 10) == 2, "only two were free")
+        #expect(limit.inUse == 5)
+        let bunch = Task { try await limit.acquire(upTo: 4) }
+        while limit.waiting < 1 { await Task.yield() }
+        // Three come back: the waiting bunch takes all three, not only the one it waited for.
+        limit.release(3)
+        #expect(try await bunch.value == 3)
+        #expect(limit.inUse == 5)
+    }
+
+    @Test func aBunchDoesNotJumpTheQueue() async throws {
+        let limit = InFlightLimit(limit: 2)
+        try await limit.acquire()
+        try await limit.acquire()
+        let first = Task { try await limit.acquire() }
+        while limit.waiting < 1 { await Task.yield() }
+        limit.release(2)
+        try await first.value
+        // The waiter came first: it had its permit, and the bunch gets the one left.
+        #expect(try await limit.acquire(upTo: 2) == 1)
+        #expect(limit.inUse == 2)
+    }
 }

@@ -21,6 +21,19 @@ struct StoredValueTests {
         }
     }
 
+    @Test func chunkRunsAreKeptAsJSONThatReadsBackTheSame() throws {
+        let keys = [
+            "6f1c1f9e-8d7a-4d44-9d2e-000000000001", "alias\u{1F}device", #"quote " and backslash \"#, "tab\tnewline\n\u{0}",
+            "ünïcødé ✓ 🎉", "",
+        ]
+        let runs = zip(keys, keys.reversed()).map { ChunkMark.Run(first: $0, last: $1) }
+        for count in [1, 2, runs.count] {
+            let written = ChunkMark.Run.json(Array(runs.prefix(count)))
+            #expect(try JSON.decode([ChunkMark.Run].self, written) == Array(runs.prefix(count)))
+        }
+        #expect(ChunkMark.Run.json([ChunkMark.Run(first: "a", last: "b")]) == #"[{"first":"a","last":"b"}]"#)
+    }
+
     @Test func tokenReplacementReasonsAreKeptAsTheirNames() throws {
         #expect(TokenReplacementReason.replaced.storedWord == "replaced")
         #expect(TokenReplacementReason.moved.storedWord == "moved")

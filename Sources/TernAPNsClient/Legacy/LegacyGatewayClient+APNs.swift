@@ -10,25 +10,29 @@ extension LegacyGatewayClient {
     /// It reads `notifications` as they come and hands each burst to the gateway at once: the binary protocol has
     /// no per-request answer, so what bounds the work in flight is the replay buffer, not a stream limit.
     /// `onResult` may run for several bursts at a time.
-    public func sendAll(
-        _ notifications: AsyncStream<APNsNotification>, onResult: @escaping @Sendable (APNsBatchResult) async -> Void
-    ) async {
+    public func sendAll<Notifications: AsyncSequence & Sendable>(
+        _ notifications: Notifications, onResult: @escaping @Sendable (APNsBatchResult) async -> Void
+    ) async where Notifications.Element == APNsNotification {
         await sendAllBunched(notifications) { results in
             for result in results { await onResult(result) }
         }
     }
 
     /// ``sendAll(_:onResult:)`` with each burst's results handed over together.
-    public func sendAllBunched(
-        _ notifications: AsyncStream<APNsNotification>, onResults: @escaping @Sendable ([APNsBatchResult]) async -> Void
-    ) async {
+    public func sendAllBunched<Notifications: AsyncSequence & Sendable>(
+        _ notifications: Notifications, onResults: @escaping @Sendable ([APNsBatchResult]) async -> Void
+    ) async where Notifications.Element == APNsNotification {
         let bursts = Bursts()
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 var index = 0
-                for await notification in notifications {
-                    bursts.add((index, notification))
-                    index += 1
+                do {
+                    for try await notification in notifications {
+                        bursts.add((index, notification))
+                        index += 1
+                    }
+                } catch {
+                    // A sequence that fails ends the input as one that finishes does: what was read is sent and answered.
                 }
                 bursts.finish()
             }

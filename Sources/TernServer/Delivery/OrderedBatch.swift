@@ -18,6 +18,11 @@ enum BatchOutcome: Sendable {
     /// `tookPermit` if it had taken a permit of the batch's ``InFlightLimit``.
     case notSent(tookPermit: Bool)
 
+    /// APNs accepted it: the usual answer, told without copying the delivery.
+    var isAcceptedAnswer: Bool {
+        if case .sent(.success(let delivery)) = self { delivery.response.isSuccess } else { false }
+    }
+
     /// Whether the notification took a permit, in a batch sent with an ``InFlightLimit``.
     var tookPermit: Bool {
         switch self {
@@ -46,7 +51,7 @@ enum OrderedBatch {
         permits: InFlightLimit? = nil, onResults: @escaping @Sendable ([Result]) async -> Void
     ) async {
         guard !batch.isEmpty else { return }
-        let (stream, input) = AsyncStream.makeStream(of: APNsNotification.self)
+        let input = NotificationFeed()
         let feed = SharedFeed(count: batch.count)
         var free: [Int] = []
         var waiting: [Int] = []
@@ -59,36 +64,56 @@ enum OrderedBatch {
             await onResults(items.map { ($0, .notSent(tookPermit: tookPermit)) })
             order.finish(items.lazy.compactMap { batch[$0].ticket?.token })
         }
-        @Sendable func skip() {
-            if feed.state.withLock({ $0.skip() }) { input.finish() }
+        @Sendable func skip(_ count: Int = 1) {
+            let ends = feed.state.withLock { feed in (0..<count).reduce(false) { ends, _ in feed.skip() || ends } }
+            if ends { input.finish() }
         }
-        /// Hands the item to the client once it has a permit. Cancelled while it waits, or after the client stopped
-        /// taking work, it does not go.
-        @Sendable func go(_ item: Int) async {
-            if let permits {
-                do {
-                    try await permits.acquire()
-                } catch {
-                    skip()
-                    return await drop([item], tookPermit: false)
+        /// Hands the items to the client, in their order, as many at a time as there are permits for (one lock on the
+        /// permits, the feed and the client's input per bunch, not per item). Cancelled while it waits for a
+        /// permit, or after the client stopped taking work, the rest do not go.
+        @Sendable func go(_ items: [Int]) async {
+            var rest = items[...]
+            while !rest.isEmpty {
+                var granted = rest.count
+                if let permits {
+                    do {
+                        granted = try await permits.acquire(upTo: rest.count)
+                    } catch {
+                        skip(rest.count)
+                        return await drop(Array(rest), tookPermit: false)
+                    }
                 }
-            }
-            // Under the lock, so the client reads the items in the order of their places.
-            let taken = feed.state.withLock { feed -> Bool in
-                guard case .send(let last) = feed.handOver(item, at: .now) else { return false }
-                input.yield(batch[item].notification)
-                if last { input.finish() }
-                return true
-            }
-            guard taken else {
-                permits?.release(1)
-                return await drop([item], tookPermit: false)
+                let bunch = rest.prefix(granted)
+                rest = rest.dropFirst(granted)
+                let now = ContinuousClock.now
+                // Under the lock, so the client reads the items in the order of their places.
+                let refused = feed.state.withLock { feed -> [Int] in
+                    var refused: [Int] = []
+                    var notifications: [APNsNotification] = []
+                    notifications.reserveCapacity(bunch.count)
+                    var last = false
+                    for item in bunch {
+                        guard case .send(let isLast) = feed.handOver(item, at: now) else {
+                            refused.append(item)
+                            continue
+                        }
+                        notifications.append(batch[item].notification)
+                        last = last || isLast
+                    }
+                    input.yield(contentsOf: notifications)
+                    if last { input.finish() }
+                    return refused
+                }
+                if !refused.isEmpty {
+                    permits?.release(refused.count)
+                    await drop(refused, tookPermit: false)
+                }
             }
         }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 do {
-                    try await client.sendAll(stream, concurrency: concurrency) { results in
+                    try await client.sendAll(input, concurrency: concurrency) { results in
                         let now = ContinuousClock.now
                         var outcomes: [Result] = []
                         var roundTrips: [Duration] = []
@@ -116,14 +141,14 @@ enum OrderedBatch {
                 await drop(feed.state.withLock { $0.close() }, tookPermit: permits != nil)
             }
             group.addTask { [free] in
-                for item in free { await go(item) }
+                await go(free)
             }
             for item in waiting {
                 guard let ticket = batch[item].ticket else { continue }
                 group.addTask {
                     switch await order.turn(ticket) {
                     case .go:
-                        await go(item)
+                        await go([item])
                     case .superseded:
                         skip()
                         await onResults([(item, .superseded)])

@@ -333,10 +333,13 @@ struct NotificationTemplate: Sendable {
 
     /// The notification for one recipient, with an `apns-id` of its own (APNs names the notification by it in its
     /// answers; the client keeps it across retries).
-    /// - Parameter payload: the recipient's own payload (its badge), if it has one.
-    func notification(to token: DeviceToken, payload: [UInt8]? = nil) -> APNsNotification {
+    /// - Parameters:
+    ///   - payload: the recipient's own payload (its badge), if it has one.
+    ///   - ids: where the `apns-id` comes from: one generator per chunk, since Foundation's `UUID()` costs three
+    ///     system calls per notification.
+    func notification(to token: DeviceToken, payload: [UInt8]? = nil, ids: inout FastUUIDGenerator) -> APNsNotification {
         var metadata = metadata
-        metadata.apnsID = UUID()
+        metadata.apnsID = ids.nextUUID()
         return APNsNotification(unchecked: token, metadata: metadata, payload: payload ?? self.payload)
     }
 }

@@ -383,6 +383,7 @@ final class PushDispatcher: Service {
         let template = content.template(topic: app.topic, pushID: pushID)
         // Every token's place in line under one lock, in the chunk's order.
         let tickets = settings.delivery.ordering ? order.enqueue(addressed.map(\.token)) : nil
+        var ids = FastUUIDGenerator()
         for (position, (index, token)) in addressed.enumerated() {
             var payload: [UInt8]?
             if perRecipientBadge, let deviceID = recipients[index].deviceID,
@@ -393,7 +394,7 @@ final class PushDispatcher: Service {
             }
             let environment = recipients[index].environment ?? app.environment.apnsEnvironment
             batches[environment, default: Batch()].notifications.append(
-                QueuedNotification(notification: template.notification(to: token, payload: payload), ticket: tickets?[position]))
+                QueuedNotification(notification: template.notification(to: token, payload: payload, ids: &ids), ticket: tickets?[position]))
             batches[environment, default: Batch()].recipients.append(index)
         }
         return batches
@@ -432,8 +433,8 @@ final class PushDispatcher: Service {
         addressed.reserveCapacity(indices.count)
         let now = clocks.wall.now
         for index in indices {
-            let recipient = recipients[index]
-            let environment = recipient.environment ?? app.environment.apnsEnvironment
+            // Read in place: a copy of the recipient is five strings retained and released, per recipient.
+            let environment = recipients[index].environment ?? app.environment.apnsEnvironment
             if clientsByEnvironment[environment] == nil, !unavailable.contains(environment) {
                 do {
                     clientsByEnvironment[environment] = try await clients.client(for: app, tokenEnvironment: environment)
@@ -443,13 +444,13 @@ final class PushDispatcher: Service {
                 }
             }
             guard clientsByEnvironment[environment] != nil else {
-                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: .clientUnavailable, at: now)
+                let failure = PushFailure(deviceID: recipients[index].deviceID, token: recipients[index].token, status: nil, reason: .clientUnavailable, at: now)
                 tally.set(index, .failed(failure, pruned: false))
                 continue
             }
             // Checked when registered or given; a token that is not hex is refused like APNs would.
-            guard let token = try? DeviceToken(hex: recipient.token) else {
-                let failure = PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: nil, reason: .apns(.badDeviceToken), at: now)
+            guard let token = try? DeviceToken(hex: recipients[index].token) else {
+                let failure = PushFailure(deviceID: recipients[index].deviceID, token: recipients[index].token, status: nil, reason: .apns(.badDeviceToken), at: now)
                 tally.set(index, .failed(failure, pruned: false))
                 continue
             }
@@ -618,11 +619,12 @@ final class PushDispatcher: Service {
         let (clientsByEnvironment, addressed) = await address(items.map(\.index), of: recipients, app: app, into: tally)
         var batches: [APNsEnvironment?: Batch] = [:]
         var seen: Set<DeviceToken> = []
+        var ids = FastUUIDGenerator()
         for (index, token) in addressed where seen.insert(token).inserted {
             let ticket = settings.delivery.ordering ? order.enqueue(token) : nil
             let environment = recipients[index].environment ?? app.environment.apnsEnvironment
             batches[environment, default: Batch()].notifications.append(
-                QueuedNotification(notification: template.notification(to: token, payload: payloads[index]), ticket: ticket))
+                QueuedNotification(notification: template.notification(to: token, payload: payloads[index], ids: &ids), ticket: ticket))
             batches[environment, default: Batch()].recipients.append(index)
         }
         await sendBatches(batches, clients: clientsByEnvironment, recipients: recipients, app: app, into: tally)
@@ -648,6 +650,11 @@ final class PushDispatcher: Service {
                         settled.reserveCapacity(results.count)
                         for (item, outcome) in results {
                             let index = batch.recipients[item]
+                            // The usual answer, without copying the recipient (five strings) to classify it.
+                            if outcome.isAcceptedAnswer {
+                                settled.append((index, .accepted, true))
+                                continue
+                            }
                             let result = await self.classify(outcome, recipient: recipients[index], app: app, at: now)
                             settled.append((index, result, outcome.tookPermit))
                         }
@@ -674,7 +681,7 @@ final class PushDispatcher: Service {
     /// What an answer means for the recipient: accepted, or a failure (pruning a dead token on the way).
     private func classify(_ outcome: BatchOutcome, recipient: Recipient, app: AppRecord, at now: Date) async -> ChunkLedger.Outcome {
         // The usual answer first, without building the verdict's inputs.
-        if case .sent(.success(let delivery)) = outcome, delivery.response.isSuccess { return .accepted }
+        if outcome.isAcceptedAnswer { return .accepted }
         let ending: AnswerVerdict.Ending =
             switch outcome {
             case .sent(.success(let delivery)): .answered(delivery.response)

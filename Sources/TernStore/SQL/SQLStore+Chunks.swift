@@ -135,7 +135,7 @@ extension SQLStore {
         }
         // A new mark replaces the runs; no mark (the closing record) leaves them.
         var runs: SQLQueryString = "progress_runs"
-        if let mark { runs = mark.runs.isEmpty ? "NULL" : "\(bind: try JSON.encode(mark.runs))" }
+        if let mark { runs = mark.runs.isEmpty ? "NULL" : "\(bind: ChunkMark.Run.json(mark.runs))" }
         guard try await db.raw("""
             UPDATE push_chunks SET status = \(bind: close ? "done" : "claimed"), accepted = accepted + \(bind: progress.accepted),
                 failed = failed + \(bind: progress.failures.count), pruned = pruned + \(bind: progress.pruned),
@@ -260,5 +260,44 @@ extension SQLStore {
             push.counts.failedByReason.merge(try JSON.decode([String: Int].self, text), uniquingKeysWith: +)
         }
         return push
+    }
+}
+
+extension ChunkMark.Run {
+    /// The runs as the JSON array `progress_runs` keeps (`[{"first":…,"last":…}]`, read back with `JSONDecoder`),
+    /// written by hand: a chunk's progress is recorded every few hundred answers, and `JSONEncoder` cost more than
+    /// the record's statement.
+    static func json(_ runs: [ChunkMark.Run]) -> String {
+        var text = "["
+        text.reserveCapacity(2 + runs.count * 100)
+        for (position, run) in runs.enumerated() {
+            text += position == 0 ? #"{"first":"# : #",{"first":"#
+            appendJSONString(run.first, to: &text)
+            text += #","last":"#
+            appendJSONString(run.last, to: &text)
+            text += "}"
+        }
+        text += "]"
+        return text
+    }
+
+    /// `value` as a JSON string: quoted, with quotes, backslashes and control characters escaped.
+    private static func appendJSONString(_ value: String, to text: inout String) {
+        text += "\""
+        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            text += value
+        } else {
+            for scalar in value.unicodeScalars {
+                switch scalar {
+                case "\"": text += "\\\""
+                case "\\": text += "\\\\"
+                case _ where scalar.value < 0x20:
+                    let hex = String(scalar.value, radix: 16)
+                    text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                default: text.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        text += "\""
     }
 }

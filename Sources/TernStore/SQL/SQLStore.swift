@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SQLKit
+import SQLiteKit
 import Synchronization
 import TernAPNs
 
@@ -483,7 +484,7 @@ extension SQLStore {
                 """
         }
         query += " ORDER BY t.device_id LIMIT \(bind: limit)"
-        return try await db.raw(query).all().map(Recipient.init(deviceRow:))
+        return try await recipientRows(query, db)
     }
 
     /// A page of an aliases audience, ordered by alias, then device id, so each alias is read from the alias index.
@@ -548,7 +549,7 @@ extension SQLStore {
         if let cursor { query += " AND device_id > \(bind: cursor)" }
         if let condition { query += " AND (\(condition))" }
         query += " ORDER BY device_id LIMIT \(bind: limit)"
-        return try await db.raw(query).all().map(Recipient.init(deviceRow:))
+        return try await recipientRows(query, db)
     }
 
     /// The given tokens as recipients: registered ones with their device, unknown ones bare, deactivated ones left out.
@@ -650,7 +651,43 @@ extension AppRecord {
     }
 }
 
+extension SQLStore {
+    /// The recipients `query` selects (`device_id, token, environment, last_registered_at, alias`, keyed by device
+    /// id): every chunk of a push reads its recipients here.
+    ///
+    /// On SQLite the statement runs on the connection itself and the columns are read as they are: SQLKit's rows
+    /// decode each column through Codable, which was half of a fan-out's recipient reads, and SQLiteKit keeps its
+    /// row type private, so the faster path is not reachable from an `SQLRow`.
+    static func recipientRows(_ query: SQLQueryString, _ db: any SQLDatabase) async throws -> [Recipient] {
+        guard let session = db as? SQLiteSession else { return try await db.raw(query).all().map(Recipient.init(deviceRow:)) }
+        return try await session.sqliteRows(query).map(Recipient.init(sqliteRow:))
+    }
+}
+
 extension Recipient {
+    /// ``init(deviceRow:)`` for SQLite's own rows; the same columns, the same errors for what they cannot hold.
+    init(sqliteRow row: SQLiteRow) throws {
+        func text(_ column: String) throws -> String {
+            guard case .text(let value)? = row.column(column) else { throw StoreError.unreadable("column \(column) is not text") }
+            return value
+        }
+        let deviceID = try text("device_id")
+        guard case .integer(let registered)? = row.column("last_registered_at") else {
+            throw StoreError.unreadable("column last_registered_at is not an integer")
+        }
+        let alias: String?
+        switch row.column("alias") {
+        case .text(let value)?: alias = value
+        case .null?: alias = nil
+        default: throw StoreError.unreadable("column alias is not text")
+        }
+        self.init(
+            key: deviceID, deviceID: deviceID, token: try text("token"),
+            environment: try APNsEnvironment(storedWord: try text("environment"), column: "environment"),
+            lastRegisteredAt: Date(milliseconds: Int64(registered)), alias: alias
+        )
+    }
+
     /// A device row as a recipient keyed by its device id: `device_id, token, environment, last_registered_at, alias`.
     init(deviceRow row: any SQLRow) throws {
         let deviceID = try row.decode(column: "device_id", as: String.self)

@@ -47,7 +47,9 @@ struct SQLiteSessions: SQLSessions {
     }
 
     func withSession<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        try await lock.withLock { try await database.withSession(body) }
+        try await lock.withLock { [connection] in
+            try await database.withSession { session in try await body(SQLiteSession(base: session, connection: connection)) }
+        }
     }
 
     /// One connection, opened with the store: nothing to run.
@@ -57,5 +59,42 @@ struct SQLiteSessions: SQLSessions {
     /// cancellation and leave the connection open.
     func close() async throws {
         try await Task { [lock, connection] in try await lock.withLock { try await connection.close() } }.value
+    }
+}
+
+/// A call's turn on the SQLite connection: SQLKit's database for it, and the connection under it, for the reads too
+/// hot for SQLKit's rows (``SQLStore/recipientRows(_:_:)``). It runs nothing of its own: whatever goes through it
+/// runs in the call's turn, in its transaction if it has one.
+struct SQLiteSession: SQLDatabase {
+    let base: any SQLDatabase
+    let connection: SQLiteConnection
+
+    var logger: Logger { base.logger }
+    var eventLoop: any EventLoop { base.eventLoop }
+    var version: (any SQLDatabaseReportedVersion)? { base.version }
+    var dialect: any SQLDialect { base.dialect }
+    var queryLogLevel: Logger.Level? { base.queryLogLevel }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
+        base.execute(sql: query, onRow)
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
+        try await base.execute(sql: query, onRow)
+    }
+
+    func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
+        try await closure(self)
+    }
+
+    /// Runs `query` on the connection itself and hands back SQLite's own rows, whose columns are read as they are
+    /// rather than decoded through Codable.
+    func sqliteRows(_ query: any SQLExpression) async throws -> [SQLiteRow] {
+        let (sql, binds) = serialize(query)
+        if let queryLogLevel {
+            logger.log(level: queryLogLevel, "Executing query", metadata: ["sql": .string(sql)])
+        }
+        let encoder = SQLiteDataEncoder()
+        return try await connection.query(sql, try binds.map { try encoder.encode($0) })
     }
 }

@@ -28,17 +28,18 @@ extension StoredWord {
 
 /// Kept as `production` or `development`, exactly (the API's `sandbox` synonym is never stored).
 extension APNsEnvironment: StoredWord {
-    static var allStored: [APNsEnvironment] { [.production, .development] }
+    // Stored, not computed: a computed list was an array made for every row read.
+    static let allStored: [APNsEnvironment] = [.production, .development]
     var storedWord: String { rawValue }
 }
 
 extension AppEnvironment: StoredWord {
-    static var allStored: [AppEnvironment] { allCases }
+    static let allStored: [AppEnvironment] = allCases
     var storedWord: String { rawValue }
 }
 
 extension TokenReplacementReason: StoredWord {
-    static var allStored: [TokenReplacementReason] { allCases }
+    static let allStored: [TokenReplacementReason] = allCases
     var storedWord: String { rawValue }
 }
 

@@ -145,7 +145,10 @@ final class ChunkLedger: Sendable {
             guard !indices.isEmpty else { return nil }
             var progress = Self.progress(outcomes)
             if !state.inboxDroppedRecorded { progress.inboxDropped = state.inboxDropped }
-            return Record(progress: progress, mark: mark(state, including: Set(indices)), indices: indices)
+            // By index rather than a set of them: this runs every few hundred answers, over the whole chunk.
+            var including = [Bool](repeating: false, count: state.entries.count)
+            for index in indices { including[index] = true }
+            return Record(progress: progress, mark: mark(state, including: including), indices: indices)
         }
     }
 
@@ -183,11 +186,11 @@ final class ChunkLedger: Sendable {
         }
     }
 
-    /// The mark once the entries at `including` are recorded too.
-    private func mark(_ state: State, including: Set<Int>) -> ChunkMark {
+    /// The mark once the entries `including` flags are recorded too.
+    private func mark(_ state: State, including: [Bool]) -> ChunkMark {
         func isRecorded(_ index: Int) -> Bool {
             if case .recorded = state.entries[index] { return true }
-            return including.contains(index)
+            return including[index]
         }
         var prefix = state.prefix
         while prefix < state.entries.count, isRecorded(prefix) { prefix += 1 }

@@ -64,8 +64,82 @@ final class DeliveryOrder: Sendable {
         case cancelled
     }
 
-    /// Tokens with a notification in flight, and who waits behind it.
-    private let lines = Mutex<[DeviceToken: [Waiter]]>([:])
+    /// A token's line.
+    private enum Line {
+        /// Nothing in flight. An answered token stays in the table like this until the next sweep: taking it out
+        /// at once cost more than the answer's hash (a removal from Swift's dictionary rehashes its neighbours).
+        case idle
+        /// A notification in flight, and who waits behind it.
+        case busy([Waiter])
+    }
+
+    /// Every token's line, and how many are busy.
+    private struct Lines {
+        var byToken: [DeviceToken: Line] = [:]
+        var busy = 0
+
+        /// Takes the next place in the token's line: nil when nothing was in flight (it goes now), else its waiter.
+        mutating func enqueue(_ token: DeviceToken, badgeOnly: Bool, superseded: inout [Waiter]) -> Waiter? {
+            var becameBusy = false
+            // One hash for a token with nothing in flight, the fan-out's case: found or added, and marked busy.
+            func join(_ line: inout Line) -> Waiter? {
+                guard case .busy(var waiters) = line else {
+                    line = .busy([])
+                    becameBusy = true
+                    return nil
+                }
+                line = .idle  // the array is then referenced once, and changes in place
+                if badgeOnly {
+                    superseded += waiters.filter(\.badgeOnly)
+                    waiters.removeAll(where: \.badgeOnly)
+                }
+                let waiter = Waiter(badgeOnly: badgeOnly)
+                waiters.append(waiter)
+                line = .busy(waiters)
+                return waiter
+            }
+            let waiter = join(&byToken[token, default: .idle])
+            if becameBusy { busy += 1 }
+            return waiter
+        }
+
+        /// The token's notification in flight is answered. - Returns: the waiter whose turn it is now, if any.
+        mutating func finish(_ token: DeviceToken) -> Waiter? {
+            guard let index = byToken.index(forKey: token), case .busy(var waiters) = byToken.values[index] else { return nil }
+            byToken.values[index] = .idle
+            guard !waiters.isEmpty else {
+                busy -= 1
+                return nil
+            }
+            let next = waiters.removeFirst()
+            byToken.values[index] = .busy(waiters)
+            return next
+        }
+
+        /// Takes a waiting ticket out of its line. - Returns: false if it is in none (its turn came).
+        mutating func withdraw(_ waiter: Waiter, token: DeviceToken) -> Bool {
+            guard let index = byToken.index(forKey: token), case .busy(var waiters) = byToken.values[index],
+                let position = waiters.firstIndex(where: { $0 === waiter })
+            else { return false }
+            byToken.values[index] = .idle
+            waiters.remove(at: position)
+            byToken.values[index] = .busy(waiters)
+            return true
+        }
+
+        /// Drops the idle lines once they outnumber the busy ones and ``sweepAt``: the table stays within a few
+        /// thousand tokens more than are in flight, however many a fan-out reaches, and a sweep rehashes only the
+        /// busy ones.
+        mutating func sweepIfMostlyIdle() {
+            let idle = byToken.count - busy
+            guard idle > Self.sweepAt, idle > busy else { return }
+            byToken = byToken.filter { if case .busy = $0.value { true } else { false } }
+        }
+
+        static let sweepAt = 16_384
+    }
+
+    private let lines = Mutex(Lines())
 
     init() {}
 
@@ -79,18 +153,7 @@ final class DeliveryOrder: Sendable {
         var superseded: [Waiter] = []
         let tickets = lines.withLock { lines -> [Ticket] in
             tokens.map { token in
-                // One hash for a token with nothing in flight, the fan-out's case: it gets an empty line.
-                guard var line = lines.updateValue([], forKey: token) else {
-                    return Ticket(token: token, badgeOnly: badgeOnly, waiter: nil)
-                }
-                if badgeOnly {
-                    superseded += line.filter(\.badgeOnly)
-                    line.removeAll(where: \.badgeOnly)
-                }
-                let waiter = Waiter(badgeOnly: badgeOnly)
-                line.append(waiter)
-                lines[token] = line
-                return Ticket(token: token, badgeOnly: badgeOnly, waiter: waiter)
+                Ticket(token: token, badgeOnly: badgeOnly, waiter: lines.enqueue(token, badgeOnly: badgeOnly, superseded: &superseded))
             }
         }
         for old in superseded { old.decide(.superseded) }
@@ -118,12 +181,7 @@ final class DeliveryOrder: Sendable {
 
     /// Takes a waiting ticket out of its line; one whose turn came is left as it is.
     private func withdraw(_ waiter: Waiter, token: DeviceToken) {
-        let removed = lines.withLock { lines -> Bool in
-            guard let index = lines[token]?.firstIndex(where: { $0 === waiter }) else { return false }
-            lines[token]?.remove(at: index)
-            return true
-        }
-        if removed { waiter.decide(.cancelled) }
+        if lines.withLock({ $0.withdraw(waiter, token: token) }) { waiter.decide(.cancelled) }
     }
 
     /// The token's notification in flight is answered: the next one in its line goes.
@@ -133,20 +191,17 @@ final class DeliveryOrder: Sendable {
 
     /// Each token's notification in flight is answered (a bunch of answers, under one lock).
     func finish(_ tokens: some Sequence<DeviceToken>) {
-        var next: [Waiter] = []
-        lines.withLock { lines in
+        let next = lines.withLock { lines -> [Waiter] in
+            var next: [Waiter] = []
             for token in tokens {
-                guard let index = lines.index(forKey: token) else { continue }
-                if lines.values[index].isEmpty {
-                    lines.remove(at: index)
-                } else {
-                    next.append(lines.values[index].removeFirst())
-                }
+                if let waiter = lines.finish(token) { next.append(waiter) }
             }
+            lines.sweepIfMostlyIdle()
+            return next
         }
         for waiter in next { waiter.decide(.go) }
     }
 
     /// Tokens with a notification in flight (for tests and metrics).
-    var tokensInFlight: Int { lines.withLock { $0.count } }
+    var tokensInFlight: Int { lines.withLock { $0.busy } }
 }

@@ -99,6 +99,28 @@ final class InFlightLimit: Sendable {
         }
     }
 
+    /// Takes between one and `wanted` permits: as many as are free, waiting (first come, first served, like
+    /// ``acquire()``) only while none is. A batch hands that many notifications to its client together, under one
+    /// lock each, rather than one at a time. - Returns: how many it took. Throws `CancellationError` if the task is
+    /// cancelled while it waits.
+    func acquire(upTo wanted: Int) async throws -> Int {
+        precondition(wanted > 0, "at least one permit")
+        let taken = takeFree(upTo: wanted)
+        if taken > 0 { return taken }
+        try await acquire()
+        return 1 + (wanted > 1 ? takeFree(upTo: wanted - 1) : 0)
+    }
+
+    /// Up to `wanted` of the free permits, unless others wait for them.
+    private func takeFree(upTo wanted: Int) -> Int {
+        state.withLock { state in
+            guard state.waiters.isEmpty else { return 0 }
+            let taken = max(0, min(wanted, state.decision.limit - state.inUse))
+            state.inUse += taken
+            return taken
+        }
+    }
+
     /// Gives `count` permits back, waking as many waiters.
     func release(_ count: Int) {
         guard count > 0 else { return }
