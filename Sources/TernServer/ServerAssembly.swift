@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import Prometheus
@@ -19,8 +18,9 @@ import TernStore
 struct ServerAssembly {
     /// The API: its middlewares and every route.
     let router: Router<ServerRequestContext>
-    /// The WebSocket upgrades (the online channel's connections), served beside ``router``.
-    let webSocketRouter: Router<ServerRequestContext>
+    /// The online channel: its HTTP endpoints are on ``router``; its WebSocket upgrades are taken by the HTTP server's
+    /// connections (``HTTPChannel``).
+    let deviceChannel: DeviceChannelAPI
     /// The devices connected to this node.
     let connections: DeviceConnections
     /// Every long-lived piece but the HTTP server, in start order: a ServiceGroup stops them in reverse, so the
@@ -117,9 +117,12 @@ struct ServerAssembly {
         pushes.register(on: router)
         InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates, clock: clock).register(on: router)
         let recorder = ChannelRecorder(store: store, clock: clock, logger: logger)
+        let channelTasks = ChannelTasks()
         let channel = DeviceChannelAPI(
-            store: store, apps: cache, gate: gate, connections: connections, recorder: recorder, clock: clock, logger: logger)
+            store: store, apps: cache, gate: gate, connections: connections, recorder: recorder, tasks: channelTasks,
+            pingInterval: configuration.channel.pingInterval, clocks: clocks, logger: logger)
         channel.register(on: router)
+        deviceChannel = channel
         // The operator's console: pages over the same pieces (apps, pushes, the store), not part of the API's contract.
         var consoleActivity: ConsoleActivity?
         if configuration.console.enabled {
@@ -135,9 +138,6 @@ struct ServerAssembly {
         }
         routes.load(router.routes)
         self.router = router
-        let webSocketRouter = Router(context: ServerRequestContext.self)
-        channel.register(webSocket: webSocketRouter)
-        self.webSocketRouter = webSocketRouter
         servedRoutes = router.routes.map { "\($0.method) \($0.path)" }.filter { !$0.contains(" \(ConsoleRoutes.root)") }.sorted()
 
         var services: [any Service] = [CoordinatorService(coordinator: coordinator)]
@@ -156,28 +156,23 @@ struct ServerAssembly {
         services.append(InboxSweeper(
             store: store, interval: configuration.inbox.sweepInterval, coordinator: coordinator, clocks: clocks, logger: logger))
         services.append(ChannelService(
-            store: store, connections: connections, recorder: recorder, coordinator: coordinator, timer: clocks.timer, logger: logger))
+            store: store, connections: connections, recorder: recorder, tasks: channelTasks, coordinator: coordinator, timer: clocks.timer,
+            logger: logger))
         if let consoleActivity { services.append(consoleActivity) }
+        services.append(HeapTrimmer(timer: clocks.timer, logger: logger))
         self.services = services
     }
 
     /// The HTTP server for ``router`` on the configured address: HTTP/1.1, with the parser's refusals (headers over
-    /// the limit, a malformed request) answered in the API's JSON error shape, and WebSocket upgrades for
-    /// ``webSocketRouter`` (pinged every `channel.pingInterval`; one that misses its pong by the next ping is closed).
+    /// the limit, a malformed request) answered in the API's JSON error shape, and the online channel's WebSocket
+    /// upgrades (pinged every `channel.pingInterval`; one that misses its pong by the next ping is closed).
     /// - Parameter onServerRunning: called once it listens, with the listening channel.
     func httpServer(onServerRunning: @escaping @Sendable (any Channel) async -> Void) -> some Service {
-        var http1 = HTTP1Channel.Configuration()
-        http1.httpDecoder = .init(maxHeaderFieldSize: ParserErrorResponder.headerLimit, maxHeaderListSize: 4 * ParserErrorResponder.headerLimit)
-        let channelConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(
-            http1: http1,
-            ws: .init(maxFrameSize: DeviceChannelAPI.maximumInboundFrame, autoPing: .enabled(timePeriod: configuration.channel.pingInterval)))
-        let webSocketResponder = webSocketRouter.buildResponder()
+        let headerLimits = (field: ParserErrorResponder.headerLimit, list: 4 * ParserErrorResponder.headerLimit)
         return Application(
             router: router,
-            server: HTTPServerBuilder { [webSocketResponder, channelConfiguration] responder in
-                HTTPWithWebSocketsChannel(
-                    inner: HTTP1WebSocketUpgradeChannel(
-                        responder: responder, webSocketResponder: webSocketResponder, configuration: channelConfiguration))
+            server: HTTPServerBuilder { [deviceChannel] responder in
+                HTTPChannel(responder: responder, devices: deviceChannel, headerLimits: headerLimits)
             },
             // A node restarting has its devices connecting back all at once: 256 pending connections (the library's
             // default) overflow, and the kernel's retry of a dropped SYN comes a second or more later. The kernel caps
@@ -217,6 +212,8 @@ private struct ChannelService: Service {
     let store: any TernStore
     let connections: DeviceConnections
     let recorder: ChannelRecorder
+    /// The connections' work: checks, opening, sending.
+    let tasks: ChannelTasks
     let coordinator: any NodeCoordinator
     let timer: any Clock<Duration>
     let logger: Logger
@@ -232,6 +229,7 @@ private struct ChannelService: Service {
         await withDiscardingTaskGroup { group in
             // The connections' reports, written until the connections are gone.
             group.addTask { await recorder.run() }
+            group.addTask { await tasks.serve() }
             if !coordinator.isSoleNode { group.addTask { await sweep() } }
             await cancelWhenGracefulShutdown {
                 for await event in coordinator.events() {
@@ -245,6 +243,7 @@ private struct ChannelService: Service {
             // A sole node has no events: its stream ends at once, and the service runs on until the shutdown.
             try? await gracefulShutdown()
             await connections.closeAll()
+            tasks.finish()
             group.cancelAll()
         }
         do {

@@ -185,10 +185,13 @@ public protocol TernStore: Sendable {
     /// The device's messages after `sequence` that are neither acknowledged nor expired, oldest first.
     func pendingMessages(app: String, deviceID: String, after sequence: Int64, limit: Int, at: Date) async throws -> [DeviceMessage]
     /// Many connections' writes in one transaction: messages sent online (by device and sequence; the first time
-    /// counts) and acknowledgements (by device and id; ignored for another device's or an acknowledged message).
+    /// counts), acknowledgements (by device and id; ignored for another device's or an acknowledged message), and
+    /// messages both sent online and acknowledged since the last such write (one row write each instead of two: a
+    /// device acknowledges within milliseconds, so most of a push's messages are reported this way).
     /// - Returns: how many were acknowledged now, and how many of those had gone through APNs already.
     func recordChannel(
-        delivered: [(app: String, deviceID: String, sequence: Int64)], acks: [(app: String, deviceID: String, id: String)], at: Date
+        delivered: [(app: String, deviceID: String, sequence: Int64)], acks: [(app: String, deviceID: String, id: String)],
+        deliveredAndAcked: [(app: String, deviceID: String, id: String)], at: Date
     ) async throws -> (acked: Int, afterFallback: Int)
     /// Marks for APNs those of these messages that are still unacknowledged and not marked before, atomically, so a
     /// message falls back once whichever node asks. - Returns: the ids marked now.
@@ -224,5 +227,14 @@ public enum ConstantTime {
         var difference: UInt8 = 0
         for index in a.indices { difference |= a[index] ^ b[index] }
         return difference == 0
+    }
+}
+
+extension TernStore {
+    /// ``recordChannel(delivered:acks:deliveredAndAcked:at:)`` with sent marks and acknowledgements apart.
+    public func recordChannel(
+        delivered: [(app: String, deviceID: String, sequence: Int64)], acks: [(app: String, deviceID: String, id: String)], at: Date
+    ) async throws -> (acked: Int, afterFallback: Int) {
+        try await recordChannel(delivered: delivered, acks: acks, deliveredAndAcked: [], at: at)
     }
 }

@@ -53,14 +53,21 @@ public struct JSONAPIError: HTTPResponseError, CustomStringConvertible {
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
+        let (headers, body) = rendered()
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// The answer's headers and JSON body, for a response written outside the router (a refused WebSocket upgrade).
+    public func rendered() -> (headers: HTTPFields, body: [UInt8]) {
         var object: [String: JSONValue] = ["error": .string(error), "message": .string(message)]
         if let field { object["field"] = .string(field) }
-        let body = try JSONValue.object(object).serialized()
+        // Strings only: serializing cannot fail.
+        let body = (try? JSONValue.object(object).serialized()) ?? []
         var headers = self.headers
         headers[.contentType] = "application/json"
         if status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        return (headers, body)
     }
 }
 

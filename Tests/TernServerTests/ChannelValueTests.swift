@@ -1,4 +1,6 @@
 import Foundation
+import NIOEmbedded
+import Synchronization
 import TernStore
 import TernWeb
 import Testing
@@ -15,61 +17,117 @@ struct ChannelValueTests {
     }
 
     @Test func handedOverMessagesGoOnlyInOrderAfterWhatWasSent() {
-        let connection = DeviceConnection(app: "demo", deviceID: "d1") { _ in }
-        // Nothing handed over, nothing rung: wait.
-        #expect(connection.next(after: 0) == .wait)
-        connection.handOver(message(3))
-        connection.handOver(message(2))
-        #expect(connection.next(after: 1) == .send([message(2), message(3)]))
-        // Taken: nothing left, and the store has nothing this node did not hand over.
-        #expect(connection.next(after: 3) == .wait)
-        // A gap (4 was never handed over): read the store instead, once.
-        connection.handOver(message(5))
-        #expect(connection.next(after: 3) == .readStore)
-        #expect(connection.next(after: 3) == .wait)
+        let state = Sending(last: 1)
+        #expect(state.opened(readFirst: false) == (open: true, startSender: false))
+        // Nothing else to send, and they follow the last sent: written at once, without a sender task.
+        #expect(state.handOver([message(3), message(2)]) == (now: [message(2), message(3)], startSender: false))
+        // One more while they are written: queued, no second writer.
+        #expect(state.handOver([message(4)]) == (now: nil, startSender: false))
+        // Written: a sender starts for what came meanwhile, and stops when nothing is left.
+        #expect(state.written(through: 3))
+        #expect(state.next() == .send([message(4)]))
+        state.sent(through: 4, more: false)
+        #expect(state.next() == .stop)
+        // A gap (5 was never handed over): queued, and the sender reads the store instead, once.
+        #expect(state.handOver([message(6)]) == (now: nil, startSender: true))
+        #expect(state.next() == .readStore(after: 4))
+        #expect(state.next() == .stop)
         // Sent already: dropped.
-        connection.handOver(message(2))
-        connection.handOver(message(4))
-        #expect(connection.next(after: 3) == .send([message(4)]))
-        // At most a few are kept; once they are sent, the rest come from the store.
-        for sequence in 5...(Int64(DeviceConnection.handOverLimit) + 14) { connection.handOver(message(sequence)) }
-        guard case .send(let handed) = connection.next(after: 4) else {
+        #expect(state.handOver([message(2)]) == (now: nil, startSender: true))
+        #expect(state.next() == .stop)
+        // While a sender runs, at most a few are kept; once they are sent, the rest come from the store.
+        #expect(state.wake())
+        for sequence in 5...(Int64(SendingState.handOverLimit) + 14) { _ = state.handOver([message(sequence)]) }
+        guard case .send(let handed) = state.next() else {
             Issue.record("the handed-over messages were not sent")
             return
         }
-        #expect(handed.count == DeviceConnection.handOverLimit)
-        #expect(connection.next(after: handed.last?.sequence ?? 0) == .readStore)
-        #expect(connection.next(after: handed.last?.sequence ?? 0) == .wait)
+        #expect(handed.count == SendingState.handOverLimit)
+        #expect(handed.first?.sequence == 5)
+        state.sent(through: handed.last?.sequence ?? 0, more: false)
+        #expect(state.next() == .readStore(after: handed.last?.sequence ?? 0))
+        #expect(state.next() == .stop)
+    }
+
+    @Test func nothingIsSentBeforeTheConnectionsPresenceIsStoredAndNothingAfterItClosed() {
+        let state = Sending(last: 0)
+        // Handed over while its presence is being stored: kept, no sender yet.
+        #expect(state.handOver([message(1)]) == (now: nil, startSender: false))
+        #expect(!state.wake())
+        // Stored: the sender starts, and reads the store first (it was rung, and the device had messages waiting).
+        #expect(state.opened(readFirst: true) == (open: true, startSender: true))
+        #expect(state.next() == .send([message(1)]))
+        state.sent(through: 1, more: false)
+        #expect(state.next() == .readStore(after: 1))
+        // A full page was read: there may be more.
+        state.sent(through: 100, more: true)
+        #expect(state.next() == .readStore(after: 100))
+        // Closed: the running sender stops at its next step, and nothing starts another.
+        #expect(state.closed())
+        #expect(state.next() == .stop)
+        #expect(!state.wake())
+        #expect(state.handOver([message(101)]) == (now: nil, startSender: false))
+        // A connection that closed while its presence was being stored is told so when it is stored.
+        let early = Sending(last: 0)
+        #expect(!early.closed())
+        #expect(early.opened(readFirst: true) == (open: false, startSender: false))
     }
 
     @Test func aWakeFromElsewhereReadsTheStoreAfterWhatWasHandedOver() {
-        let connection = DeviceConnection(app: "demo", deviceID: "d1") { _ in }
-        connection.handOver(message(1))
-        // Another node kept message 2 meanwhile and rang.
-        connection.wake()
-        #expect(connection.next(after: 0) == .send([message(1)]))
-        #expect(connection.next(after: 1) == .readStore)
-        #expect(connection.next(after: 1) == .wait)
+        let state = Sending(last: 0)
+        _ = state.opened(readFirst: false)
+        #expect(state.handOver([message(1)]).now == [message(1)])
+        // Another node kept message 2 meanwhile and rang: read once message 1 is written.
+        #expect(!state.wake())
+        #expect(state.written(through: 1))
+        #expect(state.next() == .readStore(after: 1))
+        #expect(state.next() == .stop)
+        // A sender that stopped on a failed write leaves none running: the next ring starts one.
+        #expect(state.wake())
+        state.senderStopped()
+        #expect(state.wake())
+    }
+
+    /// A socket for connections whose frames the test does not look at.
+    private func unusedSocket() -> DeviceSocket {
+        DeviceSocket(channel: EmbeddedChannel(), handler: DeviceSocketHandler(pingInterval: .seconds(30)))
     }
 
     @Test func theNodesSweepWakesEveryConnectionOncePerRoundAndARingAllWakesThemAll() {
         let node = DeviceConnections(node: "n")
-        let connections = (0..<200).map { DeviceConnection(app: "demo", deviceID: "d\($0)") { _ in } }
-        for connection in connections { _ = node.attach(connection) }
-        var woken = [Int](repeating: 0, count: connections.count)
-        for part in 0..<7 {
-            node.ringSlice(part, of: 7)
-            for (index, connection) in connections.enumerated() where connection.next(after: 0) == .readStore { woken[index] += 1 }
+        let started = Mutex<[String: Int]>([:])
+        let connections = (0..<200).map { index in
+            DeviceConnection(app: "demo", deviceID: "d\(index)", after: 0, socket: unusedSocket()) { connection in
+                started.withLock { $0[connection.deviceID, default: 0] += 1 }
+                // The sender finds its step and stops, as a real one would once it read the store.
+                while connection.nextStep() != .stop {}
+            }
         }
-        #expect(woken.allSatisfy { $0 == 1 })
+        for connection in connections {
+            _ = node.attach(connection)
+            _ = connection.opened(readFirst: false)
+        }
+        for part in 0..<7 { node.ringSlice(part, of: 7) }
+        #expect(started.withLock { $0 }.count == 200)
+        #expect(started.withLock { $0 }.values.allSatisfy { $0 == 1 })
         node.ringAll()
-        #expect(connections.allSatisfy { $0.next(after: 0) == .readStore })
-        #expect(connections.allSatisfy { $0.next(after: 0) == .wait })
+        #expect(started.withLock { $0 }.values.allSatisfy { $0 == 2 })
+    }
+
+    @Test func aSoleNodeListsItsConnectedDevicesAsThePresenceTableWould() {
+        let node = DeviceConnections(node: "n")
+        let first = DeviceConnection(app: "demo", deviceID: "d1", after: 0, socket: unusedSocket()) { _ in }
+        let second = DeviceConnection(app: "demo", deviceID: "d2", after: 0, socket: unusedSocket()) { _ in }
+        _ = node.attach(first)
+        _ = node.attach(second)
+        node.detach(second)
+        #expect(node.presence(app: "demo", deviceIDs: ["d1", "d2", "d3"]) == [DevicePresence(deviceID: "d1", node: "n", connection: first.id)])
+        #expect(node.presence(app: "other", deviceIDs: ["d1"]).isEmpty)
     }
 
     @Test func aConnectionAcknowledgesWhatItWasSentAndOnlyAFewOthers() throws {
-        let connection = DeviceConnection(app: "demo", deviceID: "d1") { _ in }
-        connection.sent([message(1), message(2)])
+        let connection = DeviceConnection(app: "demo", deviceID: "d1", after: 0, socket: unusedSocket()) { _ in }
+        connection.sending([message(1), message(2)])
         // Its own, and a few it had from elsewhere (a repeated ack counts as one of those).
         try connection.acknowledge(["m1", "m2"])
         try connection.acknowledge((0..<DeviceConnection.otherAcksLimit - 2).map { "other-\($0)" })
@@ -80,7 +138,7 @@ struct ChannelValueTests {
 
     @Test func theRecordersQueueDropsTheOldestPastItsCapacityAndCountsThem() {
         var pending = ChannelRecorder.Pending()
-        pending.delivered = [("demo", "d1", 1), ("demo", "d1", 2)]
+        pending.delivered = [("demo", "d1", 1, "m1"), ("demo", "d1", 2, "m2")]
         pending.acks = [("demo", "d1", "a"), ("demo", "d1", "b"), ("demo", "d1", "c")]
         pending.trim(to: 2)
         // Sent marks go first (they only feed a count), then the oldest acks.
@@ -89,6 +147,17 @@ struct ChannelValueTests {
         #expect(pending.dropped == 3)
         pending.trim(to: 10)
         #expect(pending.dropped == 3)
+    }
+
+    @Test func aMessageSentAndAcknowledgedInOneBatchIsOneWrite() {
+        var pending = ChannelRecorder.Pending()
+        pending.delivered = [("demo", "d1", 1, "m1"), ("demo", "d1", 2, "m2"), ("demo", "d2", 1, "m1")]
+        // m1 of d1 acknowledged (twice), m9 acknowledged without having been sent in this batch, d2's m1 not yet.
+        pending.acks = [("demo", "d1", "m1"), ("demo", "d1", "m9"), ("demo", "d1", "m1")]
+        let (delivered, acks, both) = pending.merged()
+        #expect(both.map { "\($0.deviceID)/\($0.id)" } == ["d1/m1"])
+        #expect(delivered.map { "\($0.deviceID)/\($0.sequence)" } == ["d1/2", "d2/1"])
+        #expect(acks.map { "\($0.deviceID)/\($0.id)" } == ["d1/m9", "d1/m1"])
     }
 
     @Test func acksAreReadStrictly() throws {
@@ -171,4 +240,20 @@ struct ChannelValueTests {
         #expect(events.compactMap { other.wakeTarget(of: $0) }.isEmpty)
         #expect(mine.wakeTarget(of: "push") == nil)
     }
+}
+
+/// ``SendingState`` behind a reference, so `#expect` can call its mutating steps.
+private final class Sending {
+    var state: SendingState
+
+    init(last: Int64) { state = SendingState(last: last) }
+
+    func opened(readFirst: Bool) -> (open: Bool, startSender: Bool) { state.opened(readFirst: readFirst) }
+    func handOver(_ messages: [DeviceMessage]) -> (now: [DeviceMessage]?, startSender: Bool) { state.handOver(messages) }
+    func written(through sequence: Int64) -> Bool { state.written(through: sequence) }
+    func wake() -> Bool { state.wake() }
+    func next() -> SendingState.Step { state.next() }
+    func sent(through sequence: Int64, more: Bool) { state.sent(through: sequence, more: more) }
+    func closed() -> Bool { state.closed() }
+    func senderStopped() { state.senderStopped() }
 }

@@ -146,10 +146,12 @@ struct MultiNodeTests {
             device.ack([try #require(before["id"]?.string)])
             let seen = try #require(before["sequence"]?.int)
 
-            // Node 1 stops: the HTTP server closes its connections first (1000), and its presence rows go with it.
+            // Node 1 stops: the HTTP server closes its connections first (1001, "the server is stopping"), and its
+            // presence rows go with it.
             await cluster.nodes[1].server.shutdown()
             let closed = try await device.closeFrame()
-            #expect(closed?.closeCode == .normalClosure)
+            #expect(closed?.closeCode == .goingAway)
+            #expect(closed?.reason == "the server is stopping; connect again")
             _ = try await online("while away 1", to: 2, via: 0, in: cluster)
             _ = try await online("while away 2", to: 2, via: 0, in: cluster)
 

@@ -312,7 +312,7 @@ struct OnlineChannelTests {
         let device = try await newDevice(server)
         let other = try await newDevice(server)
 
-        // A refused upgrade is a bare 400 (all the WebSocket library can answer); nothing opens.
+        // A refused upgrade does not open.
         let refusals: [(String, TestDevice)] = [
             ("a wrong secret", TestDevice(port: port, deviceID: device.id, appKey: server.device.bearer, secret: "tds_" + String(repeating: "x", count: 43))),
             ("no secret", TestDevice(port: port, deviceID: device.id, appKey: server.device.bearer, secret: nil)),
@@ -324,6 +324,24 @@ struct OnlineChannelTests {
         for (what, refused) in refusals {
             await #expect(throws: WebSocketClientError.webSocketUpgradeFailed, "\(what)") { _ = try await refused.closeFrame(within: 10, what) }
         }
+        // It is answered with the API's JSON error, as the same GET without the upgrade is.
+        let upgrade = [("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13")]
+        for (path, headers, status, field) in [
+            ("/v1/apps/demo/devices/\(device.id)/connect", [("X-Tern-Device-Secret", "tds_" + String(repeating: "y", count: 43))], 403, "X-Tern-Device-Secret"),
+            ("/v1/apps/demo/devices/\(other.id)/connect", server.asDevice(device.id), 403, "X-Tern-Device-Secret"),
+            ("/v1/apps/demo/devices/\(device.id)/connect?after=-1", server.asDevice(device.id), 400, "after"),
+            ("/v1/apps/demo/devices/not-a-uuid/connect", server.asDevice(device.id), 400, "deviceId"),
+        ] {
+            let answer = try await server.device.send(.GET, path, headers: upgrade + headers)
+            #expect(answer.status == status, "\(path): \(answer.text)")
+            #expect(try answer.json()["field"]?.string == field, "\(path): \(answer.text)")
+            #expect(answer.headers["Connection"].first == "close")
+        }
+        let noSuchDevice = try await server.device.send(
+            .GET, "/v1/apps/demo/devices/\(UUID().uuidString.lowercased())/connect", headers: upgrade + server.asDevice(device.id))
+        #expect(noSuchDevice.status == 404, "\(noSuchDevice.text)")
+        // An upgrade to another path is the API's to answer.
+        #expect(try await server.device.send(.GET, "/v1/nowhere", headers: upgrade).status == 404)
         // The same GET without the upgrade says why, in JSON.
         for (path, headers, status) in [
             ("/v1/apps/demo/devices/\(device.id)/connect", [("X-Tern-Device-Secret", "tds_" + String(repeating: "x", count: 43))], 403),
@@ -388,6 +406,28 @@ struct OnlineChannelTests {
             }
             try await store.close()
             silent.send(.close)
+        }
+    }
+
+    @Test func aDeviceThatVanishesWithoutAGoodbyeIsNoLongerConnected() async throws {
+        try await ServerHarness.withServer { server in
+            let device = try await newDevice(server)
+            let store = try await SQLStore.openSQLite(path: server.folder.appendingPathComponent("tern.db").path, logger: Logger(label: "test"))
+            func connected() async throws -> Bool { try await !store.presence(app: "demo", deviceIDs: [device.id]).isEmpty }
+            do {
+                let connection = connect(server, device)
+                try await waitUntil("the device is connected") { try await connected() }
+                // The app is killed: its socket ends without a close frame.
+                await connection.drop()
+                try await waitUntil("the server lets the connection go", within: 10) { try await !connected() }
+                // Offline now: a push with a wake-up goes through APNs.
+                _ = try await pushOnline(server, to: device.id, title: "later", extra: #", "wake": true"#)
+                #expect(try await arrivals(server, token: device.token).count == 1)
+            } catch {
+                try? await store.close()
+                throw error
+            }
+            try await store.close()
         }
     }
 

@@ -50,6 +50,27 @@ struct DeviceMessageStoreTests {
         }
     }
 
+    @Test("a message sent and acknowledged in one report is written once, counted as both", arguments: StoreFactory.all)
+    func deliveredAndAcked(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await prepared(store)
+            _ = try await store.keepMessages(drafts("p1", ["d1", "d2"]), app: "demo", pushID: "p1", at: time(1), expiresAt: time(10_000))
+            // d1's message in one report; an id of another device's message and a repeat acknowledge nothing.
+            let counted = try await store.recordChannel(
+                delivered: [], acks: [], deliveredAndAcked: [("demo", "d1", "p1-d1"), ("demo", "d1", "p1-d2")], at: time(2))
+            #expect(counted.acked == 1)
+            #expect(try await store.recordChannel(delivered: [], acks: [], deliveredAndAcked: [("demo", "d1", "p1-d1")], at: time(3)).acked == 0)
+            // d2's sent in one report, then reported as both: counted once as delivered.
+            _ = try await store.recordChannel(delivered: [("demo", "d2", 1)], acks: [], at: time(2))
+            #expect(try await store.recordChannel(delivered: [], acks: [], deliveredAndAcked: [("demo", "d2", "p1-d2")], at: time(4)).acked == 1)
+            let counts = try await store.messageCounts(pushID: "p1")
+            #expect(counts.deliveredOnline == 2)
+            #expect(counts.acked == 2)
+            #expect(try await store.pendingMessages(app: "demo", deviceID: "d1", after: 0, limit: 10, at: time(5)).isEmpty)
+            #expect(try await store.pendingMessages(app: "demo", deviceID: "d2", after: 0, limit: 10, at: time(5)).isEmpty)
+        }
+    }
+
     @Test("a message falls back once, not once acknowledged, and a later ack is counted as such", arguments: StoreFactory.all)
     func fallback(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in

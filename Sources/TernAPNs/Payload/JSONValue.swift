@@ -81,6 +81,20 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     public init(nilLiteral: ()) { self = .null }
 }
 
+extension JSONValue {
+    /// `text` as a JSON string literal, escaped as ``serialized()`` escapes it: for JSON put together by hand on a hot
+    /// path (the online channel's frames, a chunk's progress record).
+    public static func quoted(_ text: String) -> String {
+        // Ids, timestamps and most text need no escape: taken as they are.
+        if text.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            return "\"" + text + "\""
+        }
+        var writer = JSONWriter()
+        writer.write(text)
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+}
+
 /// A small, allocation-light JSON writer. Payloads are rendered on the send path, so this avoids
 /// `JSONEncoder`'s reflection; keys are sorted for stable output.
 struct JSONWriter {

@@ -653,7 +653,7 @@ enum OpenAPIDocument {
   "/v1/apps/{app}/devices/{deviceId}/connect": {
    "get": {
     "operationId": "connectDevice",
-    "summary": "The device's own connection (the online channel): a WebSocket upgrade. Without one, the credentials are checked and the answer is 426, or their error",
+    "summary": "The device's own connection (the online channel): a WebSocket upgrade, or the refusal's error (JSON, then the connection closes). Without an upgrade, the credentials are checked and the answer is 426, or the same error",
     "tags": [
      "device"
     ],

@@ -1,7 +1,6 @@
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -89,9 +88,10 @@ struct RequestShapeMiddleware<Context: RequestContext>: RouterMiddleware {
 /// Answers a request the HTTP/1 parser refused (headers over the limit, a malformed request line) in the API's JSON
 /// error shape, instead of an empty 400 or no answer at all, then closes the connection.
 ///
-/// It sits right after the parser from the connection's start (``HTTPWithWebSocketsChannel``), where the parts are
-/// still NIOHTTP1's own: the WebSocket upgrade channel adds the server's other handlers only once a first request was
-/// parsed, too late for a first request the parser refuses. It stays for the connection's later requests.
+/// It sits right after the parser from the connection's start (``HTTPChannel``), where the parts are
+/// still NIOHTTP1's own: the upgrade handler adds the server's other handlers only once a first request was parsed,
+/// too late for a first request the parser refuses. It stays for the connection's later requests (a WebSocket
+/// connection removes it).
 final class ParserErrorResponder: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -116,21 +116,5 @@ final class ParserErrorResponder: ChannelInboundHandler, RemovableChannelHandler
         context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         context.close(mode: .output, promise: nil)
-    }
-}
-
-/// Hummingbird's HTTP/1 channel with WebSocket upgrades, with a ``ParserErrorResponder`` from the connection's start.
-struct HTTPWithWebSocketsChannel: ServerChildChannel {
-    let inner: HTTP1WebSocketUpgradeChannel
-
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1WebSocketUpgradeChannel.Value> {
-        inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
-            try channel.pipeline.syncOperations.addHandler(ParserErrorResponder())
-            return value
-        }
-    }
-
-    func handle(value: HTTP1WebSocketUpgradeChannel.Value, logger: Logger) async {
-        await inner.handle(value: value, logger: logger)
     }
 }

@@ -1,19 +1,15 @@
 import Foundation
 import Hummingbird
-import HummingbirdWebSocket
 import NIOCore
 
-/// Request context of Tern's API: JSON answers with sorted keys and ISO 8601 dates with milliseconds. The same
-/// context serves the WebSocket upgrades of the online channel.
-struct ServerRequestContext: RequestContext, WebSocketRequestContext, RemoteAddressRequestContext {
+/// Request context of Tern's API: JSON answers with sorted keys and ISO 8601 dates with milliseconds.
+struct ServerRequestContext: RequestContext, RemoteAddressRequestContext {
     var coreContext: CoreRequestContextStorage
-    let webSocket: WebSocketHandlerReference<ServerRequestContext>
     /// The client's address (the console counts failed sign-ins by it); nil in the router tests, which have no socket.
     let remoteAddress: SocketAddress?
 
     init(source: Source) {
         self.coreContext = .init(source: source)
-        self.webSocket = .init()
         self.remoteAddress = source.channel.remoteAddress
     }
 

@@ -15,13 +15,20 @@ enum ChannelCloseCode: Error, Sendable, Equatable {
     case replaced
     /// 1001: the server is stopping; connect again (to this node once it is back, or another).
     case goingAway
+    /// 1001: the device did not answer the last ping before the next was due; the server closes without waiting for
+    /// the device's close frame.
+    case pingTimeout
+    /// 1009: a message (its fragments put together) over ``DeviceChannelAPI/maximumInboundFrame``. A single frame
+    /// over it is refused by NIO's decoder with the same code.
+    case tooLarge
 
     var code: UInt16 {
         switch self {
         case .badFrame: 4400
         case .binaryFrame: 1003
         case .replaced: 4409
-        case .goingAway: 1001
+        case .goingAway, .pingTimeout: 1001
+        case .tooLarge: 1009
         }
     }
 
@@ -33,6 +40,8 @@ enum ChannelCloseCode: Error, Sendable, Equatable {
             case .binaryFrame: "binary frames are not accepted: send JSON text frames"
             case .replaced: "replaced by a newer connection of this device"
             case .goingAway: "the server is stopping; connect again"
+            case .pingTimeout: "Ping timeout"
+            case .tooLarge: "a message is at most \(DeviceChannelAPI.maximumInboundFrame / 1024) KiB"
             }
         var bytes = Array(text.utf8)
         guard bytes.count > 123 else { return text }
@@ -68,24 +77,7 @@ enum ChannelFrame {
     }
 
     /// A JSON string literal for `text`.
-    static func quoted(_ text: String) -> String {
-        var quoted = "\""
-        quoted.reserveCapacity(text.utf8.count + 2)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": quoted += "\\\""
-            case "\\": quoted += "\\\\"
-            case "\n": quoted += "\\n"
-            case "\r": quoted += "\\r"
-            case "\t": quoted += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                quoted += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: quoted.unicodeScalars.append(scalar)
-            }
-        }
-        return quoted + "\""
-    }
+    static func quoted(_ text: String) -> String { JSONValue.quoted(text) }
 
     /// The API's timestamp (ISO 8601 with milliseconds, UTC), remembered for the last date: a push's messages share one.
     private static func timestamp(_ date: Date) -> String {
@@ -155,7 +147,8 @@ enum ChannelFrame {
     static func ackIDsProblem(_ ids: [String]) -> String? {
         guard !ids.isEmpty else { return "one or more message ids are required" }
         guard ids.count <= maximumAckIDs else { return "at most \(maximumAckIDs) in one ack" }
-        if let bad = ids.first(where: { UUID(uuidString: $0) == nil }) { return "'\(bad.prefix(40))' is not a message id" }
+        // (Foundation's UUID(uuidString:) goes through sscanf: a visible cost at one ack per message.)
+        if let bad = ids.first(where: { UUID(apnsText: $0) == nil }) { return "'\(bad.prefix(40))' is not a message id" }
         return nil
     }
 }

@@ -17,13 +17,37 @@ import TernStore
 /// on the device's next connection, and it shows it once by id.
 final class ChannelRecorder: Sendable {
     struct Pending {
-        var delivered: [(app: String, deviceID: String, sequence: Int64)] = []
+        var delivered: [(app: String, deviceID: String, sequence: Int64, id: String)] = []
         var acks: [(app: String, deviceID: String, id: String)] = []
         /// Connections that closed: their presence entries go (each only if still its own).
         var departed: [PresenceEntry] = []
         /// Reports dropped past the capacity since the last log line about it.
         var dropped = 0
         var isEmpty: Bool { delivered.isEmpty && acks.isEmpty && departed.isEmpty }
+
+        /// The batch as the store takes it: a message sent and acknowledged within the batch (most of them: a
+        /// device acknowledges within milliseconds) is one write, not a sent mark and then an ack.
+        func merged() -> (
+            delivered: [(app: String, deviceID: String, sequence: Int64)], acks: [(app: String, deviceID: String, id: String)],
+            both: [(app: String, deviceID: String, id: String)]
+        ) {
+            struct Key: Hashable {
+                var app: String
+                var deviceID: String
+                var id: String
+            }
+            guard !delivered.isEmpty, !acks.isEmpty else { return (delivered.map { ($0.app, $0.deviceID, $0.sequence) }, acks, []) }
+            let sent = Set(delivered.map { Key(app: $0.app, deviceID: $0.deviceID, id: $0.id) })
+            var both: [(app: String, deviceID: String, id: String)] = []
+            var merged = Set<Key>()
+            var plainAcks: [(app: String, deviceID: String, id: String)] = []
+            for ack in acks {
+                let key = Key(app: ack.app, deviceID: ack.deviceID, id: ack.id)
+                if sent.contains(key), merged.insert(key).inserted { both.append(ack) } else { plainAcks.append(ack) }
+            }
+            let plainDelivered = delivered.filter { !merged.contains(Key(app: $0.app, deviceID: $0.deviceID, id: $0.id)) }
+            return (plainDelivered.map { ($0.app, $0.deviceID, $0.sequence) }, plainAcks, both)
+        }
 
         /// Keeps at most `capacity` entries, dropping the oldest: sent marks first (they only feed a count), then
         /// goodbyes (an entry left behind only makes a push ring a connection that is gone, and the node's own
@@ -68,8 +92,8 @@ final class ChannelRecorder: Sendable {
         self.logger = logger
     }
 
-    func delivered(app: String, deviceID: String, sequences: [Int64]) {
-        add { $0.delivered.append(contentsOf: sequences.map { (app, deviceID, $0) }) }
+    func delivered(app: String, deviceID: String, messages: [DeviceMessage]) {
+        add { $0.delivered.append(contentsOf: messages.map { (app, deviceID, $0.sequence, $0.id) }) }
     }
 
     func acknowledged(app: String, deviceID: String, ids: [String]) {
@@ -135,7 +159,8 @@ final class ChannelRecorder: Sendable {
             guard !batch.isEmpty else { return }
             do {
                 try await store.clearPresence(batch.departed)
-                let counted = try await store.recordChannel(delivered: batch.delivered, acks: batch.acks, at: clock.now)
+                let (delivered, acks, both) = batch.merged()
+                let counted = try await store.recordChannel(delivered: delivered, acks: acks, deliveredAndAcked: both, at: clock.now)
                 acksCounter.increment(by: counted.acked)
                 lateAcks.increment(by: counted.afterFallback)
                 if backoff.succeeded() { logger.info("recording the devices' reports again") }

@@ -1,9 +1,12 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdWebSocket
+import HummingbirdCore
 import Logging
 import Metrics
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypesHTTP1
 import NIOWebSocket
 import TernAPNs
 import TernStore
@@ -18,14 +21,19 @@ import TernWeb
 /// `{"type": "ack", "ids": [...]}`. An acknowledged message is never sent again; one sent and not acknowledged is
 /// sent again on the next connection. The messages live in the store, so whichever node a device connects to reads
 /// the same; a node only needs to be told that there is something new (``DeviceConnections``).
-struct DeviceChannelAPI {
+struct DeviceChannelAPI: Sendable {
     let store: any TernStore
     let apps: AppCache
     let gate: DeviceGate
     let connections: DeviceConnections
     /// Where the connections' reports (sent, acknowledged) go, batched.
     let recorder: ChannelRecorder
+    /// Where the connections' work runs (checks, opening, sending).
+    let tasks: ChannelTasks
+    let pingInterval: Duration
     let clock: any WallClock
+    /// The back-off after a failed read of the store.
+    let timer: any Clock<Duration>
     let logger: Logger
 
     /// Messages read from the store per frame batch.
@@ -39,15 +47,18 @@ struct DeviceChannelAPI {
     private let acksAfterFallback = Counter(label: "tern_channel_acks_after_fallback_total")
 
     init(
-        store: any TernStore, apps: AppCache, gate: DeviceGate, connections: DeviceConnections, recorder: ChannelRecorder, clock: any WallClock,
-        logger: Logger
+        store: any TernStore, apps: AppCache, gate: DeviceGate, connections: DeviceConnections, recorder: ChannelRecorder, tasks: ChannelTasks,
+        pingInterval: Duration, clocks: ServerClocks, logger: Logger
     ) {
         self.store = store
         self.apps = apps
         self.gate = gate
         self.connections = connections
         self.recorder = recorder
-        self.clock = clock
+        self.tasks = tasks
+        self.pingInterval = pingInterval
+        self.clock = clocks.wall
+        self.timer = clocks.timer
         self.logger = logger
     }
 
@@ -65,15 +76,19 @@ struct DeviceChannelAPI {
     }
 
     /// The plain HTTP side: `GET …/connect` without an upgrade checks the credentials like the upgrade would and
-    /// answers 426 (so a client can see a refusal's JSON, which a refused upgrade cannot carry); and the opens.
+    /// answers 426 (a refused upgrade gets the same JSON error); the opens and the acks.
     func register(on router: Router<ServerRequestContext>) {
         let devices = router.group("v1/apps/:app/devices")
         devices.get(":device/connect") { request, context -> Response in
             _ = try await authorize(.connect, request: request, appID: context.parameters.get("app"), deviceText: context.parameters.get("device"))
             _ = try Self.after(request)
-            throw JSONAPIError(
-                status: .upgradeRequired, error: "upgradeRequired",
-                message: "connect with a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)", field: nil)
+            // An upgrade reaches the API only when it was not the connection's first request (those are taken before it,
+            // as HTTP/1.1 upgrades are).
+            let message =
+                request.headers[.upgrade] == nil
+                ? "connect with a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)"
+                : "a WebSocket upgrade must be a connection's first request: connect again on a new connection"
+            throw JSONAPIError(status: .upgradeRequired, error: "upgradeRequired", message: message, field: nil)
         }
         devices.post(":device/opens") { request, context -> HTTPResponse.Status in
             let (app, device) = try await authorize(
@@ -104,28 +119,6 @@ struct DeviceChannelAPI {
         }
     }
 
-    /// The WebSocket side, on the router that serves upgrades. A refused upgrade can only be a bare 400 (the
-    /// WebSocket library answers nothing else), so the same GET without the upgrade is there to say why, in JSON.
-    func register(webSocket router: Router<ServerRequestContext>) {
-        router.ws("v1/apps/:app/devices/:device/connect") { request, context in
-            do {
-                let (appID, deviceText) = (context.parameters.get("app"), context.parameters.get("device"))
-                _ = try await ShortLived.run { try await authorize(.connect, request: request, appID: appID, deviceText: deviceText) }
-                _ = try Self.after(request)
-                return .upgrade([:])
-            } catch {
-                return .dontUpgrade
-            }
-        } onUpgrade: { inbound, outbound, context in
-            // Checked before the upgrade.
-            let parameters = context.requestContext.parameters
-            guard let app = parameters.get("app"), let deviceID = try? DevicesAPI.deviceID(parameters.get("device") ?? ""),
-                let after = try? Self.after(context.request)
-            else { return }
-            await serve(app: app, deviceID: deviceID, after: after, inbound: inbound, outbound: outbound)
-        }
-    }
-
     /// `?after=SEQ`: a whole number, 0 or more (absent: 0, everything not acknowledged).
     static func after(_ request: Request) throws(JSONAPIError) -> Int64 {
         guard let text = request.uri.queryParameters.get("after") else { return 0 }
@@ -147,142 +140,162 @@ struct DeviceChannelAPI {
         return (app, device)
     }
 
-    /// One device's connection, from the moment it is accepted until it ends.
-    private func serve(app: String, deviceID: String, after: Int64, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
-        let connection = DeviceConnection(app: app, deviceID: deviceID) { code in
-            try? await outbound.close(.unknown(code.code), reason: code.reason)
-        }
-        let logger = {
-            var logger = self.logger
-            logger[metadataKey: "app"] = "\(app)"
-            logger[metadataKey: "device"] = "\(deviceID)"
-            logger[metadataKey: "connection"] = "\(connection.id)"
-            return logger
-        }()
-        let presence = PresenceEntry(app: app, deviceID: deviceID, node: connections.node, connection: connection.id)
-        // Stored (with the other connections opening now) before anything is read, so a message another node keeps
-        // from now on finds this connection; whether the device has messages waiting comes back with it.
-        let waiting = await ShortLived.run { [connections, recorder] in
-            if let previous = connections.attach(connection) { await previous.replace() }
-            return await recorder.arrived(presence)
-        }
-        logger.debug("device connected", metadata: ["after": "\(after)"])
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await receive(inbound, connection: connection, logger: logger) }
-            group.addTask { await send(after: after, readFirst: waiting, connection: connection, outbound: outbound, logger: logger) }
-            // Either side ending ends the connection: the peer closed, a bad frame, or a close from here.
-            await group.next()
-            group.cancelAll()
-        }
-        if connections.detach(connection) { recorder.departed(presence) }
-        logger.debug("device disconnected", metadata: ["closedBy": "\(connection.closeReason.map { "\($0.code)" } ?? "device")"])
+    // MARK: The WebSocket side
+
+    /// Where an accepted upgrade connects: checked before the upgrade, used once it is done.
+    struct UpgradeTarget: Sendable {
+        var app: String
+        var deviceID: String
+        var after: Int64
     }
 
-    /// Reads the device's frames (which also answers its pings and takes its pongs) until it closes.
-    private func receive(_ inbound: WebSocketInboundStream, connection: DeviceConnection, logger: Logger) async {
+    /// The answer to an upgrade request.
+    enum UpgradeCheck: Sendable {
+        case accepted(UpgradeTarget)
+        /// Refused: answered with this error, in the API's JSON shape, instead of being upgraded.
+        case refused(JSONAPIError)
+    }
+
+    /// Checks an upgrade request as the API checks `GET …/connect` (the app key and the device's secret, or the master
+    /// secret; the device; `after`).
+    func checkUpgrade(_ head: HTTPRequestHead) async -> UpgradeCheck {
+        let uri = URI(head.uri)
+        let parts = uri.path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 7, parts[0].isEmpty, parts[1] == "v1", parts[2] == "apps", parts[4] == "devices", parts[6] == "connect" else {
+            // As the API answers an unknown path.
+            return .refused(.notFound("no such endpoint: \(head.method) \(uri.path.prefix(200)) (WebSocket upgrades are taken at …/devices/{id}/connect)"))
+        }
         do {
-            for try await message in inbound.messages(maxSize: Self.maximumInboundFrame) {
-                switch message {
-                case .binary:
-                    await connection.close(.binaryFrame)
-                    return
-                case .text(let text):
-                    let ids: [String]
-                    do {
-                        ids = try ChannelFrame.decodeAck(text)
-                        try connection.acknowledge(ids)
-                    } catch {
-                        await connection.close(error)
-                        return
-                    }
-                    recorder.acknowledged(app: connection.app, deviceID: connection.deviceID, ids: ids)
-                }
-            }
+            let request = Request(head: try HTTPRequest(head, secure: false, splitCookie: false), body: .init(buffer: ByteBuffer()))
+            let (app, device) = try await authorize(.connect, request: request, appID: String(parts[3]), deviceText: String(parts[5]))
+            return .accepted(UpgradeTarget(app: app.id, deviceID: device.deviceID, after: try Self.after(request)))
+        } catch let error as JSONAPIError {
+            return .refused(error)
         } catch {
-            logger.debug("device connection ended", metadata: ["error": "\(error)"])
+            logger.error("cannot check a device's connection", metadata: ["error": "\(error)"])
+            return .refused(JSONAPIError(status: .internalServerError, error: "internal", message: "an internal error; the server logged it"))
         }
     }
 
-    /// Sends the device's messages in order, then waits to be rung (new messages) and sends what is new.
+    /// Takes over `channel` once upgraded for `target`: the device's connection runs on NIO handlers from now on,
+    /// and its presence is stored before anything is sent. Runs on the channel's event loop.
+    func accept(_ channel: any Channel, target: UpgradeTarget) throws {
+        let handler = DeviceSocketHandler(pingInterval: pingInterval)
+        let connection = DeviceConnection(
+            app: target.app, deviceID: target.deviceID, after: target.after, socket: DeviceSocket(channel: channel, handler: handler)
+        ) { connection in
+            startSender(connection)
+        } delivered: { connection, messages in
+            reportDelivered(messages, on: connection)
+        }
+        handler.events = .init(
+            text: { text in received(text, on: connection) },
+            closed: { ended(connection) })
+        let pipeline = channel.pipeline.syncOperations
+        try pipeline.addHandler(
+            NIOWebSocketFrameAggregator(
+                minNonFinalFragmentSize: 1, maxAccumulatedFrameCount: 64, maxAccumulatedFrameSize: Self.maximumInboundFrame))
+        try pipeline.addHandler(handler)
+        if let parserErrors = try? pipeline.handler(type: ParserErrorResponder.self) { pipeline.removeHandler(parserErrors, promise: nil) }
+        logger.debug("device connected", metadata: ["app": "\(target.app)", "device": "\(target.deviceID)", "after": "\(target.after)"])
+        guard tasks.run({ await open(connection) }) else {
+            // The node is stopping.
+            handler.close(.goingAway)
+            return
+        }
+    }
+
+    private func presence(of connection: DeviceConnection) -> PresenceEntry {
+        PresenceEntry(app: connection.app, deviceID: connection.deviceID, node: connections.node, connection: connection.id)
+    }
+
+    /// Registers the connection (replacing the device's older one) and stores its presence, with the other
+    /// connections opening now, before anything is read: a message another node keeps from then on finds it.
+    /// Whether the device has messages waiting comes back with it.
+    private func open(_ connection: DeviceConnection) async {
+        if let previous = connections.attach(connection) { await previous.socket.close(.replaced) }
+        let waiting = await recorder.arrived(presence(of: connection))
+        if !connection.opened(readFirst: waiting) {
+            // It closed while its presence was being stored.
+            if connections.detach(connection) { recorder.departed(presence(of: connection)) }
+        }
+    }
+
+    /// The connection ended (on its event loop).
+    private func ended(_ connection: DeviceConnection) {
+        logger.debug("device disconnected", metadata: ["app": "\(connection.app)", "device": "\(connection.deviceID)"])
+        guard connection.closed() else { return }
+        if connections.detach(connection) { recorder.departed(presence(of: connection)) }
+    }
+
+    /// A text frame from the device (on the connection's event loop): an ack. - Returns: why the connection must
+    /// close, if it must.
+    private func received(_ text: String, on connection: DeviceConnection) -> ChannelCloseCode? {
+        let ids: [String]
+        do {
+            ids = try ChannelFrame.decodeAck(text)
+            try connection.acknowledge(ids)
+        } catch {
+            return error
+        }
+        recorder.acknowledged(app: connection.app, deviceID: connection.deviceID, ids: ids)
+        return nil
+    }
+
+    private func startSender(_ connection: DeviceConnection) {
+        if !tasks.run({ await send(connection) }) { connection.senderStopped() }
+    }
+
+    /// Sends the device's messages in order until there is nothing left (``SendingState/next()``), then ends.
     ///
-    /// It reads the store when the connection opens if the device has messages waiting (`readFirst`), when the
-    /// dispatcher of another node (or an earlier holder of a chunk) kept messages for the device, and when what this
-    /// node handed over leaves a gap; messages this node just kept go out without being read back. Each step runs in a
-    /// short-lived child task (``ShortLived``): this task lives as long as the connection and, idle, holds only the
-    /// memory of its wait.
-    private func send(after: Int64, readFirst: Bool, connection: DeviceConnection, outbound: WebSocketOutboundWriter, logger: Logger) async {
-        var last = after
-        var mustRead = readFirst
+    /// It reads the store when the connection opens if the device has messages waiting, when the dispatcher of
+    /// another node (or an earlier holder of a chunk) kept messages for the device, and when what this node handed
+    /// over leaves a gap; messages this node just kept go out without being read back.
+    private func send(_ connection: DeviceConnection) async {
         var retry = ErrorBackoff(initial: .milliseconds(200), maximum: .seconds(5))
-        while !Task.isCancelled, connection.closeReason == nil {
-            let step = mustRead ? .readStore : connection.next(after: last)
-            mustRead = false
-            let outcome: SendOutcome
-            switch step {
-            case .wait:
-                await connection.doorbell.wait()
-                continue
-            case .send(let messages):
-                outcome = await ShortLived.run { await write(messages, connection: connection, outbound: outbound) }
-            case .readStore:
-                outcome = await ShortLived.run { [store, clock, last] in
-                    let pending: [DeviceMessage]
-                    do {
-                        pending = try await store.pendingMessages(
-                            app: connection.app, deviceID: connection.deviceID, after: last, limit: Self.page, at: clock.now)
-                    } catch {
-                        return .readFailed(error)
-                    }
-                    let written = await write(pending, connection: connection, outbound: outbound)
-                    guard case .sent(let sequence) = written else { return written }
-                    return pending.count == Self.page ? .sentPage(sequence) : written
-                }
-            }
-            switch outcome {
-            case .sent(let sequence):
-                last = max(last, sequence ?? last)
-                _ = retry.succeeded()
-            case .sentPage(let sequence):
-                // A full page: there may be more.
-                last = max(last, sequence ?? last)
-                mustRead = true
-                _ = retry.succeeded()
-            case .readFailed(let error):
-                let wait = retry.failed()
-                // Per connection at debug: a database that is away would otherwise log a line for every connection
-                // at every step (the dispatcher and the recorder say it once).
-                logger.debug("cannot read the device's messages", metadata: ["error": "\(error)", "retryIn": "\(wait)"])
-                await ShortLived.run { await connection.doorbell.wait(upTo: wait) }
-                mustRead = true
-            case .connectionEnded:
+        while !Task.isCancelled {
+            switch connection.nextStep() {
+            case .stop:
                 return
+            case .send(let messages):
+                guard await write(messages, on: connection) else { return connection.senderStopped() }
+            case .readStore(let after):
+                let pending: [DeviceMessage]
+                do {
+                    pending = try await store.pendingMessages(
+                        app: connection.app, deviceID: connection.deviceID, after: after, limit: Self.page, at: clock.now)
+                    _ = retry.succeeded()
+                } catch {
+                    connection.readFailed()
+                    let wait = retry.failed()
+                    // Per connection at debug: a database that is away would otherwise log a line for every connection
+                    // at every step (the dispatcher and the recorder say it once).
+                    logger.debug(
+                        "cannot read the device's messages",
+                        metadata: ["device": "\(connection.deviceID)", "error": "\(error)", "retryIn": "\(wait)"])
+                    do { try await timer.sleep(for: wait) } catch { return connection.senderStopped() }
+                    continue
+                }
+                // A full page: there may be more.
+                guard await write(pending, on: connection, more: pending.count == Self.page) else { return connection.senderStopped() }
             }
         }
+        connection.senderStopped()
     }
 
-    private enum SendOutcome: Sendable {
-        /// Written (or nothing to write); the last sequence sent, if any.
-        case sent(Int64?)
-        /// A whole page read from the store was written: read again.
-        case sentPage(Int64?)
-        case readFailed(any Error)
-        case connectionEnded
+    /// Writes `messages` as frames, in order, and reports them sent. - Returns: false if the connection is gone.
+    private func write(_ messages: [DeviceMessage], on connection: DeviceConnection, more: Bool = false) async -> Bool {
+        guard let lastSequence = messages.last?.sequence else { return true }
+        connection.sending(messages)
+        guard await connection.socket.send(messages.map(ChannelFrame.encode)) else { return false }
+        connection.sent(through: lastSequence, more: more)
+        reportDelivered(messages, on: connection)
+        return true
     }
 
-    /// Writes `messages` as frames, in order, and reports them sent.
-    private func write(_ messages: [DeviceMessage], connection: DeviceConnection, outbound: WebSocketOutboundWriter) async -> SendOutcome {
-        guard let lastSequence = messages.last?.sequence else { return .sent(nil) }
-        // Noted before they go: the device may acknowledge one before the last is written.
-        connection.sent(messages)
-        do {
-            for message in messages {
-                try await outbound.write(.text(ChannelFrame.encode(message)))
-            }
-        } catch {
-            return .connectionEnded
-        }
+    /// Messages written to the device's socket.
+    private func reportDelivered(_ messages: [DeviceMessage], on connection: DeviceConnection) {
         deliveredOnline.increment(by: messages.count)
-        recorder.delivered(app: connection.app, deviceID: connection.deviceID, sequences: messages.map(\.sequence))
-        return .sent(lastSequence)
+        recorder.delivered(app: connection.app, deviceID: connection.deviceID, messages: messages)
     }
 }

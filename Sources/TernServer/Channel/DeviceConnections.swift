@@ -1,5 +1,6 @@
 import Foundation
 import Metrics
+import NIOCore
 import Synchronization
 import TernStore
 
@@ -50,6 +51,15 @@ final class DeviceConnections: Sendable {
         return removed
     }
 
+    /// Those of these devices that are connected to this node, as the presence table would list them.
+    func presence(app: String, deviceIDs: [String]) -> [DevicePresence] {
+        live.withLock { live in
+            deviceIDs.compactMap { deviceID in
+                live[Key(app: app, deviceID: deviceID)].map { DevicePresence(deviceID: deviceID, node: node, connection: $0.id) }
+            }
+        }
+    }
+
     /// Wakes the connections of these devices that are on this node: they have new messages, to read from the store.
     func ring(app: String, deviceIDs: some Sequence<String>) {
         let connections = live.withLock { live in deviceIDs.compactMap { live[Key(app: app, deviceID: $0)] } }
@@ -73,18 +83,38 @@ final class DeviceConnections: Sendable {
 
     /// Hands messages just kept to their devices' connections on this node, so they need not read them back from
     /// the store (a connection that finds a gap reads the store all the same).
+    ///
+    /// A connection with nothing else to send gets its messages written at once, without a sender task: the writes of
+    /// all such connections on one event loop go in one hop to it (a push to 10,000 online devices is a handful of
+    /// hops, not 10,000 tasks). The others queue them for their sender.
     func handOver(_ messages: [DeviceMessage]) {
-        let targets = live.withLock { live in messages.compactMap { message in live[Key(app: message.appID, deviceID: message.deviceID)].map { ($0, message) } } }
-        for (connection, message) in targets { connection.handOver(message) }
+        var byConnection: [ObjectIdentifier: (connection: DeviceConnection, messages: [DeviceMessage])] = [:]
+        live.withLock { live in
+            for message in messages {
+                guard let connection = live[Key(app: message.appID, deviceID: message.deviceID)] else { continue }
+                byConnection[ObjectIdentifier(connection), default: (connection, [])].messages.append(message)
+            }
+        }
+        var byLoop: [ObjectIdentifier: (loop: any EventLoop, writes: [(DeviceConnection, [DeviceMessage])])] = [:]
+        for (connection, messages) in byConnection.values {
+            guard let now = connection.handOver(messages) else { continue }
+            let loop = connection.socket.channel.eventLoop
+            byLoop[ObjectIdentifier(loop), default: (loop, [])].writes.append((connection, now))
+        }
+        for (loop, writes) in byLoop.values {
+            loop.execute {
+                for (connection, messages) in writes { connection.writeHandedOver(messages) }
+            }
+        }
     }
 
     /// Closes every connection (the node stops): each device reconnects, to this node or another. All at once: one
     /// after another, 15,000 connections took 14 s to close, during which the devices closed first were already
-    /// backing off from a node that no longer answered.
+    /// backing off from a node that no longer answered. Returns once every close frame was written.
     func closeAll() async {
         let all = live.withLock { Array($0.values) }
         await withDiscardingTaskGroup { group in
-            for connection in all { group.addTask { await connection.close(.goingAway) } }
+            for connection in all { group.addTask { await connection.socket.close(.goingAway) } }
         }
     }
 
@@ -109,94 +139,95 @@ final class DeviceConnections: Sendable {
     }
 }
 
-/// One device's live connection: what its sender is to do next (messages handed over, or a read of the store), its
-/// doorbell, and a way to close it from elsewhere.
+/// One device's live connection: its socket, what its sender is to do next, and what it may acknowledge.
+///
+/// The connection is served by NIO handlers (``DeviceSocketHandler``), not by a task; when there is something to
+/// send, it asks for a sender (`startSender`), a short task that runs until there is nothing left (``SendingState``
+/// says when), at most one at a time so the device gets its messages in order.
 final class DeviceConnection: Sendable {
     let app: String
     let deviceID: String
     /// Unique per connection: the presence table's entry is removed only by the connection that wrote it.
     let id = UUID().uuidString.lowercased()
-    /// Rung whenever there is something for the sender to do (``next(after:)`` says what).
-    let doorbell = Doorbell()
-    private let outbox = Mutex(Outbox())
-    /// Most messages handed over and not sent yet; beyond them, the sender reads the store.
-    static let handOverLimit = 64
-    private let closer: @Sendable (ChannelCloseCode) async -> Void
-    private let closing = Mutex<(started: Bool, code: ChannelCloseCode?)>((false, nil))
+    let socket: DeviceSocket
+    private let sending: Mutex<SendingState>
+    private let startSender: @Sendable (DeviceConnection) -> Void
+    private let delivered: @Sendable (DeviceConnection, [DeviceMessage]) -> Void
 
-    /// What waits for the sender: messages this node's dispatcher just kept, and whether the store has messages
-    /// that were not handed over (kept by another node or an earlier holder of the chunk, or past the limit).
-    private struct Outbox {
-        var handed: [DeviceMessage] = []
-        var storeHasMore = false
-    }
-
-    /// The sender's next step.
-    enum Step: Equatable {
-        /// Send these, in this order: they follow the last message sent without a gap.
-        case send([DeviceMessage])
-        /// Read the store after the last message sent.
-        case readStore
-        /// Nothing to do until the doorbell rings.
-        case wait
-    }
-
-    init(app: String, deviceID: String, close: @escaping @Sendable (ChannelCloseCode) async -> Void) {
+    /// - Parameters:
+    ///   - after: the last sequence the device has (`?after=`).
+    ///   - startSender: runs a sender for this connection (one at a time: it is called again only once the last
+    ///     one's ``nextStep()`` said `.stop`).
+    ///   - delivered: reports messages written to the socket without a sender (handed over).
+    init(
+        app: String, deviceID: String, after: Int64, socket: DeviceSocket, startSender: @escaping @Sendable (DeviceConnection) -> Void,
+        delivered: @escaping @Sendable (DeviceConnection, [DeviceMessage]) -> Void = { _, _ in }
+    ) {
         self.app = app
         self.deviceID = deviceID
-        self.closer = close
+        self.socket = socket
+        self.sending = Mutex(SendingState(last: after))
+        self.startSender = startSender
+        self.delivered = delivered
     }
 
-    /// Why the server is closing it, once it decided to.
-    var closeReason: ChannelCloseCode? { closing.withLock { $0.code } }
-
-    /// Closes the connection with `code` (once; later calls do nothing), then wakes its sender so it stops: in that
-    /// order, so the handler cannot end (and the library close with 1000) before this close frame is written.
-    func close(_ code: ChannelCloseCode) async {
-        let first = closing.withLock { closing -> Bool in
-            guard !closing.started else { return false }
-            closing.started = true
-            return true
-        }
-        guard first else { return }
-        await closer(code)
-        closing.withLock { $0.code = code }
-        doorbell.ring()
+    /// Its presence is stored: it may send from now on, reading the store first if the device has messages waiting.
+    /// - Returns: false if the connection closed meanwhile (its presence is to be removed again).
+    func opened(readFirst: Bool) -> Bool {
+        let (open, start) = sending.withLock { $0.opened(readFirst: readFirst) }
+        if start { startSender(self) }
+        return open
     }
 
-    /// A message this node just kept for the device: the sender sends it without reading it back from the store.
-    func handOver(_ message: DeviceMessage) {
-        outbox.withLock { outbox in
-            if outbox.handed.count < Self.handOverLimit { outbox.handed.append(message) } else { outbox.storeHasMore = true }
+    /// It ended. - Returns: whether it had opened (its presence is to be removed now; otherwise ``opened(readFirst:)``
+    /// will say so when it comes).
+    func closed() -> Bool {
+        sending.withLock { $0.closed() }
+    }
+
+    /// Messages this node just kept for the device: they go without being read back from the store. - Returns: those
+    /// to write now, on the socket's event loop (``writeHandedOver(_:)``), when nothing else is being sent; nil when
+    /// they wait for the sender.
+    func handOver(_ messages: [DeviceMessage]) -> [DeviceMessage]? {
+        let (now, start) = sending.withLock { $0.handOver(messages) }
+        if start { startSender(self) }
+        if let now { sending(now) }
+        return now
+    }
+
+    /// Writes what ``handOver(_:)`` said to write now; on the socket's event loop. Once written, they are reported
+    /// and the sending goes on (a sender starts if something came meanwhile).
+    func writeHandedOver(_ messages: [DeviceMessage]) {
+        guard let written = socket.writeOnLoop(messages.map(ChannelFrame.encode)) else {
+            sending.withLock { $0.senderStopped() }
+            return
         }
-        doorbell.ring()
+        written.whenComplete { [self] result in
+            guard case .success = result, let last = messages.last?.sequence else {
+                sending.withLock { $0.senderStopped() }
+                return
+            }
+            delivered(self, messages)
+            if sending.withLock({ $0.written(through: last) }) { startSender(self) }
+        }
     }
 
     /// The store has messages for the device that were not handed over.
     func wake() {
-        outbox.withLock { $0.storeHasMore = true }
-        doorbell.ring()
+        if sending.withLock({ $0.wake() }) { startSender(self) }
     }
 
-    /// What the sender does next, the last message it sent being `sequence`: send the handed-over messages that
-    /// follow it without a gap; read the store if there is a gap (the store has them all) or it has more; otherwise
-    /// wait. Handed-over messages at or before `sequence` are dropped (sent already).
-    func next(after sequence: Int64) -> Step {
-        outbox.withLock { outbox in
-            let handed = outbox.handed.filter { $0.sequence > sequence }.sorted { $0.sequence < $1.sequence }
-            outbox.handed.removeAll()
-            if let first = handed.first {
-                let contiguous = first.sequence == sequence + 1
-                    && handed.indices.allSatisfy { handed[$0].sequence == first.sequence + Int64($0) }
-                if contiguous { return .send(handed) }
-                outbox.storeHasMore = false
-                return .readStore
-            }
-            guard outbox.storeHasMore else { return .wait }
-            outbox.storeHasMore = false
-            return .readStore
-        }
-    }
+    /// The sender's next step (``SendingState/next()``).
+    func nextStep() -> SendingState.Step { sending.withLock { $0.next() } }
+
+    /// The sender wrote messages through `sequence`; `more` if it read a full page from the store (there may be more).
+    func sent(through sequence: Int64, more: Bool = false) { sending.withLock { $0.sent(through: sequence, more: more) } }
+
+    /// The sender could not read the store: it reads again on its next step.
+    func readFailed() { sending.withLock { $0.storeHasMore = true } }
+
+    /// The sender stopped before being told to (the connection's write failed, or the node is stopping).
+    func senderStopped() { sending.withLock { $0.senderStopped() } }
 
     /// The ids of messages sent on this connection and not acknowledged yet, and how many ids it acknowledged that
     /// it was not sent (messages it had from an earlier connection or from APNs).
@@ -205,9 +236,10 @@ final class DeviceConnection: Sendable {
     /// more is made up, and each would cost a database write.
     static let otherAcksLimit = 1000
 
-    /// Notes the messages just sent on this connection.
-    func sent(_ messages: [DeviceMessage]) {
-        acknowledgeable.withLock { $0.sent.formUnion(messages.map(\.id)) }
+    /// Notes the messages about to be sent on this connection (before they go: the device may acknowledge one
+    /// before the last is written).
+    func sending(_ messages: [DeviceMessage]) {
+        acknowledgeable.withLock { $0.sent.formUnion(messages.lazy.map(\.id)) }
     }
 
     /// Takes an ack's ids. - Throws: ``ChannelCloseCode/badFrame(_:)`` once the connection acknowledged more ids it
@@ -221,7 +253,135 @@ final class DeviceConnection: Sendable {
             throw .badFrame("ids: more than \(Self.otherAcksLimit) acknowledged that this connection was not sent")
         }
     }
+}
 
-    /// A newer connection of the same device took over.
-    func replace() async { await close(.replaced) }
+/// One connection's sending, as a value: messages handed over by this node's dispatcher, whether the store has more,
+/// the last sequence sent, and whether a sender runs. Each change says whether a sender must be started, so exactly
+/// one runs while there is work and none while there is not.
+struct SendingState {
+    enum Phase {
+        /// Upgraded; its presence is being stored. Nothing is sent yet, so a message kept meanwhile by another node
+        /// (which finds it only once stored) is read, not missed.
+        case opening
+        case open
+        case closed
+    }
+
+    /// The sender's next step.
+    enum Step: Equatable {
+        /// Send these, in this order: they follow the last message sent without a gap.
+        case send([DeviceMessage])
+        /// Read the store after this sequence (the last sent).
+        case readStore(after: Int64)
+        /// Nothing to do: the sender ends (a later change starts another).
+        case stop
+    }
+
+    /// Most messages handed over and not sent yet; beyond them, the sender reads the store.
+    static let handOverLimit = 64
+
+    var phase = Phase.opening
+    /// The last sequence sent (or the device's `after`).
+    var last: Int64
+    var handed: [DeviceMessage] = []
+    /// The store has messages that were not handed over (kept by another node or an earlier holder of the chunk,
+    /// past the limit, or a full page was read).
+    var storeHasMore = false
+    var senderRunning = false
+
+    init(last: Int64) {
+        self.last = last
+    }
+
+    private var hasWork: Bool { storeHasMore || !handed.isEmpty }
+
+    /// Whether a sender must start now.
+    private mutating func startIfNeeded() -> Bool {
+        guard phase == .open, !senderRunning, hasWork else { return false }
+        senderRunning = true
+        return true
+    }
+
+    mutating func opened(readFirst: Bool) -> (open: Bool, startSender: Bool) {
+        guard phase == .opening else { return (false, false) }
+        phase = .open
+        if readFirst { storeHasMore = true }
+        return (true, startIfNeeded())
+    }
+
+    /// - Returns: whether it was open.
+    mutating func closed() -> Bool {
+        defer {
+            phase = .closed
+            handed = []
+        }
+        return phase == .open
+    }
+
+    /// Messages this node just kept. - Returns: `now`, the messages to write at once (the sender's turn is theirs
+    /// until ``written(through:)``), when nothing else waits and they follow the last sent without a gap; otherwise
+    /// they are queued, and whether a sender must start.
+    mutating func handOver(_ messages: [DeviceMessage]) -> (now: [DeviceMessage]?, startSender: Bool) {
+        guard phase != .closed else { return (nil, false) }
+        let last = self.last
+        let fresh = messages.filter { $0.sequence > last }.sorted { $0.sequence < $1.sequence }
+        if phase == .open, !senderRunning, handed.isEmpty, !storeHasMore, let first = fresh.first, first.sequence == last + 1,
+            fresh.indices.allSatisfy({ fresh[$0].sequence == first.sequence + Int64($0) })
+        {
+            senderRunning = true
+            return (fresh, false)
+        }
+        for message in messages {
+            if handed.count < Self.handOverLimit { handed.append(message) } else { storeHasMore = true }
+        }
+        return (nil, startIfNeeded())
+    }
+
+    /// The messages written at once are on the socket, through `sequence`. - Returns: whether a sender must start
+    /// for what came meanwhile.
+    mutating func written(through sequence: Int64) -> Bool {
+        last = max(last, sequence)
+        senderRunning = false
+        return startIfNeeded()
+    }
+
+    mutating func wake() -> Bool {
+        guard phase != .closed else { return false }
+        storeHasMore = true
+        return startIfNeeded()
+    }
+
+    /// Sends the handed-over messages that follow the last one sent without a gap; reads the store if there is a
+    /// gap (the store has them all) or it has more; otherwise stops. Handed-over messages at or before the last
+    /// sent are dropped (sent already).
+    mutating func next() -> Step {
+        guard phase == .open else {
+            senderRunning = false
+            return .stop
+        }
+        let last = self.last
+        let pending = handed.filter { $0.sequence > last }.sorted { $0.sequence < $1.sequence }
+        handed.removeAll()
+        if let first = pending.first {
+            let contiguous = first.sequence == last + 1 && pending.indices.allSatisfy { pending[$0].sequence == first.sequence + Int64($0) }
+            if contiguous { return .send(pending) }
+            storeHasMore = false
+            return .readStore(after: last)
+        }
+        guard storeHasMore else {
+            senderRunning = false
+            return .stop
+        }
+        storeHasMore = false
+        return .readStore(after: last)
+    }
+
+    mutating func sent(through sequence: Int64, more: Bool) {
+        last = max(last, sequence)
+        if more { storeHasMore = true }
+    }
+
+    mutating func senderStopped() {
+        senderRunning = false
+    }
 }

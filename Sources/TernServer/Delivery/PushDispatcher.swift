@@ -140,7 +140,12 @@ final class PushDispatcher: Service {
                             return inFlight.next
                         }
                         group.addTask {
-                            await self.deliver(chunk, place: place)
+                            await self.deliver(chunk, place: place) {
+                                // Handed to the devices' connections, with nothing for APNs: its recipients no longer
+                                // take room, so the next chunk is claimed and kept while this one is recorded.
+                                self.inFlight.withLock { $0.chunks[number]?.recipients = 0 }
+                                self.doorbell.ring()
+                            }
                             _ = self.inFlight.withLock { $0.chunks.removeValue(forKey: number) }
                             self.doorbell.ring()
                         }
@@ -213,8 +218,9 @@ final class PushDispatcher: Service {
         }
     }
 
-    /// Sends one chunk and records its results. `place` is its place in the admission queue.
-    func deliver(_ chunk: PushChunk, place: UInt64) async {
+    /// Sends one chunk and records its results. `place` is its place in the admission queue; `handedOver` is called
+    /// when an `online` chunk is with the connections and sends nothing through APNs.
+    func deliver(_ chunk: PushChunk, place: UInt64, handedOver: @escaping @Sendable () -> Void = {}) async {
         let push = chunk.push
         // Recorded often enough that the permits come back before the others wait long for them.
         let ledger = ChunkLedger(
@@ -234,7 +240,8 @@ final class PushDispatcher: Service {
                     group.addTask {
                         if let online = content.online {
                             try await self.sendOnline(
-                                chunk.recipients, app: app, content: content, online: online, pushID: push.id, place: place, into: ledger)
+                                chunk.recipients, app: app, content: content, online: online, pushID: push.id, place: place, into: ledger,
+                                handedOver: handedOver)
                         } else {
                             try await self.send(chunk.recipients, app: app, content: content, pushID: push.id, place: place, into: ledger)
                         }
@@ -470,7 +477,7 @@ final class PushDispatcher: Service {
     /// marked in the store first so it falls back once.
     private func sendOnline(
         _ recipients: [Recipient], app: AppRecord, content: PushContent, online: OnlineDelivery, pushID: String, place: UInt64,
-        into tally: ChunkLedger
+        into tally: ChunkLedger, handedOver: @Sendable () -> Void
     ) async throws {
         let now = clocks.wall.now
         var withDevice: [(index: Int, recipient: Recipient, deviceID: String)] = []
@@ -502,8 +509,12 @@ final class PushDispatcher: Service {
         messagesKept.increment(by: kept.count)
         let messageByDevice = Dictionary(kept.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
 
-        // Ring the connections, wherever they are.
-        let presence = try await store.presence(app: app.id, deviceIDs: kept.map(\.deviceID))
+        // Ring the connections, wherever they are. A sole node knows them without asking the database (whose one
+        // SQLite connection is busy with the acknowledgements coming back meanwhile).
+        let presence =
+            coordinator.isSoleNode
+            ? connections.presence(app: app.id, deviceIDs: kept.map(\.deviceID))
+            : try await store.presence(app: app.id, deviceIDs: kept.map(\.deviceID))
         let connected = Set(presence.map(\.deviceID))
         var remote: [String: [String]] = [:]
         var local: [String] = []
@@ -534,7 +545,7 @@ final class PushDispatcher: Service {
                     tally.set(entry.index, .accepted)
                 }
             }
-            guard !throughAPNs.isEmpty else { return }
+            guard !throughAPNs.isEmpty else { return handedOver() }
             let wake = NotificationTemplate(
                 metadata: APNsRequestMetadata(topic: app.topic, pushType: .background, priority: .throttled, collapseID: "tern-wake"),
                 payload: OnlineDelivery.wakePayload)

@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import TernAPNs
 
 /// Delivery in chunks: nodes claim runs of a push's recipients under leases they renew, so any number of nodes share
 /// one push, and a node that stops renewing (it died, or lost the database) leaves its chunks to the others.
@@ -272,32 +273,12 @@ extension ChunkMark.Run {
         text.reserveCapacity(2 + runs.count * 100)
         for (position, run) in runs.enumerated() {
             text += position == 0 ? #"{"first":"# : #",{"first":"#
-            appendJSONString(run.first, to: &text)
+            text += JSONValue.quoted(run.first)
             text += #","last":"#
-            appendJSONString(run.last, to: &text)
+            text += JSONValue.quoted(run.last)
             text += "}"
         }
         text += "]"
         return text
-    }
-
-    /// `value` as a JSON string: quoted, with quotes, backslashes and control characters escaped.
-    private static func appendJSONString(_ value: String, to text: inout String) {
-        text += "\""
-        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            text += value
-        } else {
-            for scalar in value.unicodeScalars {
-                switch scalar {
-                case "\"": text += "\\\""
-                case "\\": text += "\\\\"
-                case _ where scalar.value < 0x20:
-                    let hex = String(scalar.value, radix: 16)
-                    text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                default: text.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        text += "\""
     }
 }

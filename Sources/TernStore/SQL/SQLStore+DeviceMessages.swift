@@ -1,16 +1,23 @@
 import Foundation
 import SQLKit
+import SQLiteKit
 
 /// The online channel's messages and presence (see ``TernStore`` and ``DeviceMessage`` for the rules).
 extension SQLStore {
-    /// Devices (or ids) per statement: well under the databases' limits on bound parameters.
-    private static let messageSlice = 200
+    /// Devices (or ids) per statement. A message row has 9 bound parameters, so 9,000 a statement: under SQLite's
+    /// limit (32,766 since 3.32) and PostgreSQL's (65,535). Fewer, larger statements matter on SQLite's one
+    /// connection: each is a hop to its thread and back, and a chunk of 2,000 messages took 30 of them with 200 a
+    /// statement.
+    private static let messageSlice = 1000
 
     public func keepMessages(
         _ drafts: [DeviceMessageDraft], app: String, pushID: String, at: Date, expiresAt: Date
     ) async throws -> [DeviceMessage] {
         guard !drafts.isEmpty else { return [] }
         return try await transaction { db in
+            if let sqlite = db as? SQLiteSession {
+                return try await Self.keepMessages(drafts, app: app, pushID: pushID, at: at, expiresAt: expiresAt, on: sqlite)
+            }
             var kept: [String: DeviceMessage] = [:]
             for slice in drafts.pieces(of: Self.messageSlice) {
                 // Those kept before (a chunk sent again) stay as they are.
@@ -37,9 +44,7 @@ extension SQLStore {
                 var rows: [SQLQueryString] = []
                 for draft in fresh.values {
                     guard let sequence = sequences[draft.deviceID] else { continue }
-                    let message = DeviceMessage(
-                        appID: app, deviceID: draft.deviceID, sequence: sequence, id: draft.id, pushID: pushID,
-                        notification: draft.notification, data: draft.data, createdAt: at, expiresAt: expiresAt)
+                    let message = draft.message(app: app, sequence: sequence, pushID: pushID, at: at, expiresAt: expiresAt)
                     kept[message.id] = message
                     rows.append("""
                         (\(bind: app), \(bind: message.deviceID), \(bind: sequence), \(bind: message.id), \(bind: pushID),
@@ -56,6 +61,66 @@ extension SQLStore {
         }
     }
 
+    /// ``keepMessages(_:app:pushID:at:expiresAt:)`` on SQLite, the same statements with their values bound as
+    /// SQLite's own: a push to 10,000 online devices keeps 10,000 rows, and SQLKit's query building and Codable
+    /// encoding of 9 values a row held SQLite's one connection longer than SQLite's own work did, while the devices'
+    /// acknowledgements waited for it.
+    private static func keepMessages(
+        _ drafts: [DeviceMessageDraft], app: String, pushID: String, at: Date, expiresAt: Date, on sqlite: SQLiteSession
+    ) async throws -> [DeviceMessage] {
+        var kept: [String: DeviceMessage] = [:]
+        for slice in drafts.pieces(of: Self.messageSlice) {
+            // Those kept before (a chunk sent again) stay as they are.
+            let existing = try await sqlite.sqliteRows(
+                "SELECT id FROM device_messages WHERE app_id = ? AND id IN (\([String].sqliteRows("?", count: slice.count)))",
+                [.text(app)] + slice.map { .text($0.id) })
+            if !existing.isEmpty {
+                let ids = existing.compactMap { row -> String? in if case .text(let id)? = row.column("id") { id } else { nil } }
+                for row in try await sqlite.raw("SELECT * FROM device_messages WHERE app_id = \(bind: app) AND id IN (\(binds: ids))").all() {
+                    let message = try DeviceMessage(row: row)
+                    kept[message.id] = message
+                }
+            }
+            let fresh = Dictionary(slice.filter { kept[$0.id] == nil }.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
+            guard !fresh.isEmpty else { continue }
+            let devices = fresh.keys.sorted()
+            var sequences: [String: Int64] = [:]
+            for row in try await sqlite.sqliteRows(
+                """
+                INSERT INTO device_channels (app_id, device_id, last_sequence) VALUES \([String].sqliteRows("(?, ?, 1)", count: devices.count))
+                ON CONFLICT (app_id, device_id) DO UPDATE SET last_sequence = device_channels.last_sequence + 1
+                RETURNING device_id, last_sequence
+                """, devices.flatMap { [.text(app), .text($0)] })
+            {
+                guard case .text(let device)? = row.column("device_id"), case .integer(let sequence)? = row.column("last_sequence") else {
+                    throw StoreError.unreadable("a device's message counter")
+                }
+                sequences[device] = Int64(sequence)
+            }
+            var values: [SQLiteData] = []
+            values.reserveCapacity(fresh.count * 9)
+            var rows = 0
+            for draft in fresh.values {
+                guard let sequence = sequences[draft.deviceID] else { continue }
+                let message = draft.message(app: app, sequence: sequence, pushID: pushID, at: at, expiresAt: expiresAt)
+                kept[message.id] = message
+                values += [
+                    .text(app), .text(message.deviceID), .integer(Int(sequence)), .text(message.id), .text(pushID),
+                    message.notification.map { .text($0) } ?? .null, message.data.map { .text($0) } ?? .null,
+                    .integer(Int(at.milliseconds)), .integer(Int(expiresAt.milliseconds)),
+                ]
+                rows += 1
+            }
+            guard rows > 0 else { continue }
+            _ = try await sqlite.sqliteRows(
+                """
+                INSERT INTO device_messages (app_id, device_id, sequence, id, push_id, notification, data, created_at, expires_at)
+                VALUES \([String].sqliteRows("(?, ?, ?, ?, ?, ?, ?, ?, ?)", count: rows))
+                """, values)
+        }
+        return drafts.compactMap { kept[$0.id] }
+    }
+
     public func pendingMessages(app: String, deviceID: String, after sequence: Int64, limit: Int, at: Date) async throws -> [DeviceMessage] {
         try await exclusive { db in
             try await db.raw("""
@@ -68,10 +133,14 @@ extension SQLStore {
     }
 
     public func recordChannel(
-        delivered: [(app: String, deviceID: String, sequence: Int64)], acks: [(app: String, deviceID: String, id: String)], at: Date
+        delivered: [(app: String, deviceID: String, sequence: Int64)], acks: [(app: String, deviceID: String, id: String)],
+        deliveredAndAcked: [(app: String, deviceID: String, id: String)], at: Date
     ) async throws -> (acked: Int, afterFallback: Int) {
-        guard !delivered.isEmpty || !acks.isEmpty else { return (0, 0) }
+        guard !delivered.isEmpty || !acks.isEmpty || !deliveredAndAcked.isEmpty else { return (0, 0) }
         return try await transaction { db in
+            if let sqlite = db as? SQLiteSession {
+                return try await Self.recordChannel(delivered: delivered, acks: acks, deliveredAndAcked: deliveredAndAcked, at: at, on: sqlite)
+            }
             for piece in delivered.pieces(of: Self.messageSlice) {
                 let rows = piece.map { entry -> SQLQueryString in
                     "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.sequence))"
@@ -83,22 +152,59 @@ extension SQLStore {
             }
             var acked = 0
             var afterFallback = 0
-            for piece in acks.pieces(of: Self.messageSlice) {
-                let rows = piece.map { entry -> SQLQueryString in
-                    "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.id))"
-                }
-                for row in try await db.raw("""
-                    UPDATE device_messages SET acked_at = \(bind: at.milliseconds)
-                    WHERE acked_at IS NULL AND (app_id, device_id, id) IN (VALUES \(rows.joined(separator: ", ")))
-                    RETURNING fallback_at
-                    """).all()
-                {
-                    acked += 1
-                    if try row.decode(column: "fallback_at", as: Int64?.self) != nil { afterFallback += 1 }
+            for (entries, alsoDelivered) in [(acks, false), (deliveredAndAcked, true)] {
+                let delivered: SQLQueryString = alsoDelivered ? ", delivered_at = COALESCE(delivered_at, \(bind: at.milliseconds))" : ""
+                for piece in entries.pieces(of: Self.messageSlice) {
+                    let rows = piece.map { entry -> SQLQueryString in
+                        "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.id))"
+                    }
+                    for row in try await db.raw("""
+                        UPDATE device_messages SET acked_at = \(bind: at.milliseconds)\(delivered)
+                        WHERE acked_at IS NULL AND (app_id, device_id, id) IN (VALUES \(rows.joined(separator: ", ")))
+                        RETURNING fallback_at
+                        """).all()
+                    {
+                        acked += 1
+                        if try row.decode(column: "fallback_at", as: Int64?.self) != nil { afterFallback += 1 }
+                    }
                 }
             }
             return (acked, afterFallback)
         }
+    }
+
+    /// ``recordChannel(delivered:acks:deliveredAndAcked:at:)`` on SQLite, its values bound as SQLite's own (see
+    /// ``keepMessages(_:app:pushID:at:expiresAt:on:)``): the acknowledgements of a push to 10,000 online devices are
+    /// 10,000 rows.
+    private static func recordChannel(
+        delivered: [(app: String, deviceID: String, sequence: Int64)], acks: [(app: String, deviceID: String, id: String)],
+        deliveredAndAcked: [(app: String, deviceID: String, id: String)], at: Date, on sqlite: SQLiteSession
+    ) async throws -> (acked: Int, afterFallback: Int) {
+        let now = SQLiteData.integer(Int(at.milliseconds))
+        for piece in delivered.pieces(of: Self.messageSlice) {
+            _ = try await sqlite.sqliteRows(
+                """
+                UPDATE device_messages SET delivered_at = ?
+                WHERE delivered_at IS NULL AND (app_id, device_id, sequence) IN (VALUES \([String].sqliteRows("(?, ?, ?)", count: piece.count)))
+                """, [now] + piece.flatMap { [.text($0.app), .text($0.deviceID), .integer(Int($0.sequence))] })
+        }
+        var acked = 0
+        var afterFallback = 0
+        for (entries, alsoDelivered) in [(acks, false), (deliveredAndAcked, true)] {
+            for piece in entries.pieces(of: Self.messageSlice) {
+                for row in try await sqlite.sqliteRows(
+                    """
+                    UPDATE device_messages SET acked_at = ?\(alsoDelivered ? ", delivered_at = COALESCE(delivered_at, ?)" : "")
+                    WHERE acked_at IS NULL AND (app_id, device_id, id) IN (VALUES \([String].sqliteRows("(?, ?, ?)", count: piece.count)))
+                    RETURNING fallback_at
+                    """, (alsoDelivered ? [now, now] : [now]) + piece.flatMap { [.text($0.app), .text($0.deviceID), .text($0.id)] })
+                {
+                    acked += 1
+                    if case .integer? = row.column("fallback_at") { afterFallback += 1 }
+                }
+            }
+        }
+        return (acked, afterFallback)
     }
 
     public func fallBack(app: String, ids: [String], at: Date) async throws -> Set<String> {
@@ -265,5 +371,14 @@ extension DeviceMessage {
             pushID: try row.decode(column: "push_id", as: String.self),
             notification: try row.decode(column: "notification", as: String?.self), data: try row.decode(column: "data", as: String?.self),
             createdAt: try row.date("created_at"), expiresAt: try row.date("expires_at"))
+    }
+}
+
+extension DeviceMessageDraft {
+    /// The message this draft becomes when kept as the device's `sequence`-th.
+    func message(app: String, sequence: Int64, pushID: String, at: Date, expiresAt: Date) -> DeviceMessage {
+        DeviceMessage(
+            appID: app, deviceID: deviceID, sequence: sequence, id: id, pushID: pushID, notification: notification, data: data,
+            createdAt: at, expiresAt: expiresAt)
     }
 }

@@ -97,4 +97,21 @@ struct SQLiteSession: SQLDatabase {
         let encoder = SQLiteDataEncoder()
         return try await connection.query(sql, try binds.map { try encoder.encode($0) })
     }
+
+    /// Runs `sql` with `binds` as SQLite's own values, on the connection itself: for the statements that carry
+    /// thousands of values (a chunk's messages), which SQLKit would build as a query string and encode one by one
+    /// through Codable.
+    func sqliteRows(_ sql: String, _ binds: [SQLiteData]) async throws -> [SQLiteRow] {
+        if let queryLogLevel {
+            logger.log(level: queryLogLevel, "Executing query", metadata: ["sql": .string(sql)])
+        }
+        return try await connection.query(sql, binds)
+    }
+}
+
+extension Array where Element == String {
+    /// `count` copies of `group` (such as `(?, ?, 1)`), comma-separated: the VALUES of a statement with bound rows.
+    static func sqliteRows(_ group: String, count: Int) -> String {
+        Array(repeating: group, count: count).joined(separator: ", ")
+    }
 }

@@ -130,7 +130,8 @@ public struct TernClient: Sendable {
     }
 
     /// Why the server refuses this device's connection: the same `GET …/connect` without the upgrade, which
-    /// answers a refusal as JSON (a refused upgrade can only be a bare 400). - Returns: nil when the server would
+    /// answers the refusal's JSON (the server answers a refused upgrade with it too, but URLSession's WebSocket task
+    /// does not hand over that body). - Returns: nil when the server would
     /// take the connection (426, "upgrade required"), so the refusal was passing.
     public func channelRefusal(_ device: DeviceCredentials) async throws(TernError) -> TernError? {
         let request = try makeRequest("GET", ["devices", device.deviceID, "connect"], secret: device.secret)
