@@ -40,7 +40,10 @@ swift build --build-tests
 serial=(--filter TernCLITests --filter CertificateAuth)
 parallel=(--skip TernCLITests --skip CertificateAuth)
 if [ "$fast" = 1 ]; then
-  exec swift test --skip-build --parallel "${parallel[@]}" "$@"
+  # Not exec: the throwaway PostgreSQL is stopped by this script's EXIT trap.
+  status=0
+  swift test --skip-build --parallel "${parallel[@]}" "$@" || status=$?
+  exit "$status"
 fi
 # The API against its contract (docs: scripts/api-fuzz.sh), and the console in headless Chromium against a real
 # `tern serve` (scripts/console-browser-test.sh), before the suite so the suite's summary ends the log.
