@@ -383,51 +383,51 @@ struct OnlineChannelTests {
         #expect(try bad.json()["field"]?.string == "after")
     }
 
+    /// Connects a device with `open`, waits until the server records it connected, lets `leave` end it the way the
+    /// test is about, and expects the server to let it go within `within` seconds (then it is offline: a push with a
+    /// wake-up goes through APNs). - Returns: how long the server took to let it go.
+    private func expectLetGo(
+        _ server: RunningServer, within: Double = 10, open: (RunningServer, (id: String, token: String, secret: String)) -> TestDevice,
+        leave: (TestDevice) async -> Void
+    ) async throws -> Duration {
+        let device = try await newDevice(server)
+        // The server's own record of who is connected, read beside it.
+        let store = try await SQLStore.openSQLite(path: server.folder.appendingPathComponent("tern.db").path, logger: Logger(label: "test"))
+        func connected() async throws -> Bool { try await !store.presence(app: "demo", deviceIDs: [device.id]).isEmpty }
+        let connection = open(server, device)
+        do {
+            try await waitUntil("the device is connected") { try await connected() }
+            let since = ContinuousClock.now
+            await leave(connection)
+            try await waitUntil("the server lets the connection go", within: within) { try await !connected() }
+            let took = ContinuousClock.now - since
+            _ = try await pushOnline(server, to: device.id, title: "later", extra: #", "wake": true"#)
+            #expect(try await arrivals(server, token: device.token).count == 1)
+            try await store.close()
+            connection.send(.close)
+            return took
+        } catch {
+            try? await store.close()
+            throw error
+        }
+    }
+
     @Test func aSilentConnectionIsClosedAfterItMissesItsPongs() async throws {
         try await ServerHarness.withServer(configure: { $0.channel.pingInterval = .milliseconds(500) }) { server in
-            let device = try await newDevice(server)
-            // The server's own record of who is connected, read beside it.
-            let store = try await SQLStore.openSQLite(path: server.folder.appendingPathComponent("tern.db").path, logger: Logger(label: "test"))
-            func connected() async throws -> Bool { try await !store.presence(app: "demo", deviceIDs: [device.id]).isEmpty }
-            let silent = TestDevice(
-                port: server.server.boundPort!, deviceID: device.id, appKey: server.device.bearer, secret: device.secret, readsFrames: false)
-            do {
-                // Connected; it answers no ping, so within two intervals the server drops it.
-                try await waitUntil("the device is connected") { try await connected() }
-                let since = ContinuousClock.now
-                try await waitUntil("the server drops the silent connection", within: 10) { try await !connected() }
-                #expect(ContinuousClock.now - since >= .milliseconds(400), "dropped before a ping could go unanswered")
-                // Offline now: a push with a wake-up goes through APNs.
-                _ = try await pushOnline(server, to: device.id, title: "later", extra: #", "wake": true"#)
-                #expect(try await arrivals(server, token: device.token).count == 1)
-            } catch {
-                try? await store.close()
-                throw error
-            }
-            try await store.close()
-            silent.send(.close)
+            // It answers no ping, so within two intervals the server drops it.
+            let took = try await expectLetGo(server) { server, device in
+                TestDevice(
+                    port: server.server.boundPort!, deviceID: device.id, appKey: server.device.bearer, secret: device.secret,
+                    readsFrames: false)
+            } leave: { _ in }
+            #expect(took >= .milliseconds(400), "dropped before a ping could go unanswered")
         }
     }
 
     @Test func aDeviceThatVanishesWithoutAGoodbyeIsNoLongerConnected() async throws {
         try await ServerHarness.withServer { server in
-            let device = try await newDevice(server)
-            let store = try await SQLStore.openSQLite(path: server.folder.appendingPathComponent("tern.db").path, logger: Logger(label: "test"))
-            func connected() async throws -> Bool { try await !store.presence(app: "demo", deviceIDs: [device.id]).isEmpty }
-            do {
-                let connection = connect(server, device)
-                try await waitUntil("the device is connected") { try await connected() }
-                // The app is killed: its socket ends without a close frame.
-                await connection.drop()
-                try await waitUntil("the server lets the connection go", within: 10) { try await !connected() }
-                // Offline now: a push with a wake-up goes through APNs.
-                _ = try await pushOnline(server, to: device.id, title: "later", extra: #", "wake": true"#)
-                #expect(try await arrivals(server, token: device.token).count == 1)
-            } catch {
-                try? await store.close()
-                throw error
-            }
-            try await store.close()
+            // The app is killed: its socket ends without a close frame.
+            _ = try await expectLetGo(server) { server, device in connect(server, device) } leave: { await $0.drop() }
         }
     }
 

@@ -77,7 +77,7 @@ final class DeviceSocketHandler: ChannelInboundHandler, RemovableChannelHandler 
             close(.binaryFrame)
         case .ping:
             guard !closing else { return }
-            write(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData), flush: true)
+            writeAndFlush(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData))
         case .pong:
             awaitingPong = false
         case .connectionClose:
@@ -161,12 +161,11 @@ final class DeviceSocketHandler: ChannelInboundHandler, RemovableChannelHandler 
             return
         }
         awaitingPong = true
-        write(WebSocketFrame(fin: true, opcode: .ping, data: context.channel.allocator.buffer(string: "tern")), flush: true)
+        writeAndFlush(WebSocketFrame(fin: true, opcode: .ping, data: context.channel.allocator.buffer(string: "tern")))
     }
 
-    private func write(_ frame: WebSocketFrame, flush: Bool) {
-        guard let context else { return }
-        if flush { context.writeAndFlush(wrapOutboundOut(frame), promise: nil) } else { context.write(wrapOutboundOut(frame), promise: nil) }
+    private func writeAndFlush(_ frame: WebSocketFrame) {
+        context?.writeAndFlush(wrapOutboundOut(frame), promise: nil)
     }
 
     private func stopTimers() {
