@@ -108,7 +108,7 @@ struct ServerAssembly {
         let routes = RouteTable()
         // Outermost, the shape of every refusal; inside it, the log of what went wrong, which sees the error itself.
         router.middlewares.add(RequestShapeMiddleware(routes: routes))
-        router.middlewares.add(ErrorLoggingMiddleware(logger: logger))
+        router.middlewares.add(ErrorLoggingMiddleware(failures: FailureLog("request failed", logger: logger)))
         SystemAPI(store: store, registry: registry).register(on: router)
         apps.register(on: router)
         let gate = DeviceGate(serverKey: serverKey, limiter: DeviceSecretLimiter(clock: clock), logger: logger)
@@ -303,20 +303,26 @@ private struct DispatcherService: Service {
     }
 }
 
-/// Logs server errors (5xx, unexpected throws) once, without request bodies or secrets.
+/// Logs server errors (5xx, unexpected throws) without request bodies or secrets: the first of a run, a reminder a
+/// minute while they go on, and the first success after them (``FailureLog``), so a database outage under load is a
+/// few lines rather than one per request.
 private struct ErrorLoggingMiddleware<Context: RequestContext>: RouterMiddleware {
-    let logger: Logger
+    let failures: FailureLog
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
-            return try await next(request, context)
+            let response = try await next(request, context)
+            if response.status.code < 500 { failures.succeeded() }
+            return response
         } catch let error as any HTTPResponseError {
             if error.status.code >= 500 {
-                logger.error("request failed", metadata: ["path": "\(request.uri.path)", "error": "\(error)"])
+                failures.failed(["path": "\(request.uri.path)", "error": "\(error)"])
+            } else {
+                failures.succeeded()
             }
             throw error
         } catch {
-            logger.error("request failed", metadata: ["path": "\(request.uri.path)", "error": "\(String(describing: type(of: error)))"])
+            failures.failed(["path": "\(request.uri.path)", "error": "\(String(describing: type(of: error)))"])
             throw error
         }
     }

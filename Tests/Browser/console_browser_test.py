@@ -19,7 +19,7 @@ import uuid
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -67,7 +67,13 @@ def wait(driver, condition, seconds=15, message=""):
 
 
 def text_of(driver, selector):
-    return driver.find_element(By.CSS_SELECTOR, selector).text
+    try:
+        return driver.find_element(By.CSS_SELECTOR, selector).text
+    except WebDriverException as error:
+        # Chrome reports an element replaced between the find and the read this way too, not only as stale.
+        if "does not belong to the document" in str(error):
+            raise StaleElementReferenceException(str(error)) from error
+        raise
 
 
 def fits(driver, width, name):

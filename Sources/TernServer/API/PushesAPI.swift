@@ -95,6 +95,9 @@ struct PushesAPI {
     }
 
     static let maxListedRecipients = 10_000
+    /// How long `?wait=` first waits before it reads the push again, doubling up to ``longestWaitInterval``.
+    static let firstWaitInterval = Duration.milliseconds(20)
+    static let longestWaitInterval = Duration.seconds(1)
 
     func register(on router: Router<ServerRequestContext>) {
         let pushes = router.group("v1/apps/:app")
@@ -106,10 +109,21 @@ struct PushesAPI {
             var (push, created) = try await create(body, app: app)
             if let wait {
                 // On the system's clock, not the injected one: `wait` bounds how long this request holds its caller,
-                // a real time, and the push's progress it polls for is made in real time too.
+                // a real time, and the push's progress is made in real time too. This node tells when it completes the
+                // push; the store is read again after each wait, at growing intervals, for a push another node
+                // completes (a poll every 20 ms per waiting request kept the database busy during large pushes).
                 let deadline = ContinuousClock.now + wait
-                while push.status != .completed, ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(20))
+                var interval = Self.firstWaitInterval
+                var told = false
+                while push.status != .completed, case let left = ContinuousClock.now.duration(to: deadline), left > .zero {
+                    if told {
+                        // Told, and the store does not say so yet: no second telling comes, so only the reads remain.
+                        try await Task.sleep(for: min(interval, left))
+                    } else {
+                        told = await dispatcher.completions.wait(for: push.id, upTo: min(interval, left))
+                        try Task.checkCancellation()
+                    }
+                    interval = min(interval * 2, Self.longestWaitInterval)
                     push = try await store.push(app: app.id, id: push.id) ?? push
                 }
             }

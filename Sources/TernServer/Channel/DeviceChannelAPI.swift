@@ -35,6 +35,8 @@ struct DeviceChannelAPI: Sendable {
     /// The back-off after a failed read of the store.
     let timer: any Clock<Duration>
     let logger: Logger
+    /// Upgrades whose check failed on the server's side (the store away): said once per run, not per device.
+    private let upgradeFailures: FailureLog
 
     /// Messages read from the store per frame batch.
     static let page = 100
@@ -60,6 +62,7 @@ struct DeviceChannelAPI: Sendable {
         self.clock = clocks.wall
         self.timer = clocks.timer
         self.logger = logger
+        self.upgradeFailures = FailureLog("cannot check a device's connection", logger: logger)
     }
 
     struct OpenRequest: Decodable {
@@ -168,11 +171,13 @@ struct DeviceChannelAPI: Sendable {
         do {
             let request = Request(head: try HTTPRequest(head, secure: false, splitCookie: false), body: .init(buffer: ByteBuffer()))
             let (app, device) = try await authorize(.connect, request: request, appID: String(parts[3]), deviceText: String(parts[5]))
+            upgradeFailures.succeeded()
             return .accepted(UpgradeTarget(app: app.id, deviceID: device.deviceID, after: try Self.after(request)))
         } catch let error as JSONAPIError {
+            if error.status.code < 500 { upgradeFailures.succeeded() }
             return .refused(error)
         } catch {
-            logger.error("cannot check a device's connection", metadata: ["error": "\(error)"])
+            upgradeFailures.failed(["error": "\(error)"])
             return .refused(JSONAPIError(status: .internalServerError, error: "internal", message: "an internal error; the server logged it"))
         }
     }

@@ -50,6 +50,8 @@ final class PushDispatcher: Service {
     private let doorbell = Doorbell()
     /// Each token's line; shared with the badge updates sent after inbox reads.
     let order = DeliveryOrder()
+    /// Told when this node records a push's last chunk: the requests that wait for it (`?wait=`) return then.
+    let completions = PushCompletions()
     /// One chunk at a time counts badges and queues notifications, in the order the chunks were claimed, so lines
     /// follow the order badges were counted.
     private let admission = AdmissionQueue()
@@ -289,6 +291,7 @@ final class PushDispatcher: Service {
                 switch recording {
                 case .recorded(pushCompleted: true):
                     pushesCompleted.increment()
+                    completions.complete(push.id)
                     logger.info("push delivered", metadata: ["push": "\(push.id)", "app": "\(push.appID)"])
                 case .recorded(pushCompleted: false):
                     break

@@ -1,0 +1,56 @@
+import Logging
+import Synchronization
+import Testing
+
+@testable import TernServer
+
+/// When a run of failures is logged: decided as a value on given instants, then through a real logger.
+struct FailureLogTests {
+    @Test func aRunIsSaidWhenItStartsOnceAMinuteWhileItLastsAndWhenItEnds() {
+        let start = ContinuousClock.now
+        var run = FailureRun()
+        #expect(run.succeeded() == .nothing, "no run, nothing to say")
+        #expect(run.failed(at: start) == .started)
+        for second in 1...59 { #expect(run.failed(at: start + .seconds(second)) == .nothing) }
+        #expect(run.failed(at: start + .seconds(60)) == .stillFailing(count: 60))
+        #expect(run.failed(at: start + .seconds(61)) == .nothing)
+        #expect(run.succeeded() == .recovered(count: 62))
+        #expect(run.succeeded() == .nothing)
+        // The next run starts afresh.
+        #expect(run.failed(at: start + .seconds(62)) == .started)
+    }
+
+    @Test func aThousandFailuresInARowAreTwoLines() {
+        let lines = LineCounter()
+        let logger = Logger(label: "test") { _ in lines }
+        let log = FailureLog("request failed", logger: logger)
+        for _ in 0..<1_000 { log.failed(["error": "the database is away"]) }
+        log.succeeded()
+        log.succeeded()
+        #expect(lines.messages == ["error request failed", "info request failed: working again after 1000 failure(s)"])
+    }
+}
+
+/// A log handler that keeps each line's level and message.
+private struct LineCounter: LogHandler {
+    private let box: Box
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    private final class Box: Sendable {
+        let lines = Mutex<[String]>([])
+    }
+
+    init() { box = Box() }
+
+    var messages: [String] { box.lines.withLock { $0 } }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        box.lines.withLock { $0.append("\(event.level) \(event.message)") }
+    }
+}
