@@ -74,9 +74,9 @@ final class ChannelRecorder: Sendable {
     private let clock: any WallClock
     private let logger: Logger
     private let pending = Mutex(Pending())
-    /// Whether the last batch of presence failed: said once when it starts failing and once when it works again,
-    /// not for every batch of connections that open while the database is away.
-    private let arrivalsFailing = Mutex(false)
+    /// Batches of presence that failed: said when they start failing, once a minute and when they work again, not for
+    /// every batch of connections that open while the database is away.
+    private let arrivalFailures: FailureLog
     /// Connections waiting for their presence to be stored; once the recorder stopped, none wait.
     private let arrivals = Mutex<(waiting: [Arrival], stopped: Bool)>(([], false))
     private let doorbell = Doorbell()
@@ -90,6 +90,9 @@ final class ChannelRecorder: Sendable {
         self.store = store
         self.clock = clock
         self.logger = logger
+        self.arrivalFailures = FailureLog(
+            "cannot record the devices' connections; they read their messages, but other nodes find them only once they reconnect",
+            logger: logger)
     }
 
     func delivered(app: String, deviceID: String, messages: [DeviceMessage]) {
@@ -206,24 +209,12 @@ final class ChannelRecorder: Sendable {
                 }
             }
             waiting = found
-            if setArrivalsFailing(false) { logger.info("recording the devices' connections again") }
+            arrivalFailures.succeeded()
         } catch {
-            if !setArrivalsFailing(true) {
-                logger.error(
-                    "cannot record the devices' connections; they read their messages, but other nodes find them only once they reconnect",
-                    metadata: ["error": "\(error)", "connections": "\(batch.count)"])
-            }
+            arrivalFailures.failed(["error": "\(error)", "connections": "\(batch.count)"])
         }
         for arrival in batch {
             arrival.waiter.resume(returning: waiting?.contains(PresenceKey(app: arrival.entry.app, deviceID: arrival.entry.deviceID)) ?? true)
-        }
-    }
-
-    /// Records whether storing presence fails now. - Returns: whether it failed before.
-    private func setArrivalsFailing(_ failing: Bool) -> Bool {
-        arrivalsFailing.withLock { state in
-            defer { state = failing }
-            return state
         }
     }
 
