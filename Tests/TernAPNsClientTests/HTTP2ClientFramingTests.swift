@@ -114,6 +114,39 @@ struct HTTP2ClientFramingTests {
         #expect(framing.openStreamCount == 2)
     }
 
+    @Test func perPushHeadersAreIndexedTheFirstTimeAndSentLiterallyAfterWithTheirNameFromTheTable() throws {
+        var framing = try Self.connected()
+        var names = PerPushHeaderNames()
+        let collapseID = "6b0d8c3e-2f41-4a8e-9c55-1e0f3a7b9d24"
+        func request(_ id: String) -> HPACKHeaders {
+            names.requestHeaders(
+                path: "/3/device/" + String(repeating: "ab", count: 32),
+                headers: [("apns-push-type", "alert"), ("apns-id", id), ("apns-topic", "com.example.app"), ("apns-collapse-id", collapseID)],
+                authority: "api.push.apple.com")
+        }
+        let first = request("7e726ebe-6e0c-4000-8000-000000000001")
+        let second = request("7e726ebe-6e0c-4000-8000-000000000002")
+        #expect(first.map(\.indexable) == [.indexable, .indexable, .indexable, .nonIndexable, .indexable, .indexable, .indexable, .indexable])
+        #expect(second.map(\.indexable) == [.indexable, .indexable, .indexable, .nonIndexable, .indexable, .nonIndexable, .indexable, .nonIndexable])
+        _ = framing.openStream(headers: first, body: [])
+        _ = framing.openStream(headers: second, body: [])
+        let frames = Self.frames(&framing)
+        // Both decode back as sent (the server's table follows the client's).
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        for (frame, sent) in zip([frames[0], frames[1]], [first, second]) {
+            var block = ByteBuffer(bytes: frame.payload)
+            let decoded = try decoder.decodeHeaders(from: &block)
+            #expect(decoded.map { [$0.name, $0.value] } == sent.map { [$0.name, $0.value] })
+        }
+        // The second carries its id and the collapse id as literals, but not their names: those come from the table.
+        let later = frames[1].payload
+        #expect(later.firstRange(of: Array("7e726ebe-6e0c-4000-8000-000000000002".utf8)) != nil)
+        #expect(later.firstRange(of: Array(collapseID.utf8)) != nil, "a repeated collapse id is still sent, not indexed")
+        #expect(later.firstRange(of: Array("apns-collapse-id".utf8)) == nil)
+        #expect(later.firstRange(of: Array("apns-id".utf8)) == nil)
+        #expect(frames[0].payload.firstRange(of: Array("apns-collapse-id".utf8)) != nil)
+    }
+
     @Test func aRequestWithoutBodyEndsTheStreamOnItsHeaders() throws {
         var framing = try Self.connected()
         _ = framing.openStream(headers: Self.requestHeaders, body: [])

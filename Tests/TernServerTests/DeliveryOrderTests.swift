@@ -72,6 +72,29 @@ struct DeliveryOrderTests {
         #expect(order.tokensInFlight == 0)
     }
 
+    @Test func thirtyTwoByteTokensAreOneLineByTheirBytesAndTellApartInEveryWord() {
+        let order = DeliveryOrder()
+        let base = [UInt8](repeating: 0xab, count: 32)
+        // The same token, parsed from its hex twice: one line.
+        let first = order.enqueue(try! DeviceToken(hex: String(repeating: "ab", count: 32)))
+        let same = order.enqueue(try! DeviceToken(bytes: base))
+        #expect(first.goesNow && !same.goesNow)
+        // One byte changed in each 8-byte word, and the same 32 bytes with one more: each its own line.
+        var others = (0..<4).map { word -> DeviceToken in
+            var bytes = base
+            bytes[word * 8 + 7] ^= 1
+            return try! DeviceToken(bytes: bytes)
+        }
+        others.append(try! DeviceToken(bytes: base + [0xab]))
+        let theirs = order.enqueue(others)
+        #expect(theirs.allSatisfy { $0.goesNow })
+        #expect(order.tokensInFlight == 6)
+        order.finish(try! DeviceToken(bytes: base))
+        #expect(same.goesNow)
+        order.finish([try! DeviceToken(bytes: base)] + others)
+        #expect(order.tokensInFlight == 0)
+    }
+
     @Test func aCancelledWaiterLeavesItsLineAndTheNextOneGetsTheTurn() async throws {
         let order = DeliveryOrder()
         _ = order.enqueue(token("a"))

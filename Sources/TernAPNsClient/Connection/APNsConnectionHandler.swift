@@ -73,6 +73,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var readSinceLastPing = true
     private var closed = false
     private var sawSettings = false
+    /// The per-push headers (`apns-id`, `apns-expiration`, `apns-collapse-id`) this connection has sent once, with
+    /// incremental indexing, so their names are in the HPACK dynamic table.
+    private var perPushNamesIndexed = PerPushHeaderNames()
     /// One timer for the whole connection, at the earliest deadline of a stream in flight (not one per stream).
     private var timeoutTimer: Scheduled<Void>?
     private var timeoutTimerDeadline: NIODeadline?
@@ -132,19 +135,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             return
         }
         for request in requests {
-            var headers = HPACKHeaders()
-            headers.reserveCapacity(request.headers.count + 4)
-            headers.add(name: ":method", value: "POST")
-            headers.add(name: ":scheme", value: "https")
-            headers.add(name: ":authority", value: settings.authority)
-            // APNs asks for the path (it holds the token) and per-push ids to stay out of the HPACK table.
-            headers.add(name: ":path", value: request.path, indexing: .nonIndexable)
-            for (name, value) in request.headers {
-                switch name {
-                case "apns-id", "apns-expiration", "apns-collapse-id": headers.add(name: name, value: value, indexing: .nonIndexable)
-                default: headers.add(name: name, value: value)
-                }
-            }
+            let headers = perPushNamesIndexed.requestHeaders(path: request.path, headers: request.headers, authority: settings.authority)
             guard let streamID = framing.openStream(headers: headers, body: request.payload) else {
                 // The server's stream limit shrank under the pool's view of it: not sent, so it may go elsewhere.
                 request.onOutcome(.unprocessed("the server's stream limit is reached"))
@@ -310,5 +301,40 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             self.readSinceLastPing = false
             self.schedulePing(context: context)
         }
+    }
+}
+
+/// Which of the per-push headers a connection has sent once: APNs wants each indexed the first time (its name goes
+/// into the dynamic table) and without indexing after that (ids and expirations differ from push to push and would
+/// only churn APNs' small table).
+struct PerPushHeaderNames {
+    private var id = false
+    private var expiration = false
+    private var collapseID = false
+
+    /// A request's header block, with the indexing APNs asks for: the path (it holds the token) never indexed, the
+    /// per-push headers indexed the first time on the connection and not after, everything else indexed.
+    mutating func requestHeaders(path: String, headers requestHeaders: [(String, String)], authority: String) -> HPACKHeaders {
+        func once(_ sent: inout Bool) -> HPACKIndexing {
+            defer { sent = true }
+            return sent ? .nonIndexable : .indexable
+        }
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(requestHeaders.count + 4)
+        headers.add(name: ":method", value: "POST")
+        headers.add(name: ":scheme", value: "https")
+        headers.add(name: ":authority", value: authority)
+        headers.add(name: ":path", value: path, indexing: .nonIndexable)
+        for (name, value) in requestHeaders {
+            let indexing: HPACKIndexing =
+                switch name {
+                case "apns-id": once(&id)
+                case "apns-expiration": once(&expiration)
+                case "apns-collapse-id": once(&collapseID)
+                default: .indexable
+                }
+            headers.add(name: name, value: value, indexing: indexing)
+        }
+        return headers
     }
 }

@@ -62,7 +62,7 @@ enum OrderedBatch {
         @Sendable func drop(_ items: [Int], tookPermit: Bool) async {
             guard !items.isEmpty else { return }
             await onResults(items.map { ($0, .notSent(tookPermit: tookPermit)) })
-            order.finish(items.lazy.compactMap { batch[$0].ticket?.token })
+            order.finish(items.lazy.compactMap { batch[$0].ticket })
         }
         @Sendable func skip(_ count: Int = 1) {
             let ends = feed.state.withLock { feed in (0..<count).reduce(false) { ends, _ in feed.skip() || ends } }
@@ -130,7 +130,7 @@ enum OrderedBatch {
                         }
                         if let permits, !roundTrips.isEmpty { permits.observe(roundTrips: roundTrips, at: now) }
                         await onResults(outcomes)
-                        order.finish(outcomes.lazy.compactMap { batch[$0.item].ticket?.token })
+                        order.finish(outcomes.lazy.compactMap { batch[$0.item].ticket })
                     }
                 } catch {
                     // Cancelled: what was not answered is handed on below.

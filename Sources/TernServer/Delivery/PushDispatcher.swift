@@ -389,7 +389,11 @@ final class PushDispatcher: Service {
             badges = try await keepInboxAndCountBadges(owners, app: app, content: content, pushID: pushID, into: tally)
         }
         var payloads: [Int: [UInt8]] = [:]
-        var batches: [APNsEnvironment?: Batch] = [:]
+        // By environment, in the order they first appear; a chunk's recipients nearly all share one, so the batch
+        // is found again by comparing with the previous recipient's, not by hashing per recipient.
+        var environments: [APNsEnvironment?] = []
+        var built: [Batch] = []
+        var current = -1
         let template = content.template(topic: app.topic, pushID: pushID)
         // Every token's place in line under one lock, in the chunk's order.
         let tickets = settings.delivery.ordering ? order.enqueue(addressed.map(\.token)) : nil
@@ -403,11 +407,23 @@ final class PushDispatcher: Service {
                 payload = payloads[badge]
             }
             let environment = recipients[index].environment ?? app.environment.apnsEnvironment
-            batches[environment, default: Batch()].notifications.append(
+            if current < 0 || environments[current] != environment {
+                if let found = environments.firstIndex(of: environment) {
+                    current = found
+                } else {
+                    environments.append(environment)
+                    var batch = Batch()
+                    batch.notifications.reserveCapacity(addressed.count - position)
+                    batch.recipients.reserveCapacity(addressed.count - position)
+                    built.append(batch)
+                    current = built.count - 1
+                }
+            }
+            built[current].notifications.append(
                 QueuedNotification(notification: template.notification(to: token, payload: payload, ids: &ids), ticket: tickets?[position]))
-            batches[environment, default: Batch()].recipients.append(index)
+            built[current].recipients.append(index)
         }
-        return batches
+        return Dictionary(uniqueKeysWithValues: zip(environments, built))
     }
 
     /// What every chunk does in its turn, whichever way it is sent: the push's inbox message into the owners'
@@ -442,18 +458,24 @@ final class PushDispatcher: Service {
         var addressed: [(index: Int, token: DeviceToken)] = []
         addressed.reserveCapacity(indices.count)
         let now = clocks.wall.now
+        // The previous recipient's environment and whether it has a client: a chunk's recipients nearly all share
+        // one, so the table is looked at when the environment changes, not per recipient.
+        var previous: (environment: APNsEnvironment?, hasClient: Bool)?
         for index in indices {
             // Read in place: a copy of the recipient is five strings retained and released, per recipient.
             let environment = recipients[index].environment ?? app.environment.apnsEnvironment
-            if clientsByEnvironment[environment] == nil, !unavailable.contains(environment) {
-                do {
-                    clientsByEnvironment[environment] = try await clients.client(for: app, tokenEnvironment: environment)
-                } catch {
-                    unavailable.insert(environment)
-                    logger.error("no APNs client for the app", metadata: ["app": "\(app.id)", "error": "\(error)"])
+            if previous == nil || previous?.environment != environment {
+                if clientsByEnvironment[environment] == nil, !unavailable.contains(environment) {
+                    do {
+                        clientsByEnvironment[environment] = try await clients.client(for: app, tokenEnvironment: environment)
+                    } catch {
+                        unavailable.insert(environment)
+                        logger.error("no APNs client for the app", metadata: ["app": "\(app.id)", "error": "\(error)"])
+                    }
                 }
+                previous = (environment, clientsByEnvironment[environment] != nil)
             }
-            guard clientsByEnvironment[environment] != nil else {
+            guard previous?.hasClient == true else {
                 let failure = PushFailure(deviceID: recipients[index].deviceID, token: recipients[index].token, status: nil, reason: .clientUnavailable, at: now)
                 tally.set(index, .failed(failure, pruned: false))
                 continue

@@ -20,6 +20,8 @@ final class DeliveryOrder: Sendable {
     struct Ticket: Sendable {
         let token: DeviceToken
         let badgeOnly: Bool
+        /// The token as its line's key, worked out once.
+        fileprivate let key: LineKey
         /// Nil when its turn had come as it was queued (the usual case, no wait to keep).
         fileprivate let waiter: Waiter?
 
@@ -73,13 +75,51 @@ final class DeliveryOrder: Sendable {
         case busy([Waiter])
     }
 
+    /// A token as the table's key: a 32-byte token (every token APNs has handed out so far) held inline as four
+    /// words, so a probe compares the table's own memory instead of following each stored key to its byte array (a
+    /// cache miss per probe once the table outgrows the cache); any other length keeps its bytes.
+    struct LineKey: Hashable {
+        private let words: (UInt64, UInt64, UInt64, UInt64)
+        /// The bytes of a token that is not 32 bytes long; nil for one that is.
+        private let other: [UInt8]?
+
+        init(_ token: DeviceToken) {
+            let bytes = token.bytes
+            guard bytes.count == 32 else {
+                words = (0, 0, 0, 0)
+                other = bytes
+                return
+            }
+            words = bytes.withUnsafeBytes { raw in
+                (raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                 raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+            }
+            other = nil
+        }
+
+        static func == (lhs: LineKey, rhs: LineKey) -> Bool {
+            lhs.words == rhs.words && lhs.other == rhs.other
+        }
+
+        func hash(into hasher: inout Hasher) {
+            if let other {
+                other.withUnsafeBytes { hasher.combine(bytes: $0) }
+            } else {
+                hasher.combine(words.0)
+                hasher.combine(words.1)
+                hasher.combine(words.2)
+                hasher.combine(words.3)
+            }
+        }
+    }
+
     /// Every token's line, and how many are busy.
     private struct Lines {
-        var byToken: [DeviceToken: Line] = [:]
+        var byToken: [LineKey: Line] = [:]
         var busy = 0
 
         /// Takes the next place in the token's line: nil when nothing was in flight (it goes now), else its waiter.
-        mutating func enqueue(_ token: DeviceToken, badgeOnly: Bool, superseded: inout [Waiter]) -> Waiter? {
+        mutating func enqueue(_ token: LineKey, badgeOnly: Bool, superseded: inout [Waiter]) -> Waiter? {
             var becameBusy = false
             // One hash for a token with nothing in flight, the fan-out's case: found or added, and marked busy.
             func join(_ line: inout Line) -> Waiter? {
@@ -104,7 +144,7 @@ final class DeliveryOrder: Sendable {
         }
 
         /// The token's notification in flight is answered. - Returns: the waiter whose turn it is now, if any.
-        mutating func finish(_ token: DeviceToken) -> Waiter? {
+        mutating func finish(_ token: LineKey) -> Waiter? {
             guard let index = byToken.index(forKey: token), case .busy(var waiters) = byToken.values[index] else { return nil }
             byToken.values[index] = .idle
             guard !waiters.isEmpty else {
@@ -117,7 +157,7 @@ final class DeliveryOrder: Sendable {
         }
 
         /// Takes a waiting ticket out of its line. - Returns: false if it is in none (its turn came).
-        mutating func withdraw(_ waiter: Waiter, token: DeviceToken) -> Bool {
+        mutating func withdraw(_ waiter: Waiter, token: LineKey) -> Bool {
             guard let index = byToken.index(forKey: token), case .busy(var waiters) = byToken.values[index],
                 let position = waiters.firstIndex(where: { $0 === waiter })
             else { return false }
@@ -133,7 +173,14 @@ final class DeliveryOrder: Sendable {
         mutating func sweepIfMostlyIdle() {
             let idle = byToken.count - busy
             guard idle > Self.sweepAt, idle > busy else { return }
-            byToken = byToken.filter { if case .busy = $0.value { true } else { false } }
+            // Room for the busy ones and the idle ones until the next sweep: filling the table up again does not
+            // grow it a doubling at a time, rehashing it each time.
+            var kept: [LineKey: Line] = [:]
+            kept.reserveCapacity(busy * 2 + Self.sweepAt * 2)
+            for (token, line) in byToken {
+                if case .busy = line { kept[token] = line }
+            }
+            byToken = kept
         }
 
         static let sweepAt = 16_384
@@ -151,10 +198,14 @@ final class DeliveryOrder: Sendable {
     /// Takes the next place in each token's line, in order, under one lock.
     func enqueue(_ tokens: [DeviceToken], badgeOnly: Bool = false) -> [Ticket] {
         var superseded: [Waiter] = []
-        let tickets = lines.withLock { lines -> [Ticket] in
-            tokens.map { token in
-                Ticket(token: token, badgeOnly: badgeOnly, waiter: lines.enqueue(token, badgeOnly: badgeOnly, superseded: &superseded))
-            }
+        let keys = tokens.map(LineKey.init)
+        let waiters = lines.withLock { lines -> [Waiter?] in
+            keys.map { lines.enqueue($0, badgeOnly: badgeOnly, superseded: &superseded) }
+        }
+        var tickets: [Ticket] = []
+        tickets.reserveCapacity(tokens.count)
+        for index in tokens.indices {
+            tickets.append(Ticket(token: tokens[index], badgeOnly: badgeOnly, key: keys[index], waiter: waiters[index]))
         }
         for old in superseded { old.decide(.superseded) }
         return tickets
@@ -175,26 +226,35 @@ final class DeliveryOrder: Sendable {
                 if let decided { continuation.resume(returning: decided) }
             }
         } onCancel: {
-            withdraw(waiter, token: ticket.token)
+            withdraw(waiter, key: ticket.key)
         }
     }
 
     /// Takes a waiting ticket out of its line; one whose turn came is left as it is.
-    private func withdraw(_ waiter: Waiter, token: DeviceToken) {
-        if lines.withLock({ $0.withdraw(waiter, token: token) }) { waiter.decide(.cancelled) }
+    private func withdraw(_ waiter: Waiter, key: LineKey) {
+        if lines.withLock({ $0.withdraw(waiter, token: key) }) { waiter.decide(.cancelled) }
     }
 
     /// The token's notification in flight is answered: the next one in its line goes.
     func finish(_ token: DeviceToken) {
-        finish(CollectionOfOne(token))
+        finish(keys: [LineKey(token)])
     }
 
     /// Each token's notification in flight is answered (a bunch of answers, under one lock).
     func finish(_ tokens: some Sequence<DeviceToken>) {
+        finish(keys: tokens.map(LineKey.init))
+    }
+
+    /// Each ticket's notification, in flight, is answered (a bunch of answers, under one lock).
+    func finish(_ tickets: some Sequence<Ticket>) {
+        finish(keys: tickets.map(\.key))
+    }
+
+    private func finish(keys: [LineKey]) {
         let next = lines.withLock { lines -> [Waiter] in
             var next: [Waiter] = []
-            for token in tokens {
-                if let waiter = lines.finish(token) { next.append(waiter) }
+            for key in keys {
+                if let waiter = lines.finish(key) { next.append(waiter) }
             }
             lines.sweepIfMostlyIdle()
             return next
