@@ -121,7 +121,7 @@ final class BadgeUpdates: Service {
     private static func release(_ batch: [QueuedNotification], order: DeliveryOrder) async {
         for item in batch {
             guard let ticket = item.ticket else { continue }
-            if case .go = await order.turn(ticket) { order.finish(ticket.token) }
+            if case .go = await order.turn(ticket) { order.finish([ticket]) }
         }
     }
 }
