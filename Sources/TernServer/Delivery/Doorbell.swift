@@ -27,12 +27,7 @@ final class Doorbell: Sendable {
     /// Returns at the next ring (or at once if one is pending), after `timeout` on `clock`, or when the task is
     /// cancelled.
     func wait(upTo timeout: Duration, on clock: any Clock<Duration> = ContinuousClock()) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await clock.sleep(for: timeout) }
-            group.addTask { await self.waitForRing() }
-            await group.next()
-            group.cancelAll()
-        }
+        await firstOf({ await self.waitForRing() }, orTimeout: timeout, on: clock, timedOut: ())
     }
 
     /// Returns at the next ring (or at once if one is pending), or when the task is cancelled.

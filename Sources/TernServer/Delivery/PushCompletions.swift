@@ -43,16 +43,7 @@ final class PushCompletions: Sendable {
     /// is cancelled, whichever is first. - Returns: whether the push's completion was told.
     @discardableResult
     func wait(for pushID: String, upTo timeout: Duration, on clock: any Clock<Duration> = ContinuousClock()) async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                try? await clock.sleep(for: timeout)
-                return false
-            }
-            group.addTask { await self.waitForCompletion(of: pushID) }
-            let told = await group.next() ?? false
-            group.cancelAll()
-            return told
-        }
+        await firstOf({ await self.waitForCompletion(of: pushID) }, orTimeout: timeout, on: clock, timedOut: false)
     }
 
     /// How many requests wait now (for tests).
