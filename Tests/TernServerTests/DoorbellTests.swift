@@ -17,15 +17,8 @@ struct DoorbellTests {
     @Test func aWaitReturnsAtTheRingNotAtItsTimeout() async throws {
         let doorbell = Doorbell()
         let clock = ManualClock()
-        try await withTimeout(10, "the wait to return") {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await doorbell.wait(upTo: .seconds(60), on: clock) }
-                // Once the wait sleeps on the clock, only the ring can end it before the clock moves.
-                await clock.waitUntilSleeping(until: .init(offset: .seconds(60)))
-                doorbell.ring()
-                await group.next()
-            }
-        }
+        // Once the wait sleeps on the clock, only the ring can end it before the clock moves.
+        try await Self.wait(on: doorbell, upTo: .seconds(60), clock: clock) { doorbell.ring() }
         #expect(clock.now == .init(offset: .zero), "no time passed")
         #expect(clock.sleepers.isEmpty, "the timeout's sleep was cancelled")
     }
@@ -33,14 +26,7 @@ struct DoorbellTests {
     @Test func withoutARingTheWaitEndsAtItsTimeout() async throws {
         let doorbell = Doorbell()
         let clock = ManualClock()
-        try await withTimeout(10, "the wait to return") {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await doorbell.wait(upTo: .milliseconds(250), on: clock) }
-                await clock.waitUntilSleeping(until: .init(offset: .milliseconds(250)))
-                clock.advance(by: .milliseconds(250))
-                await group.next()
-            }
-        }
+        try await Self.wait(on: doorbell, upTo: .milliseconds(250), clock: clock) { clock.advance(by: .milliseconds(250)) }
         // The ring after the timed-out wait is kept for the next one, not lost with the cancelled waiter.
         doorbell.ring()
         try await withTimeout(10, "the next wait to return") { await doorbell.wait(upTo: .seconds(60), on: clock) }
@@ -74,5 +60,17 @@ struct DoorbellTests {
             }
         }
         #expect(timedOut == 0, "the event never came: the timeout's value")
+    }
+
+    /// Waits on `doorbell` for up to `timeout`, and once the wait sleeps on `clock`, does `then` (which must end it).
+    private static func wait(on doorbell: Doorbell, upTo timeout: Duration, clock: ManualClock, then: @escaping @Sendable () -> Void) async throws {
+        try await withTimeout(10, "the wait to return") {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await doorbell.wait(upTo: timeout, on: clock) }
+                await clock.waitUntilSleeping(until: .init(offset: timeout))
+                then()
+                await group.next()
+            }
+        }
     }
 }
