@@ -110,6 +110,15 @@ struct HeaderValueTests {
         #expect(try APNsPriority(expected) == priority)
     }
 
+    @Test("A priority read from a slice of a longer text, or with leading zeros, parses the same")
+    func priorityFromSlicesAndLeadingZeros() throws {
+        let header = "apns-priority: 10; 5; 1"
+        let values = header.split(separator: " ").dropFirst().map { $0.prefix(while: { $0 != ";" }) }
+        #expect(try values.map { try APNsPriority(headerValue: $0) } == [.immediate, .throttled, .powerConsiderate])
+        #expect(try APNsPriority(headerValue: "010") == .immediate)
+        #expect(try APNsPriority(headerValue: "05") == .throttled)
+    }
+
     @Test("Named priorities have the documented values")
     func namedPrioritiesHaveDocumentedValues() {
         #expect(APNsPriority.immediate.rawValue == 10)
@@ -118,7 +127,7 @@ struct HeaderValueTests {
     }
 
     @Test("Other priority header values are rejected with invalidPriority", arguments: [
-        "0", "3", "11", "-5", "abc", "", "10.0", " 10",
+        "0", "3", "11", "-5", "abc", "", "10.0", " 10", "1 ", "15", "19", "50", "5x", "100",
     ])
     func otherPriorityHeaderValuesAreRejected(headerValue: String) {
         expectValidationError(.invalidPriority, field: "apns-priority") { try APNsPriority(headerValue: headerValue) }

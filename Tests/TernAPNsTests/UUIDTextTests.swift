@@ -22,6 +22,15 @@ import Testing
         #expect(UUID(apnsText: mixed) == UUID(uuidString: mixed))
     }
 
+    @Test func parsingASliceReadsOnlyItsOwnBytes() {
+        let uuid = UUID()
+        let line = "apns-id: \(uuid.apnsString); trailing"
+        let slice = line.dropFirst("apns-id: ".count).prefix(36)
+        #expect(UUID(apnsText: slice) == uuid)
+        #expect(UUID(apnsText: line.dropFirst("apns-id: ".count)) == nil)  // the rest of the line follows it
+        #expect(UUIDText.parse(String(repeating: "0", count: 100_000)) == nil)
+    }
+
     @Test(arguments: [
         "", "7e726ebe-6e0c-4000-8000-00000000000",  // 35 characters
         "7e726ebe-6e0c-4000-8000-0000000000000",  // 37

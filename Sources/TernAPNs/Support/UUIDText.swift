@@ -25,12 +25,24 @@ public enum UUIDText {
     }
 
     /// The 128 bits of a `8-4-4-4-12` hex UUID in either case, or nil when `text` is not one.
+    ///
+    /// Every APNs request and answer carries an `apns-id` that the other side parses. Called from another module,
+    /// a loop over a generic `StringProtocol`'s `utf8` is not specialized and goes through the protocol for every
+    /// byte, which cost 4-5% of a push's CPU; so the bytes are read from their contiguous storage when the text has
+    /// one (a native `String` or `Substring` always does).
     public static func parse(_ text: some StringProtocol) -> (high: UInt64, low: UInt64)? {
+        if let parsed = text.utf8.withContiguousStorageIfAvailable({ parse(utf8: $0) }) { return parsed }
+        return parse(utf8: text.utf8)
+    }
+
+    private static func parse(utf8 text: some Sequence<UInt8>) -> (high: UInt64, low: UInt64)? {
         var high: UInt64 = 0
         var low: UInt64 = 0
         var nibbles = 0
         var position = 0
-        for byte in text.utf8 {
+        for byte in text {
+            // Longer than a UUID: said at its 37th byte, not after reading all of it.
+            guard position < 36 else { return nil }
             defer { position += 1 }
             if position == 8 || position == 13 || position == 18 || position == 23 {
                 guard byte == UInt8(ascii: "-") else { return nil }

@@ -16,10 +16,9 @@ import TernAPNs
 /// flight: lines are keyed by the token's bytes, a whole chunk is queued and a bunch of answers handed on under one
 /// lock each, and only a notification that has to wait gets an object to wait on.
 final class DeliveryOrder: Sendable {
-    /// A place in one token's line.
+    /// A place in one token's line. Copied a few times per notification on its way, so it holds no more than the
+    /// line's key (inline words for a 32-byte token) and, when it has to wait, its waiter.
     struct Ticket: Sendable {
-        let token: DeviceToken
-        let badgeOnly: Bool
         /// The token as its line's key, worked out once.
         fileprivate let key: LineKey
         /// Nil when its turn had come as it was queued (the usual case, no wait to keep).
@@ -196,19 +195,14 @@ final class DeliveryOrder: Sendable {
     }
 
     /// Takes the next place in each token's line, in order, under one lock.
-    func enqueue(_ tokens: [DeviceToken], badgeOnly: Bool = false) -> [Ticket] {
+    func enqueue(_ tokens: some Sequence<DeviceToken>, badgeOnly: Bool = false) -> [Ticket] {
         var superseded: [Waiter] = []
         let keys = tokens.map(LineKey.init)
         let waiters = lines.withLock { lines -> [Waiter?] in
             keys.map { lines.enqueue($0, badgeOnly: badgeOnly, superseded: &superseded) }
         }
-        var tickets: [Ticket] = []
-        tickets.reserveCapacity(tokens.count)
-        for index in tokens.indices {
-            tickets.append(Ticket(token: tokens[index], badgeOnly: badgeOnly, key: keys[index], waiter: waiters[index]))
-        }
         for old in superseded { old.decide(.superseded) }
-        return tickets
+        return zip(keys, waiters).map { Ticket(key: $0, waiter: $1) }
     }
 
     /// Waits until the ticket's turn comes, a newer badge-only update replaces it, or the task is cancelled (the
