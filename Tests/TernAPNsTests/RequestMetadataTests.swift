@@ -127,7 +127,7 @@ struct HeaderValueTests {
     }
 
     @Test("Other priority header values are rejected with invalidPriority", arguments: [
-        "0", "3", "11", "-5", "abc", "", "10.0", " 10", "1 ", "15", "19", "50", "5x", "100",
+        "0", "3", "11", "-5", "abc", "", "10.0", " 10", "1 ", "15", "19", "50", "5x", "100", "99999999999999999999",
     ])
     func otherPriorityHeaderValuesAreRejected(headerValue: String) {
         expectValidationError(.invalidPriority, field: "apns-priority") { try APNsPriority(headerValue: headerValue) }
@@ -162,7 +162,7 @@ struct HeaderValueTests {
     }
 
     @Test("Negative or non-numeric expirations are rejected with invalidExpiration", arguments: [
-        "-1", "-1700000000", "abc", "", "1.5", "1e9", "tomorrow", "12 34",
+        "-1", "-1700000000", "abc", "", "1.5", "1e9", "tomorrow", "12 34", "99999999999999999999",
     ])
     func badExpirationIsRejected(headerValue: String) {
         expectValidationError(.invalidExpiration, field: "apns-expiration") {

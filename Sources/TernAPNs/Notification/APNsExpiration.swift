@@ -30,9 +30,7 @@ public enum APNsExpiration: Hashable, Sendable {
 
     /// Parses a header value: a non-negative whole number of UNIX seconds.
     public init(headerValue: some StringProtocol) throws {
-        guard headerValue.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
-            let seconds = Int64(headerValue)
-        else {
+        guard let seconds = DecimalText.parse(headerValue) else {
             throw APNsValidationError(
                 .invalidExpiration, field: "apns-expiration",
                 "expiration must be a whole number of UNIX seconds (0 = do not store), not '\(headerValue)'")
