@@ -54,7 +54,7 @@ start_server() {
   (cd "$work" && exec "$TERN" serve --port 0 --log-level "$LOG_LEVEL" >serve.out 2>serve.err) &
   pid=$!
   for _ in $(seq 1 600); do
-    grep -q 'pushes?wait' "$work/serve.out" 2>/dev/null && break
+    grep -q 'Tern is serving' "$work/serve.out" 2>/dev/null && break
     kill -0 "$pid" 2>/dev/null || { echo "tern serve stopped:" >&2; cat "$work/serve.err" >&2; exit 1; }
     sleep 0.1
   done

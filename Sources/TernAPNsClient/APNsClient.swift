@@ -105,6 +105,9 @@ public final class APNsClient: Service, Sendable {
     /// Open connections (for metrics and tests).
     public var openConnections: Int { pool.openConnections }
 
+    /// The event loop of each open connection, in no order (for tests: how the pool spreads over the group).
+    var openConnectionEventLoops: [any EventLoop] { pool.openConnectionEventLoops }
+
     // MARK: Sending
 
     /// Sends one notification and returns APNs' final answer.

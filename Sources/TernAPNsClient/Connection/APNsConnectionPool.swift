@@ -84,6 +84,8 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
 
     let configuration: APNsClientConfiguration
     private let eventLoopGroup: any EventLoopGroup
+    /// The group's loops, which the connections are spread over by their ids (``scheduleConnect(_:)``).
+    private let loops: [any EventLoop]
     private let sslContext: NIOSSLContext
     private let logger: Logger
     private let metrics: APNsClientMetrics
@@ -96,6 +98,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         self.configuration = configuration
         self.sslContext = sslContext
         self.eventLoopGroup = eventLoopGroup
+        self.loops = Array(eventLoopGroup.makeIterator())
         self.logger = logger
         self.metrics = metrics
         self.state = Mutex(State(machine: StateMachine(
@@ -192,8 +195,14 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     // MARK: Connecting
 
     /// Starts the planned connect after the back-off the recent failures call for.
+    ///
+    /// Each connection goes on the loop its id names (ids count up, so the pool's connections take the loops in
+    /// turn). Not `any()`: called from a loop, as it is when a connection opens and the next is planned, that is the
+    /// calling loop, and every connection ended up on one thread while the others idled. Not `next()` either: the
+    /// group's turn is shared with everything else on it (an in-process simulator's accepted connections take every
+    /// other one), so the pool's connections could still all land on one loop.
     private func scheduleConnect(_ plan: StateMachine.ConnectPlan) {
-        let loop = eventLoopGroup.any()
+        let loop = loops.isEmpty ? eventLoopGroup.next() : loops[plan.connectionID % loops.count]
         if plan.delay == .zero {
             connect(plan.connectionID, on: loop)
         } else {
@@ -297,4 +306,9 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     }
 
     var openConnections: Int { state.withLock { $0.machine.openConnections } }
+
+    /// The event loop of each open connection, in no order (for tests).
+    var openConnectionEventLoops: [any EventLoop] {
+        state.withLock { $0.machine.connections.values.compactMap { $0.lease?.channel.eventLoop } }
+    }
 }
