@@ -15,18 +15,24 @@ extension ClientFaultTests {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
             // One stream per connection: every connection after the first is planned in a loop's callback (one
             // opened with callers still waiting), the case that put them all on that loop.
-            let loops = try await Harness.withSimulator(configure: { $0.maxConcurrentStreams = 1 }) { simulator in
-                var configuration = Harness.clientConfiguration(for: simulator)
-                configuration.connections = 4
-                configuration.sendTimeout = .seconds(10)
-                let client = try APNsClient(configuration: configuration, eventLoopGroup: group)
-                let results = ResultsBox()
-                // More callers than streams: the pool grows to its four.
-                try await client.sendAll(GeneratedNotifications(count: 500), concurrency: 100) { await results.add($0) }
-                let loops = client.openConnectionEventLoops
-                await client.shutdown()
-                #expect(await results.delivered == 500)
-                return loops
+            let loops: [any EventLoop]
+            do {
+                loops = try await Harness.withSimulator(configure: { $0.maxConcurrentStreams = 1 }) { simulator in
+                    var configuration = Harness.clientConfiguration(for: simulator)
+                    configuration.connections = 4
+                    configuration.sendTimeout = .seconds(10)
+                    let client = try APNsClient(configuration: configuration, eventLoopGroup: group)
+                    let results = ResultsBox()
+                    // More callers than streams: the pool grows to its four.
+                    try await client.sendAll(GeneratedNotifications(count: 500), concurrency: 100) { await results.add($0) }
+                    let loops = client.openConnectionEventLoops
+                    await client.shutdown()
+                    #expect(await results.delivered == 500)
+                    return loops
+                }
+            } catch {
+                try? await group.shutdownGracefully()
+                throw error
             }
             try await group.shutdownGracefully()
 
