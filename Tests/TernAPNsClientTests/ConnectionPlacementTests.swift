@@ -9,8 +9,8 @@ extension ClientFaultTests {
     /// Where the pool's connections live: spread over the event loop group's threads, not all on one.
     @Suite struct ConnectionPlacementTests {
         /// A connection planned from a loop's own callback (the first one opened, the next one wanted) used to go on
-        /// that loop (`EventLoopGroup.any()`), so a pool of four sent everything from one thread of two. Each
-        /// connection now takes the loop its id names.
+        /// that loop (`EventLoopGroup.any()`), so a pool of four sent everything from one thread of two. The pool's
+        /// state machine now names the least used loop for each (its value tests cover replacements).
         @Test func connectionsAreSpreadEvenlyOverTheGroupsLoops() async throws {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
             // One stream per connection: every connection after the first is planned in a loop's callback (one

@@ -15,8 +15,8 @@ import Testing
 
     static let backoff = APNsClientConfiguration.Backoff(initial: .milliseconds(200), maximum: .seconds(30))
 
-    static func machine(connections: Int = 2) -> Machine {
-        Machine(poolSize: connections, backoff: backoff, endpoint: "apns.test:443")
+    static func machine(connections: Int = 2, loops: Int = 1) -> Machine {
+        Machine(poolSize: connections, loops: loops, backoff: backoff, endpoint: "apns.test:443")
     }
 
     /// Plays a successful connect of the planned connection `plan` (socket, then SETTINGS) and returns both actions.
@@ -51,7 +51,7 @@ import Testing
         let action = machine.acquire(1)
         #expect(action.lend.isEmpty)
         #expect(action.startDeadline == 1)
-        #expect(action.connect == Machine.ConnectPlan(connectionID: 1, afterFailures: 0, delay: .zero))
+        #expect(action.connect == Machine.ConnectPlan(connectionID: 1, loop: 0, afterFailures: 0, delay: .zero))
         #expect(machine.waiters.elementsEqual([1]))
     }
 
@@ -71,6 +71,47 @@ import Testing
         #expect(fourth.lend == [Self.lend(4, 1)], "equal load: the lower id")
         let fifth = machine.acquire(5)
         #expect(fifth.lend == [Self.lend(5, 2)])
+    }
+
+    // MARK: Event loops
+
+    /// Opens `count` connections, each with one stream (every new caller finds all busy, so the pool grows), and
+    /// returns the loop each was planned on, by connection id.
+    static func openBusy(_ machine: inout Machine, count: Int) -> [Int: Int] {
+        var loops: [Int: Int] = [:]
+        for waiter in 1...count {
+            guard let plan = machine.acquire(waiter).connect else { break }
+            loops[plan.connectionID] = plan.loop
+            open(&machine, plan, maxStreams: 1)
+        }
+        return loops
+    }
+
+    @Test func aPoolsConnectionsTakeTheLoopsInTurn() {
+        var machine = Self.machine(connections: 4, loops: 2)
+        #expect(Self.openBusy(&machine, count: 4) == [1: 0, 2: 1, 3: 0, 4: 1])
+
+        var wide = Self.machine(connections: 3, loops: 8)
+        #expect(Self.openBusy(&wide, count: 3) == [1: 0, 2: 1, 3: 2], "fewer connections than loops: one each")
+    }
+
+    @Test func aReplacementGoesOnTheLoopItsPredecessorLeft() {
+        var machine = Self.machine(connections: 4, loops: 2)
+        _ = Self.openBusy(&machine, count: 4)
+        // A caller waits; connection 1 (loop 0) is sent away: its replacement, connection 5, goes on loop 0, where
+        // taking the loops in turn by id would have put it on loop 1 beside two others.
+        #expect(machine.acquire(5).lend.isEmpty)
+        let replacement = machine.draining(1).connect
+        #expect(replacement?.connectionID == 5)
+        #expect(replacement?.loop == 0)
+
+        // Connection 4 (loop 1) closes while a caller waits: connection 6 goes on loop 1.
+        Self.open(&machine, replacement, maxStreams: 1)
+        _ = machine.closed(1)
+        #expect(machine.acquire(6).lend.isEmpty)
+        let next = machine.closed(4).connect
+        #expect(next?.connectionID == 6)
+        #expect(next?.loop == 1)
     }
 
     @Test func growsToThePoolSizeOnlyWhileEveryOpenConnectionIsBusy() {

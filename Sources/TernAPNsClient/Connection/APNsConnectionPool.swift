@@ -84,7 +84,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
 
     let configuration: APNsClientConfiguration
     private let eventLoopGroup: any EventLoopGroup
-    /// The group's loops, which the connections are spread over by their ids (``scheduleConnect(_:)``).
+    /// The group's loops; the state machine says which one each connection goes on.
     private let loops: [any EventLoop]
     private let sslContext: NIOSSLContext
     private let logger: Logger
@@ -98,11 +98,12 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         self.configuration = configuration
         self.sslContext = sslContext
         self.eventLoopGroup = eventLoopGroup
-        self.loops = Array(eventLoopGroup.makeIterator())
+        let loops = Array(eventLoopGroup.makeIterator())
+        self.loops = loops.isEmpty ? [eventLoopGroup.next()] : loops
         self.logger = logger
         self.metrics = metrics
         self.state = Mutex(State(machine: StateMachine(
-            poolSize: configuration.connections, backoff: configuration.reconnectBackoff,
+            poolSize: configuration.connections, loops: self.loops.count, backoff: configuration.reconnectBackoff,
             endpoint: "\(configuration.endpoint.host):\(configuration.endpoint.port)")))
     }
 
@@ -194,15 +195,14 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
 
     // MARK: Connecting
 
-    /// Starts the planned connect after the back-off the recent failures call for.
+    /// Starts the planned connect after the back-off the recent failures call for, on the loop the plan names.
     ///
-    /// Each connection goes on the loop its id names (ids count up, so the pool's connections take the loops in
-    /// turn). Not `any()`: called from a loop, as it is when a connection opens and the next is planned, that is the
+    /// Not `any()`: called from a loop, as it is when a connection opens and the next is planned, that is the
     /// calling loop, and every connection ended up on one thread while the others idled. Not `next()` either: the
     /// group's turn is shared with everything else on it (an in-process simulator's accepted connections take every
     /// other one), so the pool's connections could still all land on one loop.
     private func scheduleConnect(_ plan: StateMachine.ConnectPlan) {
-        let loop = loops.isEmpty ? eventLoopGroup.next() : loops[plan.connectionID % loops.count]
+        let loop = loops[plan.loop]
         if plan.delay == .zero {
             connect(plan.connectionID, on: loop)
         } else {

@@ -23,6 +23,8 @@ struct ConnectionPoolStateMachine<Lease> {
     /// One connection as the pool's decisions see it.
     struct Connection {
         var state: ConnectionState = .connecting
+        /// Which of the pool's event loops it runs on (an index into them).
+        var loop: Int
         /// Known once the socket is connected; the connection counts as open from then, even before it is ready.
         var lease: Lease?
         var maxStreams = 1
@@ -61,9 +63,11 @@ struct ConnectionPoolStateMachine<Lease> {
         var reason: WaiterFailure
     }
 
-    /// Open connection `connectionID` after `delay`; `afterFailures` is the count of failed connects the delay is for.
+    /// Open connection `connectionID` on event loop `loop` (an index into the pool's) after `delay`; `afterFailures`
+    /// is the count of failed connects the delay is for.
     struct ConnectPlan: Equatable, Sendable {
         var connectionID: Int
+        var loop: Int
         var afterFailures: Int
         var delay: Duration
     }
@@ -87,6 +91,8 @@ struct ConnectionPoolStateMachine<Lease> {
     }
 
     let poolSize: Int
+    /// The event loops the connections are spread over.
+    let loops: Int
     let backoff: APNsClientConfiguration.Backoff
     /// `host:port`, the prefix of connect errors.
     let endpoint: String
@@ -101,8 +107,9 @@ struct ConnectionPoolStateMachine<Lease> {
     private(set) var isShutDown = false
     private var nextConnectionID = 1
 
-    init(poolSize: Int, backoff: APNsClientConfiguration.Backoff, endpoint: String) {
+    init(poolSize: Int, loops: Int = 1, backoff: APNsClientConfiguration.Backoff, endpoint: String) {
         self.poolSize = poolSize
+        self.loops = max(1, loops)
         self.backoff = backoff
         self.endpoint = endpoint
     }
@@ -280,9 +287,18 @@ struct ConnectionPoolStateMachine<Lease> {
         connectScheduled = true
         let id = nextConnectionID
         nextConnectionID += 1
-        connections[id] = Connection()
+        let loop = leastUsedLoop()
+        connections[id] = Connection(loop: loop)
         return ConnectPlan(
-            connectionID: id, afterFailures: consecutiveFailures, delay: backoff.delay(afterFailures: consecutiveFailures))
+            connectionID: id, loop: loop, afterFailures: consecutiveFailures, delay: backoff.delay(afterFailures: consecutiveFailures))
+    }
+
+    /// The event loop with the fewest connections that take new streams (the lowest among equals): a pool's
+    /// connections share the loops' threads evenly, and a replacement goes where the one it replaces left room.
+    private func leastUsedLoop() -> Int {
+        var used = Array(repeating: 0, count: loops)
+        for connection in connections.values where connection.state != .draining { used[connection.loop] += 1 }
+        return used.indices.min { (used[$0], $0) < (used[$1], $1) }!
     }
 
     private mutating func recordFailure(_ description: String) {
