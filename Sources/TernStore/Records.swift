@@ -332,3 +332,15 @@ public struct Page<Item: Sendable>: Sendable {
         self.next = next
     }
 }
+
+extension Page where Item == Recipient {
+    /// The page of `found` (read with a limit one higher than `limit`): its first `limit`, and the last one's key as
+    /// the cursor if there was one more. Trimmed in place: a chunk's page is thousands of recipients, and copying
+    /// them out retained and released each one's strings.
+    init(trimming found: consuming [Recipient], to limit: Int) {
+        var items = found
+        let more = items.count > limit
+        if more { items.removeSubrange(limit...) }
+        self.init(items: items, next: more ? items.last?.key : nil)
+    }
+}

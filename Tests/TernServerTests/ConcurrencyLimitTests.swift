@@ -95,6 +95,27 @@ struct ConcurrencyLimitTests {
         _ = answers(4 * before, roundTrip: .milliseconds(45), into: &limit)
         #expect(limit.limit > before)
     }
+
+    /// The base is the lowest of the windows that closed within ``ConcurrencyLimit/baseMemory``, whatever order
+    /// their lowest round trips came in: checked, after every window, against that minimum worked out by hand.
+    @Test mutating func theBaseIsTheLowestOfTheWindowsStillRemembered() {
+        // The minimum is the maximum, so every window has 32 answers; a window's lowest is its first answer.
+        var limit = ConcurrencyLimit(maximum: 32, minimum: 32)
+        var closed: [(at: ContinuousClock.Instant, lowest: Duration)] = []
+        // Lowest round trips that rise, fall and repeat (a pseudo-random walk, the same every run), a window every
+        // 0.7 s, so windows keep leaving the 10-second memory in between.
+        var state: UInt64 = 0x2545_F491_4F6C_DD1D
+        for _ in 0..<200 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let lowest = Duration.milliseconds(1 + Int(state >> 58))
+            _ = answers(1, roundTrip: lowest, into: &limit)
+            _ = answers(31, roundTrip: lowest * 3, into: &limit)
+            closed.append((now, lowest))
+            let remembered = closed.filter { $0.at >= now - ConcurrencyLimit.baseMemory }.map(\.lowest)
+            #expect(limit.baseLatency == remembered.min())
+            now += .milliseconds(700)
+        }
+    }
 }
 
 /// The permits follow the decision: more given out at once when it grows.

@@ -154,4 +154,44 @@ struct RecipientTests {
             #expect(Set(aliases.map(\.key)).count == active.count)
         }
     }
+
+    /// SQLite reads a tag's page without a join (``SQLStore/mergedTaggedRecipients``): the tag's ids, then the devices
+    /// between the first and the last of them, and by id the ones past a range cut short. Tags dense and sparse,
+    /// clustered at both ends, with deactivated devices, ids beyond ASCII and ids that begin others, page as the join
+    /// does.
+    @Test("tags dense, sparse and clustered page in byte order, active devices only", arguments: StoreFactory.all)
+    func tagsOfEveryDensity(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            var tagged: [String: [Recipient]] = [:]
+            var deviceIDs = (0..<400).map { numbered("device", $0) }
+            deviceIDs += ["device-\u{E9}t\u{E9}", "device-Zulu", "device-\u{1F426}", "device-000", "device-04"]
+            for (n, deviceID) in deviceIDs.enumerated() {
+                var tags: Set<String> = ["every"]
+                if n % 97 == 5 || n >= 400 { tags.insert("rare") }
+                if n % 2 == 0 { tags.insert("half") }
+                if (100..<110).contains(n) || (390..<400).contains(n) { tags.insert("clustered") }
+                let token = numbered("token", n)
+                _ = try await store.register(registration(deviceID, token: token, alias: "user-\(n % 3)", tags: tags), app: "demo", at: time(1))
+                if n % 7 == 3 {
+                    _ = try await store.deactivateToken(app: "demo", token: token, reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(2))
+                    continue
+                }
+                let recipient = Recipient(
+                    key: deviceID, deviceID: deviceID, token: token, environment: .production, lastRegisteredAt: time(1), alias: "user-\(n % 3)")
+                for tag in tags { tagged[tag, default: []].append(recipient) }
+            }
+            func inByteOrder(_ recipients: [Recipient]?) -> [Recipient] {
+                (recipients ?? []).sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+            }
+            for limit in [1, 3, 50, 1000] {
+                for tag in ["every", "rare", "half", "clustered"] {
+                    let found = try await allRecipients(store, .tags([tag], all: true), limit: limit)
+                    #expect(found == inByteOrder(tagged[tag]), "tag \(tag), limit \(limit)")
+                }
+                let both = try await allRecipients(store, .tags(["clustered", "half"], all: true), limit: limit)
+                #expect(both == inByteOrder(tagged["clustered"]?.filter { recipient in tagged["half"]!.contains(recipient) }), "limit \(limit)")
+            }
+        }
+    }
 }

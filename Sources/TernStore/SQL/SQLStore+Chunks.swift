@@ -113,9 +113,12 @@ extension SQLStore {
     public func recordChunkProgress(
         pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark
     ) async throws -> Bool {
-        try await transaction { db in
+        // Without failures the record is one UPDATE, which the database applies whole by itself: no transaction
+        // around it, two statements fewer each time (a fan-out records a few thousand times per million devices).
+        let record: @Sendable (any SQLDatabase) async throws -> Bool = { db in
             try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, close: false, db)
         }
+        return try await progress.failures.isEmpty ? exclusive(record) : transaction(record)
     }
 
     /// Adds `progress` to a chunk `node` holds (its counts, failure reasons and failures), replaces its mark if one is

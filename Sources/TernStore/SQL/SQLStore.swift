@@ -410,17 +410,14 @@ extension SQLStore {
                     found[recipient.key] = recipient
                 }
             }
-            let merged = found.values.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.prefix(limit + 1)
-            let items = Array(merged.prefix(limit))
-            return Page(items: items, next: merged.count > limit ? items.last?.key : nil)
+            return Page(trimming: found.values.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }, to: limit)
         case .tags(let tags, all: true):
             // No tags at all would match every device; an empty condition sends to nobody, not to everyone.
             let tags = Set(tags).sorted()
             guard let first = tags.first else { return Page(items: [], next: nil) }
             let found = try await Self.taggedRecipients(
                 app: app, tag: first, alsoTagged: Array(tags.dropFirst()), after: cursor, limit: limit + 1, db)
-            let items = Array(found.prefix(limit))
-            return Page(items: items, next: found.count > limit ? items.last?.key : nil)
+            return Page(trimming: found, to: limit)
         case .everyone:
             return try await Self.devicePage(app: app, after: cursor, limit: limit, where: nil, db)
         }
@@ -471,18 +468,25 @@ extension SQLStore {
     static func taggedRecipients(
         app: String, tag: String, alsoTagged: [String], after cursor: String?, limit: Int, _ db: any SQLDatabase
     ) async throws -> [Recipient] {
+        // A condition on the tag's row `t`.
+        let alsoTaggedCondition: SQLQueryString? =
+            alsoTagged.isEmpty
+            ? nil
+            : """
+                 AND (SELECT COUNT(*) FROM device_tags u WHERE u.app_id = t.app_id AND u.device_id = t.device_id
+                    AND u.tag IN (\(binds: alsoTagged))) = \(bind: alsoTagged.count)
+                """
+        if let session = db as? SQLiteSession {
+            return try await mergedTaggedRecipients(
+                app: app, tag: tag, alsoTagged: alsoTaggedCondition, after: cursor, limit: limit, session)
+        }
         var query: SQLQueryString = """
             SELECT d.device_id, d.token, d.environment, d.last_registered_at, d.alias FROM device_tags t
             JOIN devices d ON d.app_id = t.app_id AND d.device_id = t.device_id
             WHERE t.app_id = \(bind: app) AND t.tag = \(bind: tag) AND t.device_id > \(bind: cursor ?? "")
                 AND d.deactivated_at IS NULL
             """
-        if !alsoTagged.isEmpty {
-            query += """
-                 AND (SELECT COUNT(*) FROM device_tags u WHERE u.app_id = t.app_id AND u.device_id = t.device_id
-                    AND u.tag IN (\(binds: alsoTagged))) = \(bind: alsoTagged.count)
-                """
-        }
+        if let alsoTaggedCondition { query += alsoTaggedCondition }
         query += " ORDER BY t.device_id LIMIT \(bind: limit)"
         return try await recipientRows(query, db)
     }
@@ -522,8 +526,7 @@ extension SQLStore {
                 ORDER BY alias, device_id LIMIT \(bind: limit + 1 - found.count)
                 """).all())
         }
-        let items = Array(found.prefix(limit))
-        return Page(items: items, next: found.count > limit ? items.last?.key : nil)
+        return Page(trimming: found, to: limit)
     }
 
     /// Joins an alias and a device id in an aliases audience's keys: a control character, which no alias of a real
@@ -534,9 +537,7 @@ extension SQLStore {
     static func devicePage(
         app: String, after cursor: String?, limit: Int, where condition: SQLQueryString?, _ db: any SQLDatabase
     ) async throws -> Page<Recipient> {
-        let recipients = try await deviceRecipients(app: app, after: cursor, limit: limit + 1, where: condition, db)
-        let items = Array(recipients.prefix(limit))
-        return Page(items: items, next: recipients.count > limit ? items.last?.key : nil)
+        Page(trimming: try await deviceRecipients(app: app, after: cursor, limit: limit + 1, where: condition, db), to: limit)
     }
 
     static func deviceRecipients(
@@ -592,8 +593,7 @@ extension SQLStore {
             remaining = remaining.dropFirst(slice.count)
             found += try await fetch(slice)
         }
-        let items = Array(found.prefix(limit))
-        return Page(items: items, next: found.count > limit ? items.last?.key : nil)
+        return Page(trimming: found, to: limit)
     }
 }
 
@@ -666,24 +666,33 @@ extension SQLStore {
 
 extension Recipient {
     /// ``init(deviceRow:)`` for SQLite's own rows; the same columns, the same errors for what they cannot hold.
+    ///
+    /// The columns are read by their place in the query, in one array: looking each up by name hashed the name, five
+    /// times a recipient.
     init(sqliteRow row: SQLiteRow) throws {
-        func text(_ column: String) throws -> String {
-            guard case .text(let value)? = row.column(column) else { throw StoreError.unreadable("column \(column) is not text") }
+        try self.init(sqliteColumns: row.columns)
+    }
+
+    /// ``init(sqliteRow:)`` from the row's columns, of which the first five are the recipient's (more may follow).
+    init(sqliteColumns columns: [SQLiteColumn]) throws {
+        guard columns.count >= 5 else { throw StoreError.unreadable("a recipient row has \(columns.count) columns, not 5") }
+        func text(_ place: Int) throws -> String {
+            guard case .text(let value) = columns[place].data else { throw StoreError.unreadable("column \(columns[place].name) is not text") }
             return value
         }
-        let deviceID = try text("device_id")
-        guard case .integer(let registered)? = row.column("last_registered_at") else {
-            throw StoreError.unreadable("column last_registered_at is not an integer")
+        let deviceID = try text(0)
+        guard case .integer(let registered) = columns[3].data else {
+            throw StoreError.unreadable("column \(columns[3].name) is not an integer")
         }
         let alias: String?
-        switch row.column("alias") {
-        case .text(let value)?: alias = value
-        case .null?: alias = nil
-        default: throw StoreError.unreadable("column alias is not text")
+        switch columns[4].data {
+        case .text(let value): alias = value
+        case .null: alias = nil
+        default: throw StoreError.unreadable("column \(columns[4].name) is not text")
         }
         self.init(
-            key: deviceID, deviceID: deviceID, token: try text("token"),
-            environment: try APNsEnvironment(storedWord: try text("environment"), column: "environment"),
+            key: deviceID, deviceID: deviceID, token: try text(1),
+            environment: try APNsEnvironment(storedWord: try text(2), column: "environment"),
             lastRegisteredAt: Date(milliseconds: Int64(registered)), alias: alias
         )
     }

@@ -1,3 +1,5 @@
+import DequeModule
+
 /// How many notifications a node may have sent and not recorded, following APNs' latency: the decision, as a value.
 ///
 /// By Little's law, the notifications in flight are the send rate times the time each one is out. A fixed number is
@@ -43,8 +45,11 @@ struct ConcurrencyLimit: Sendable {
     private var total: Duration = .zero
     private var lowest: Duration?
     private var limitedCount = 0
-    /// The lowest round trip of each recent window, with when it closed, newest last.
-    private var recentLowest: [(closed: ContinuousClock.Instant, lowest: Duration)] = []
+    /// The recent windows' lowest round trips that can still be the base, with when their window closed: oldest
+    /// first, each lower than every one after it. A window's lowest that is not below a later one's never will be
+    /// the base again, so it is dropped when the later one comes; the base is then the first, and a window closes
+    /// in constant time however many closed in the last ``baseMemory`` (a fan-out closes about a hundred a second).
+    private var baseCandidates: Deque<(closed: ContinuousClock.Instant, lowest: Duration)> = []
 
     /// - Parameters:
     ///   - maximum: the most in flight (`delivery.concurrency`).
@@ -56,7 +61,7 @@ struct ConcurrencyLimit: Sendable {
     }
 
     /// The lowest round trip lately, nil before the first window closed.
-    var baseLatency: Duration? { recentLowest.map(\.lowest).min() }
+    var baseLatency: Duration? { baseCandidates.first?.lowest }
 
     /// Adds an answer that came at `now`. - Returns: the new limit when this answer closed a window and the limit
     /// changed.
@@ -72,8 +77,10 @@ struct ConcurrencyLimit: Sendable {
     private mutating func closeWindow(at now: ContinuousClock.Instant) -> Int? {
         let mean = total / count
         let usedTheLimit = limitedCount * 2 >= count
-        recentLowest.removeAll { $0.closed < now - Self.baseMemory }
-        recentLowest.append((now, lowest ?? mean))
+        while let oldest = baseCandidates.first, oldest.closed < now - Self.baseMemory { baseCandidates.removeFirst() }
+        let windowLowest = lowest ?? mean
+        while let newest = baseCandidates.last, newest.lowest >= windowLowest { baseCandidates.removeLast() }
+        baseCandidates.append((now, windowLowest))
         count = 0
         total = .zero
         lowest = nil

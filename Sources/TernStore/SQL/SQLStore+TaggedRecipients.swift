@@ -1,0 +1,93 @@
+import Foundation
+import SQLKit
+import SQLiteNIO
+
+extension SQLStore {
+    /// ``taggedRecipients(app:tag:alsoTagged:after:limit:_:)`` on SQLite, without a join.
+    ///
+    /// SQLite joins the tag's rows to the devices by looking each device up in the devices' key from its root: about
+    /// half a microsecond a recipient, the largest part of a fan-out's reads. The tag's index and the devices' key
+    /// are both in device id order, so this reads them side by side instead: the page's device ids from the tag's
+    /// index, then the devices from the first of those ids to the last, in order, keeping the tagged and active ones.
+    ///
+    /// A sparse tag would make that range long, so at most twice as many devices as ids are read; the tagged devices
+    /// past them are then looked up by id, as the join would. Rounds go on until `limit` are found or the tag has no
+    /// more (a round's devices can all be deactivated).
+    ///
+    /// - Parameter condition: more conditions on the tag's row `t` (every one of the other tags of a `match: all`).
+    static func mergedTaggedRecipients(
+        app: String, tag: String, alsoTagged condition: SQLQueryString?, after cursor: String?, limit: Int, _ session: SQLiteSession
+    ) async throws -> [Recipient] {
+        var found: [Recipient] = []
+        var cursor = cursor ?? ""
+        while found.count < limit {
+            let wanted = limit - found.count
+            var idQuery: SQLQueryString = """
+                SELECT t.device_id FROM device_tags t
+                WHERE t.app_id = \(bind: app) AND t.tag = \(bind: tag) AND t.device_id > \(bind: cursor)
+                """
+            if let condition { idQuery += condition }
+            idQuery += " ORDER BY t.device_id LIMIT \(bind: wanted)"
+            let ids = try await session.sqliteRows(idQuery).map { row in
+                guard case .text(let deviceID)? = row.column("device_id") else { throw StoreError.unreadable("column device_id is not text") }
+                return deviceID
+            }
+            guard let first = ids.first, let last = ids.last else { break }
+
+            let rangeLimit = 2 * ids.count
+            let range = try await session.sqliteRows("""
+                SELECT device_id, token, environment, last_registered_at, alias, deactivated_at FROM devices
+                WHERE app_id = \(bind: app) AND device_id >= \(bind: first) AND device_id <= \(bind: last)
+                ORDER BY device_id LIMIT \(bind: rangeLimit)
+                """ as SQLQueryString)
+            // Both in SQLite's order for text, which is the order of the UTF-8 bytes.
+            var next = 0
+            for row in range {
+                let columns = row.columns
+                guard columns.count == 6, case .text(let deviceID) = columns[0].data else {
+                    throw StoreError.unreadable("a device row without its device id")
+                }
+                var order = 1
+                while next < ids.count {
+                    order = Self.compareUTF8(ids[next], deviceID)
+                    guard order < 0 else { break }
+                    next += 1
+                }
+                guard next < ids.count, order == 0 else { continue }  // not tagged
+                next += 1
+                guard case .null = columns[5].data else { continue }  // deactivated
+                found.append(try Recipient(sqliteColumns: columns))
+            }
+            // The range was cut short: the ids after its last device, by id.
+            if range.count == rangeLimit, next < ids.count {
+                for piece in Array(ids[next...]).pieces(of: 500) {
+                    found += try await recipientRows("""
+                        SELECT device_id, token, environment, last_registered_at, alias FROM devices
+                        WHERE app_id = \(bind: app) AND device_id IN (\(binds: piece)) AND deactivated_at IS NULL
+                        ORDER BY device_id
+                        """, session)
+                }
+            }
+            guard ids.count == wanted else { break }
+            cursor = last
+        }
+        return found
+    }
+
+    /// -1, 0 or 1 as `a` comes before, with or after `b` by their UTF-8 bytes, which is SQLite's order for text: in
+    /// one `memcmp`, where comparing the `utf8` views went byte by byte through their iterators (a microsecond a row).
+    static func compareUTF8(_ a: String, _ b: String) -> Int {
+        var a = a
+        var b = b
+        return a.withUTF8 { a in
+            b.withUTF8 { b in
+                let common = min(a.count, b.count)
+                if common > 0, let first = a.baseAddress, let second = b.baseAddress {
+                    let order = memcmp(first, second, common)
+                    if order != 0 { return order < 0 ? -1 : 1 }
+                }
+                return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
+            }
+        }
+    }
+}
