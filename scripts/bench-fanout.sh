@@ -11,7 +11,10 @@
 #      Registration speed is bench-serve.sh's business; here only the push is timed.
 #   2. RUNS times, interleaved: `tern bench -n DEVICES --connections CONNS` (the client alone, against a simulator in
 #      its process), then `tern serve` with `apns.connections` CONNS pushes to tag `all` (POST …/pushes?wait=…),
-#      timed from the request to the completed answer, with the server's RSS sampled every 0.5 s.
+#      timed from the request to the completed answer, with the server's RSS sampled every 0.5 s; and one more
+#      `tern bench` after the last push. Each push is compared with the mean of the client's rates just before and
+#      just after it: the machine's speed drifts by a third within an hour, and the client measured on both sides
+#      of a push follows that drift, where the one before it alone does not.
 #   3. RUNS times: the simulator answers every request after LATENCY_MS (50), and one push to tag `first`.
 # Prints a Markdown table of the medians, and every run.
 set -euo pipefail
@@ -119,12 +122,15 @@ source scripts/lib/stats.sh
 client_rates=()
 serve_rates=()
 ratios=()
+before_ratios=()
+push_lines=()
 runs_text=""
+client_bench() { # → the client's rate, notifications/s
+  "$TERN" bench -n "$DEVICES" --connections "$CONNS" 2>/dev/null | grep -o 'throughput *[0-9,]*' | awk '{print $2}' | tr -d ,
+}
 for run in $(seq 1 "$FAST_RUNS"); do
   echo "── run $run: tern bench -n $DEVICES --connections $CONNS" >&2
-  bench=$("$TERN" bench -n "$DEVICES" --connections "$CONNS" 2>/dev/null)
-  rate=$(grep -o 'throughput *[0-9,]*' <<<"$bench" | awk '{print $2}' | tr -d ,)
-  client_rates+=("$rate")
+  client_rates+=("$(client_bench)")
   echo "── run $run: push to $DEVICES devices (apns.connections $CONNS)" >&2
   start_server
   read -r seconds status accepted peak sampled start_rss <<<"$(push all)"
@@ -132,11 +138,20 @@ for run in $(seq 1 "$FAST_RUNS"); do
   [ "$status" = completed ] && [ "$accepted" = "$DEVICES" ] || { echo "push: $status, accepted $accepted of $DEVICES" >&2; exit 1; }
   serve_rate=$(awk -v n="$DEVICES" -v s="$seconds" 'BEGIN {printf "%.0f", n / s}')
   serve_rates+=("$serve_rate")
-  ratio=$(awk -v a="$serve_rate" -v b="$rate" 'BEGIN {printf "%.2f", a / b}')
+  push_lines+=("push $seconds s = $serve_rate/s; RSS $((start_rss / 1024)) MiB before, $((sampled / 1024)) MiB most sampled, $((peak / 1024)) MiB peak")
+  echo "run $run: client ${client_rates[-1]}/s; ${push_lines[-1]}" >&2
+done
+if [ "$FAST_RUNS" -gt 0 ]; then
+  echo "── after run $FAST_RUNS: tern bench -n $DEVICES --connections $CONNS" >&2
+  client_rates+=("$(client_bench)")
+fi
+for ((i = 0; i < FAST_RUNS; i++)); do
+  before=${client_rates[i]}
+  after=${client_rates[i + 1]}
+  ratio=$(awk -v a="${serve_rates[i]}" -v b="$before" -v c="$after" 'BEGIN {printf "%.2f", a / ((b + c) / 2)}')
   ratios+=("$ratio")
-  line="run $run: client $rate/s; push $seconds s = $serve_rate/s (÷ client $ratio); RSS $((start_rss / 1024)) MiB before, $((sampled / 1024)) MiB most sampled, $((peak / 1024)) MiB peak"
-  runs_text+="$line"$'\n'
-  echo "$line" >&2
+  before_ratios+=("$(awk -v a="${serve_rates[i]}" -v b="$before" 'BEGIN {printf "%.2f", a / b}')")
+  runs_text+="run $((i + 1)): client $before/s before, $after/s after; ${push_lines[i]}; ÷ client $ratio (÷ the one before ${before_ratios[i]})"$'\n'
 done
 
 # ── 3. slow APNs
@@ -157,15 +172,16 @@ done
 client=$(printf '%s\n' "${client_rates[@]}" | median)
 serve=$(printf '%s\n' "${serve_rates[@]}" | median)
 ratio=$(printf '%s\n' "${ratios[@]}" | median)
+before_ratio=$(printf '%s\n' "${before_ratios[@]}" | median)
 slow=$(printf '%s\n' "${slow_times[@]}" | median)
 echo
 echo "| measurement (medians of $FAST_RUNS runs; $RUNS at $LATENCY_MS ms) | result |"
 echo "|---|---|"
-echo "| \`tern bench -n $DEVICES --connections $CONNS\` | $client notifications/s |"
+echo "| \`tern bench -n $DEVICES --connections $CONNS\` (${#client_rates[@]} runs, one before each push and one after the last) | $client notifications/s |"
 echo "| \`tern serve\`, one push to $DEVICES devices (\`apns.connections\` $CONNS), POST to completed | $serve notifications/s |"
-# Each run's push against the client measured just before it (the machine's speed drifts between runs), and the
-# two medians against each other.
-echo "| the push's rate ÷ the client's in the same run | $ratio (runs ${ratios[*]}); the medians' ratio $(awk -v a="$serve" -v b="$client" 'BEGIN {printf "%.2f", a / b}') |"
+# Each run's push against the mean of the client's rates just before and after it; against the one before alone (as
+# the script measured until 2026-11-27); and the two medians against each other.
+echo "| the push's rate ÷ the client's in the same run | $ratio (runs ${ratios[*]}); against the client before it alone $before_ratio; the medians' ratio $(awk -v a="$serve" -v b="$client" 'BEGIN {printf "%.2f", a / b}') |"
 echo "| one push to $SLOW_DEVICES devices, APNs answering in $LATENCY_MS ms | $slow s |"
 echo
 printf '%s' "$runs_text"
