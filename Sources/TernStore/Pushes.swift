@@ -226,7 +226,7 @@ public struct ChunkMark: Sendable, Equatable {
         }
 
         public func contains(_ key: String) -> Bool {
-            !key.utf8.lexicographicallyPrecedes(first.utf8) && !last.utf8.lexicographicallyPrecedes(key.utf8)
+            !key.precedesByBytes(first) && !last.precedesByBytes(key)
         }
     }
 
@@ -247,7 +247,7 @@ public struct ChunkMark: Sendable, Equatable {
         var high = runs.count
         while low < high {
             let middle = (low + high) / 2
-            if key.utf8.lexicographicallyPrecedes(runs[middle].first.utf8) { high = middle } else { low = middle + 1 }
+            if key.precedesByBytes(runs[middle].first) { high = middle } else { low = middle + 1 }
         }
         return low > 0 && runs[low - 1].contains(key)
     }

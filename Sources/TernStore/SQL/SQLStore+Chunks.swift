@@ -200,7 +200,7 @@ extension SQLStore {
         while true {
             let page = try await recipients(app: push.appID, audience: push.audience, after: cursor, limit: pageSize, db)
             for recipient in page.items {
-                guard !last.utf8.lexicographicallyPrecedes(recipient.key.utf8) else { return found }
+                guard !last.precedesByBytes(recipient.key) else { return found }
                 found.append(recipient)
             }
             guard let next = page.next else { return found }

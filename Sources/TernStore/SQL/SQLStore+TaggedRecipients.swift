@@ -1,4 +1,3 @@
-import Foundation
 import SQLKit
 import SQLiteNIO
 
@@ -40,7 +39,7 @@ extension SQLStore {
                 WHERE app_id = \(bind: app) AND device_id >= \(bind: first) AND device_id <= \(bind: last)
                 ORDER BY device_id LIMIT \(bind: rangeLimit)
                 """ as SQLQueryString)
-            // Both in SQLite's order for text, which is the order of the UTF-8 bytes.
+            // Both in SQLite's order for text, by the UTF-8 bytes.
             var next = 0
             for row in range {
                 let columns = row.columns
@@ -49,7 +48,7 @@ extension SQLStore {
                 }
                 var order = 1
                 while next < ids.count {
-                    order = Self.compareUTF8(ids[next], deviceID)
+                    order = ids[next].comparedByBytes(with: deviceID)
                     guard order < 0 else { break }
                     next += 1
                 }
@@ -72,22 +71,5 @@ extension SQLStore {
             cursor = last
         }
         return found
-    }
-
-    /// -1, 0 or 1 as `a` comes before, with or after `b` by their UTF-8 bytes, which is SQLite's order for text: in
-    /// one `memcmp`, where comparing the `utf8` views went byte by byte through their iterators (a microsecond a row).
-    static func compareUTF8(_ a: String, _ b: String) -> Int {
-        var a = a
-        var b = b
-        return a.withUTF8 { a in
-            b.withUTF8 { b in
-                let common = min(a.count, b.count)
-                if common > 0, let first = a.baseAddress, let second = b.baseAddress {
-                    let order = memcmp(first, second, common)
-                    if order != 0 { return order < 0 ? -1 : 1 }
-                }
-                return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
-            }
-        }
     }
 }

@@ -410,7 +410,7 @@ extension SQLStore {
                     found[recipient.key] = recipient
                 }
             }
-            return Page(trimming: found.values.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }, to: limit)
+            return Page(trimming: found.values.sorted { $0.key.precedesByBytes($1.key) }, to: limit)
         case .tags(let tags, all: true):
             // No tags at all would match every device; an empty condition sends to nobody, not to everyone.
             let tags = Set(tags).sorted()
@@ -497,7 +497,7 @@ extension SQLStore {
         _ aliases: [String], app: String, after cursor: String?, limit: Int, _ db: any SQLDatabase
     ) async throws -> Page<Recipient> {
         // Byte order, as SQL compares them, so the list and the index agree on what comes after the cursor.
-        var remaining = Set(aliases).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }[...]
+        var remaining = Set(aliases).sorted { $0.precedesByBytes($1) }[...]
         var found: [Recipient] = []
         func add(_ rows: [any SQLRow]) throws {
             for row in rows {
@@ -510,7 +510,7 @@ extension SQLStore {
             // The rest of the cursor's alias, then the aliases after it.
             let alias = String(cursor[..<split])
             let deviceID = String(cursor[cursor.index(after: split)...])
-            remaining = remaining.drop { !alias.utf8.lexicographicallyPrecedes($0.utf8) }
+            remaining = remaining.drop { !alias.precedesByBytes($0) }
             try add(try await db.raw("""
                 SELECT device_id, token, environment, last_registered_at, alias FROM devices
                 WHERE app_id = \(bind: app) AND alias = \(bind: alias) AND device_id > \(bind: deviceID) AND deactivated_at IS NULL
@@ -583,9 +583,9 @@ extension SQLStore {
         _ keys: [String], after cursor: String?, limit: Int, fetch: ([String]) async throws -> [Recipient]
     ) async throws -> Page<Recipient> {
         // Byte order, as SQL compares keys, so the list and the registry agree on what comes after the cursor.
-        var remaining = Set(keys).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }[...]
+        var remaining = Set(keys).sorted { $0.precedesByBytes($1) }[...]
         if let cursor {
-            remaining = remaining.drop { !cursor.utf8.lexicographicallyPrecedes($0.utf8) }
+            remaining = remaining.drop { !cursor.precedesByBytes($0) }
         }
         var found: [Recipient] = []
         while found.count <= limit, !remaining.isEmpty {
@@ -675,7 +675,7 @@ extension Recipient {
 
     /// ``init(sqliteRow:)`` from the row's columns, of which the first five are the recipient's (more may follow).
     init(sqliteColumns columns: [SQLiteColumn]) throws {
-        guard columns.count >= 5 else { throw StoreError.unreadable("a recipient row has \(columns.count) columns, not 5") }
+        guard columns.count >= 5 else { throw StoreError.unreadable("a recipient row has \(columns.count) columns, fewer than 5") }
         func text(_ place: Int) throws -> String {
             guard case .text(let value) = columns[place].data else { throw StoreError.unreadable("column \(columns[place].name) is not text") }
             return value
