@@ -117,7 +117,8 @@ public final class TernServer: Sendable {
     static func openStore(_ configuration: TernServerConfiguration, logger: Logger) async throws -> SQLStore {
         do {
             if let url = configuration.database.url {
-                return try await SQLStore.openPostgres(url: url, maximumConnections: configuration.database.connections, logger: logger)
+                return try await SQLStore.openPostgres(
+                    url: url, maximumConnections: configuration.database.connections, callTimeout: configuration.database.callTimeout, logger: logger)
             }
             return try await SQLStore.openSQLite(path: configuration.database.path, logger: logger)
         } catch let error as StoreError {

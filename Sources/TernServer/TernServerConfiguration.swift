@@ -21,6 +21,8 @@ public struct TernServerConfiguration: Sendable {
         public var url: String?
         /// PostgreSQL connections this node may open.
         public var connections = 16
+        /// How long one PostgreSQL call (waiting for a connection included) may take before it fails as unavailable.
+        public var callTimeout: Duration = .seconds(15)
     }
 
     public struct Admin: Sendable {
@@ -138,6 +140,7 @@ public struct TernServerConfiguration: Sendable {
             throw .init("database.url must be a PostgreSQL URL: postgres://user:password@host:5432/database")
         }
         guard (1...1000).contains(database.connections) else { throw .init("database.connections must be 1-1000") }
+        guard (.seconds(1) ... .seconds(600)).contains(database.callTimeout) else { throw .init("database.callTimeout must be 1-600 seconds") }
         if let token = admin.token, token.utf8.count < 16 {
             throw .init("admin.token must be at least 16 characters (it guards every app)")
         }
@@ -184,7 +187,7 @@ public struct TernServerConfigurationError: Error, CustomStringConvertible {
 extension TernServerConfiguration {
     /// The settings from a JSON file (optional) and the environment (`TERN_HTTP_PORT` for `http.port`, …), the
     /// environment winning; what neither sets keeps its default. Keys: `http.host`, `http.port`, `database.path`,
-    /// `database.url` (PostgreSQL instead of SQLite), `database.connections`,
+    /// `database.url` (PostgreSQL instead of SQLite), `database.connections`, `database.callTimeout` (seconds),
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
     /// `delivery.minimumConcurrency`, `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds),
@@ -219,6 +222,7 @@ extension TernServerConfiguration {
         read("database.path", into: &configuration.database.path)
         configuration.database.url = reader.string(forKey: "database.url", isSecret: true)
         read("database.connections", into: &configuration.database.connections)
+        read("database.callTimeout", into: &configuration.database.callTimeout, unit: .seconds(1))
         configuration.admin.token = reader.string(forKey: "admin.token", isSecret: true)
         configuration.server.key = reader.string(forKey: "server.key", isSecret: true)
         read("server.keyFile", into: &configuration.server.keyFile)

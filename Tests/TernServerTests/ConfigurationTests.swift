@@ -86,9 +86,12 @@ struct ConfigurationTests {
 
     @Test func aPostgreSQLDatabaseIsConfiguredByURLAndAWrongOneIsAClearError() async throws {
         let configuration = try await TernServerConfiguration.load(
-            file: nil, environment: ["TERN_DATABASE_URL": "postgres://tern:pw@db:5432/tern", "TERN_DATABASE_CONNECTIONS": "4"])
+            file: nil, environment: ["TERN_DATABASE_URL": "postgres://tern:pw@db:5432/tern", "TERN_DATABASE_CONNECTIONS": "4",
+                                  "TERN_DATABASE_CALL_TIMEOUT": "40"])
         #expect(configuration.database.url == "postgres://tern:pw@db:5432/tern")
         #expect(configuration.database.connections == 4)
+        #expect(configuration.database.callTimeout == .seconds(40))
+        #expect(TernServerConfiguration().database.callTimeout == .seconds(15))
 
         func message(_ change: (inout TernServerConfiguration) -> Void) -> String {
             var settings = TernServerConfiguration()
@@ -102,6 +105,8 @@ struct ConfigurationTests {
         }
         #expect(message { $0.database.url = "mysql://db/tern" }.contains("database.url must be a PostgreSQL URL"))
         #expect(message { $0.database.connections = 0 } == "database.connections must be 1-1000")
+        #expect(message { $0.database.callTimeout = .zero } == "database.callTimeout must be 1-600 seconds")
+        #expect(message { $0.database.callTimeout = .seconds(601) } == "database.callTimeout must be 1-600 seconds")
         #expect(message { $0.database.url = "postgresql://db/tern" } == "valid")
 
         // A server that is not there: the start fails at once, saying why, and never shows the password.

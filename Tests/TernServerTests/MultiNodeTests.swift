@@ -251,6 +251,7 @@ struct MultiNode: Sendable {
                 let serverKey = Data((0..<32).map { UInt8($0) }).base64EncodedString()
                 let configure = { (settings: inout TernServerConfiguration) in
                     settings.database.url = url
+                    settings.database.callTimeout = PostgresTestServer.callTimeout
                     settings.server.key = serverKey
                     settings.simulator.enabled = false
                     settings.demo.enabled = false

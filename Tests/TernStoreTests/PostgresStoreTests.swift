@@ -59,6 +59,52 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("a migration may wait for another node's lock longer than one call's deadline; an ordinary call may not",
+          .enabled(if: PostgresTestServer.url != nil))
+    func migrationOutlastsOneCallsDeadline() async throws {
+        try await PostgresTestServer.withDatabase { url in
+            // This store's calls have a second each; the other node's the suite's usual deadline.
+            let other = try await SQLStore.openPostgres(url: url, callTimeout: PostgresTestServer.callTimeout, logger: Logger(label: "test"))
+            let store = try await SQLStore.openPostgres(url: url, callTimeout: .seconds(1), logger: Logger(label: "test"))
+            try await withThrowingTaskGroup(of: Void.self) { pools in
+                pools.addTask { await other.run() }
+                pools.addTask { await store.run() }
+                defer { pools.cancelAll() }
+
+                let error = await #expect(throws: StoreError.self) {
+                    try await store.exclusive { db in try await db.raw("SELECT pg_sleep(3)").run() }
+                }
+                #expect(error.map { "\($0)" }?.contains("did not answer within 1.0 seconds") == true, "\(String(describing: error))")
+
+                // Another node has migrated, and holds the schema's lock for three of this store's call deadlines.
+                try await other.migrate()
+                let lock = try #require(SQLFlavor.postgres.schemaLock)
+                try await other.exclusive { db in
+                    try await db.raw(SQLQueryString(lock.acquire)).run()
+                    async let migrated: Void = store.migrate()
+                    var waiting = 0
+                    for _ in 0..<200 where waiting == 0 {
+                        waiting = try await db.raw("""
+                            SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                                AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                            """).first(decodingColumn: "n", as: Int.self) ?? 0
+                        if waiting == 0 { try await Task.sleep(for: .milliseconds(50)) }
+                    }
+                    #expect(waiting == 1, "the migration waits for the lock")
+                    try await Task.sleep(for: .seconds(3))
+                    try await db.raw(SQLQueryString(lock.release)).run()
+                    try await migrated
+                }
+                let versions = try await other.exclusive { db in
+                    try await db.raw("SELECT version FROM schema_migrations ORDER BY version").all(decodingColumn: "version", as: Int.self)
+                }
+                #expect(versions == SQLStore.migrations(.postgres).map(\.version))
+                try await store.close()
+                try await other.close()
+            }
+        }
+    }
+
     @Test("text columns compare byte by byte and integers are 64-bit", .enabled(if: PostgresTestServer.url != nil))
     func schemaAdaptation() async throws {
         try await StoreFactory.postgres.withStore { store in

@@ -32,11 +32,12 @@ struct StoreFactory: Sendable, CustomTestStringConvertible {
         }
     }
 
-    /// A database of its own on the test server, dropped afterwards.
+    /// A database of its own on the test server, dropped afterwards. Its calls may take ``PostgresTestServer/callTimeout``.
     static let postgres = StoreFactory(name: "PostgreSQL") {
         let database = try await PostgresTestServer.createDatabase()
         do {
-            let store = try await SQLStore.openPostgres(url: database.url, logger: Logger(label: "tern.store.tests"))
+            let store = try await SQLStore.openPostgres(
+                url: database.url, callTimeout: PostgresTestServer.callTimeout, logger: Logger(label: "tern.store.tests"))
             return (store, {
                 try await store.close()
                 try await PostgresTestServer.dropDatabase(database.name)

@@ -70,10 +70,17 @@ public struct HTTPTestClient: Sendable {
         }
     }
 
+    /// How long to wait for the answer to a request for `path`: `timeout`, or longer when the request asks the server
+    /// to wait (`?wait=N` seconds, as `POST /v1/apps/…/pushes` takes): N and ten seconds more.
+    public static func patience(for path: String, timeout: Double) -> Double {
+        let wait = URLComponents(string: path)?.queryItems?.first { $0.name == "wait" }?.value.flatMap(Double.init)
+        return max(timeout, (wait ?? 0) + 10)
+    }
+
     private func exchange(
         _ method: HTTPMethod, _ path: String, body: [UInt8]?, headers extra: [(String, String)], port: Int, bearer: String?, timeout: Double
     ) async throws -> HTTPTestResponse {
-        try await withTimeout(timeout, "an answer to \(method) \(path)") {
+        try await withTimeout(Self.patience(for: path, timeout: timeout), "an answer to \(method) \(path)") {
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connectTimeout(.seconds(5))
                 .connect(host: "127.0.0.1", port: port) { channel in

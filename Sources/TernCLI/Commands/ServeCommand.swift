@@ -23,7 +23,8 @@ struct ServeCommand: AsyncParsableCommand {
                "database": {"path": "/var/lib/tern/tern.db"},
                "delivery": {"concurrency": 4000}}
             Keys: http.host, http.port, database.path, database.url (PostgreSQL;
-            TERN_DATABASE_URL), database.connections, admin.token, server.key,
+            TERN_DATABASE_URL), database.connections, database.callTimeout (seconds a
+            PostgreSQL call may take: default 15), admin.token, server.key,
             server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled,
             delivery.chunkSize (recipients per chunk; formerly delivery.pageSize),
             delivery.concurrency (notifications sent and not yet recorded, at most: the

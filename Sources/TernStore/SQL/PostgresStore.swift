@@ -9,8 +9,11 @@ extension SQLStore {
     /// Connects to the PostgreSQL database at `url` (`postgres://user:password@host:port/database`, with
     /// `?sslmode=disable|prefer|require`, default `prefer`). Call ``migrate()`` before use.
     ///
-    /// Calls share a pool of at most `maximumConnections` connections; several Tern nodes can use one database.
-    public static func openPostgres(url: String, maximumConnections: Int = 16, logger: Logger) async throws -> SQLStore {
+    /// Calls share a pool of at most `maximumConnections` connections; several Tern nodes can use one database. A call
+    /// the server has not answered after `callTimeout` fails as unavailable.
+    public static func openPostgres(
+        url: String, maximumConnections: Int = 16, callTimeout: Duration = .seconds(15), logger: Logger
+    ) async throws -> SQLStore {
         let location = try PostgresURL(url)
         // Fail now, with the server's own answer, rather than at the first call (the pool retries quietly for a
         // minute before it gives up on a server it cannot reach).
@@ -27,7 +30,7 @@ extension SQLStore {
             throw StoreError.unavailable("cannot reach PostgreSQL at \(location.redacted): \(PostgresSessions.describe(error))")
         }
         let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
-        return SQLStore(sessions: PostgresSessions(client: client), flavor: .postgres, logger: logger)
+        return SQLStore(sessions: PostgresSessions(client: client, callTimeout: callTimeout), flavor: .postgres, logger: logger)
     }
 }
 
@@ -69,7 +72,7 @@ final class PostgresSessions: SQLSessions {
     /// How long one call may take before it fails as unavailable.
     private let callTimeout: Duration
 
-    init(client: PostgresClient, callTimeout: Duration = .seconds(15)) {
+    init(client: PostgresClient, callTimeout: Duration) {
         self.client = client
         self.callTimeout = callTimeout
     }
@@ -78,12 +81,12 @@ final class PostgresSessions: SQLSessions {
         await client.run()
     }
 
-    /// Runs `body` on a pooled connection. A call still unanswered after `callTimeout` fails as unavailable, and is
-    /// left to finish on its own: a call in flight while the server restarts can otherwise wait forever (seen with
-    /// postgres-nio 1.33), and the caller would wait with it.
-    func withSession<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+    /// Runs `body` on a pooled connection. A call still unanswered after `calls` times `callTimeout` fails as
+    /// unavailable, and is left to finish on its own: a call in flight while the server restarts can otherwise wait
+    /// forever (seen with postgres-nio 1.33), and the caller would wait with it.
+    func withSession<T: Sendable>(calls: Int, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         let client = self.client
-        return try await withDeadline(callTimeout) {
+        return try await withDeadline(callTimeout * max(1, calls)) {
             try await client.withConnection { connection in
                 // Every query is logged at trace: its binds hold tokens and aliases.
                 try await body(connection.sql(queryLogLevel: .trace))

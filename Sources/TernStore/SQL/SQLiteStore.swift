@@ -46,7 +46,8 @@ struct SQLiteSessions: SQLSessions {
         self.database = database
     }
 
-    func withSession<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+    /// Calls take turns, with no deadline: the file does not go away mid-call as a server can.
+    func withSession<T: Sendable>(calls: Int, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         try await lock.withLock { [connection] in
             try await database.withSession { session in try await body(SQLiteSession(base: session, connection: connection)) }
         }

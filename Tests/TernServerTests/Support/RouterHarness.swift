@@ -56,7 +56,7 @@ struct RouterTestClient: APIClient {
         let headers = fields
         let client = self.client
         // Always a body, empty if need be: the framework then sends `Content-Length` as the socket client does.
-        let response = try await withTimeout(timeout, "an answer to \(method) \(path)") {
+        let response = try await withTimeout(HTTPTestClient.patience(for: path, timeout: timeout), "an answer to \(method) \(path)") {
             try await client.executeRequest(uri: path, method: requestMethod, headers: headers, body: ByteBuffer(bytes: body ?? []))
         }
         var answered = HTTPHeaders()
