@@ -71,27 +71,23 @@ struct PostgresStoreTests {
                 pools.addTask { await store.run() }
                 defer { pools.cancelAll() }
 
-                let error = await #expect(throws: StoreError.self) {
-                    try await store.exclusive { db in try await db.raw("SELECT pg_sleep(3)").run() }
-                }
-                #expect(error.map { "\($0)" }?.contains("did not answer within 1.0 seconds") == true, "\(String(describing: error))")
-
-                // Another node has migrated, and holds the schema's lock for three of this store's call deadlines.
+                // The other node has migrated, and holds the schema's lock while this store's migration waits for it.
                 try await other.migrate()
                 let lock = try #require(SQLFlavor.postgres.schemaLock)
                 try await other.exclusive { db in
                     try await db.raw(SQLQueryString(lock.acquire)).run()
                     async let migrated: Void = store.migrate()
-                    var waiting = 0
-                    for _ in 0..<200 where waiting == 0 {
-                        waiting = try await db.raw("""
+                    try await waitUntil("the migration to wait for the lock") {
+                        try await db.raw("""
                             SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
                                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                            """).first(decodingColumn: "n", as: Int.self) ?? 0
-                        if waiting == 0 { try await Task.sleep(for: .milliseconds(50)) }
+                            """).first(decodingColumn: "n", as: Int.self) == 1
                     }
-                    #expect(waiting == 1, "the migration waits for the lock")
-                    try await Task.sleep(for: .seconds(3))
+                    // An ordinary call made after that gives up at its deadline, while the migration keeps waiting.
+                    let error = await #expect(throws: StoreError.self) {
+                        try await store.exclusive { db in try await db.raw("SELECT pg_sleep(5)").run() }
+                    }
+                    #expect(error.map { "\($0)" }?.contains("did not answer within 1.0 seconds") == true, "\(String(describing: error))")
                     try await db.raw(SQLQueryString(lock.release)).run()
                     try await migrated
                 }

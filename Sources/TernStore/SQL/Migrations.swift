@@ -54,7 +54,8 @@ extension SQLStore {
     func migrate(through last: Int?) async throws {
         let flavor = self.flavor
         let logger = self.logger
-        try await sessions.withSession(calls: 2 * (Self.migrations(flavor).count + 1)) { db in
+        let steps = Self.migrations(flavor).filter { $0.version <= last ?? .max }
+        try await sessions.withSession(calls: 2 * (steps.count + 1)) { db in
             if let lock = flavor.schemaLock { try await db.raw(SQLQueryString(lock.acquire)).run() }
             do {
                 try await db.raw(SQLQueryString(flavor.adapt("""
@@ -65,7 +66,7 @@ extension SQLStore {
                     )
                     """))).run()
                 let applied = Set(try await db.raw("SELECT version FROM schema_migrations").all(decodingColumn: "version", as: Int.self))
-                for migration in Self.migrations(flavor) where !applied.contains(migration.version) && migration.version <= last ?? .max {
+                for migration in steps where !applied.contains(migration.version) {
                     try await Self.inTransaction(db, flavor: flavor) { db in
                         for statement in migration.statements {
                             try await db.raw(SQLQueryString(flavor.adapt(statement))).run()
