@@ -85,5 +85,13 @@ public struct ProviderToken: Hashable, Sendable, CustomStringConvertible {
     /// Without the signature, so a token in a log cannot be replayed.
     public var description: String { "ProviderToken(kid: \(keyID), iat: \(Int64(issuedAt.timeIntervalSince1970)))" }
 
-    public var authorizationHeader: String { "bearer " + value }
+    /// `bearer <value>`, made once: every request carries it, and the token lasts tens of minutes.
+    public let authorizationHeader: String
+
+    init(value: String, keyID: String, issuedAt: Date) {
+        self.value = value
+        self.keyID = keyID
+        self.issuedAt = issuedAt
+        self.authorizationHeader = "bearer " + value
+    }
 }

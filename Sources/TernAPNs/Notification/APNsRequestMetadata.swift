@@ -61,12 +61,16 @@ public struct APNsRequestMetadata: Hashable, Sendable {
     }
 
     /// The request headers APNs expects, in a stable order, without `:path` or `authorization`.
-    public var headers: [(name: String, value: String)] {
-        var headers: [(String, String)] = [
-            ("apns-push-type", pushType.rawValue),
-            ("apns-id", apnsID.apnsString),
-            ("apns-priority", priority.description),
-        ]
+    public var headers: [(name: String, value: String)] { headers(reservingRoomFor: 0) }
+
+    /// ``headers``, in an array with room for `extra` more (a client adds `authorization`), so the list is
+    /// allocated once per request.
+    public func headers(reservingRoomFor extra: Int) -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(6 + extra)  // the six below, at most
+        headers.append(("apns-push-type", pushType.rawValue))
+        headers.append(("apns-id", apnsID.apnsString))
+        headers.append(("apns-priority", priority.description))
         if let topic { headers.append(("apns-topic", topic)) }
         if let value = expiration.headerValue { headers.append(("apns-expiration", value)) }
         if let collapseID { headers.append(("apns-collapse-id", collapseID)) }

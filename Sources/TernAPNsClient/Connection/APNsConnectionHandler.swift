@@ -19,7 +19,7 @@ enum StreamOutcome: Sendable {
 /// A request ready for the wire: the `:path` and headers are rendered once per attempt.
 struct WireRequest: Sendable {
     var path: String
-    var headers: [(String, String)]
+    var headers: [(name: String, value: String)]
     var payload: [UInt8]
     /// When to give up waiting for the answer (``StreamOutcome/timedOut``).
     var deadline: NIODeadline
@@ -314,7 +314,7 @@ struct PerPushHeaderNames {
 
     /// A request's header block, with the indexing APNs asks for: the path (it holds the token) never indexed, the
     /// per-push headers indexed the first time on the connection and not after, everything else indexed.
-    mutating func requestHeaders(path: String, headers requestHeaders: [(String, String)], authority: String) -> HPACKHeaders {
+    mutating func requestHeaders(path: String, headers requestHeaders: [(name: String, value: String)], authority: String) -> HPACKHeaders {
         func once(_ sent: inout Bool) -> HPACKIndexing {
             defer { sent = true }
             return sent ? .nonIndexable : .indexable

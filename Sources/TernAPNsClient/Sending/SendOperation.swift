@@ -106,7 +106,7 @@ final class SendOperation: Sendable {
             fail(APNsClientError.timedOut(attempts: attempts, lastProblem: lastProblem))
             return
         }
-        var headers = notification.metadata.headers.map { ($0.name, $0.value) }
+        var headers = notification.metadata.headers(reservingRoomFor: 1)
         var token: ProviderToken?
         if let tokens = context.tokens {
             do {
@@ -137,7 +137,7 @@ final class SendOperation: Sendable {
         if waits, progress.withLock({ $0.cancelled }) { context.pool.cancelWaiter(id) }
     }
 
-    private func transmit(on lease: ConnectionLease, headers: [(String, String)], token: ProviderToken?) {
+    private func transmit(on lease: ConnectionLease, headers: [(name: String, value: String)], token: ProviderToken?) {
         let proceed = progress.withLock { progress -> Bool in
             guard !progress.cancelled else { return false }
             progress.phase = .onTheWire
