@@ -1,6 +1,7 @@
 import Configuration
 import Foundation
 import Logging
+import Synchronization
 import SystemPackage
 
 /// Everything `tern serve` can be told, by component; each setting's Swift path is its key (`delivery.concurrency`).
@@ -208,7 +209,8 @@ extension TernServerConfiguration {
                 throw TernServerConfigurationError("\(file) is not a JSON configuration: \(error)")
             }
         }
-        let reader = ConfigReader(providers: providers)
+        let unreadable = UnreadableSettings()
+        let reader = ConfigReader(providers: providers, accessReporter: unreadable)
         var configuration = TernServerConfiguration()
         func read(_ key: String, into value: inout String) { value = reader.string(forKey: .init(key)) ?? value }
         func read(_ key: String, into value: inout Int) { value = reader.int(forKey: .init(key)) ?? value }
@@ -249,6 +251,48 @@ extension TernServerConfiguration {
         read("console.secureCookies", into: &configuration.console.secureCookies)
         read("console.sessionIdleTimeout", into: &configuration.console.sessionIdleTimeout, unit: .seconds(1))
         read("console.sessionLifetime", into: &configuration.console.sessionLifetime, unit: .seconds(1))
+        // A value that is set but is not of its setting's type would otherwise read as unset: the default, silently.
+        if let problem = unreadable.problems.first { throw TernServerConfigurationError(problem) }
         return configuration
+    }
+}
+
+/// Hears every read of a setting and keeps the keys whose value is set but cannot be read as the setting's type
+/// (`TERN_DATABASE_CALL_TIMEOUT=abc`, `"http": {"port": "80"}`). Values are never repeated: some are secrets.
+private final class UnreadableSettings: AccessReporter {
+    private let found = Mutex<[String]>([])
+
+    var problems: [String] { found.withLock { $0 } }
+
+    func report(_ event: AccessEvent) {
+        let failed = event.conversionError != nil || event.result.isFailure || event.providerResults.contains { $0.result.isFailure }
+        guard failed else { return }
+        let key = event.metadata.key.components.joined(separator: ".")
+        let expected =
+            switch event.metadata.valueType {
+            case .int: "a whole number"
+            case .bool: "true or false"
+            default: "\(event.metadata.valueType)"
+            }
+        found.withLock { $0.append("\(key) must be \(expected) (environment \(Self.environmentName(of: key)))") }
+    }
+
+    /// `database.callTimeout` → `TERN_DATABASE_CALL_TIMEOUT`, the environment provider's spelling of a key.
+    static func environmentName(of key: String) -> String {
+        var name = "TERN"
+        for component in key.split(separator: ".") {
+            name += "_"
+            for character in component {
+                if character.isUppercase { name += "_" }
+                name += character.uppercased()
+            }
+        }
+        return name
+    }
+}
+
+extension Result {
+    fileprivate var isFailure: Bool {
+        if case .failure = self { true } else { false }
     }
 }

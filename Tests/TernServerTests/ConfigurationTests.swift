@@ -36,6 +36,31 @@ struct ConfigurationTests {
         #expect(throws: TernServerConfigurationError.self) { try configuration.validate() }
     }
 
+    @Test func aValueThatIsNotOfItsSettingsTypeIsAnErrorNamingTheSettingNotItsDefault() async throws {
+        func message(file contents: String? = nil, _ environment: [String: String]) async -> String {
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("tern-config-\(UUID().uuidString).json")
+            defer { try? FileManager.default.removeItem(at: file) }
+            do {
+                if let contents { try contents.write(to: file, atomically: true, encoding: .utf8) }
+                _ = try await TernServerConfiguration.load(file: contents == nil ? nil : file.path, environment: environment)
+                return "loaded"
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(await message(["TERN_DATABASE_CALL_TIMEOUT": "abc"])
+            == "database.callTimeout must be a whole number (environment TERN_DATABASE_CALL_TIMEOUT)")
+        #expect(await message(["TERN_DATABASE_CONNECTIONS": "1.5"])
+            == "database.connections must be a whole number (environment TERN_DATABASE_CONNECTIONS)")
+        #expect(await message(["TERN_CONSOLE_ENABLED": "maybe"]) == "console.enabled must be true or false (environment TERN_CONSOLE_ENABLED)")
+        #expect(await message(file: #"{"http": {"port": "80"}}"#, [:]) == "http.port must be a whole number (environment TERN_HTTP_PORT)")
+        // The value itself is not repeated (an admin token or a database URL could be in the wrong place).
+        #expect(await message(["TERN_HTTP_PORT": "s3cr3t-value"]).contains("s3cr3t") == false)
+        // Set and readable, or not set at all: no error.
+        #expect(await message(["TERN_DATABASE_CALL_TIMEOUT": "40", "TERN_CONSOLE_ENABLED": "false"]) == "loaded")
+        #expect(await message([:]) == "loaded")
+    }
+
     @Test func camelCaseKeysAreWordsInTheEnvironmentAndTheChunkLeaseIsChecked() async throws {
         let configuration = try await TernServerConfiguration.load(
             file: nil, environment: ["TERN_DELIVERY_PAGE_SIZE": "300", "TERN_DELIVERY_CHUNK_LEASE": "3"])
