@@ -22,12 +22,20 @@ extension ClientFaultTests {
                     endpoint: .init(
                         host: "127.0.0.1", port: try #require(simulator.legacyGatewayPort),
                         trustRootsPEM: simulator.certificateAuthority.certificatePEM))
+                // Short, so a test that writes a few notifications settles them quickly. The tests in which the
+                // gateway answers an error mid-stream widen it: see `patientWindow`.
                 configuration.replayWindow = .milliseconds(300)
                 configuration.reconnectBackoff = .init(initial: .milliseconds(50), maximum: .milliseconds(200))
                 configure(&configuration)
                 return try await body(simulator, configuration)
             }
         }
+
+        /// For the tests in which the gateway answers an error in the middle of 10,000 notifications: the client
+        /// counts a notification accepted once this long passed without an error naming it or an earlier one, so the
+        /// error must arrive within it. On two busy cores, with the in-process suites running alongside, the
+        /// simulator's answer once took longer than 300 ms, and the client had settled everything before it came.
+        static let patientWindow: Duration = .seconds(2)
 
         static func notifications(_ count: Int, series: Int = 0) -> [LegacyNotification] {
             (0..<count).map { index in
@@ -38,7 +46,7 @@ extension ClientFaultTests {
 
         @Test(arguments: [LegacyCommand.frame, .enhanced])
         func aBadTokenMidStreamIsReportedAndEveryOtherNotificationArrivesOnce(format: LegacyCommand) async throws {
-            try await Self.withLegacySimulator(configure: { $0.format = format }) { simulator, configuration in
+            try await Self.withLegacySimulator(configure: { $0.format = format; $0.replayWindow = Self.patientWindow }) { simulator, configuration in
                 let bad = Harness.token(5_000)
                 simulator.state.bind(bad, topic: nil, environment: .production)  // the simulator plays development
                 let client = try LegacyGatewayClient(configuration: configuration)
@@ -61,7 +69,7 @@ extension ClientFaultTests {
         }
 
         @Test func aShutdownMidStreamLosesNothingAndRepeatsNothing() async throws {
-            try await Self.withLegacySimulator { simulator, configuration in
+            try await Self.withLegacySimulator(configure: { $0.replayWindow = Self.patientWindow }) { simulator, configuration in
                 try simulator.state.setLegacyShutdown(.init(afterNotifications: 3_000))
                 let client = try LegacyGatewayClient(configuration: configuration)
                 let outcomes = await client.send(Self.notifications(10_000))

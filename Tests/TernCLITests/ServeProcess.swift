@@ -8,6 +8,7 @@ final class ServeProcess {
     private let output = Pipe()
     private(set) var banner = ""
     private(set) var port = 0
+    var logURL: URL { folder.appendingPathComponent("serve.log") }
 
     /// - Parameter environment: added to this process's (e.g. `TERN_ADMIN_TOKEN`).
     init(folder: URL, arguments: [String] = [], environment: [String: String] = [:]) throws {
@@ -18,8 +19,12 @@ final class ServeProcess {
         process.currentDirectoryURL = folder
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        // Its log (warnings and worse) to a file in its folder, for a failing test to quote: see ``diagnosis()``.
+        FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        let log = try FileHandle(forWritingTo: logURL)
+        process.standardError = log
         try process.run()
+        try log.close()  // the child has its own copy
         try readBanner()
     }
 
@@ -67,6 +72,14 @@ final class ServeProcess {
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
         return process.terminationStatus
+    }
+
+    /// Whether it runs (or how it ended) and the last lines it logged: what a failing test reports about it.
+    func diagnosis(lines: Int = 30) -> String {
+        let state = process.isRunning ? "running" : "exited with status \(process.terminationStatus)"
+        let log = (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
+        let tail = log.split(separator: "\n", omittingEmptySubsequences: false).suffix(lines).joined(separator: "\n")
+        return "tern serve on port \(port): \(state); its log ends:\n\(tail.isEmpty ? "(nothing)" : tail)"
     }
 
     deinit {

@@ -48,6 +48,18 @@ public enum PostgresTestServer {
 
     /// Runs a query on the database at `databaseURL` and returns its rows' first column as integers.
     public static func integers(_ query: String, database databaseURL: String) async throws -> [Int] {
+        try await firstColumn(query, as: Int.self, database: databaseURL)
+    }
+
+    /// Runs a query on the database at `databaseURL` and returns its rows' first column as text (for a test's
+    /// diagnosis: `SELECT format(...)`).
+    public static func texts(_ query: String, database databaseURL: String) async throws -> [String] {
+        try await firstColumn(query, as: String.self, database: databaseURL)
+    }
+
+    private static func firstColumn<Value: PostgresDecodable>(
+        _ query: String, as: Value.Type, database databaseURL: String
+    ) async throws -> [Value] {
         guard let components = URLComponents(string: databaseURL), let host = components.host else { throw Missing() }
         var configuration = PostgresConnection.Configuration(
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
@@ -56,9 +68,9 @@ public enum PostgresTestServer {
         let logger = Logger(label: "tern.tests.postgres")
         let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
         do {
-            var values: [Int] = []
+            var values: [Value] = []
             for try await row in try await connection.query(PostgresQuery(unsafeSQL: query), logger: logger) {
-                if let value = try? row.decode(Int.self) { values.append(value) }
+                if let value = try? row.decode(Value.self) { values.append(value) }
             }
             try await connection.close()
             return values
