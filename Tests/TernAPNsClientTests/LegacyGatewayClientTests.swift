@@ -46,7 +46,10 @@ extension ClientFaultTests {
 
         @Test(arguments: [LegacyCommand.frame, .enhanced])
         func aBadTokenMidStreamIsReportedAndEveryOtherNotificationArrivesOnce(format: LegacyCommand) async throws {
-            try await Self.withLegacySimulator(configure: { $0.format = format; $0.replayWindow = Self.patientWindow }) { simulator, configuration in
+            try await Self.withLegacySimulator(configure: {
+                $0.format = format
+                $0.replayWindow = Self.patientWindow
+            }) { simulator, configuration in
                 let bad = Harness.token(5_000)
                 simulator.state.bind(bad, topic: nil, environment: .production)  // the simulator plays development
                 let client = try LegacyGatewayClient(configuration: configuration)

@@ -8,7 +8,7 @@ final class ServeProcess {
     private let output = Pipe()
     private(set) var banner = ""
     private(set) var port = 0
-    var logURL: URL { folder.appendingPathComponent("serve.log") }
+    private var logURL: URL { folder.appendingPathComponent("serve.log") }
 
     /// - Parameter environment: added to this process's (e.g. `TERN_ADMIN_TOKEN`).
     init(folder: URL, arguments: [String] = [], environment: [String: String] = [:]) throws {

@@ -43,22 +43,25 @@ public enum PostgresTestServer {
     /// Runs one statement (no binds: database names are not bindable) on the server's own database.
     public static func administer(_ statement: String) async throws {
         guard let url else { throw Missing() }
-        _ = try await integers(statement, database: url)
+        // Whatever it answers (`pg_terminate_backend` answers booleans) is not read.
+        _ = try await rows(statement, database: url) { _ in () }
     }
 
     /// Runs a query on the database at `databaseURL` and returns its rows' first column as integers.
     public static func integers(_ query: String, database databaseURL: String) async throws -> [Int] {
-        try await firstColumn(query, as: Int.self, database: databaseURL)
+        try await rows(query, database: databaseURL) { try $0.decode(Int.self) }
     }
 
     /// Runs a query on the database at `databaseURL` and returns its rows' first column as text (for a test's
     /// diagnosis: `SELECT format(...)`).
     public static func texts(_ query: String, database databaseURL: String) async throws -> [String] {
-        try await firstColumn(query, as: String.self, database: databaseURL)
+        try await rows(query, database: databaseURL) { try $0.decode(String.self) }
     }
 
-    private static func firstColumn<Value: PostgresDecodable>(
-        _ query: String, as: Value.Type, database databaseURL: String
+    /// Runs a query on its own connection and reads each row with `read`: a row that is not of the type asked for
+    /// fails the test rather than going missing from its answer.
+    private static func rows<Value>(
+        _ query: String, database databaseURL: String, _ read: (PostgresRow) throws -> Value
     ) async throws -> [Value] {
         guard let components = URLComponents(string: databaseURL), let host = components.host else { throw Missing() }
         var configuration = PostgresConnection.Configuration(
@@ -70,7 +73,7 @@ public enum PostgresTestServer {
         do {
             var values: [Value] = []
             for try await row in try await connection.query(PostgresQuery(unsafeSQL: query), logger: logger) {
-                if let value = try? row.decode(Value.self) { values.append(value) }
+                values.append(try read(row))
             }
             try await connection.close()
             return values

@@ -87,3 +87,27 @@ public func waitUntil(
         try await Task.sleep(for: interval)
     }
 }
+
+/// ``waitUntil(_:within:every:_:)`` for long work whose speed is the machine's (a push to 100,000 devices by
+/// debug-built processes on two shared cores): `check` says whether it is done and where it is, and the wait fails
+/// when that place has not changed for `stalledFor` seconds, or after `seconds` in all. So a slow machine passes and a
+/// stuck one fails in a minute, not at a deadline tuned to one machine's speed.
+public func waitUntil<Place: Equatable>(
+    _ what: String, stalledFor: Double, within seconds: Double, every interval: Duration = .milliseconds(20),
+    _ check: () async throws -> (done: Bool, place: Place)
+) async throws {
+    let start = ContinuousClock.now
+    var (done, place) = try await check()
+    var moved = start
+    while !done {
+        let now = ContinuousClock.now
+        guard now - moved < .seconds(stalledFor) else {
+            throw TimeoutError(what: "\(what), with no change in that time", seconds: stalledFor)
+        }
+        guard now - start < .seconds(seconds) else { throw TimeoutError(what: what, seconds: seconds) }
+        try await Task.sleep(for: interval)
+        let previous = place
+        (done, place) = try await check()
+        if place != previous { moved = ContinuousClock.now }
+    }
+}
