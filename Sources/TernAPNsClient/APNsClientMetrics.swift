@@ -2,8 +2,9 @@ import Metrics
 import TernAPNs
 
 /// The client's swift-metrics instruments (exported by whatever metrics backend the process bootstraps,
-/// Prometheus in `tern serve`).
-struct APNsClientMetrics: Sendable {
+/// Prometheus in `tern serve`). A class, since every send reads it: a struct of eight instruments was copied, eight
+/// retains, each time a notification was counted.
+final class APNsClientMetrics: Sendable {
     private let sent = Counter(label: "tern_apns_requests_total")
     private let accepted = Counter(label: "tern_apns_accepted_total")
     private let retried = Counter(label: "tern_apns_retries_total")

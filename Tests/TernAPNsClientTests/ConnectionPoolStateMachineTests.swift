@@ -73,6 +73,53 @@ import Testing
         #expect(fifth.lend == [Self.lend(5, 2)])
     }
 
+    /// The pool's fast path must decide exactly as `acquire` does whenever it decides at all, and decide nothing
+    /// (no waiter, no connect) when the caller would wait or fail.
+    @Test func lendAtOnceDecidesAsAcquireDoesOrNotAtAll() {
+        var machine = Self.machine(connections: 2)
+        let beforeAnyConnection = machine.lendAtOnce()
+        #expect(beforeAnyConnection == nil, "nothing is open yet")
+        #expect(machine.waiters.isEmpty)
+        #expect(!machine.connectScheduled, "deciding nothing plans no connect either")
+
+        Self.open(&machine, machine.acquire(1).connect, maxStreams: 2)
+        _ = machine.release(1)
+        // Twin machines from here: one answers through `acquire`, the other through `lendAtOnce`.
+        var twin = machine
+        var planned: Machine.ConnectPlan?
+        for caller in 2...6 {
+            let slow = machine.acquire(caller)
+            let fast = twin.lendAtOnce()
+            if let fast {
+                #expect(slow.lend == [Self.lend(caller, fast.connectionID)], "caller \(caller)")
+                #expect(fast.lease == FakeLease(connectionID: fast.connectionID))
+                #expect(slow.connect == fast.connect, "caller \(caller): the same growth")
+                #expect(slow.startDeadline == nil)
+                planned = fast.connect ?? planned
+            } else {
+                #expect(slow.lend.isEmpty, "caller \(caller): no stream free, so it waits")
+                #expect(twin.waiters.isEmpty)
+                _ = machine.waiterCancelled(caller)
+            }
+            #expect(machine.connections.mapValues(\.inFlight) == twin.connections.mapValues(\.inFlight), "caller \(caller)")
+            #expect(machine.connectScheduled == twin.connectScheduled, "caller \(caller)")
+            // The connection that caller 2 found every stream busy for opens, with room for one stream, on both.
+            if caller == 3 {
+                #expect(planned?.connectionID == 2)
+                Self.open(&machine, planned, maxStreams: 1)
+                Self.open(&twin, planned, maxStreams: 1)
+            }
+        }
+        #expect(twin.connections.values.allSatisfy { $0.inFlight == $0.maxStreams }, "every stream was lent")
+        let whenFull = twin.lendAtOnce()
+        #expect(whenFull == nil, "and none is left")
+
+        _ = twin.release(1)
+        _ = twin.shutdown()
+        let afterShutdown = twin.lendAtOnce()
+        #expect(afterShutdown == nil, "a shut-down pool lends nothing, even with a stream free")
+    }
+
     // MARK: Event loops
 
     /// Opens `count` connections, each with one stream (every new caller finds all busy, so the pool grows), and

@@ -6,11 +6,21 @@ import NIOSSL
 import Synchronization
 
 /// A connection lent to one attempt; hand it back with ``APNsConnectionPool/release(_:)``.
-struct ConnectionLease: Sendable {
+///
+/// A class, though it only names things: it is handed along several times for every notification (the pool's
+/// decision, the lend, the attempt, the answer), and a copy of a struct of these four retained each of them.
+final class ConnectionLease: Sendable {
     let connectionID: Int
     let channel: any Channel
     let handler: NIOLoopBound<APNsConnectionHandler>
     let outbox: ConnectionOutbox
+
+    init(connectionID: Int, channel: any Channel, handler: NIOLoopBound<APNsConnectionHandler>, outbox: ConnectionOutbox) {
+        self.connectionID = connectionID
+        self.channel = channel
+        self.handler = handler
+        self.outbox = outbox
+    }
 }
 
 /// Requests on their way to one connection's event loop. Callers on any thread add to it; the first request of a
@@ -115,6 +125,12 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     /// - Returns: whether the caller waits (`onLease` not called yet).
     @discardableResult
     func acquire(id waiterID: Int, deadline: NIODeadline, _ onLease: @escaping LeaseHandler) -> Bool {
+        // A free stream, the usual case: no waiter to register, no timer, no arrays.
+        if let (_, lease, connect) = state.withLock({ $0.machine.lendAtOnce() }) {
+            if let connect { scheduleConnect(connect) }
+            onLease(.success(lease))
+            return false
+        }
         let (work, waits) = state.withLock { state -> (Work, Bool) in
             // Registered before the machine hears of it, so a lend or failure it decides now finds the handler.
             state.waiters[waiterID] = Waiter(onLease: onLease, deadline: deadline)

@@ -132,6 +132,15 @@ struct ConnectionPoolStateMachine<Lease> {
         return Action(startDeadline: waiterID, connect: planConnect())
     }
 
+    /// ``acquire(_:)`` for a caller that can have a stream at once, which is nearly every caller of a busy client:
+    /// the same decision (the least loaded ready connection; a connect planned when that leaves every connection
+    /// busy), told without the arrays of an ``Action``. Nil, deciding nothing, when the caller would have to wait or
+    /// fail: it then goes through ``acquire(_:)``.
+    mutating func lendAtOnce() -> (connectionID: Int, lease: Lease, connect: ConnectPlan?)? {
+        guard !isShutDown, let (id, lease) = takeLeastLoaded() else { return nil }
+        return (id, lease, allBusy ? planConnect() : nil)
+    }
+
     /// A stream on `connectionID` ended; the next waiters get what is free now.
     mutating func release(_ connectionID: Int) -> Action {
         connections[connectionID]?.inFlight -= 1
@@ -249,16 +258,32 @@ struct ConnectionPoolStateMachine<Lease> {
         return Action(fail: [Failure(waiterID: waiterID, reason: reason)])
     }
 
-    /// The ready connection with the fewest streams in flight and one free (the lowest id among equals).
+    /// The ready connection with the fewest streams in flight and one free (the lowest id among equals), for `waiterID`.
     private mutating func lendLeastLoaded(to waiterID: Int) -> Lend? {
-        var best: (id: Int, inFlight: Int)?
-        for (id, connection) in connections where connection.state == .ready && connection.inFlight < connection.maxStreams {
-            if let current = best, (current.inFlight, current.id) < (connection.inFlight, id) { continue }
-            best = (id, connection.inFlight)
+        takeLeastLoaded().map { id, lease in Lend(waiterID: waiterID, connectionID: id, lease: lease) }
+    }
+
+    /// The ready connection with the fewest streams in flight and one free (the lowest id among equals), that stream
+    /// counted as taken.
+    ///
+    /// Runs for every notification sent, so it reads each connection's counts where they are: a `for (id, connection)`
+    /// loop copied every connection, lease and all (four references to retain and release each), per notification.
+    private mutating func takeLeastLoaded() -> (connectionID: Int, lease: Lease)? {
+        var best: (index: Dictionary<Int, Connection>.Index, id: Int, inFlight: Int)?
+        var index = connections.startIndex
+        while index != connections.endIndex {
+            let id = connections.keys[index]
+            let inFlight = connections.values[index].inFlight
+            if connections.values[index].state == .ready, inFlight < connections.values[index].maxStreams,
+                best.map({ (inFlight, id) < ($0.inFlight, $0.id) }) ?? true
+            {
+                best = (index, id, inFlight)
+            }
+            connections.formIndex(after: &index)
         }
-        guard let id = best?.id, let lease = connections[id]?.lease else { return nil }
-        connections[id]?.inFlight += 1
-        return Lend(waiterID: waiterID, connectionID: id, lease: lease)
+        guard let best, let lease = connections.values[best.index].lease else { return nil }
+        connections.values[best.index].inFlight += 1
+        return (best.id, lease)
     }
 
     private mutating func serveWaiters() -> [Lend] {

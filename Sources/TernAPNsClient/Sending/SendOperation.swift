@@ -163,7 +163,6 @@ final class SendOperation: Sendable {
     /// Runs on the connection's event loop with what the attempt came to: the answer, a retry, or an error.
     private func conclude(_ outcome: StreamOutcome, on lease: ConnectionLease, token: ProviderToken?, attemptTime: TimeAmount) {
         context.pool.release(lease)
-        let configuration = context.configuration
         if case .answered(let response) = outcome, response.reason == .tooManyProviderTokenUpdates {
             // APNs takes no new token on this connection for 20 minutes (it first saw a token less than 20 minutes
             // ago); a new connection takes the current one as its first.
@@ -174,7 +173,7 @@ final class SendOperation: Sendable {
         switch outcome {
         case .answered(let response):
             let failures = progress.withLock { $0.failures }
-            if response.isSuccess || failures + 1 >= configuration.maxAttempts || !mayRetry(response) {
+            if response.isSuccess || failures + 1 >= context.configuration.maxAttempts || !mayRetry(response) {
                 answer(response)
                 return
             }
@@ -193,7 +192,7 @@ final class SendOperation: Sendable {
                 }
                 retryDelay = .zero
             } else {
-                retryDelay = configuration.retryBackoff.delay(afterFailures: failures + 1)
+                retryDelay = context.configuration.retryBackoff.delay(afterFailures: failures + 1)
             }
         case .unprocessed(let reason):
             // Not processed by APNs: safe to send again, on another connection, without delay.
@@ -213,11 +212,11 @@ final class SendOperation: Sendable {
                 progress.lastProblem = reason
                 return (progress.failures, progress.attempts)
             }
-            guard failures < configuration.maxAttempts else {
+            guard failures < context.configuration.maxAttempts else {
                 fail(APNsClientError.connectionFailed("\(attempts) attempt(s) failed; last: \(reason)"))
                 return
             }
-            retryDelay = configuration.retryBackoff.delay(afterFailures: failures)
+            retryDelay = context.configuration.retryBackoff.delay(afterFailures: failures)
         case .timedOut:
             let attempts = progress.withLock { $0.attempts }
             fail(APNsClientError.timedOut(attempts: attempts, lastProblem: "no answer within \(attemptTime)"))
