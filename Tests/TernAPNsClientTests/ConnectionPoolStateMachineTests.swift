@@ -73,8 +73,9 @@ import Testing
         #expect(fifth.lend == [Self.lend(5, 2)])
     }
 
-    /// The pool's fast path must decide exactly as `acquire` does whenever it decides at all, and decide nothing
-    /// (no waiter, no connect) when the caller would wait or fail.
+    /// The pool asks `lendAtOnce` first and goes through `acquire` only when it says nil: so it must lend as
+    /// `acquire` does whenever it decides at all, and decide nothing (no waiter, no connect) when the caller would
+    /// wait or fail.
     @Test func lendAtOnceDecidesAsAcquireDoesOrNotAtAll() {
         var machine = Self.machine(connections: 2)
         let beforeAnyConnection = machine.lendAtOnce()

@@ -125,20 +125,27 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     /// - Returns: whether the caller waits (`onLease` not called yet).
     @discardableResult
     func acquire(id waiterID: Int, deadline: NIODeadline, _ onLease: @escaping LeaseHandler) -> Bool {
-        // A free stream, the usual case: no waiter to register, no timer, no arrays.
-        if let (_, lease, connect) = state.withLock({ $0.machine.lendAtOnce() }) {
-            if let connect { scheduleConnect(connect) }
-            onLease(.success(lease))
-            return false
+        enum Decision {
+            case lent(ConnectionLease, connect: StateMachine.ConnectPlan?)
+            case work(Work, waits: Bool)
         }
-        let (work, waits) = state.withLock { state -> (Work, Bool) in
+        let decision = state.withLock { state -> Decision in
+            // A free stream, the usual case: no waiter to register, no timer, no arrays.
+            if let (_, lease, connect) = state.machine.lendAtOnce() { return .lent(lease, connect: connect) }
             // Registered before the machine hears of it, so a lend or failure it decides now finds the handler.
             state.waiters[waiterID] = Waiter(onLease: onLease, deadline: deadline)
             let action = state.machine.acquire(waiterID)
-            return (resolve(action, &state), action.startDeadline == waiterID)
+            return .work(resolve(action, &state), waits: action.startDeadline == waiterID)
         }
-        run(work)
-        return waits
+        switch decision {
+        case .lent(let lease, let connect):
+            if let connect { scheduleConnect(connect) }
+            onLease(.success(lease))
+            return false
+        case .work(let work, let waits):
+            run(work)
+            return waits
+        }
     }
 
     /// Ends a waiting ``acquire(id:deadline:_:)`` with `CancellationError`; nothing happens when it is not waiting.

@@ -122,20 +122,17 @@ struct ConnectionPoolStateMachine<Lease> {
     /// A caller wants a stream: lent at once if one is free, else it waits (and the pool may grow).
     mutating func acquire(_ waiterID: Int) -> Action {
         if isShutDown { return Action(fail: [Failure(waiterID: waiterID, reason: .shutDown)]) }
-        if let lend = lendLeastLoaded(to: waiterID) {
-            var action = Action(lend: [lend])
-            // Grow while every open connection is busy, so load spreads over up to `poolSize` connections.
-            if allBusy { action.connect = planConnect() }
-            return action
+        if let (id, lease, connect) = lendAtOnce() {
+            return Action(lend: [Lend(waiterID: waiterID, connectionID: id, lease: lease)], connect: connect)
         }
         waiters.append(waiterID)
         return Action(startDeadline: waiterID, connect: planConnect())
     }
 
-    /// ``acquire(_:)`` for a caller that can have a stream at once, which is nearly every caller of a busy client:
-    /// the same decision (the least loaded ready connection; a connect planned when that leaves every connection
-    /// busy), told without the arrays of an ``Action``. Nil, deciding nothing, when the caller would have to wait or
-    /// fail: it then goes through ``acquire(_:)``.
+    /// The part of ``acquire(_:)`` for a caller that can have a stream at once, which is nearly every caller of a
+    /// busy client, told without the arrays of an ``Action`` or a waiter id: the least loaded ready connection, and
+    /// a connect planned when that leaves every open connection busy, so load spreads over up to `poolSize`
+    /// connections. Nil, deciding nothing, when the caller would have to wait or fail.
     mutating func lendAtOnce() -> (connectionID: Int, lease: Lease, connect: ConnectPlan?)? {
         guard !isShutDown, let (id, lease) = takeLeastLoaded() else { return nil }
         return (id, lease, allBusy ? planConnect() : nil)
