@@ -194,4 +194,46 @@ struct RecipientTests {
             }
         }
     }
+
+    /// SQLite reads a fan-out's recipients packed into one value, each text behind its length (`PackedRows`): texts
+    /// holding the packing's own characters, or none at all, must come back as they went in.
+    @Test("ids and aliases holding colons, digits, format specifiers or no text read back exactly", arguments: StoreFactory.all)
+    func textsThatLookLikePacking(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            let aliases: [String?] = ["~", "12:34", "3:abc~", "", "\u{65E5}\u{672C}:~", nil, "0", "-1:", "%d:%s"]
+            var expected: [Recipient] = []
+            for (n, alias) in aliases.enumerated() {
+                let deviceID = "dev-\(n):~\(n)"
+                let token = numbered("token", n)
+                _ = try await store.register(registration(deviceID, token: token, alias: alias, tags: ["t"]), app: "demo", at: time(Int64(n)))
+                let stored = try #require(try await store.device(app: "demo", deviceID: deviceID))
+                expected.append(Recipient(
+                    key: deviceID, deviceID: deviceID, token: token, environment: .production, lastRegisteredAt: time(Int64(n)), alias: stored.alias))
+            }
+            for limit in [1, 2, 100] {
+                #expect(try await allRecipients(store, .tags(["t"], all: true), limit: limit) == expected, "limit \(limit)")
+                #expect(try await allRecipients(store, .everyone, limit: limit) == expected, "limit \(limit)")
+            }
+        }
+    }
+
+    /// The API stores no control characters; a NUL that got into a text some other way cannot be packed whole (SQLite's
+    /// `format` stops at it), and reading the audience says so rather than sending with a text cut short.
+    @Test("a text holding a NUL byte is an error when the audience is read, not a text cut short")
+    func nulInATextIsAnError() async throws {
+        try await StoreFactory.sqliteFile.withStore { store in
+            try await store.createApp(makeApp())
+            _ = try await store.register(registration("dev-1", token: "t1", alias: "ok", tags: ["t"]), app: "demo", at: time(1))
+            _ = try await store.register(registration("dev-2", token: "t2", alias: "a\u{0}b", tags: ["t"]), app: "demo", at: time(2))
+            for audience in [Audience.tags(["t"], all: true), .everyone] {
+                await #expect {
+                    _ = try await store.recipients(app: "demo", audience: audience, after: nil, limit: 10)
+                } throws: { error in
+                    guard case StoreError.unreadable = error else { return false }
+                    return true
+                }
+            }
+        }
+    }
 }

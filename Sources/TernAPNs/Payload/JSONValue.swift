@@ -85,13 +85,29 @@ extension JSONValue {
     /// `text` as a JSON string literal, escaped as ``serialized()`` escapes it: for JSON put together by hand on a hot
     /// path (the online channel's frames, a chunk's progress record).
     public static func quoted(_ text: String) -> String {
-        // Ids, timestamps and most text need no escape: taken as they are.
-        if text.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
-            return "\"" + text + "\""
+        var quoted = ""
+        appendQuoted(text, to: &quoted)
+        return quoted
+    }
+
+    /// Appends ``quoted(_:)`` of `text` to `json`, without a string of its own in between: a chunk's progress record
+    /// quotes two device ids for each run of recipients it names, hundreds of runs a record.
+    public static func appendQuoted(_ text: String, to json: inout String) {
+        var text = text
+        // Ids, timestamps and most text need no escape: taken as they are. Read from the string's own bytes: a loop
+        // over `utf8` is not specialized across modules.
+        let plain = text.withUTF8 { bytes in
+            bytes.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+        }
+        if plain {
+            json += "\""
+            json += text
+            json += "\""
+            return
         }
         var writer = JSONWriter()
         writer.write(text)
-        return String(decoding: writer.bytes, as: UTF8.self)
+        json += String(decoding: writer.bytes, as: UTF8.self)
     }
 }
 

@@ -276,9 +276,9 @@ extension ChunkMark.Run {
         text.reserveCapacity(2 + runs.count * 100)
         for (position, run) in runs.enumerated() {
             text += position == 0 ? #"{"first":"# : #",{"first":"#
-            text += JSONValue.quoted(run.first)
+            JSONValue.appendQuoted(run.first, to: &text)
             text += #","last":"#
-            text += JSONValue.quoted(run.last)
+            JSONValue.appendQuoted(run.last, to: &text)
             text += "}"
         }
         text += "]"

@@ -27,40 +27,36 @@ extension SQLStore {
                 """
             if let condition { idQuery += condition }
             idQuery += " ORDER BY t.device_id LIMIT \(bind: wanted)"
-            let ids = try await session.sqliteRows(idQuery).map { row in
-                guard case .text(let deviceID)? = row.column("device_id") else { throw StoreError.unreadable("column device_id is not text") }
-                return deviceID
-            }
-            guard let first = ids.first, let last = ids.last else { break }
+            // Both read packed (``PackedRows``): only the recipients kept become strings.
+            let ids = try await PackedRows.read(["device_id"], of: idQuery, session)
+            guard ids.count > 0 else { break }
+            let first = ids.text(ids.key(0))
+            let last = ids.text(ids.key(ids.count - 1))
 
             let rangeLimit = 2 * ids.count
-            let range = try await session.sqliteRows("""
+            let range = try await PackedRows.read(PackedRows.recipientColumns + ["deactivated_at"], of: """
                 SELECT device_id, token, environment, last_registered_at, alias, deactivated_at FROM devices
                 WHERE app_id = \(bind: app) AND device_id >= \(bind: first) AND device_id <= \(bind: last)
                 ORDER BY device_id LIMIT \(bind: rangeLimit)
-                """ as SQLQueryString)
+                """, session)
             // Both in SQLite's order for text, by the UTF-8 bytes.
             var next = 0
-            for row in range {
-                let columns = row.columns
-                guard columns.count == 6, case .text(let deviceID) = columns[0].data else {
-                    throw StoreError.unreadable("a device row without its device id")
-                }
+            for row in 0..<range.count {
                 var order = 1
                 while next < ids.count {
-                    order = ids[next].comparedByBytes(with: deviceID)
+                    order = ids.compare(ids.key(next), with: range, range.key(row))
                     guard order < 0 else { break }
                     next += 1
                 }
                 guard next < ids.count, order == 0 else { continue }  // not tagged
                 next += 1
-                guard case .null = columns[5].data else { continue }  // deactivated
-                found.append(try Recipient(sqliteColumns: columns))
+                guard range[row, 5] == nil else { continue }  // deactivated
+                found.append(try range.recipient(row))
             }
             // The range was cut short: the ids after its last device, by id.
             if range.count == rangeLimit, next < ids.count {
-                for piece in Array(ids[next...]).pieces(of: 500) {
-                    found += try await recipientRows("""
+                for piece in (next..<ids.count).map({ ids.text(ids.key($0)) }).pieces(of: 500) {
+                    found += try await PackedRows.recipients("""
                         SELECT device_id, token, environment, last_registered_at, alias FROM devices
                         WHERE app_id = \(bind: app) AND device_id IN (\(binds: piece)) AND deactivated_at IS NULL
                         ORDER BY device_id

@@ -550,6 +550,7 @@ extension SQLStore {
         if let cursor { query += " AND device_id > \(bind: cursor)" }
         if let condition { query += " AND (\(condition))" }
         query += " ORDER BY device_id LIMIT \(bind: limit)"
+        if let session = db as? SQLiteSession { return try await PackedRows.recipients(query, session) }
         return try await recipientRows(query, db)
     }
 
