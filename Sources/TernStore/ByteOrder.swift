@@ -10,18 +10,19 @@ extension String {
     func comparedByBytes(with other: String) -> Int {
         var first = self
         var second = other
-        return first.withUTF8 { first in
-            second.withUTF8 { second in
-                let common = Swift.min(first.count, second.count)
-                if common > 0, let a = first.baseAddress, let b = second.baseAddress {
-                    let order = memcmp(a, b, common)
-                    if order != 0 { return order < 0 ? -1 : 1 }
-                }
-                return first.count == second.count ? 0 : (first.count < second.count ? -1 : 1)
-            }
-        }
+        return first.withUTF8 { first in second.withUTF8 { second in compareBytes(first, second) } }
     }
 
     /// Whether this string comes before `other` by their UTF-8 bytes.
     func precedesByBytes(_ other: String) -> Bool { comparedByBytes(with: other) < 0 }
+}
+
+/// -1, 0 or 1 as `first` comes before, with or after `second`, byte by byte (a shorter prefix first): one `memcmp`.
+func compareBytes(_ first: UnsafeBufferPointer<UInt8>, _ second: UnsafeBufferPointer<UInt8>) -> Int {
+    let common = Swift.min(first.count, second.count)
+    if common > 0, let a = first.baseAddress, let b = second.baseAddress {
+        let order = memcmp(a, b, common)
+        if order != 0 { return order < 0 ? -1 : 1 }
+    }
+    return first.count == second.count ? 0 : (first.count < second.count ? -1 : 1)
 }

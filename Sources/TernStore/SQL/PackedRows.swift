@@ -158,12 +158,7 @@ struct PackedRows: Sendable {
     private static func compare(_ first: [UInt8], _ firstField: Range<Int>, _ second: [UInt8], _ secondField: Range<Int>) -> Int {
         first.withUnsafeBufferPointer { first in
             second.withUnsafeBufferPointer { second in
-                let common = Swift.min(firstField.count, secondField.count)
-                if common > 0, let a = first.baseAddress, let b = second.baseAddress {
-                    let order = memcmp(a + firstField.lowerBound, b + secondField.lowerBound, common)
-                    if order != 0 { return order < 0 ? -1 : 1 }
-                }
-                return firstField.count == secondField.count ? 0 : (firstField.count < secondField.count ? -1 : 1)
+                compareBytes(UnsafeBufferPointer(rebasing: first[firstField]), UnsafeBufferPointer(rebasing: second[secondField]))
             }
         }
     }
