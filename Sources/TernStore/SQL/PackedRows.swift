@@ -17,13 +17,14 @@ import TernAPNs
 struct PackedRows: Sendable {
     /// The packed fields, row after row.
     let bytes: [UInt8]
-    /// How many rows are packed.
-    let count: Int
     /// Fields in each row.
     let width: Int
     /// Where each field is in ``bytes``, row after row (nil for NULL), the rows in the order of their first field's
     /// bytes: `fields[row * width + column]`.
     let fields: [Range<Int>?]
+
+    /// How many rows are packed.
+    var count: Int { fields.count / width }
 
     /// Runs `rows` (a SELECT whose result has `columns`, the first of them a key that is never NULL) and packs them.
     ///
@@ -62,7 +63,6 @@ struct PackedRows: Sendable {
     init(bytes: [UInt8], count: Int, width: Int) throws {
         precondition(width > 0)
         self.bytes = bytes
-        self.count = count
         self.width = width
         var fields: [Range<Int>?] = []
         fields.reserveCapacity(count * width)

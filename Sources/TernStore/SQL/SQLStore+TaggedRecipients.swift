@@ -56,7 +56,7 @@ extension SQLStore {
             // The range was cut short: the ids after its last device, by id.
             if range.count == rangeLimit, next < ids.count {
                 for piece in (next..<ids.count).map({ ids.text(ids.key($0)) }).pieces(of: 500) {
-                    found += try await PackedRows.recipients("""
+                    found += try await recipientRows("""
                         SELECT device_id, token, environment, last_registered_at, alias FROM devices
                         WHERE app_id = \(bind: app) AND device_id IN (\(binds: piece)) AND deactivated_at IS NULL
                         ORDER BY device_id

@@ -550,7 +550,6 @@ extension SQLStore {
         if let cursor { query += " AND device_id > \(bind: cursor)" }
         if let condition { query += " AND (\(condition))" }
         query += " ORDER BY device_id LIMIT \(bind: limit)"
-        if let session = db as? SQLiteSession { return try await PackedRows.recipients(query, session) }
         return try await recipientRows(query, db)
     }
 
@@ -653,51 +652,18 @@ extension AppRecord {
 }
 
 extension SQLStore {
-    /// The recipients `query` selects (`device_id, token, environment, last_registered_at, alias`, keyed by device
-    /// id): every chunk of a push reads its recipients here.
+    /// The recipients `query` selects (`device_id, token, environment, last_registered_at, alias`, ordered and keyed
+    /// by device id): every chunk of a push reads its recipients here.
     ///
-    /// On SQLite the statement runs on the connection itself and the columns are read as they are: SQLKit's rows
-    /// decode each column through Codable, which was half of a fan-out's recipient reads, and SQLiteKit keeps its
-    /// row type private, so the faster path is not reachable from an `SQLRow`.
+    /// On SQLite the rows come back packed into one value (``PackedRows``): SQLKit's rows decode each column through
+    /// Codable, and even SQLite's own rows make an array and a string per text for every recipient.
     static func recipientRows(_ query: SQLQueryString, _ db: any SQLDatabase) async throws -> [Recipient] {
         guard let session = db as? SQLiteSession else { return try await db.raw(query).all().map(Recipient.init(deviceRow:)) }
-        return try await session.sqliteRows(query).map(Recipient.init(sqliteRow:))
+        return try await PackedRows.recipients(query, session)
     }
 }
 
 extension Recipient {
-    /// ``init(deviceRow:)`` for SQLite's own rows; the same columns, the same errors for what they cannot hold.
-    ///
-    /// The columns are read by their place in the query, in one array: looking each up by name hashed the name, five
-    /// times a recipient.
-    init(sqliteRow row: SQLiteRow) throws {
-        try self.init(sqliteColumns: row.columns)
-    }
-
-    /// ``init(sqliteRow:)`` from the row's columns, of which the first five are the recipient's (more may follow).
-    init(sqliteColumns columns: [SQLiteColumn]) throws {
-        guard columns.count >= 5 else { throw StoreError.unreadable("a recipient row has \(columns.count) columns, fewer than 5") }
-        func text(_ place: Int) throws -> String {
-            guard case .text(let value) = columns[place].data else { throw StoreError.unreadable("column \(columns[place].name) is not text") }
-            return value
-        }
-        let deviceID = try text(0)
-        guard case .integer(let registered) = columns[3].data else {
-            throw StoreError.unreadable("column \(columns[3].name) is not an integer")
-        }
-        let alias: String?
-        switch columns[4].data {
-        case .text(let value): alias = value
-        case .null: alias = nil
-        default: throw StoreError.unreadable("column \(columns[4].name) is not text")
-        }
-        self.init(
-            key: deviceID, deviceID: deviceID, token: try text(1),
-            environment: try APNsEnvironment(storedWord: try text(2), column: "environment"),
-            lastRegisteredAt: Date(milliseconds: Int64(registered)), alias: alias
-        )
-    }
-
     /// A device row as a recipient keyed by its device id: `device_id, token, environment, last_registered_at, alias`.
     init(deviceRow row: any SQLRow) throws {
         let deviceID = try row.decode(column: "device_id", as: String.self)
