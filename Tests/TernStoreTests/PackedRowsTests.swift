@@ -25,7 +25,7 @@ struct PackedRowsTests {
 
     @Test("bytes that are not the rows they should be are an error naming the fault, never a read past the row", arguments: [
         ("3:ab", 1, "ends before its fields do"),
-        ("3", 1, "ends before its fields do"),
+        ("30", 1, "ends before its fields do"),
         ("x:abc", 1, "without its length"),
         (":abc", 1, "without its length"),
         ("12345678901:a", 1, "without its length"),
@@ -34,7 +34,11 @@ struct PackedRowsTests {
         ("-1", 1, "without its length"),
         ("1:a1:b", 1, "does not end where its fields do"),
         ("1:a\u{0}1:b", 1, "more than 1 rows"),
-        ("1:a", 2, "end inside a row"),
+        ("10:abcdefghij", 2, "end inside a row"),
+        // A count the bytes cannot hold: refused before an array is made for it.
+        ("1:a", 2, "cannot hold 2 rows"),
+        ("1:a", 1 << 50, "cannot hold"),
+        ("", -1, "cannot hold -1 rows"),
         // A text with a NUL in it, which SQLite's `format` cut short: its length reaches into the next row.
         ("3:a\u{0}1:b", 2, "ends before its fields do"),
     ])

@@ -31,7 +31,12 @@ struct PackedRows: Sendable {
     /// SQLite hands an aggregate the rows of an ordered subquery in its order, but does not promise to; asking it
     /// to (`ORDER BY` in the aggregate) makes it sort them a second time. So the rows are put in key order
     /// here if they ever come otherwise.
+    /// The column names go into the SQL as they are: they must be plain identifiers (the callers' constants), never
+    /// anything a request brought.
     static func read(_ columns: [String], of rows: SQLQueryString, _ session: SQLiteSession) async throws -> PackedRows {
+        precondition(
+            !columns.isEmpty && columns.allSatisfy { $0.utf8.allSatisfy { $0 == UInt8(ascii: "_") || isalnum(Int32($0)) != 0 } },
+            "packed columns are plain identifiers")
         // One `format` a row, rather than a concatenation per field, each of which makes a string of its own.
         let pattern = String(repeating: "%d:%s", count: columns.count)
         let arguments = columns.map { "ifnull(octet_length(\($0)), -1), \($0)" }.joined(separator: ", ")
@@ -62,6 +67,10 @@ struct PackedRows: Sendable {
     /// - Throws: ``StoreError/unreadable(_:)`` when they are not that, or a row's key is NULL.
     init(bytes: [UInt8], count: Int, width: Int) throws {
         precondition(width > 0)
+        // A field takes two bytes at least (`0:`): a count the bytes cannot hold is refused before room is made for it.
+        guard count >= 0, count <= bytes.count / (2 * width) else {
+            throw StoreError.unreadable("\(bytes.count) packed bytes cannot hold \(count) rows")
+        }
         self.bytes = bytes
         self.width = width
         var fields: [Range<Int>?] = []
