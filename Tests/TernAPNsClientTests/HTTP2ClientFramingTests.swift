@@ -116,35 +116,72 @@ struct HTTP2ClientFramingTests {
 
     @Test func perPushHeadersAreIndexedTheFirstTimeAndSentLiterallyAfterWithTheirNameFromTheTable() throws {
         var framing = try Self.connected()
-        var names = PerPushHeaderNames()
+        var headers = PerPushHeaders()
         let collapseID = "6b0d8c3e-2f41-4a8e-9c55-1e0f3a7b9d24"
-        func request(_ id: String) -> HPACKHeaders {
-            names.requestHeaders(
+        func request(_ id: String, collapseID: String) -> HPACKHeaders {
+            headers.requestHeaders(
                 path: "/3/device/" + String(repeating: "ab", count: 32),
                 headers: [("apns-push-type", "alert"), ("apns-id", id), ("apns-topic", "com.example.app"), ("apns-collapse-id", collapseID)],
                 authority: "api.push.apple.com")
         }
-        let first = request("7e726ebe-6e0c-4000-8000-000000000001")
-        let second = request("7e726ebe-6e0c-4000-8000-000000000002")
+        let first = request("7e726ebe-6e0c-4000-8000-000000000001", collapseID: collapseID)
+        let other = request("7e726ebe-6e0c-4000-8000-000000000002", collapseID: "another-push")
         #expect(first.map(\.indexable) == [.indexable, .indexable, .indexable, .nonIndexable, .indexable, .indexable, .indexable, .indexable])
-        #expect(second.map(\.indexable) == [.indexable, .indexable, .indexable, .nonIndexable, .indexable, .nonIndexable, .indexable, .nonIndexable])
+        #expect(other.map(\.indexable) == [.indexable, .indexable, .indexable, .nonIndexable, .indexable, .nonIndexable, .indexable, .nonIndexable])
         _ = framing.openStream(headers: first, body: [])
-        _ = framing.openStream(headers: second, body: [])
+        _ = framing.openStream(headers: other, body: [])
         let frames = Self.frames(&framing)
         // Both decode back as sent (the server's table follows the client's).
         var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
-        for (frame, sent) in zip([frames[0], frames[1]], [first, second]) {
+        for (frame, sent) in zip([frames[0], frames[1]], [first, other]) {
             var block = ByteBuffer(bytes: frame.payload)
             let decoded = try decoder.decodeHeaders(from: &block)
             #expect(decoded.map { [$0.name, $0.value] } == sent.map { [$0.name, $0.value] })
         }
-        // The second carries its id and the collapse id as literals, but not their names: those come from the table.
+        // The second carries its id and its collapse id as literals, but not their names: those come from the table.
         let later = frames[1].payload
         #expect(later.firstRange(of: Array("7e726ebe-6e0c-4000-8000-000000000002".utf8)) != nil)
-        #expect(later.firstRange(of: Array(collapseID.utf8)) != nil, "a repeated collapse id is still sent, not indexed")
+        #expect(later.firstRange(of: Array("another-push".utf8)) != nil)
         #expect(later.firstRange(of: Array("apns-collapse-id".utf8)) == nil)
         #expect(later.firstRange(of: Array("apns-id".utf8)) == nil)
         #expect(frames[0].payload.firstRange(of: Array("apns-collapse-id".utf8)) != nil)
+    }
+
+    @Test func aCollapseIDThatRepeatsThePreviousRequestsComesFromTheTable() throws {
+        var framing = try Self.connected()
+        var headers = PerPushHeaders()
+        func request(_ number: Int, collapseID: String) -> HPACKHeaders {
+            headers.requestHeaders(
+                path: "/3/device/" + String(repeating: "ab", count: 32),
+                headers: [("apns-id", "7e726ebe-6e0c-4000-8000-00000000000\(number)"), ("apns-collapse-id", collapseID)],
+                authority: "api.push.apple.com")
+        }
+        // One push's notifications (A), then another's (B, a value the table does not hold yet), then two pushes
+        // whose notifications alternate (A, B, A): a value that repeats the previous request is indexed, one that
+        // does not goes literally and stays out of the table.
+        let pushA = "6b0d8c3e-2f41-4a8e-9c55-1e0f3a7b9d24"
+        let pushB = "0f1e2d3c-4b5a-4697-8877-665544332211"
+        let sent = [(1, pushA), (2, pushA), (3, pushA), (4, pushB), (5, pushB), (6, pushB), (7, pushA), (8, pushB), (9, pushA)].map {
+            request($0.0, collapseID: $0.1)
+        }
+        #expect(sent.map { $0.last!.indexable } == [
+            .indexable, .indexable, .indexable, .nonIndexable, .indexable, .indexable, .nonIndexable, .nonIndexable, .nonIndexable,
+        ])
+        for block in sent { _ = framing.openStream(headers: block, body: []) }
+        let frames = Self.frames(&framing)
+        #expect(frames.count == sent.count)
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        for (frame, block) in zip(frames, sent) {
+            var bytes = ByteBuffer(bytes: frame.payload)
+            let decoded = try decoder.decodeHeaders(from: &bytes)
+            #expect(decoded.map { [$0.name, $0.value] } == block.map { [$0.name, $0.value] })
+        }
+        func carriesValue(_ frame: Int, _ value: String) -> Bool { frames[frame].payload.firstRange(of: Array(value.utf8)) != nil }
+        #expect(carriesValue(0, pushA), "the first time, the value goes into the table")
+        #expect(!carriesValue(1, pushA) && !carriesValue(2, pushA), "a repeat is one index into the table")
+        #expect(carriesValue(3, pushB) && carriesValue(4, pushB), "a new value goes literally twice: alone, then into the table")
+        #expect(!carriesValue(5, pushB), "from its third request on, the push's collapse id comes from the table")
+        #expect(carriesValue(6, pushA) && carriesValue(7, pushB) && carriesValue(8, pushA), "alternating values go literally")
     }
 
     @Test func aRequestWithoutBodyEndsTheStreamOnItsHeaders() throws {

@@ -73,9 +73,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var readSinceLastPing = true
     private var closed = false
     private var sawSettings = false
-    /// The per-push headers (`apns-id`, `apns-expiration`, `apns-collapse-id`) this connection has sent once, with
-    /// incremental indexing, so their names are in the HPACK dynamic table.
-    private var perPushNamesIndexed = PerPushHeaderNames()
+    /// How this connection indexes the per-push headers (`apns-id`, `apns-expiration`, `apns-collapse-id`).
+    private var perPushHeaders = PerPushHeaders()
     /// One timer for the whole connection, at the earliest deadline of a stream in flight (not one per stream).
     private var timeoutTimer: Scheduled<Void>?
     private var timeoutTimerDeadline: NIODeadline?
@@ -135,7 +134,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             return
         }
         for request in requests {
-            let headers = perPushNamesIndexed.requestHeaders(path: request.path, headers: request.headers, authority: settings.authority)
+            let headers = perPushHeaders.requestHeaders(path: request.path, headers: request.headers, authority: settings.authority)
             guard let streamID = framing.openStream(headers: headers, body: request.payload) else {
                 // The server's stream limit shrank under the pool's view of it: not sent, so it may go elsewhere.
                 request.onOutcome(.unprocessed("the server's stream limit is reached"))
@@ -304,20 +303,38 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 }
 
-/// Which of the per-push headers a connection has sent once: APNs wants each indexed the first time (its name goes
-/// into the dynamic table) and without indexing after that (ids and expirations differ from push to push and would
-/// only churn APNs' small table).
-struct PerPushHeaderNames {
-    private var id = false
-    private var expiration = false
-    private var collapseID = false
+/// How a connection indexes the per-push headers. APNs wants each indexed the first time (its name goes into the
+/// dynamic table) and without indexing after that, so that values which differ from request to request do not churn
+/// its small table. An `apns-id` differs every time. A collapse id or an expiration is one value for a whole push,
+/// whose notifications go one after another: when one repeats the value of the connection's previous request, it is
+/// indexed, so that from its third request on a fan-out sends one byte from the table instead of the value (36 bytes
+/// for Tern's default collapse id, the push id). Values that alternate are never indexed after their first.
+struct PerPushHeaders {
+    private var idSent = false
+    private var expiration = RepeatedValue()
+    private var collapseID = RepeatedValue()
 
-    /// A request's header block, with the indexing APNs asks for: the path (it holds the token) never indexed, the
-    /// per-push headers indexed the first time on the connection and not after, everything else indexed.
+    /// A header that is often the same from one request to the next.
+    private struct RepeatedValue {
+        private var sent = false
+        private var last: String?
+
+        mutating func indexing(for value: String) -> HPACKIndexing {
+            defer {
+                sent = true
+                last = value
+            }
+            return !sent || value == last ? .indexable : .nonIndexable
+        }
+    }
+
+    /// A request's header block, with the indexing APNs asks for: the path (it holds the token) never indexed; the
+    /// `apns-id` indexed the first time on the connection and not after; a collapse id or an expiration indexed the
+    /// first time and whenever it repeats the previous one; everything else indexed.
     mutating func requestHeaders(path: String, headers requestHeaders: [(name: String, value: String)], authority: String) -> HPACKHeaders {
-        func once(_ sent: inout Bool) -> HPACKIndexing {
-            defer { sent = true }
-            return sent ? .nonIndexable : .indexable
+        func id() -> HPACKIndexing {
+            defer { idSent = true }
+            return idSent ? .nonIndexable : .indexable
         }
         var headers = HPACKHeaders()
         headers.reserveCapacity(requestHeaders.count + 4)
@@ -328,9 +345,9 @@ struct PerPushHeaderNames {
         for (name, value) in requestHeaders {
             let indexing: HPACKIndexing =
                 switch name {
-                case "apns-id": once(&id)
-                case "apns-expiration": once(&expiration)
-                case "apns-collapse-id": once(&collapseID)
+                case "apns-id": id()
+                case "apns-expiration": expiration.indexing(for: value)
+                case "apns-collapse-id": collapseID.indexing(for: value)
                 default: .indexable
                 }
             headers.add(name: name, value: value, indexing: indexing)
