@@ -114,7 +114,7 @@ struct HTTP2ClientFramingTests {
         #expect(framing.openStreamCount == 2)
     }
 
-    @Test func perPushHeadersAreIndexedTheFirstTimeAndSentLiterallyAfterWithTheirNameFromTheTable() throws {
+    @Test func perPushHeadersAreIndexedTheFirstTimeAndNewValuesGoLiterallyWithTheirNameFromTheTable() throws {
         var framing = try Self.connected()
         var headers = PerPushHeaders()
         let collapseID = "6b0d8c3e-2f41-4a8e-9c55-1e0f3a7b9d24"
