@@ -59,4 +59,14 @@ struct PackedRowsTests {
         #expect(left.compare(left.key(1), with: right, right.key(0)) == 0)
         #expect(left.compare(left.key(2), with: right, right.key(0)) == 1)
     }
+
+    @Test("only plain identifiers may name a packed column: nothing that could end the name or add a clause")
+    func columnNamesArePlainIdentifiers() {
+        for name in ["device_id", "deactivated_at", "Token2", "_x"] {
+            #expect(PackedRows.isPlainIdentifier(name), "\(name)")
+        }
+        for name in ["", "2x", "device id", "d.device_id", "x;DROP TABLE devices", "x--", "\"x\"", "x'", "tokén", "x)", "x\u{0}"] {
+            #expect(!PackedRows.isPlainIdentifier(name), "\(name)")
+        }
+    }
 }

@@ -314,17 +314,14 @@ struct PerPushHeaders {
     private var expiration = RepeatedValue()
     private var collapseID = RepeatedValue()
 
-    /// A header that is often the same from one request to the next.
+    /// A header that is often the same from one request to the next: indexed the first time and whenever it repeats.
     private struct RepeatedValue {
-        private var sent = false
+        /// The value the connection sent last; nil before the first.
         private var last: String?
 
         mutating func indexing(for value: String) -> HPACKIndexing {
-            defer {
-                sent = true
-                last = value
-            }
-            return !sent || value == last ? .indexable : .nonIndexable
+            defer { last = value }
+            return last == nil || value == last ? .indexable : .nonIndexable
         }
     }
 

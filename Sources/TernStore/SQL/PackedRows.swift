@@ -31,12 +31,11 @@ struct PackedRows: Sendable {
     /// SQLite hands an aggregate the rows of an ordered subquery in its order, but does not promise to; asking it
     /// to (`ORDER BY` in the aggregate) makes it sort them a second time. So the rows are put in key order
     /// here if they ever come otherwise.
+    ///
     /// The column names go into the SQL as they are: they must be plain identifiers (the callers' constants), never
     /// anything a request brought.
     static func read(_ columns: [String], of rows: SQLQueryString, _ session: SQLiteSession) async throws -> PackedRows {
-        precondition(
-            !columns.isEmpty && columns.allSatisfy { $0.utf8.allSatisfy { $0 == UInt8(ascii: "_") || isalnum(Int32($0)) != 0 } },
-            "packed columns are plain identifiers")
+        precondition(!columns.isEmpty && columns.allSatisfy(isPlainIdentifier), "packed columns are plain identifiers")
         // One `format` a row, rather than a concatenation per field, each of which makes a string of its own.
         let pattern = String(repeating: "%d:%s", count: columns.count)
         let arguments = columns.map { "ifnull(octet_length(\($0)), -1), \($0)" }.joined(separator: ", ")
@@ -60,6 +59,20 @@ struct PackedRows: Sendable {
             return try PackedRows(bytes: [], count: 0, width: columns.count)
         default:
             throw StoreError.unreadable("packed rows are not a BLOB of \(count) rows")
+        }
+    }
+
+    /// Whether `name` can go into SQL unquoted as a column: ASCII letters, digits and underscores, not starting with a
+    /// digit. Nothing that could end the name or start another clause (quotes, spaces, dots, semicolons, comments).
+    static func isPlainIdentifier(_ name: String) -> Bool {
+        guard let first = name.utf8.first, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else { return false }
+        return name.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "_"):
+                true
+            default: false
+            }
         }
     }
 
