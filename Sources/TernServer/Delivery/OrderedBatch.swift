@@ -55,8 +55,10 @@ enum OrderedBatch {
         let feed = SharedFeed(count: batch.count)
         var free: [Int] = []
         var waiting: [Int] = []
-        for (item, queued) in batch.enumerated() {
-            if let ticket = queued.ticket, !ticket.goesNow { waiting.append(item) } else { free.append(item) }
+        // By index, reading the ticket in place: a copy of each queued notification would retain and release its
+        // references (the token's, the payload's, the collapse id's) once more.
+        for item in batch.indices {
+            if let ticket = batch[item].ticket, !ticket.goesNow { waiting.append(item) } else { free.append(item) }
         }
         /// Items that will not go: their results, and their tokens' turns pass on.
         @Sendable func drop(_ items: [Int], tookPermit: Bool) async {

@@ -396,7 +396,7 @@ final class PushDispatcher: Service {
         var current = -1
         let template = content.template(topic: app.topic, pushID: pushID)
         // Every token's place in line under one lock, in the chunk's order.
-        let tickets = settings.delivery.ordering ? order.enqueue(addressed.lazy.map(\.token)) : nil
+        let tickets = settings.delivery.ordering ? order.enqueue(keys: addressed.map { DeliveryOrder.LineKey($0.token) }) : nil
         var ids = FastUUIDGenerator()
         for (position, (index, token)) in addressed.enumerated() {
             var payload: [UInt8]?

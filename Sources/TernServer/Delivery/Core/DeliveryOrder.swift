@@ -196,8 +196,13 @@ final class DeliveryOrder: Sendable {
 
     /// Takes the next place in each token's line, in order, under one lock.
     func enqueue(_ tokens: some Sequence<DeviceToken>, badgeOnly: Bool = false) -> [Ticket] {
+        enqueue(keys: tokens.map(LineKey.init), badgeOnly: badgeOnly)
+    }
+
+    /// ``enqueue(_:badgeOnly:)`` for tokens already made keys: a caller that makes each key where its token lies
+    /// (`items.map { LineKey($0.token) }`) copies no token, which is two references retained and released.
+    func enqueue(keys: [LineKey], badgeOnly: Bool = false) -> [Ticket] {
         var superseded: [Waiter] = []
-        let keys = tokens.map(LineKey.init)
         let waiters = lines.withLock { lines -> [Waiter?] in
             keys.map { lines.enqueue($0, badgeOnly: badgeOnly, superseded: &superseded) }
         }
