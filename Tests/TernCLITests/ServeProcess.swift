@@ -20,7 +20,9 @@ final class ServeProcess {
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         process.standardOutput = output
         // Its log (warnings and worse) to a file in its folder, for a failing test to quote: see ``diagnosis()``.
-        FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        guard FileManager.default.createFile(atPath: logURL.path, contents: nil) else {
+            throw CLITestError("cannot create the server's log file \(logURL.path)")
+        }
         let log = try FileHandle(forWritingTo: logURL)
         process.standardError = log
         try process.run()
