@@ -373,6 +373,11 @@ final class PushDispatcher: Service {
     struct Batch: Sendable {
         var notifications: [QueuedNotification] = []
         var recipients: [Int] = []
+
+        mutating func append(_ notification: QueuedNotification, recipient: Int) {
+            notifications.append(notification)
+            recipients.append(recipient)
+        }
     }
 
     /// Inbox, badges and places in line for a chunk's recipients. - Returns: the notifications by environment.
@@ -395,8 +400,7 @@ final class PushDispatcher: Service {
         var built: [Batch] = []
         var current = -1
         let template = content.template(topic: app.topic, pushID: pushID)
-        // Every token's place in line under one lock, in the chunk's order.
-        let tickets = settings.delivery.ordering ? order.enqueue(keys: addressed.map { DeliveryOrder.LineKey($0.token) }) : nil
+        let tickets = places(addressed)
         var ids = FastUUIDGenerator()
         for (position, (index, token)) in addressed.enumerated() {
             var payload: [UInt8]?
@@ -419,9 +423,9 @@ final class PushDispatcher: Service {
                     current = built.count - 1
                 }
             }
-            built[current].notifications.append(
-                QueuedNotification(notification: template.notification(to: token, payload: payload, ids: &ids), ticket: tickets?[position]))
-            built[current].recipients.append(index)
+            built[current].append(
+                QueuedNotification(notification: template.notification(to: token, payload: payload, ids: &ids), ticket: tickets?[position]),
+                recipient: index)
         }
         return Dictionary(uniqueKeysWithValues: zip(environments, built))
     }
@@ -653,17 +657,24 @@ final class PushDispatcher: Service {
         var payloads: [Int: [UInt8]] = [:]
         for item in items { if let payload = item.payload { payloads[item.index] = payload } }
         let (clientsByEnvironment, addressed) = await address(items.map(\.index), of: recipients, app: app, into: tally)
-        var batches: [APNsEnvironment?: Batch] = [:]
         var seen: Set<DeviceToken> = []
+        let unique = addressed.filter { seen.insert($0.token).inserted }
+        let tickets = places(unique)
+        var batches: [APNsEnvironment?: Batch] = [:]
         var ids = FastUUIDGenerator()
-        for (index, token) in addressed where seen.insert(token).inserted {
-            let ticket = settings.delivery.ordering ? order.enqueue(token) : nil
+        for (position, (index, token)) in unique.enumerated() {
             let environment = recipients[index].environment ?? app.environment.apnsEnvironment
-            batches[environment, default: Batch()].notifications.append(
-                QueuedNotification(notification: template.notification(to: token, payload: payloads[index], ids: &ids), ticket: ticket))
-            batches[environment, default: Batch()].recipients.append(index)
+            batches[environment, default: Batch()].append(
+                QueuedNotification(notification: template.notification(to: token, payload: payloads[index], ids: &ids), ticket: tickets?[position]),
+                recipient: index)
         }
         await sendBatches(batches, clients: clientsByEnvironment, recipients: recipients, app: app, into: tally)
+    }
+
+    /// Every token's place in its line, in the chunk's order and under one lock (nil when ordering is off). Each key is
+    /// made where its token lies: a copy of the token would retain and release its two references.
+    private func places(_ addressed: [(index: Int, token: DeviceToken)]) -> [DeliveryOrder.Ticket]? {
+        settings.delivery.ordering ? order.enqueue(keys: addressed.map { DeliveryOrder.LineKey($0.token) }) : nil
     }
 
     /// Sends each environment's batch through its client (``OrderedBatch``) and classifies every result into the

@@ -199,8 +199,8 @@ final class DeliveryOrder: Sendable {
         enqueue(keys: tokens.map(LineKey.init), badgeOnly: badgeOnly)
     }
 
-    /// ``enqueue(_:badgeOnly:)`` for tokens already made keys: a caller that makes each key where its token lies
-    /// (`items.map { LineKey($0.token) }`) copies no token, which is two references retained and released.
+    /// ``enqueue(_:badgeOnly:)`` for tokens already made keys, so that a caller can make each key where its token lies
+    /// (`items.map { LineKey($0.token) }`) instead of copying the token into a sequence.
     func enqueue(keys: [LineKey], badgeOnly: Bool = false) -> [Ticket] {
         var superseded: [Waiter] = []
         let waiters = lines.withLock { lines -> [Waiter?] in
