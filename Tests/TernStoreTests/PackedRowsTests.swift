@@ -6,58 +6,63 @@ import Testing
 /// is in RecipientTests).
 @Suite("Packed rows")
 struct PackedRowsTests {
-    /// Every field of `text`, packed as `count` rows of `width`, row after row.
-    private func fields(_ text: String, count: Int, width: Int = 1) throws -> [String?] {
-        let packed = try PackedRows(bytes: Array(text.utf8), count: count, width: width)
-        return (0..<count).flatMap { row in (0..<width).map { packed[row, $0].map(packed.text) } }
+    /// Every field of `columns` (each column's values as SQLite joins them, NUL between two), as `count` rows, row
+    /// after row; `nullable` marks the columns packed with `=` before a value.
+    private func fields(_ columns: [String], nullable: [Bool]? = nil, count: Int) throws -> [String?] {
+        let packed = try PackedRows(
+            columns: columns.map { Array($0.utf8) }, nullable: nullable ?? columns.map { _ in false }, count: count,
+            names: columns.indices.map { "c\($0)" })
+        return (0..<count).flatMap { row in (0..<columns.count).map { packed[row, $0] } }
     }
 
-    @Test("a field is its length, a colon and its bytes, whatever they hold; -1 is NULL; a NUL byte ends a row")
+    @Test("each column holds one value a row, NUL between two; a nullable one has = before a value and nothing for NULL")
     func fieldsReadBack() throws {
-        #expect(try fields("5:12:~x-1:0:\u{0}3:abc3:-1:3:\u{65E5}", count: 2, width: 3) == ["12:~x", nil, "", "abc", "-1:", "\u{65E5}"])
-        #expect(try fields("", count: 0) == [])
+        #expect(
+            try fields(["a\u{0}b", "12:~x\u{0}", "\u{0}=-1:=\u{65E5}"], nullable: [false, false, true], count: 2) == [
+                "a", "12:~x", nil, "b", "", "-1:=\u{65E5}",
+            ])
+        // One row whose texts are empty: SQLite gives an empty text, not NULL.
+        #expect(try fields(["", "", "="], nullable: [false, false, true], count: 1) == ["", "", ""])
+        #expect(try fields(["", ""], count: 0) == [])
     }
 
     @Test("rows that come out of key order are put in it, their fields with them")
     func rowsAreInKeyOrder() throws {
-        #expect(try fields("1:b1:2\u{0}1:a1:1\u{0}1:d-1:\u{0}1:c1:3", count: 4, width: 2) == ["a", "1", "b", "2", "c", "3", "d", nil])
+        #expect(
+            try fields(["b\u{0}a\u{0}d\u{0}c", "=2\u{0}=1\u{0}\u{0}=3"], nullable: [false, true], count: 4) == [
+                "a", "1", "b", "2", "c", "3", "d", nil,
+            ])
     }
 
-    @Test("bytes that are not the rows they should be are an error naming the fault, never a read past the row", arguments: [
-        ("3:ab", 1, "ends before its fields do"),
-        ("30", 1, "ends before its fields do"),
-        ("x:abc", 1, "without its length"),
-        (":abc", 1, "without its length"),
-        ("12345678901:a", 1, "without its length"),
-        ("-1:", 1, "without its key"),
-        ("-2:", 1, "without its length"),
-        ("-1", 1, "without its length"),
-        ("1:a1:b", 1, "does not end where its fields do"),
-        ("1:a\u{0}1:b", 1, "more than 1 rows"),
-        ("10:abcdefghij", 2, "end inside a row"),
+    @Test("columns that do not hold the rows they should are an error naming the column, never a misread", arguments: [
+        // A text with a NUL in it: one value more than rows.
+        (["a\u{0}b\u{0}c", "x\u{0}y"], [false, false], 2, "column c0 holds more than 2 values"),
+        // A NULL in a column not declared nullable, which SQLite's group_concat skipped: one value fewer.
+        (["a\u{0}b", "x"], [false, false], 2, "column c1 holds 1 values, not 2"),
+        // A nullable value without its =.
+        (["a", "x"], [false, true], 1, "column c1 holds a value without its ="),
         // A count the bytes cannot hold: refused before an array is made for it.
-        ("1:a", 2, "cannot hold 2 rows"),
-        ("1:a", 1 << 50, "cannot hold"),
-        ("", -1, "cannot hold -1 rows"),
-        // A text with a NUL in it, which SQLite's `format` cut short: its length reaches into the next row.
-        ("3:a\u{0}1:b", 2, "ends before its fields do"),
+        (["a", "x"], [false, false], 3, "cannot hold 3 rows"),
+        (["a", "x"], [false, false], 1 << 50, "cannot hold"),
+        (["", ""], [false, false], -1, "cannot hold -1 rows"),
+        (["a", ""], [false, false], 0, "cannot hold 0 rows"),
     ])
-    func malformedRowsAreErrors(_ text: String, _ count: Int, _ fault: String) {
+    func malformedColumnsAreErrors(_ columns: [String], _ nullable: [Bool], _ count: Int, _ fault: String) {
         #expect {
-            _ = try fields(text, count: count)
+            _ = try fields(columns, nullable: nullable, count: count)
         } throws: { error in
             guard case StoreError.unreadable(let message) = error else { return false }
             return message.contains(fault)
         }
     }
 
-    @Test("fields compare by their bytes, as SQLite orders text")
-    func fieldsCompareByBytes() throws {
-        let left = try PackedRows(bytes: Array("2:ab\u{0}3:abc\u{0}3:abd".utf8), count: 3, width: 1)
-        let right = try PackedRows(bytes: Array("3:abc".utf8), count: 1, width: 1)
-        #expect(left.compare(left.key(0), with: right, right.key(0)) == -1)
-        #expect(left.compare(left.key(1), with: right, right.key(0)) == 0)
-        #expect(left.compare(left.key(2), with: right, right.key(0)) == 1)
+    @Test("keys compare by their bytes, as SQLite orders text")
+    func keysCompareByBytes() throws {
+        let left = try PackedRows(columns: [Array("ab\u{0}abc\u{0}abd".utf8)], nullable: [false], count: 3)
+        let right = try PackedRows(columns: [Array("abc".utf8)], nullable: [false], count: 1)
+        #expect(left.compareKey(0, with: right, 0) == -1)
+        #expect(left.compareKey(1, with: right, 0) == 0)
+        #expect(left.compareKey(2, with: right, 0) == 1)
     }
 
     @Test("only plain identifiers may name a packed column: nothing that could end the name or add a clause")

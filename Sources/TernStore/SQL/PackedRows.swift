@@ -3,25 +3,41 @@ import SQLKit
 import SQLiteNIO
 import TernAPNs
 
-/// A query's rows read from SQLite as one BLOB, for the reads a fan-out makes of every recipient.
+/// A query's rows read from SQLite one column at a time, for the reads a fan-out makes of every recipient.
 ///
 /// SQLiteNIO makes each row an array of values and each text in it a `String`: for the audience of a push, four to six
-/// allocations a recipient. Here SQLite packs the rows into one value, and only what the caller keeps (a recipient's
-/// device id and token) becomes a `String`.
+/// allocations a recipient. Here SQLite joins each column's values into one BLOB (`group_concat`, a NUL byte between
+/// two values), and only what the caller keeps (a recipient's device id and token) becomes a `String`. One aggregate
+/// per column costs SQLite less than building a text for each row (`format`, or `||` field by field): those make a
+/// string per row and then copy it again into the aggregate.
 ///
-/// Each field is the byte length of its text, a colon and the bytes (`36:6f1c…`); NULL is `-1:`. Integers are packed
-/// as their decimal text. The lengths make any text safe, separators and colons included. Rows end with a NUL byte:
-/// SQLite's `format` stops a text at its first NUL, so a text that held one would come out shorter than its length
-/// says, and the row's fields would not end at the row's end. That is an error, never a misread (the API stores no
-/// control characters in these columns).
+/// Nothing a text holds can be misread:
+/// - every column must come back with exactly as many values as the query had rows (`COUNT(*)`). A text with a NUL
+///   byte in it would add a value, and a NULL in a column not declared nullable would take one away (`group_concat`
+///   skips NULLs): either is an error. The API stores no control characters in these columns;
+/// - a nullable column is packed as `'=' || value`, and as an empty text for NULL, so an empty text and NULL stay
+///   apart;
+/// - integers come back as their decimal text.
 struct PackedRows: Sendable {
-    /// The packed fields, row after row.
-    let bytes: [UInt8]
+    /// A column to read: a plain identifier (``isPlainIdentifier(_:)``), and whether it may be NULL.
+    struct Column: Sendable, Equatable {
+        let name: String
+        let nullable: Bool
+
+        init(_ name: String, nullable: Bool = false) {
+            precondition(PackedRows.isPlainIdentifier(name), "packed columns are plain identifiers")
+            self.name = name
+            self.nullable = nullable
+        }
+    }
+
+    /// Each column's values, NUL between two of them.
+    private let columns: [[UInt8]]
+    /// Where each field is in its column's bytes (nil for NULL), row after row, the rows in the order of their first
+    /// field's bytes: `fields[row * width + column]`.
+    private let fields: [Range<Int>?]
     /// Fields in each row.
     let width: Int
-    /// Where each field is in ``bytes``, row after row (nil for NULL), the rows in the order of their first field's
-    /// bytes: `fields[row * width + column]`.
-    let fields: [Range<Int>?]
 
     /// How many rows are packed.
     var count: Int { fields.count / width }
@@ -31,35 +47,34 @@ struct PackedRows: Sendable {
     /// SQLite hands an aggregate the rows of an ordered subquery in its order, but does not promise to; asking it
     /// to (`ORDER BY` in the aggregate) makes it sort them a second time. So the rows are put in key order
     /// here if they ever come otherwise.
-    ///
-    /// The column names go into the SQL as they are: they must be plain identifiers (the callers' constants), never
-    /// anything a request brought.
-    static func read(_ columns: [String], of rows: SQLQueryString, _ session: SQLiteSession) async throws -> PackedRows {
-        precondition(!columns.isEmpty && columns.allSatisfy(isPlainIdentifier), "packed columns are plain identifiers")
-        // One `format` a row, rather than a concatenation per field, each of which makes a string of its own.
-        let pattern = String(repeating: "%d:%s", count: columns.count)
-        let arguments = columns.map { "ifnull(octet_length(\($0)), -1), \($0)" }.joined(separator: ", ")
-        var query: SQLQueryString = """
-            SELECT CAST(group_concat(format('\(unsafeRaw: pattern)', \(unsafeRaw: arguments)), char(0)) AS BLOB) AS packed,
-                COUNT(*) AS count
-            FROM (
-            """
+    static func read(_ columns: [Column], of rows: SQLQueryString, _ session: SQLiteSession) async throws -> PackedRows {
+        precondition(!columns.isEmpty && !columns[0].nullable, "packed rows have a key that is never NULL")
+        let aggregates = columns.map { column in
+            let value = column.nullable ? "ifnull('=' || \(column.name), '')" : column.name
+            return "CAST(group_concat(\(value), char(0)) AS BLOB)"
+        }
+        var query: SQLQueryString = "SELECT \(unsafeRaw: aggregates.joined(separator: ", ")), COUNT(*) FROM ("
         query += rows
         query += ")"
         let result = try await session.sqliteRows(query)
         guard result.count == 1 else { throw StoreError.unreadable("packed rows came back as \(result.count) rows, not 1") }
         let values = result[0].columns
-        guard values.count == 2, case .integer(let count) = values[1].data else {
+        guard values.count == columns.count + 1, case .integer(let count) = values[columns.count].data else {
             throw StoreError.unreadable("packed rows without their count")
         }
-        switch values[0].data {
-        case .blob(var buffer) where count > 0:
-            return try PackedRows(bytes: buffer.readBytes(length: buffer.readableBytes) ?? [], count: count, width: columns.count)
-        case .null where count == 0:
-            return try PackedRows(bytes: [], count: 0, width: columns.count)
-        default:
-            throw StoreError.unreadable("packed rows are not a BLOB of \(count) rows")
+        var packed: [[UInt8]] = []
+        packed.reserveCapacity(columns.count)
+        for (column, value) in zip(columns, values) {
+            switch value.data {
+            case .blob(var buffer) where count > 0:
+                packed.append(buffer.readBytes(length: buffer.readableBytes) ?? [])
+            case .null where count == 0:
+                packed.append([])
+            default:
+                throw StoreError.unreadable("column \(column.name) is not packed as \(count) values")
+            }
         }
+        return try PackedRows(columns: packed, nullable: columns.map(\.nullable), count: count, names: columns.map(\.name))
     }
 
     /// Whether `name` can go into SQL unquoted as a column: ASCII letters, digits and underscores, not starting with a
@@ -76,105 +91,94 @@ struct PackedRows: Sendable {
         }
     }
 
-    /// Takes `bytes` apart into `count` rows of `width` fields.
-    /// - Throws: ``StoreError/unreadable(_:)`` when they are not that, or a row's key is NULL.
-    init(bytes: [UInt8], count: Int, width: Int) throws {
-        precondition(width > 0)
-        // A field takes two bytes at least (`0:`): a count the bytes cannot hold is refused before room is made for it.
-        guard count >= 0, count <= bytes.count / (2 * width) else {
-            throw StoreError.unreadable("\(bytes.count) packed bytes cannot hold \(count) rows")
+    /// Takes `columns` apart into `count` rows, one field of each column a row.
+    /// - Parameters:
+    ///   - nullable: for each column, whether it was packed as nullable (`=` before a value, nothing for NULL).
+    ///   - names: the columns' names, for errors.
+    /// - Throws: ``StoreError/unreadable(_:)`` when a column does not hold `count` values, or a nullable one's value
+    ///   lacks its `=`.
+    init(columns: [[UInt8]], nullable: [Bool], count: Int, names: [String]? = nil) throws {
+        precondition(!columns.isEmpty && nullable.count == columns.count && (names?.count ?? columns.count) == columns.count)
+        let width = columns.count
+        func name(_ column: Int) -> String { names?[column] ?? "\(column + 1)" }
+        // A value takes one byte at least, with its NUL, except the last: a count the bytes cannot hold is refused
+        // before room is made for it.
+        guard count >= 0, columns.allSatisfy({ count <= $0.count + 1 }), count > 0 || columns.allSatisfy(\.isEmpty) else {
+            throw StoreError.unreadable("packed columns cannot hold \(count) rows")
         }
-        self.bytes = bytes
-        self.width = width
-        var fields: [Range<Int>?] = []
-        fields.reserveCapacity(count * width)
-        var position = 0
-        var inOrder = true
-        while position < bytes.count {
-            guard fields.count < count * width else { throw StoreError.unreadable("packed rows hold more than \(count) rows") }
-            let end = Self.rowEnd(in: bytes, from: position)
-            for column in 0..<width {
-                let field = try Self.field(in: bytes, at: &position, before: end)
-                if column == 0 {
-                    guard let key = field else { throw StoreError.unreadable("a packed row without its key") }
-                    if inOrder, fields.count > 0, let previous = fields[fields.count - width] {
-                        inOrder = Self.compare(bytes, previous, bytes, key) <= 0
+        var fields = [Range<Int>?](repeating: nil, count: count * width)
+        for (column, bytes) in columns.enumerated() where count > 0 {
+            let nullable = nullable[column]
+            var row = 0
+            var start = 0
+            try bytes.withUnsafeBufferPointer { buffer in
+                while true {
+                    let end = Self.valueEnd(in: buffer, from: start)
+                    guard row < count else { throw StoreError.unreadable("column \(name(column)) holds more than \(count) values") }
+                    if !nullable {
+                        fields[row * width + column] = start..<end
+                    } else if end > start {
+                        guard buffer[start] == UInt8(ascii: "=") else {
+                            throw StoreError.unreadable("column \(name(column)) holds a value without its =")
+                        }
+                        fields[row * width + column] = (start + 1)..<end
                     }
+                    row += 1
+                    guard end < buffer.count else { break }
+                    start = end + 1
                 }
-                fields.append(field)
             }
-            guard position == end else { throw StoreError.unreadable("a packed row does not end where its fields do") }
-            position = end + 1
+            guard row == count else { throw StoreError.unreadable("column \(name(column)) holds \(row) values, not \(count)") }
         }
-        guard fields.count == count * width else { throw StoreError.unreadable("packed rows end inside a row") }
-        if !inOrder {
-            let rows = (0..<count).sorted { Self.compare(bytes, fields[$0 * width]!, bytes, fields[$1 * width]!) < 0 }
-            fields = rows.flatMap { fields[($0 * width)..<($0 * width + width)] }
+        self.columns = columns
+        self.width = width
+        var inOrder = true
+        for row in 1..<max(count, 1) where inOrder {
+            inOrder = Self.compare(columns[0], fields[(row - 1) * width]!, columns[0], fields[row * width]!) <= 0
         }
-        self.fields = fields
-    }
-
-    /// Where the row that starts at `position` ends: at the next NUL byte, or at the end of the bytes.
-    private static func rowEnd(in bytes: [UInt8], from position: Int) -> Int {
-        bytes.withUnsafeBufferPointer { buffer in
-            guard let base = buffer.baseAddress, let found = memchr(base + position, 0, buffer.count - position) else { return buffer.count }
-            return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+        if inOrder {
+            self.fields = fields
+        } else {
+            let rows = (0..<count).sorted { Self.compare(columns[0], fields[$0 * width]!, columns[0], fields[$1 * width]!) < 0 }
+            self.fields = rows.flatMap { fields[($0 * width)..<($0 * width + width)] }
         }
     }
 
-    /// The field at `position`, in a row that ends at `end`: where its bytes are, or nil for NULL; `position` moves
-    /// past it.
-    private static func field(in bytes: [UInt8], at position: inout Int, before end: Int) throws -> Range<Int>? {
-        guard position < end else { throw StoreError.unreadable("a packed row ends before its fields do") }
-        if bytes[position] == UInt8(ascii: "-") {
-            guard end - position >= 3, bytes[position + 1] == UInt8(ascii: "1"), bytes[position + 2] == UInt8(ascii: ":") else {
-                throw StoreError.unreadable("packed rows hold a field without its length")
-            }
-            position += 3
-            return nil
-        }
-        var length = 0
-        var digits = 0
-        while position < end, bytes[position] != UInt8(ascii: ":") {
-            let digit = Int(bytes[position]) - Int(UInt8(ascii: "0"))
-            guard (0...9).contains(digit), digits < 10 else { throw StoreError.unreadable("packed rows hold a field without its length") }
-            length = length * 10 + digit
-            digits += 1
-            position += 1
-        }
-        guard digits > 0 else { throw StoreError.unreadable("packed rows hold a field without its length") }
-        guard position < end, end - position - 1 >= length else { throw StoreError.unreadable("a packed row ends before its fields do") }
-        position += 1
-        defer { position += length }
-        return position..<(position + length)
+    /// Where the value that starts at `position` ends: at the next NUL byte, or at the end of the bytes.
+    private static func valueEnd(in buffer: UnsafeBufferPointer<UInt8>, from position: Int) -> Int {
+        guard let base = buffer.baseAddress, position < buffer.count,
+            let found = memchr(base + position, 0, buffer.count - position)
+        else { return buffer.count }
+        return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
     }
 
-    /// Row `row`'s field `column`: where its bytes are, or nil for NULL.
-    subscript(row: Int, column: Int) -> Range<Int>? { fields[row * width + column] }
-
-    /// Row `row`'s key (its first field).
-    func key(_ row: Int) -> Range<Int> { fields[row * width]! }
-
-    /// The field's text.
-    func text(_ field: Range<Int>) -> String {
-        String(decoding: bytes[field], as: UTF8.self)
+    /// Row `row`'s field `column` as text, or nil for NULL.
+    subscript(row: Int, column: Int) -> String? {
+        fields[row * width + column].map { String(decoding: columns[column][$0], as: UTF8.self) }
     }
 
-    /// The field's text; `column` names it in the error when it is NULL.
-    func text(_ field: Range<Int>?, column: String) throws -> String {
-        guard let field else { throw StoreError.unreadable("column \(column) is NULL") }
-        return text(field)
+    /// Whether row `row`'s field `column` is NULL.
+    func isNull(_ row: Int, _ column: Int) -> Bool { fields[row * width + column] == nil }
+
+    /// Row `row`'s key (its first field) as text.
+    func key(_ row: Int) -> String { self[row, 0]! }
+
+    /// Row `row`'s field `column`; `name` names it in the error when it is NULL.
+    func text(_ row: Int, _ column: Int, name: String) throws -> String {
+        guard let text = self[row, column] else { throw StoreError.unreadable("column \(name) is NULL") }
+        return text
     }
 
-    /// The field as the integer its decimal text is.
-    func integer(_ field: Range<Int>?, column: String) throws -> Int64 {
-        guard let field, let value = Int64(text(field)) else { throw StoreError.unreadable("column \(column) is not an integer") }
+    /// Row `row`'s field `column` as the integer its decimal text is.
+    func integer(_ row: Int, _ column: Int, name: String) throws -> Int64 {
+        guard let value = Int64(try text(row, column, name: name)) else { throw StoreError.unreadable("column \(name) is not an integer") }
         return value
     }
 
-    /// -1, 0 or 1 as the field comes before, with or after `other`'s field by their bytes (SQLite's order for text).
-    func compare(_ field: Range<Int>, with other: PackedRows, _ otherField: Range<Int>) -> Int {
-        Self.compare(bytes, field, other.bytes, otherField)
+    /// -1, 0 or 1 as row `row`'s key comes before, with or after the key of `other`'s row `otherRow` by their bytes
+    /// (SQLite's order for text).
+    func compareKey(_ row: Int, with other: PackedRows, _ otherRow: Int) -> Int {
+        Self.compare(columns[0], fields[row * width]!, other.columns[0], other.fields[otherRow * other.width]!)
     }
 
     private static func compare(_ first: [UInt8], _ firstField: Range<Int>, _ second: [UInt8], _ secondField: Range<Int>) -> Int {
@@ -188,16 +192,18 @@ struct PackedRows: Sendable {
 
 extension PackedRows {
     /// The columns of a recipient, in the order ``recipient(_:)`` reads them.
-    static let recipientColumns = ["device_id", "token", "environment", "last_registered_at", "alias"]
+    static let recipientColumns: [Column] = [
+        Column("device_id"), Column("token"), Column("environment"), Column("last_registered_at"), Column("alias", nullable: true),
+    ]
 
     /// Row `row` as a recipient: its first fields are ``recipientColumns``.
     func recipient(_ row: Int) throws -> Recipient {
-        let deviceID = text(key(row))
+        let deviceID = key(row)
         return Recipient(
-            key: deviceID, deviceID: deviceID, token: try text(self[row, 1], column: "token"),
-            environment: try APNsEnvironment(storedWord: text(self[row, 2], column: "environment"), column: "environment"),
-            lastRegisteredAt: Date(milliseconds: try integer(self[row, 3], column: "last_registered_at")),
-            alias: self[row, 4].map(text))
+            key: deviceID, deviceID: deviceID, token: try text(row, 1, name: "token"),
+            environment: try APNsEnvironment(storedWord: text(row, 2, name: "environment"), column: "environment"),
+            lastRegisteredAt: Date(milliseconds: try integer(row, 3, name: "last_registered_at")),
+            alias: self[row, 4])
     }
 
     /// The recipients of a SELECT of ``recipientColumns``, by device id.

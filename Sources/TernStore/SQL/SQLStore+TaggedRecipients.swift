@@ -9,9 +9,9 @@ extension SQLStore {
     /// are both in device id order, so this reads them side by side instead: the page's device ids from the tag's
     /// index, then the devices from the first of those ids to the last, in order, keeping the tagged and active ones.
     ///
-    /// A sparse tag would make that range long, so at most twice as many devices as ids are read; the tagged devices
-    /// past them are then looked up by id, as the join would. Rounds go on until `limit` are found or the tag has no
-    /// more (a round's devices can all be deactivated).
+    /// A sparse tag would make that range long, so at most twice as many active devices as ids are read; the tagged
+    /// devices past them are then looked up by id, as the join would. Rounds go on until `limit` are found or the tag
+    /// has no more (a round's devices can all be deactivated).
     ///
     /// - Parameter condition: more conditions on the tag's row `t` (every one of the other tags of a `match: all`).
     static func mergedTaggedRecipients(
@@ -28,15 +28,18 @@ extension SQLStore {
             if let condition { idQuery += condition }
             idQuery += " ORDER BY t.device_id LIMIT \(bind: wanted)"
             // Both read packed (``PackedRows``): only the recipients kept become strings.
-            let ids = try await PackedRows.read(["device_id"], of: idQuery, session)
+            let ids = try await PackedRows.read([PackedRows.Column("device_id")], of: idQuery, session)
             guard ids.count > 0 else { break }
-            let first = ids.text(ids.key(0))
-            let last = ids.text(ids.key(ids.count - 1))
+            let first = ids.key(0)
+            let last = ids.key(ids.count - 1)
 
+            // Active devices only: a deactivated one that is tagged finds no row here, and is passed over like an
+            // untagged device between them.
             let rangeLimit = 2 * ids.count
-            let range = try await PackedRows.read(PackedRows.recipientColumns + ["deactivated_at"], of: """
-                SELECT device_id, token, environment, last_registered_at, alias, deactivated_at FROM devices
+            let range = try await PackedRows.read(PackedRows.recipientColumns, of: """
+                SELECT device_id, token, environment, last_registered_at, alias FROM devices
                 WHERE app_id = \(bind: app) AND device_id >= \(bind: first) AND device_id <= \(bind: last)
+                    AND deactivated_at IS NULL
                 ORDER BY device_id LIMIT \(bind: rangeLimit)
                 """, session)
             // Both in SQLite's order for text, by the UTF-8 bytes.
@@ -44,18 +47,17 @@ extension SQLStore {
             for row in 0..<range.count {
                 var order = 1
                 while next < ids.count {
-                    order = ids.compare(ids.key(next), with: range, range.key(row))
+                    order = ids.compareKey(next, with: range, row)
                     guard order < 0 else { break }
                     next += 1
                 }
                 guard next < ids.count, order == 0 else { continue }  // not tagged
                 next += 1
-                guard range[row, 5] == nil else { continue }  // deactivated
                 found.append(try range.recipient(row))
             }
             // The range was cut short: the ids after its last device, by id.
             if range.count == rangeLimit, next < ids.count {
-                for piece in (next..<ids.count).map({ ids.text(ids.key($0)) }).pieces(of: 500) {
+                for piece in (next..<ids.count).map(ids.key).pieces(of: 500) {
                     found += try await recipientRows("""
                         SELECT device_id, token, environment, last_registered_at, alias FROM devices
                         WHERE app_id = \(bind: app) AND device_id IN (\(binds: piece)) AND deactivated_at IS NULL
