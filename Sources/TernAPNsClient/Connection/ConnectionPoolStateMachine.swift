@@ -304,7 +304,9 @@ struct ConnectionPoolStateMachine<Lease> {
 
     private mutating func planConnect() -> ConnectPlan? {
         guard !isShutDown, !connectScheduled else { return nil }
-        let open = connections.values.filter { $0.state != .draining }.count
+        // Counted in place: a busy pool asks on every lend, and a filtered copy would allocate each time.
+        var open = 0
+        for connection in connections.values where connection.state != .draining { open += 1 }
         guard open < poolSize else { return nil }
         connectScheduled = true
         let id = nextConnectionID
