@@ -195,8 +195,8 @@ struct RecipientTests {
         }
     }
 
-    /// SQLite reads a fan-out's recipients packed into one value, each text behind its length (`PackedRows`): texts
-    /// holding the packing's own characters, or none at all, must come back as they went in.
+    /// SQLite reads a fan-out's recipients packed, one value per column with a NUL between two (`PackedRows`): texts
+    /// that look like packing, empty ones and NULL aliases must come back as they went in.
     @Test("ids and aliases holding colons, digits, format specifiers or no text read back exactly", arguments: StoreFactory.all)
     func textsThatLookLikePacking(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
@@ -218,8 +218,8 @@ struct RecipientTests {
         }
     }
 
-    /// The API stores no control characters; a NUL that got into a text some other way cannot be packed whole (SQLite's
-    /// `format` stops at it), and reading the audience says so rather than sending with a text cut short.
+    /// The API stores no control characters; a NUL that got into a text some other way would split it in two where the
+    /// packing puts a NUL between values, and reading the audience says so rather than sending with a text cut short.
     @Test("a text holding a NUL byte is an error when the audience is read, not a text cut short")
     func nulInATextIsAnError() async throws {
         try await StoreFactory.sqliteFile.withStore { store in
