@@ -19,7 +19,8 @@ import TernAPNs
 ///   apart;
 /// - integers come back as their decimal text.
 struct PackedRows: Sendable {
-    /// A column to read: a plain identifier (``isPlainIdentifier(_:)``), and whether it may be NULL.
+    /// A column to read, and whether it may be NULL. Its name goes into the SQL as it is: a plain identifier
+    /// (``isPlainIdentifier(_:)``), the callers' constants, never anything a request brought.
     struct Column: Sendable, Equatable {
         let name: String
         let nullable: Bool
@@ -156,9 +157,6 @@ struct PackedRows: Sendable {
     subscript(row: Int, column: Int) -> String? {
         fields[row * width + column].map { String(decoding: columns[column][$0], as: UTF8.self) }
     }
-
-    /// Whether row `row`'s field `column` is NULL.
-    func isNull(_ row: Int, _ column: Int) -> Bool { fields[row * width + column] == nil }
 
     /// Row `row`'s key (its first field) as text.
     func key(_ row: Int) -> String { self[row, 0]! }
