@@ -54,7 +54,7 @@ struct DeliveryOrderTests {
         let held = order.enqueue(token("held"))
         for bunch in stride(from: 0, to: tokens.count, by: 1_000) {
             let slice = Array(tokens[bunch..<min(bunch + 1_000, tokens.count)])
-            let tickets = order.enqueue(slice)
+            let tickets = order.enqueue(keys: slice.map(DeliveryOrder.LineKey.init))
             #expect(tickets.allSatisfy { $0.goesNow })
             order.finish(slice)
         }
@@ -86,7 +86,7 @@ struct DeliveryOrderTests {
             return try! DeviceToken(bytes: bytes)
         }
         others.append(try! DeviceToken(bytes: base + [0xab]))
-        let theirs = order.enqueue(others)
+        let theirs = order.enqueue(keys: others.map(DeliveryOrder.LineKey.init))
         #expect(theirs.allSatisfy { $0.goesNow })
         #expect(order.tokensInFlight == 6)
         order.finish(try! DeviceToken(bytes: base))
@@ -128,7 +128,7 @@ struct DeliveryOrderTests {
     @Test func aChunkQueuedTogetherGetsTheSameTurnsAsOneByOne() async throws {
         let order = DeliveryOrder()
         _ = order.enqueue(token("b"))
-        let tickets = order.enqueue([token("a"), token("b"), token("a"), token("c")])
+        let tickets = order.enqueue(keys: [token("a"), token("b"), token("a"), token("c")].map(DeliveryOrder.LineKey.init))
         #expect(tickets.map(\.goesNow) == [true, false, false, true], "a token already in flight, or twice in the chunk, waits")
         // A bunch of answers hands on each token's turn once.
         order.finish([token("a"), token("b")])

@@ -10,8 +10,8 @@ struct PackedRowsTests {
     /// after row; `nullable` marks the columns packed with `=` before a value.
     private func fields(_ columns: [String], nullable: [Bool]? = nil, count: Int) throws -> [String?] {
         let packed = try PackedRows(
-            columns: columns.map { Array($0.utf8) }, nullable: nullable ?? columns.map { _ in false }, count: count,
-            names: columns.indices.map { "c\($0)" })
+            columns.map { Array($0.utf8) },
+            of: columns.indices.map { PackedRows.Column("c\($0)", nullable: nullable?[$0] ?? false) }, count: count)
         return (0..<count).flatMap { row in (0..<columns.count).map { packed[row, $0] } }
     }
 
@@ -58,8 +58,8 @@ struct PackedRowsTests {
 
     @Test("keys compare by their bytes, as SQLite orders text")
     func keysCompareByBytes() throws {
-        let left = try PackedRows(columns: [Array("ab\u{0}abc\u{0}abd".utf8)], nullable: [false], count: 3)
-        let right = try PackedRows(columns: [Array("abc".utf8)], nullable: [false], count: 1)
+        let left = try PackedRows([Array("ab\u{0}abc\u{0}abd".utf8)], of: [PackedRows.Column("key")], count: 3)
+        let right = try PackedRows([Array("abc".utf8)], of: [PackedRows.Column("key")], count: 1)
         #expect(left.compareKey(0, with: right, 0) == -1)
         #expect(left.compareKey(1, with: right, 0) == 0)
         #expect(left.compareKey(2, with: right, 0) == 1)

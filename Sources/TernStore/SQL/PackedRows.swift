@@ -33,8 +33,8 @@ struct PackedRows: Sendable {
     }
 
     /// Each column's values, NUL between two of them.
-    private let columns: [[UInt8]]
-    /// Where each field is in its column's bytes (nil for NULL), row after row, the rows in the order of their first
+    private let values: [[UInt8]]
+    /// Where each field is in its column's values (nil for NULL), row after row, the rows in the order of their first
     /// field's bytes: `fields[row * width + column]`.
     private let fields: [Range<Int>?]
     /// Fields in each row.
@@ -49,7 +49,6 @@ struct PackedRows: Sendable {
     /// to (`ORDER BY` in the aggregate) makes it sort them a second time. So the rows are put in key order
     /// here if they ever come otherwise.
     static func read(_ columns: [Column], of rows: SQLQueryString, _ session: SQLiteSession) async throws -> PackedRows {
-        precondition(!columns.isEmpty && !columns[0].nullable, "packed rows have a key that is never NULL")
         let aggregates = columns.map { column in
             let value = column.nullable ? "ifnull('=' || \(column.name), '')" : column.name
             return "CAST(group_concat(\(value), char(0)) AS BLOB)"
@@ -75,7 +74,7 @@ struct PackedRows: Sendable {
                 throw StoreError.unreadable("column \(column.name) is not packed as \(count) values")
             }
         }
-        return try PackedRows(columns: packed, nullable: columns.map(\.nullable), count: count, names: columns.map(\.name))
+        return try PackedRows(packed, of: columns, count: count)
     }
 
     /// Whether `name` can go into SQL unquoted as a column: ASCII letters, digits and underscores, not starting with a
@@ -92,35 +91,33 @@ struct PackedRows: Sendable {
         }
     }
 
-    /// Takes `columns` apart into `count` rows, one field of each column a row.
-    /// - Parameters:
-    ///   - nullable: for each column, whether it was packed as nullable (`=` before a value, nothing for NULL).
-    ///   - names: the columns' names, for errors.
+    /// Takes `values` (each of `columns`' values as SQLite joined them) apart into `count` rows, one field of each
+    /// column a row.
     /// - Throws: ``StoreError/unreadable(_:)`` when a column does not hold `count` values, or a nullable one's value
     ///   lacks its `=`.
-    init(columns: [[UInt8]], nullable: [Bool], count: Int, names: [String]? = nil) throws {
-        precondition(!columns.isEmpty && nullable.count == columns.count && (names?.count ?? columns.count) == columns.count)
+    init(_ values: [[UInt8]], of columns: [Column], count: Int) throws {
+        precondition(!columns.isEmpty && !columns[0].nullable, "packed rows have a key that is never NULL")
+        precondition(values.count == columns.count, "one packed value for each column")
         let width = columns.count
-        func name(_ column: Int) -> String { names?[column] ?? "\(column + 1)" }
         // A value takes one byte at least, with its NUL, except the last: a count the bytes cannot hold is refused
         // before room is made for it.
-        guard count >= 0, columns.allSatisfy({ count <= $0.count + 1 }), count > 0 || columns.allSatisfy(\.isEmpty) else {
+        guard count >= 0, values.allSatisfy({ count <= $0.count + 1 }), count > 0 || values.allSatisfy(\.isEmpty) else {
             throw StoreError.unreadable("packed columns cannot hold \(count) rows")
         }
         var fields = [Range<Int>?](repeating: nil, count: count * width)
-        for (column, bytes) in columns.enumerated() where count > 0 {
-            let nullable = nullable[column]
+        for (column, bytes) in values.enumerated() where count > 0 {
+            let (name, nullable) = (columns[column].name, columns[column].nullable)
             var row = 0
             var start = 0
             try bytes.withUnsafeBufferPointer { buffer in
                 while true {
                     let end = Self.valueEnd(in: buffer, from: start)
-                    guard row < count else { throw StoreError.unreadable("column \(name(column)) holds more than \(count) values") }
+                    guard row < count else { throw StoreError.unreadable("column \(name) holds more than \(count) values") }
                     if !nullable {
                         fields[row * width + column] = start..<end
                     } else if end > start {
                         guard buffer[start] == UInt8(ascii: "=") else {
-                            throw StoreError.unreadable("column \(name(column)) holds a value without its =")
+                            throw StoreError.unreadable("column \(name) holds a value without its =")
                         }
                         fields[row * width + column] = (start + 1)..<end
                     }
@@ -129,18 +126,19 @@ struct PackedRows: Sendable {
                     start = end + 1
                 }
             }
-            guard row == count else { throw StoreError.unreadable("column \(name(column)) holds \(row) values, not \(count)") }
+            guard row == count else { throw StoreError.unreadable("column \(name) holds \(row) values, not \(count)") }
         }
-        self.columns = columns
+        self.values = values
         self.width = width
+        let keys = values[0]
         var inOrder = true
         for row in 1..<max(count, 1) where inOrder {
-            inOrder = Self.compare(columns[0], fields[(row - 1) * width]!, columns[0], fields[row * width]!) <= 0
+            inOrder = Self.compare(keys, fields[(row - 1) * width]!, keys, fields[row * width]!) <= 0
         }
         if inOrder {
             self.fields = fields
         } else {
-            let rows = (0..<count).sorted { Self.compare(columns[0], fields[$0 * width]!, columns[0], fields[$1 * width]!) < 0 }
+            let rows = (0..<count).sorted { Self.compare(keys, fields[$0 * width]!, keys, fields[$1 * width]!) < 0 }
             self.fields = rows.flatMap { fields[($0 * width)..<($0 * width + width)] }
         }
     }
@@ -155,7 +153,7 @@ struct PackedRows: Sendable {
 
     /// Row `row`'s field `column` as text, or nil for NULL.
     subscript(row: Int, column: Int) -> String? {
-        fields[row * width + column].map { String(decoding: columns[column][$0], as: UTF8.self) }
+        fields[row * width + column].map { String(decoding: values[column][$0], as: UTF8.self) }
     }
 
     /// Row `row`'s key (its first field) as text.
@@ -176,7 +174,7 @@ struct PackedRows: Sendable {
     /// -1, 0 or 1 as row `row`'s key comes before, with or after the key of `other`'s row `otherRow` by their bytes
     /// (SQLite's order for text).
     func compareKey(_ row: Int, with other: PackedRows, _ otherRow: Int) -> Int {
-        Self.compare(columns[0], fields[row * width]!, other.columns[0], other.fields[otherRow * other.width]!)
+        Self.compare(values[0], fields[row * width]!, other.values[0], other.fields[otherRow * other.width]!)
     }
 
     private static func compare(_ first: [UInt8], _ firstField: Range<Int>, _ second: [UInt8], _ secondField: Range<Int>) -> Int {

@@ -191,16 +191,11 @@ final class DeliveryOrder: Sendable {
 
     /// Takes the next place in the token's line; the ticket goes at once if nothing is in flight for the token.
     func enqueue(_ token: DeviceToken, badgeOnly: Bool = false) -> Ticket {
-        enqueue([token], badgeOnly: badgeOnly)[0]
+        enqueue(keys: [LineKey(token)], badgeOnly: badgeOnly)[0]
     }
 
-    /// Takes the next place in each token's line, in order, under one lock.
-    func enqueue(_ tokens: some Sequence<DeviceToken>, badgeOnly: Bool = false) -> [Ticket] {
-        enqueue(keys: tokens.map(LineKey.init), badgeOnly: badgeOnly)
-    }
-
-    /// ``enqueue(_:badgeOnly:)`` for tokens already made keys, so that a caller can make each key where its token lies
-    /// (`items.map { LineKey($0.token) }`) instead of copying the token into a sequence.
+    /// Takes the next place in each key's line, in order, under one lock. A caller makes each key where its token lies
+    /// (`items.map { LineKey($0.token) }`): a copy of the token on the way would retain and release its references.
     func enqueue(keys: [LineKey], badgeOnly: Bool = false) -> [Ticket] {
         var superseded: [Waiter] = []
         let waiters = lines.withLock { lines -> [Waiter?] in
