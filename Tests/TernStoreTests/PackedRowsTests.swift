@@ -65,6 +65,25 @@ struct PackedRowsTests {
         #expect(left.compareKey(2, with: right, 0) == 1)
     }
 
+    @Test("a field read as a number or as a required text is an error naming its column when it is not one")
+    func fieldErrorsNameTheirColumn() throws {
+        let columns = [PackedRows.Column("device_id"), PackedRows.Column("last_registered_at"), PackedRows.Column("alias", nullable: true)]
+        let packed = try PackedRows([Array("a\u{0}b".utf8), Array("17\u{0}x".utf8), Array("=z\u{0}".utf8)], of: columns, count: 2)
+        #expect(try packed.integer(0, 1) == 17)
+        #expect(try packed.text(0, 2) == "z")
+        for (read, fault) in [
+            ({ _ = try packed.integer(1, 1) }, "column last_registered_at is not an integer"),
+            ({ _ = try packed.text(1, 2) }, "column alias is NULL"),
+        ] as [(() throws -> Void, String)] {
+            #expect {
+                try read()
+            } throws: { error in
+                guard case StoreError.unreadable(let message) = error else { return false }
+                return message == fault
+            }
+        }
+    }
+
     @Test("only plain identifiers may name a packed column: nothing that could end the name or add a clause")
     func columnNamesArePlainIdentifiers() {
         for name in ["device_id", "deactivated_at", "Token2", "_x"] {

@@ -32,14 +32,16 @@ struct PackedRows: Sendable {
         }
     }
 
+    /// The columns read, in the order of their values.
+    private let columns: [Column]
     /// Each column's values, NUL between two of them.
     private let values: [[UInt8]]
     /// Where each field is in its column's values (nil for NULL), row after row, the rows in the order of their first
     /// field's bytes: `fields[row * width + column]`.
     private let fields: [Range<Int>?]
-    /// Fields in each row.
-    let width: Int
 
+    /// Fields in each row.
+    private var width: Int { columns.count }
     /// How many rows are packed.
     var count: Int { fields.count / width }
 
@@ -128,8 +130,8 @@ struct PackedRows: Sendable {
             }
             guard row == count else { throw StoreError.unreadable("column \(name) holds \(row) values, not \(count)") }
         }
+        self.columns = columns
         self.values = values
-        self.width = width
         let keys = values[0]
         var inOrder = true
         for row in 1..<max(count, 1) where inOrder {
@@ -159,15 +161,17 @@ struct PackedRows: Sendable {
     /// Row `row`'s key (its first field) as text.
     func key(_ row: Int) -> String { self[row, 0]! }
 
-    /// Row `row`'s field `column`; `name` names it in the error when it is NULL.
-    func text(_ row: Int, _ column: Int, name: String) throws -> String {
-        guard let text = self[row, column] else { throw StoreError.unreadable("column \(name) is NULL") }
+    /// Row `row`'s field `column`, which must not be NULL.
+    func text(_ row: Int, _ column: Int) throws -> String {
+        guard let text = self[row, column] else { throw StoreError.unreadable("column \(columns[column].name) is NULL") }
         return text
     }
 
     /// Row `row`'s field `column` as the integer its decimal text is.
-    func integer(_ row: Int, _ column: Int, name: String) throws -> Int64 {
-        guard let value = Int64(try text(row, column, name: name)) else { throw StoreError.unreadable("column \(name) is not an integer") }
+    func integer(_ row: Int, _ column: Int) throws -> Int64 {
+        guard let value = Int64(try text(row, column)) else {
+            throw StoreError.unreadable("column \(columns[column].name) is not an integer")
+        }
         return value
     }
 
@@ -196,9 +200,9 @@ extension PackedRows {
     func recipient(_ row: Int) throws -> Recipient {
         let deviceID = key(row)
         return Recipient(
-            key: deviceID, deviceID: deviceID, token: try text(row, 1, name: "token"),
-            environment: try APNsEnvironment(storedWord: text(row, 2, name: "environment"), column: "environment"),
-            lastRegisteredAt: Date(milliseconds: try integer(row, 3, name: "last_registered_at")),
+            key: deviceID, deviceID: deviceID, token: try text(row, 1),
+            environment: try APNsEnvironment(storedWord: text(row, 2), column: "environment"),
+            lastRegisteredAt: Date(milliseconds: try integer(row, 3)),
             alias: self[row, 4])
     }
 
