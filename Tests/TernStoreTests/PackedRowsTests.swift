@@ -1,3 +1,4 @@
+import TernAPNs
 import Testing
 
 @testable import TernStore
@@ -65,15 +66,22 @@ struct PackedRowsTests {
         #expect(left.compareKey(2, with: right, 0) == 1)
     }
 
-    @Test("a field read as a number or as a required text is an error naming its column when it is not one")
+    @Test("a field read as a number, a stored word or a required text is an error naming its column when it is not one")
     func fieldErrorsNameTheirColumn() throws {
-        let columns = [PackedRows.Column("device_id"), PackedRows.Column("last_registered_at"), PackedRows.Column("alias", nullable: true)]
-        let packed = try PackedRows([Array("a\u{0}b".utf8), Array("17\u{0}x".utf8), Array("=z\u{0}".utf8)], of: columns, count: 2)
+        let columns = [
+            PackedRows.Column("device_id"), PackedRows.Column("last_registered_at"), PackedRows.Column("alias", nullable: true),
+            PackedRows.Column("environment"),
+        ]
+        let packed = try PackedRows(
+            [Array("a\u{0}b".utf8), Array("17\u{0}x".utf8), Array("=z\u{0}".utf8), Array("development\u{0}sandbox".utf8)],
+            of: columns, count: 2)
         #expect(try packed.integer(0, 1) == 17)
         #expect(try packed.text(0, 2) == "z")
+        #expect(try packed.word(0, 3, as: APNsEnvironment.self) == .development)
         for (read, fault) in [
             ({ _ = try packed.integer(1, 1) }, "column last_registered_at is not an integer"),
             ({ _ = try packed.text(1, 2) }, "column alias is NULL"),
+            ({ _ = try packed.word(1, 3, as: APNsEnvironment.self) }, "column environment holds 'sandbox', which is none of production, development"),
         ] as [(() throws -> Void, String)] {
             #expect {
                 try read()

@@ -175,6 +175,11 @@ struct PackedRows: Sendable {
         return value
     }
 
+    /// Row `row`'s field `column` as the value its stored word stands for (`production`, …).
+    func word<Word: StoredWord>(_ row: Int, _ column: Int, as _: Word.Type = Word.self) throws -> Word {
+        try Word(storedWord: text(row, column), column: columns[column].name)
+    }
+
     /// -1, 0 or 1 as row `row`'s key comes before, with or after the key of `other`'s row `otherRow` by their bytes
     /// (SQLite's order for text).
     func compareKey(_ row: Int, with other: PackedRows, _ otherRow: Int) -> Int {
@@ -201,7 +206,7 @@ extension PackedRows {
         let deviceID = key(row)
         return Recipient(
             key: deviceID, deviceID: deviceID, token: try text(row, 1),
-            environment: try APNsEnvironment(storedWord: text(row, 2), column: "environment"),
+            environment: try word(row, 2),
             lastRegisteredAt: Date(milliseconds: try integer(row, 3)),
             alias: self[row, 4])
     }
