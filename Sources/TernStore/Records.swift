@@ -172,6 +172,9 @@ public struct DeviceRegistration: Sendable, Equatable {
 
 /// A device as the registry keeps it: exactly one current token.
 public struct DeviceRecord: Sendable, Equatable {
+    /// How many tags a device may have.
+    public static let maximumTags = 100
+
     public var appID: String
     public var deviceID: String
     public var token: String

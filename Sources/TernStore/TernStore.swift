@@ -15,6 +15,9 @@ public enum StoreError: Error, Equatable, Sendable {
     /// A row holds text the store never writes in that column (edited by hand, or by a newer Tern); the message
     /// names the column, the text and what the column takes.
     case unreadable(String)
+    /// A change would take a device past ``DeviceRecord/maximumTags``; nothing was written. Carries the count it
+    /// would have had.
+    case tooManyTags(Int)
 }
 
 extension StoreError: CustomStringConvertible {
@@ -24,6 +27,7 @@ extension StoreError: CustomStringConvertible {
         case .notFound(let what): "no \(what)"
         case .invalidInput(let message), .unavailable(let message), .unreadable(let message): message
         case .refused(let refusal): "registration refused: \(refusal.rawValue)"
+        case .tooManyTags(let count): "a device has at most \(DeviceRecord.maximumTags) tags; this change would give it \(count)"
         }
     }
 }
@@ -89,6 +93,8 @@ public protocol TernStore: Sendable {
     /// Unbinds the device from its alias (logout). Returns the device, or nil if there is none.
     func removeAlias(app: String, deviceID: String, at: Date) async throws -> DeviceRecord?
     /// Adds and removes tags. Returns the device, or nil if there is none.
+    /// - Throws: ``StoreError/tooManyTags(_:)``, having changed nothing, when the device would have more than
+    ///   ``DeviceRecord/maximumTags``.
     func updateTags(app: String, deviceID: String, add: Set<String>, remove: Set<String>, at: Date) async throws -> DeviceRecord?
     /// The devices bound to an alias (active or not), by device id.
     func devices(app: String, alias: String) async throws -> [DeviceRecord]

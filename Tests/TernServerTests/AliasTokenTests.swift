@@ -54,6 +54,15 @@ struct AliasTokenTests {
         #expect(throws: refusal) { try Self.verify(token) }
     }
 
+    /// Canonically equivalent to Swift, different in bytes (and so to the database): KELVIN SIGN and K, a composed é
+    /// and e with a combining acute, ANGSTROM SIGN and Å.
+    @Test(arguments: [("\u{212A}ate", "Kate"), ("Kate", "\u{212A}ate"), ("e\u{301}lodie", "\u{E9}lodie"), ("\u{212B}sa", "\u{C5}sa")])
+    func aSubjectThatSwiftTakesForTheAliasButIsOtherBytesIsRefused(subject: String, alias: String) {
+        #expect(subject == alias, "the premise: equal to Swift")
+        let token = AliasTokens.mint(alias: subject, app: "demo", secret: Self.secret, now: Self.now)
+        #expect(throws: AliasToken.Refusal.wrongSubject) { try Self.verify(token, alias: alias) }
+    }
+
     @Test func theClockSkewIsSixtySecondsEachWay() throws {
         // Expired 59 s ago: still within the skew; 3,659 s ahead: within an hour plus skew.
         try Self.verify(AliasTokens.mint(alias: "alice", app: "demo", secret: Self.secret, expiresIn: -59, now: Self.now))

@@ -78,6 +78,12 @@ import Testing
         (#"{"token": "\#(Fixture.token(1))", "environment": "production", "alias": "\#(String(repeating: "a", count: 129))"}"#, "alias"),
         (#"{"token": "\#(Fixture.token(1))", "environment": "production", "tags": ["ok", "not ok"]}"#, "tags[1]"),
         (#"{"token": "\#(Fixture.token(1))", "environment": "production", "locale": "\#(String(repeating: "x", count: 36))"}"#, "locale"),
+        // A NUL would end the text early in the database (the answer and the record would differ); control and
+        // bidi characters rewrite what a terminal or console shows.
+        (#"{"token": "\#(Fixture.token(1))", "environment": "production", "locale": "en\u0000X"}"#, "locale"),
+        (#"{"token": "\#(Fixture.token(1))", "environment": "production", "timezone": "\u202Eevil\r\n"}"#, "timezone"),
+        (#"{"token": "\#(Fixture.token(1))", "environment": "production", "appVersion": "1\u001B[31m"}"#, "appVersion"),
+        (#"{"token": "\#(Fixture.token(1))", "environment": "production", "alias": "\u212Aate"}"#, "alias"),
         (#"{"token": 12, "environment": "production"}"#, "token"),
         (#"{"token": "\#(Fixture.token(1))", "environment": "production""#, "body"),
         ("", "body"),
@@ -130,6 +136,31 @@ import Testing
                 try JSONValue(parsing: Data(arrival.payload.utf8))[path: "aps.alert.title"]?.string
             }
             #expect(titles == ["the good one"], "only the good push was sent")
+        }
+    }
+    @Test func aDeviceHasAtMostAHundredTagsHoweverTheyAreAdded() async throws {
+        try await RouterHarness.withServer { server in
+            let device = Fixture.device(1)
+            try await server.register(device, token: Fixture.token(1), tags: (0..<60).map { "a\($0)" })
+            let path = "/v1/apps/demo/devices/\(device)/tags"
+            func change(_ add: [String], remove: [String] = []) async throws -> HTTPTestResponse {
+                let body = JSONValue.object(["add": .array(add.map(JSONValue.string)), "remove": .array(remove.map(JSONValue.string))])
+                return try await server.device.send(.PATCH, path, body: String(decoding: try body.serialized(), as: UTF8.self), headers: server.asDevice(device))
+            }
+            #expect(try await change((0..<40).map { "b\($0)" }).status == 200)
+            let past = try await change(["c0"])
+            #expect(past.status == 409, "\(past.text)")
+            #expect(try past.json()["error"]?.string == "tooManyTags")
+            #expect(try past.json()["field"]?.string == "add")
+            // Nothing of a refused change is kept; one that removes as many as it adds stays within the limit.
+            let tags = { try await server.master.get("/v1/apps/demo/devices/\(device)").json()["tags"] }
+            guard case .array(let kept)? = try await tags() else { Issue.record("no tags"); return }
+            #expect(kept.count == 100 && !kept.contains(.string("c0")))
+            #expect(try await change(["c0", "c1"], remove: ["a0", "a1"]).status == 200)
+            guard case .array(let after)? = try await tags() else { Issue.record("no tags"); return }
+            #expect(after.count == 100 && after.contains(.string("c1")) && !after.contains(.string("a1")))
+            // The backend is held to it too.
+            #expect(try await server.master.patch(path, #"{"add": ["d0"]}"#).status == 409)
         }
     }
 }

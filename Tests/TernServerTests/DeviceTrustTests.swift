@@ -122,6 +122,61 @@ import Testing
         }
     }
 
+    /// A device id is the app's to choose: once its device is deleted (by itself, or because its token moved to a
+    /// new id), anyone may register it afresh, and must find none of the old device's inbox.
+    @Test func aDeletedDevicesIdRegisteredAgainFindsNothingOfIt() async throws {
+        try await RouterHarness.withServer { server in
+            let moved = Fixture.device(4)
+            try await server.register(Self.victim, token: Self.victimToken)
+            try await server.register(moved, token: Fixture.token(4))
+            let push = try await server.push(Fixture.push(
+                audience: #"{"devices": ["\#(Self.victim)", "\#(moved)"]}"#, title: "Your bank code is 991", extra: #", "inbox": {"ttl": 3600}"#))
+            #expect(push[path: "counts.accepted"]?.int == 2)
+            // The victim deletes itself; the other's token moves to a new id (its keychain was wiped).
+            #expect(try await server.device.send(.DELETE, "/v1/apps/demo/devices/\(Self.victim)", headers: server.asDevice(Self.victim)).status == 204)
+            try await server.register(Fixture.device(5), token: Fixture.token(4))
+            #expect(try await server.master.get("/v1/apps/demo/devices/\(moved)").status == 404)
+
+            for (n, id) in [Self.victim, moved].enumerated() {
+                let taken = try await server.device.put("/v1/apps/demo/devices/\(id)", Fixture.registration(token: Fixture.token(700 + n)))
+                #expect(taken.status == 200, "\(taken.text)")
+                let secret = try #require(try taken.json()["deviceSecret"]?.string)
+                let inbox = try await server.device.send(.GET, "/v1/apps/demo/inbox?deviceId=\(id)", headers: [("X-Tern-Device-Secret", secret)])
+                #expect(inbox.status == 200)
+                #expect(try inbox.json()["messages"] == .array([]), "\(inbox.text)")
+                #expect(try inbox.json()["unread"]?.int == 0)
+                #expect(!inbox.text.contains("991"))
+            }
+        }
+    }
+
+    /// The backend's own user id "\u{212A}ate" (KELVIN SIGN, "ate") is equal to "Kate" by Swift's `==`, not in the
+    /// database. Its alias token must not bind another user's "Kate"; such an alias is refused outright (not NFC).
+    @Test func anAliasTokenForALookalikeIdDoesNotBindTheUserItLooksLike() async throws {
+        try await RouterHarness.withServer { server in
+            try await server.register(Self.victim, token: Self.victimToken, alias: "Kate")
+            let lookalike = "\u{212A}ate"
+            let attacker = Fixture.device(2)
+            let token = AliasTokens.mint(alias: lookalike, app: "demo", secret: server.identitySecret)
+            let asKate = try await server.device.put(
+                "/v1/apps/demo/devices/\(attacker)", Fixture.registration(token: Self.attackerToken, alias: "Kate", aliasToken: token))
+            #expect(asKate.status == 403, "\(asKate.text)")
+            #expect(try asKate.json()["field"]?.string == "aliasToken")
+            let asItself = try await server.device.put(
+                "/v1/apps/demo/devices/\(attacker)", Fixture.registration(token: Self.attackerToken, alias: lookalike, aliasToken: token))
+            #expect(asItself.status == 400, "\(asItself.text)")
+            #expect(try asItself.json()["field"]?.string == "alias")
+            #expect(try asItself.json()["message"]?.string?.contains("NFC") == true)
+            // Nor may the backend send to it: it names no user Tern keeps.
+            let push = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: #"{"aliases": ["\#(lookalike)"]}"#))
+            #expect(push.status == 400, "\(push.text)")
+
+            #expect(try await server.master.get("/v1/apps/demo/devices/\(attacker)").status == 404)
+            _ = try await server.push(Fixture.push(audience: #"{"aliases": ["Kate"]}"#, title: "Your 2FA code is 123456"))
+            #expect(try await server.arrivals().filter { $0.payload.contains("2FA") }.map(\.token) == [Self.victimToken])
+        }
+    }
+
     @Test func guessingADeviceSecretIsLimitedWithoutLockingTheDeviceOut() async throws {
         try await RouterHarness.withServer { server in
             try await server.register(Self.victim, token: Self.victimToken)

@@ -104,6 +104,23 @@ struct DeviceSecretTests {
         }
     }
 
+    @Test("the alias a device keeps without proof is the same bytes, not text Swift takes for equal", arguments: StoreFactory.all)
+    func keptAliasIsComparedByBytes(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            // Bound (with proof) to "\u{212A}ate", KELVIN SIGN and "ate": Swift's `==` takes it for "Kate".
+            let lookalike = "\u{212A}ate"
+            #expect(lookalike == "Kate" && !lookalike.utf8.elementsEqual("Kate".utf8), "the premise: equal to Swift, not in bytes")
+            _ = try await store.register(
+                Self.byDevice("d1", token: "t1", alias: lookalike, presenting: nil, aliasProven: true), app: "demo", at: time(1))
+            await #expect(throws: StoreError.refused(.aliasBinding)) {
+                _ = try await store.register(Self.byDevice("d1", token: "t1", alias: "Kate", presenting: Self.secretA), app: "demo", at: time(2))
+            }
+            #expect(try await store.devices(app: "demo", alias: "Kate").isEmpty)
+            #expect(try await store.device(app: "demo", deviceID: "d1")?.alias.map { Array($0.utf8) } == Array(lookalike.utf8))
+        }
+    }
+
     @Test("refused registrations among 60 at once fail alone; the others are written", arguments: StoreFactory.all)
     func refusalsInAGroupFailAlone(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in

@@ -206,4 +206,39 @@ struct InboxStoreTests {
             #expect(try await listed(store, alice, at: 1) == ["m1"])
         }
     }
+
+    @Test("a deleted device's own inbox and badge go with it, whether deleted or its token moved; an alias's inbox stays",
+        arguments: StoreFactory.all)
+    func deletedDevicesInbox(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            let (d1, d2, d3) = (InboxOwner.device("d1"), InboxOwner.device("d2"), InboxOwner.device("d3"))
+            for (id, token) in [("d1", "t1"), ("d2", "t2"), ("d3", "t3")] {
+                _ = try await store.register(registration(id, token: token), app: "demo", at: time(0))
+            }
+            _ = try await store.register(registration("a1", token: "ta", alias: "alice"), app: "demo", at: time(0))
+            for id in ["p", "q"] { _ = try await store.createPush(makePush(id)) }
+            _ = try await store.deliverToInbox(message("m1"), owners: [d1, d2, d3, alice], cap: 10, at: time(1))
+            #expect(try await store.badges(app: "demo", owners: [d1, d2], pushID: "p", change: .increment(3), at: time(1)) == [d1: 3, d2: 3])
+
+            // Deleted on purpose, and registered afresh under the same id by someone else: nothing of the old device.
+            #expect(try await store.deleteDevice(app: "demo", deviceID: "d1"))
+            #expect(try await listed(store, d1, at: 2) == [])
+            #expect(try await store.unreadCount(app: "demo", owner: d1, at: time(2)) == 0)
+            _ = try await store.register(registration("d1", token: "t9"), app: "demo", at: time(3))
+            #expect(try await listed(store, d1, at: 4) == [])
+            #expect(try await store.badges(app: "demo", owners: [d1], pushID: "q", change: .increment(1), at: time(4)) == [d1: 1])
+
+            // d2's token registered under another id (a cleared keychain): d2 goes, and its inbox with it.
+            _ = try await store.register(registration("d4", token: "t2"), app: "demo", at: time(5))
+            #expect(try await store.device(app: "demo", deviceID: "d2") == nil)
+            #expect(try await listed(store, d2, at: 6) == [])
+
+            // The others keep theirs, the alias's included.
+            #expect(try await listed(store, d3, at: 6) == ["m1"])
+            #expect(try await listed(store, alice, at: 6) == ["m1"])
+            #expect(try await store.deleteDevice(app: "demo", deviceID: "a1"))
+            #expect(try await listed(store, alice, at: 7) == ["m1"])
+        }
+    }
 }

@@ -44,6 +44,31 @@ struct SQLStoreTests {
         }
     }
 
+    @Test("migration 9 clears the own inboxes that earlier versions left of deleted devices, and only those")
+    func orphanedDeviceInboxesAreCleared() async throws {
+        let directory = try TemporaryDirectory()
+        defer { try? directory.remove() }
+        try await Self.withStore(in: directory, migrated: false) { store async throws in
+            // As version 8 left it: "gone" was deleted, its inbox not. Then this version's migration runs.
+            try await store.migrate(through: 8)
+            try await store.createApp(makeApp())
+            _ = try await store.register(registration("kept", token: "t1"), app: "demo", at: time(0))
+            let owners: [InboxOwner] = [.device("kept"), .device("gone"), .alias("alice")]
+            let message = InboxMessage(
+                id: "m1", appID: "demo", title: "t", body: "b", data: nil, createdAt: time(0), expiresAt: time(10_000))
+            _ = try await store.deliverToInbox(message, owners: owners, cap: 10, at: time(0))
+            try await store.migrate()
+            let left = try await store.exclusive { db in
+                (
+                    try await db.raw("SELECT owner FROM inbox_entries ORDER BY owner").all(decodingColumn: "owner", as: String.self),
+                    try await db.raw("SELECT owner FROM inbox_owners ORDER BY owner").all(decodingColumn: "owner", as: String.self)
+                )
+            }
+            #expect(left.0 == ["a:alice", "d:kept"])
+            #expect(left.1 == ["a:alice", "d:kept"])
+        }
+    }
+
     @Test("data survives closing and reopening the file")
     func reopenKeepsData() async throws {
         let directory = try TemporaryDirectory()

@@ -118,10 +118,16 @@ struct DevicesAPI {
             let body = try await JSONBody.decode(TagsRequest.self, from: request, limit: 64 * 1024)
             let add = try Self.validateTags(body.add ?? [], field: "add")
             let remove = try Self.validateTags(body.remove ?? [], field: "remove")
-            guard let record = try await store.updateTags(app: app.id, deviceID: device.deviceID, add: add, remove: remove, at: clock.now)
-            else {
-                throw JSONAPIError.notFound("no device \(device.deviceID)")
+            let updated: DeviceRecord?
+            do {
+                updated = try await store.updateTags(app: app.id, deviceID: device.deviceID, add: add, remove: remove, at: clock.now)
+            } catch StoreError.tooManyTags(let count) {
+                throw JSONAPIError(
+                    status: .conflict, error: "tooManyTags",
+                    message: "a device has at most \(DeviceRecord.maximumTags) tags; with these it would have \(count): remove some first",
+                    field: "add")
             }
+            guard let record = updated else { throw JSONAPIError.notFound("no device \(device.deviceID)") }
             return DeviceView(record)
         }
         // A new secret for the device: the old one stops working at once. The device (with its current secret)
@@ -244,9 +250,9 @@ struct DevicesAPI {
         if let alias = body.alias {
             guard isValidAlias(alias) else { throw .badRequest(field: "alias", aliasRule + " (log out with DELETE …/alias)") }
         }
-        try checkLength(body.locale, field: "locale", max: 35)
-        try checkLength(body.timezone, field: "timezone", max: 64)
-        try checkLength(body.appVersion, field: "appVersion", max: 64)
+        try checkText(body.locale, field: "locale", max: 35)
+        try checkText(body.timezone, field: "timezone", max: 64)
+        try checkText(body.appVersion, field: "appVersion", max: 64)
         let tags = try body.tags.map { tags throws(JSONAPIError) in try validateTags(tags, field: "tags") }
         return DeviceRegistration(
             deviceID: deviceID, token: token.hex, environment: environment, alias: body.alias, tags: tags, locale: body.locale,
@@ -254,13 +260,24 @@ struct DevicesAPI {
     }
 
     /// What an alias may be, as the README documents it.
-    static let aliasRule = "an alias is 1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
+    static let aliasRule =
+        "an alias is 1-128 bytes of UTF-8 text in Unicode NFC (composed form), without control, bidirectional-override or invisible formatting characters"
 
     /// Whether `alias` is a user id Tern stores: printable text that reads the same in a console, a log and a
-    /// terminal (no NUL, control characters, bidi overrides or other invisible formatting).
+    /// terminal (no NUL, control characters, bidi overrides or other invisible formatting), in NFC.
+    ///
+    /// NFC because Swift compares and hashes text by canonical equivalence, and the database by bytes: the KELVIN
+    /// SIGN and "ate" equal "Kate" to Swift, not to SQL. Of two different texts in NFC, neither is equivalent to the
+    /// other, so an alias names one user however it is compared.
     static func isValidAlias(_ alias: String) -> Bool {
-        guard (1...128).contains(alias.utf8.count) else { return false }
-        return alias.unicodeScalars.allSatisfy { scalar in
+        guard (1...128).contains(alias.utf8.count), isPrintable(alias) else { return false }
+        return alias.utf8.elementsEqual(alias.precomposedStringWithCanonicalMapping.utf8)
+    }
+
+    /// Whether `text` has no NUL, control characters, bidi overrides or other invisible formatting, nor code points
+    /// that are not characters.
+    static func isPrintable(_ text: String) -> Bool {
+        text.unicodeScalars.allSatisfy { scalar in
             switch scalar.properties.generalCategory {
             case .control, .format, .surrogate, .unassigned, .lineSeparator, .paragraphSeparator, .privateUse: false
             default: !scalar.properties.isNoncharacterCodePoint
@@ -269,7 +286,7 @@ struct DevicesAPI {
     }
 
     static func validateTags(_ tags: [String], field: String) throws(JSONAPIError) -> Set<String> {
-        guard tags.count <= 100 else { throw .badRequest(field: field, "at most 100 tags") }
+        guard tags.count <= DeviceRecord.maximumTags else { throw .badRequest(field: field, "at most \(DeviceRecord.maximumTags) tags") }
         for (index, tag) in tags.enumerated() {
             let allowed = tag.utf8.allSatisfy { byte in
                 (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
@@ -282,8 +299,13 @@ struct DevicesAPI {
         return Set(tags)
     }
 
-    private static func checkLength(_ value: String?, field: String, max: Int) throws(JSONAPIError) {
-        if let value, value.utf8.count > max { throw .badRequest(field: field, "\(field) is at most \(max) bytes") }
+    /// A device's descriptive field: stored as it comes, so it must be text that reads as it is (a NUL would end it
+    /// early in the database, a control character would rewrite a terminal's line).
+    private static func checkText(_ value: String?, field: String, max: Int) throws(JSONAPIError) {
+        guard let value else { return }
+        guard value.utf8.count <= max, isPrintable(value) else {
+            throw .badRequest(field: field, "\(field) is at most \(max) bytes of text without control or invisible formatting characters")
+        }
     }
 
     static func limit(_ text: String?) throws(JSONAPIError) -> Int {

@@ -366,7 +366,7 @@ enum OpenAPIDocument {
        "type": "string",
        "minLength": 1,
        "maxLength": 128,
-       "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
+       "description": "1-128 bytes of UTF-8 text in Unicode NFC (composed form), without control, bidirectional-override or invisible formatting characters"
       }
      },
      {
@@ -1647,7 +1647,7 @@ enum OpenAPIDocument {
       "type": "string",
       "minLength": 1,
       "maxLength": 128,
-      "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
+      "description": "1-128 bytes of UTF-8 text in Unicode NFC (composed form), without control, bidirectional-override or invisible formatting characters"
      },
      "aliasToken": {
       "type": "string",
@@ -1665,15 +1665,18 @@ enum OpenAPIDocument {
      },
      "locale": {
       "type": "string",
-      "maxLength": 35
+      "maxLength": 35,
+      "description": "text without control or invisible formatting characters"
      },
      "timezone": {
       "type": "string",
-      "maxLength": 64
+      "maxLength": 64,
+      "description": "text without control or invisible formatting characters"
      },
      "appVersion": {
       "type": "string",
-      "maxLength": 64
+      "maxLength": 64,
+      "description": "text without control or invisible formatting characters"
      }
     },
     "required": [
@@ -1767,6 +1770,7 @@ enum OpenAPIDocument {
    },
    "TagsChange": {
     "type": "object",
+    "description": "tags to add and remove, removals last; a device has at most 100 tags (409 tooManyTags past that, with nothing changed)",
     "properties": {
      "add": {
       "type": "array",
@@ -1874,7 +1878,7 @@ enum OpenAPIDocument {
        "type": "string",
        "minLength": 1,
        "maxLength": 128,
-       "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
+       "description": "1-128 bytes of UTF-8 text in Unicode NFC (composed form), without control, bidirectional-override or invisible formatting characters"
       }
      },
      "tags": {
@@ -2349,7 +2353,7 @@ enum OpenAPIDocument {
      "type": "string",
      "minLength": 1,
      "maxLength": 128,
-     "description": "1-128 bytes of UTF-8 text without control, bidirectional-override or invisible formatting characters"
+     "description": "1-128 bytes of UTF-8 text in Unicode NFC (composed form), without control, bidirectional-override or invisible formatting characters"
     },
     "description": "whose inbox: this user's (master secret)"
    }

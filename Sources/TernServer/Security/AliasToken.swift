@@ -54,14 +54,22 @@ enum AliasToken {
                 guard let seconds = number(value), seconds <= nowSeconds + clockSkew else { throw .notYetValid }
             }
         }
+        // Compared by their bytes, as the database compares them: Swift's `==` takes canonically equivalent texts
+        // (a KELVIN SIGN and "K") for equal.
+        func same(_ claim: JSONValue?, _ expected: String) -> Bool {
+            guard case .string(let text)? = claim else { return false }
+            return text.utf8.elementsEqual(expected.utf8)
+        }
         switch claims["aud"] {
-        case .string(let audience)? where audience == app: break
-        case .array(let audiences)? where audiences.contains(.string(app)): break
+        case .array(let audiences)? where audiences.contains(where: { same($0, app) }): break
+        case let audience where same(audience, app): break
         default: throw .wrongAudience
         }
-        guard claims["sub"] == .string(alias) else { throw .wrongSubject }
+        guard same(claims["sub"], alias) else { throw .wrongSubject }
         if let device = claims["did"] {
-            guard case .string(let named) = device, let deviceID, named.lowercased() == deviceID.lowercased() else { throw .wrongDevice }
+            guard case .string(let named) = device, let deviceID, named.lowercased().utf8.elementsEqual(deviceID.lowercased().utf8) else {
+                throw .wrongDevice
+            }
         }
     }
 

@@ -359,6 +359,18 @@ extension SQLStore {
                 """,
                 "CREATE INDEX device_presence_by_node ON device_presence (node)",
             ]),
+            // Versions before this one left a deleted device's own inbox (owner `d:` and its id) behind, for whoever
+            // registered that id again to read. Deleting a device now deletes it; this clears what is left.
+            Migration(version: 9, name: "inboxes of deleted devices", statements: [
+                """
+                DELETE FROM inbox_entries WHERE owner LIKE 'd:%' AND NOT EXISTS (
+                    SELECT 1 FROM devices d WHERE d.app_id = inbox_entries.app_id AND d.device_id = substr(inbox_entries.owner, 3))
+                """,
+                """
+                DELETE FROM inbox_owners WHERE owner LIKE 'd:%' AND NOT EXISTS (
+                    SELECT 1 FROM devices d WHERE d.app_id = inbox_owners.app_id AND d.device_id = substr(inbox_owners.owner, 3))
+                """,
+            ]),
         ]
     }
 }

@@ -127,7 +127,12 @@ extension SQLStore {
         if let current {
             guard let presented, ConstantTime.equal(presented, current.secretHash ?? legacy) else { return .deviceSecret }
         }
-        if let alias = registration.alias, alias != current?.alias, !aliasProven { return .aliasBinding }
+        if let alias = registration.alias, !aliasProven {
+            // The alias it has already needs no proof. Compared by bytes, as the database keeps it: Swift's `==`
+            // takes canonically equivalent texts (a KELVIN SIGN and "K") for the same alias.
+            let unchanged = current?.alias.map { alias.utf8.elementsEqual($0.utf8) } ?? false
+            if !unchanged { return .aliasBinding }
+        }
         return nil
     }
 
@@ -194,6 +199,7 @@ extension SQLStore {
                 """).run()
         }
         if !movedAway.isEmpty {
+            try await deleteOwnInboxes(app: app, deviceIDs: movedAway, db)
             try await db.raw("DELETE FROM devices WHERE app_id = \(bind: app) AND device_id IN (\(binds: movedAway))").run()
         }
 

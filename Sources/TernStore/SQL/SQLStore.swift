@@ -139,6 +139,7 @@ public final class SQLStore: TernStore {
         try await transaction { db in
             // History outlives a device that lost its token to another id, not one deleted on purpose.
             try await db.raw("DELETE FROM token_history WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)").run()
+            try await Self.deleteOwnInboxes(app: app, deviceIDs: [deviceID], db)
             return try await db.raw("""
                 DELETE FROM devices WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) RETURNING device_id
                 """).first() != nil
@@ -182,6 +183,13 @@ public final class SQLStore: TernStore {
                     DELETE FROM device_tags
                     WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND tag IN (\(binds: remove.sorted()))
                     """).run()
+            }
+            // Counted after both, in the transaction: thrown, it undoes them.
+            if !add.isEmpty {
+                let count = try await db.raw("""
+                    SELECT COUNT(*) AS n FROM device_tags WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)
+                    """).first(decodingColumn: "n", as: Int.self) ?? 0
+                guard count <= DeviceRecord.maximumTags else { throw StoreError.tooManyTags(count) }
             }
             return try await Self.device(app: app, deviceID: deviceID, db)
         }
@@ -453,6 +461,17 @@ extension SQLStore {
             tags[try row.decode(column: "device_id", as: String.self), default: []].insert(try row.decode(column: "tag", as: String.self))
         }
         return tags
+    }
+
+    /// Deletes the inboxes of these devices as owners (``InboxOwner/device(_:)``, a device without an alias), with their
+    /// badge counters: a device id is the app's to choose, so whoever registers a deleted one afresh must find nothing
+    /// of the device that had it. An alias's inbox is its user's, and stays.
+    static func deleteOwnInboxes(app: String, deviceIDs: [String], _ db: any SQLDatabase) async throws {
+        for piece in deviceIDs.pieces(of: 500) {
+            let owners = piece.map { InboxOwner.device($0).key }
+            try await db.raw("DELETE FROM inbox_entries WHERE app_id = \(bind: app) AND owner IN (\(binds: owners))").run()
+            try await db.raw("DELETE FROM inbox_owners WHERE app_id = \(bind: app) AND owner IN (\(binds: owners))").run()
+        }
     }
 
     static func insertTags(_ tags: Set<String>, app: String, deviceID: String, _ db: any SQLDatabase) async throws {
