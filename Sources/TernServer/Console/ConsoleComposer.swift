@@ -20,9 +20,7 @@ struct ComposeView {
 
     init(form: ConsoleForm, preview: ComposePreview) {
         self.form = ConsoleFormat.values(form)
-        audienceKinds = Choice.list(
-            [("tags", "Tags"), ("aliases", "Users (aliases)"), ("devices", "Device ids"), ("tokens", "Tokens"), ("all", "Everyone")],
-            selected: form["audience.kind"] ?? "tags")
+        audienceKinds = Choice.list(ConsoleRequests.audienceKinds, selected: form["audience.kind"] ?? "tags")
         matches = Choice.list([("any", "any of the tags"), ("all", "all of the tags")], selected: form["audience.match"] ?? "any")
         rawPayload = form["content"] == "payload"
         contentAvailable = form.isChecked("notification.contentAvailable")

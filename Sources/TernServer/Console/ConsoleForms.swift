@@ -88,10 +88,18 @@ enum ConsoleRequests {
         try decode(PushesAPI.PushRequest.self, pushBody(form))
     }
 
+    /// The composer's choices of audience: the API's kinds, each with its label.
+    static let audienceKinds = [("tags", "Tags"), ("aliases", "Users (aliases)"), ("devices", "Device ids"), ("tokens", "Tokens"), ("all", "Everyone")]
+
     /// The composer's fields as the JSON body of `POST …/pushes` (what the composer also shows, for a client to copy).
     static func pushBody(_ form: ConsoleForm) throws(JSONAPIError) -> FormJSON {
         var body = FormJSON()
-        switch form.given("audience.kind") ?? "tags" {
+        let kind = form.given("audience.kind") ?? "tags"
+        // One of the names it knows, not anything sent: it becomes part of a path below, whose every dot is a level.
+        guard audienceKinds.contains(where: { $0.0 == kind }) else {
+            throw .badRequest(field: "audience.kind", "the audience is one of \(audienceKinds.map(\.0).joined(separator: ", "))")
+        }
+        switch kind {
         case "all":
             body.set("audience.all", .value(.bool(true)))
         case let kind:

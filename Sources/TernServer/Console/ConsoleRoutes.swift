@@ -44,12 +44,12 @@ struct ConsoleRoutes: Sendable {
         console.get("static/console.js") { _, _ in Self.asset(ConsoleAssets.script, type: "text/javascript; charset=utf-8") }
         console.get("static/console.css") { _, _ in Self.asset(ConsoleAssets.stylesheet, type: "text/css; charset=utf-8") }
         console.get("sign-in") { request, _ in
-            if signedIn(request) != nil { return Self.redirect(Self.root) }
+            if try await signedIn(request) != nil { return Self.redirect(Self.root) }
             return page("sign-in", Chrome(title: "Sign in"))
         }
         console.post("sign-in") { request, context in try await signIn(request, context) }
         console.post("sign-out") { request, _ in
-            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             _ = try await form(request, user)
             sessions.end(id: user.id)
             var response = Self.redirect("\(Self.root)/sign-in")
@@ -57,14 +57,15 @@ struct ConsoleRoutes: Sendable {
             return response
         }
         console.get { request, _ in
-            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             activity.sample()
             let view = OverviewView(
                 activity: activity, deviceConnections: connections.count, now: clock.now, apps: try await visibleApps(user))
             return page("overview", chrome(user, "Overview") { $0.overview = true }, view: view)
         }
         console.get("overview/data") { request, _ -> Response in
-            _ = try requireSession(request)
+            // The overview's own polling, every few seconds: it does not keep an open tab signed in.
+            _ = try await requireSession(request, touch: false)
             activity.sample()
             return try Self.json(OverviewView(activity: activity, deviceConnections: connections.count, now: clock.now, apps: nil))
         }
@@ -80,12 +81,12 @@ struct ConsoleRoutes: Sendable {
 
     private func registerApps(_ console: RouterGroup<ServerRequestContext>) {
         console.get("apps") { request, _ in
-            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             guard Authorization.consoleAccess(user.principal, .manageApps) else { return Self.redirect(home(of: user)) }
             return try await appsPage(user, form: ConsoleForm(), problem: nil, status: .ok)
         }
         console.post("apps") { request, _ in
-            let user = try requireSession(request)
+            let user = try await requireSession(request)
             let form = try await form(request, user)
             guard Authorization.consoleAccess(user.principal, .manageApps) else { throw Self.forbidden }
             do {
@@ -97,13 +98,13 @@ struct ConsoleRoutes: Sendable {
             }
         }
         console.get("apps/:app") { request, context in
-            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             let app = try await appRecord(context, user)
             guard Authorization.consoleAccess(user.principal, .manageApps) else { return Self.redirect("\(Self.root)/apps/\(app.id)/devices") }
             return try appPage(user, app, problem: nil, status: .ok)
         }
         console.post("apps/:app/rotate") { request, context in
-            let user = try requireSession(request)
+            let user = try await requireSession(request)
             let form = try await form(request, user)
             guard Authorization.consoleAccess(user.principal, .manageApps) else { throw Self.forbidden }
             let app = try await appRecord(context, user)
@@ -135,12 +136,12 @@ struct ConsoleRoutes: Sendable {
 
     private func registerAppData(_ console: RouterGroup<ServerRequestContext>) {
         console.get("apps/:app/devices") { request, context in
-            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             let app = try await appRecord(context, user)
             return try await devicesPage(request, user, app)
         }
         console.get("apps/:app/devices/:device") { request, context in
-            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             let app = try await appRecord(context, user)
             let deviceID = try DevicesAPI.deviceID(context.parameters.get("device") ?? "")
             guard let device = try await store.device(app: app.id, deviceID: deviceID) else { throw JSONAPIError.notFound("no device \(deviceID)") }
@@ -157,7 +158,7 @@ struct ConsoleRoutes: Sendable {
                 view: DeviceView(device: DeviceRow(device), history: history, events: events))
         }
         console.get("apps/:app/compose") { request, context in
-            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             let app = try await appRecord(context, user)
             // A link may start the composer with an audience (a device's page: "send to this device").
             var form = ConsoleForm()
@@ -166,13 +167,13 @@ struct ConsoleRoutes: Sendable {
             return try await composePage(user, app, form: form, problem: nil, status: .ok)
         }
         console.post("apps/:app/preview") { request, context -> Response in
-            let user = try requireSession(request)
+            let user = try await requireSession(request)
             let form = try await form(request, user)
             let app = try await appRecord(context, user)
             return try Self.json(await preview(form, app: app))
         }
         console.post("apps/:app/pushes") { request, context in
-            let user = try requireSession(request)
+            let user = try await requireSession(request)
             let form = try await form(request, user)
             let app = try await appRecord(context, user)
             do {
@@ -183,13 +184,13 @@ struct ConsoleRoutes: Sendable {
             }
         }
         console.get("apps/:app/pushes") { request, context in
-            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             let app = try await appRecord(context, user)
             let recent = try await store.recentPushes(app: app.id, limit: Self.recentPushes)
             return page("pushes", chrome(user, "Pushes", app: app.id) { $0.app?.pushes = true }, view: PushesView(recent))
         }
         console.get("apps/:app/pushes/:push") { request, context in
-            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             let app = try await appRecord(context, user)
             let view = try await pushView(context, app: app)
             return page(
@@ -197,12 +198,13 @@ struct ConsoleRoutes: Sendable {
                 view: PushPageView(view, failureLimit: Self.failuresShown))
         }
         console.get("apps/:app/pushes/:push/status") { request, context -> Response in
-            let user = try requireSession(request)
+            // The push page's own polling: it does not keep an open tab signed in.
+            let user = try await requireSession(request, touch: false)
             let app = try await appRecord(context, user)
             return try Self.json(PushPageView(try await pushView(context, app: app, failures: false), failureLimit: 0).push)
         }
         console.get("apps/:app/token-events") { request, context in
-            guard let user = signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             let app = try await appRecord(context, user)
             var after: Int64?
             if let text = request.uri.queryParameters.get("after") {
@@ -340,7 +342,7 @@ struct ConsoleRoutes: Sendable {
         // A new session whatever came with the request: a session id planted before the sign-in is never the one that
         // gets signed in (fixation).
         if let old = request.cookies[Self.cookieName]?.value { sessions.end(id: old) }
-        let (id, _) = sessions.start(principal)
+        let (id, _) = sessions.start(principal, credential: Secrets.hash(secret))
         logger.info("console: signed in", metadata: ["as": "\(Self.describe(principal))"])
         var response = Self.redirect(Self.root)
         response.headers[values: .setCookie].append(Self.cookie(id, secure: isSecure(request)))
@@ -353,15 +355,31 @@ struct ConsoleRoutes: Sendable {
         var principal: ConsolePrincipal { session.principal }
     }
 
-    private func signedIn(_ request: Request) -> SignedIn? {
-        guard let id = request.cookies[Self.cookieName]?.value, !id.isEmpty, let session = sessions.session(id: id) else { return nil }
+    /// The request's session, if it is live and the secret it was signed in with is still its principal's (an app's
+    /// master secret rotated or the app deleted, through the API or on another node, ends it here); `touch` as in
+    /// ``ConsoleSessions/session(id:touch:)``.
+    private func signedIn(_ request: Request, touch: Bool = true) async throws -> SignedIn? {
+        guard let id = request.cookies[Self.cookieName]?.value, !id.isEmpty, let session = sessions.session(id: id, touch: touch) else {
+            return nil
+        }
+        let current: [UInt8]? =
+            switch session.principal {
+            case .admin: authorization.adminTokenHash
+            case .master(let app): try await cache.app(app)?.masterSecretHash
+            }
+        guard let current, Secrets.sameHash(current, session.credential) else {
+            sessions.end(id: id)
+            return nil
+        }
         return SignedIn(id: id, session: session)
     }
 
     /// A POST or a script's call: signed in, or a 401 (a page; for a script, the API's JSON shape, and the script
     /// goes to the sign-in page).
-    private func requireSession(_ request: Request) throws -> SignedIn {
-        guard let user = signedIn(request) else { throw JSONAPIError.unauthorized("sign in first (your session may have expired)") }
+    private func requireSession(_ request: Request, touch: Bool = true) async throws -> SignedIn {
+        guard let user = try await signedIn(request, touch: touch) else {
+            throw JSONAPIError.unauthorized("sign in first (your session may have expired)")
+        }
         return user
     }
 

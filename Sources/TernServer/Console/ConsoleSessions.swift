@@ -6,8 +6,11 @@ import TernAPNs
 /// The console's signed-in sessions, kept on this node, in memory.
 ///
 /// A session id is 256 random bits, given to the browser once in its cookie; only its SHA-256 is kept, so a look at
-/// this table (a heap dump) gives no usable cookie. A session ends after `idleTimeout` without a request, after
-/// `lifetime` however busy, at sign-out, and when the secret it was signed in with is rotated. At most `capacity`
+/// this table (a heap dump) gives no usable cookie. A session ends after `idleTimeout` without a request of the user's
+/// (a page's own polling does not count), after `lifetime` however busy, at sign-out, and when the secret it was signed
+/// in with is no longer the principal's: each session keeps that secret's hash, which ``ConsoleRoutes`` compares with
+/// the app's current one on every request, so a rotation or a deletion through the API, or on another node, ends it
+/// too, and an app made again under the same id is not the one signed in to. At most `capacity`
 /// sessions are kept: past that, the expired go, then the least recently used, so memory stays bounded whoever
 /// signs in how often.
 ///
@@ -17,6 +20,9 @@ import TernAPNs
 final class ConsoleSessions: Sendable {
     struct Session: Sendable, Equatable {
         let principal: ConsolePrincipal
+        /// The SHA-256 of the secret signed in with (``Secrets/hash(_:)``): the session holds while it is the
+        /// principal's.
+        let credential: [UInt8]
         /// Sent back with every form and `fetch` POST (``ConsoleRoutes``); compared in constant time.
         let csrfToken: String
         let createdAt: Date
@@ -37,11 +43,12 @@ final class ConsoleSessions: Sendable {
         self.clock = clock
     }
 
-    /// Starts a session for `principal`; the id goes into the cookie and nowhere else.
-    func start(_ principal: ConsolePrincipal) -> (id: String, session: Session) {
+    /// Starts a session for `principal`, signed in with the secret whose hash is `credential`; the id goes into the
+    /// cookie and nowhere else.
+    func start(_ principal: ConsolePrincipal, credential: [UInt8]) -> (id: String, session: Session) {
         let id = Self.randomToken()
         let now = clock.now
-        let session = Session(principal: principal, csrfToken: Self.randomToken(), createdAt: now, lastUsedAt: now)
+        let session = Session(principal: principal, credential: credential, csrfToken: Self.randomToken(), createdAt: now, lastUsedAt: now)
         sessions.withLock { sessions in
             if sessions.count >= capacity { Self.makeRoom(&sessions, capacity: capacity, isLive: { self.isLive($0, at: now) }) }
             sessions[Self.key(id)] = session
@@ -49,8 +56,9 @@ final class ConsoleSessions: Sendable {
         return (id, session)
     }
 
-    /// The live session with this id, marked used now; nil for an unknown, expired or ended one.
-    func session(id: String) -> Session? {
+    /// The live session with this id, marked used now unless `touch` is false (a page polling by itself); nil for an
+    /// unknown, expired or ended one.
+    func session(id: String, touch: Bool = true) -> Session? {
         let key = Self.key(id)
         let now = clock.now
         return sessions.withLock { sessions in
@@ -59,8 +67,10 @@ final class ConsoleSessions: Sendable {
                 sessions[key] = nil
                 return nil
             }
-            session.lastUsedAt = now
-            sessions[key] = session
+            if touch {
+                session.lastUsedAt = now
+                sessions[key] = session
+            }
             return session
         }
     }

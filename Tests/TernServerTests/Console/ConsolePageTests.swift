@@ -112,6 +112,17 @@ struct ConsolePageTests {
             // The form comes back as it was sent, to be corrected.
             #expect(page.text.contains(#"name="csrf""#))
         }
+        // An audience kind the composer does not offer, in either form that takes one; the second once crashed the
+        // server (each dot a level of nesting).
+        for kind in ["everyone", String(repeating: "a.", count: 40_000) + "b"] {
+            let form = [("audience.kind", kind), ("audience.values", "x"), ("notification.title", "x")]
+            let sent = try await browser.post("/console/apps/demo/pushes", form)
+            #expect(sent.status == 400)
+            #expect(sent.text.contains("<code>audience.kind</code>"))
+            let preview = try await browser.post("/console/apps/demo/preview", form)
+            #expect(preview.status == 200)
+            #expect(preview.text.contains("audience.kind: the audience is one of"), "\(preview.text.prefix(500))")
+        }
         // JSON typed in a field is read by the API's strict parser.
         let trailing = try await browser.post("/console/apps/demo/pushes", [("audience.kind", "all"), ("notification.title", "x"), ("notification.data", #"{"a": 1,}"#)])
         #expect(trailing.status == 400)

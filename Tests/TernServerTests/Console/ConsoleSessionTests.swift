@@ -161,6 +161,52 @@ struct ConsoleSessionTests {
         }
     }
 
+    @Test("a master secret rotated or its app deleted through the API ends its sessions; an app made again is not the one signed in to")
+    func sessionsEndWithTheirSecretWhereverItChanges() async throws {
+        try await RouterHarness.withServer { server in
+            let backend = ConsoleBrowser(server)
+            try await backend.signIn(server.master.bearer!)
+            #expect(try await backend.get("/console/apps/demo/devices").status == 200)
+            #expect(try await server.admin.patch("/v1/apps/demo", #"{"rotate": ["masterSecret"]}"#).status == 200)
+            #expect(try await backend.get("/console/apps/demo/devices").header("Location") == "/console/sign-in")
+            #expect(try await backend.post("/console/apps/demo/preview", [("audience.kind", "all")]).status == 401)
+
+            let created = try await server.admin.post("/v1/apps", #"{"id": "shop", "topic": "com.example.shop", "environment": "simulator"}"#)
+            let shopSecret = try #require(try created.json()["masterSecret"]?.string)
+            let shop = ConsoleBrowser(server)
+            try await shop.signIn(shopSecret)
+            #expect(try await shop.get("/console/apps/shop/devices").status == 200)
+            #expect(try await server.admin.delete("/v1/apps/shop").status == 204)
+            #expect(try await server.admin.post("/v1/apps", #"{"id": "shop", "topic": "com.example.shop", "environment": "simulator"}"#).status == 201)
+            let again = try await shop.get("/console/apps/shop/devices")
+            #expect(again.status == 303, "the old session opened the new app: \(again.text.prefix(300))")
+            #expect(again.header("Location") == "/console/sign-in")
+        }
+    }
+
+    @Test("a page's own polling does not keep an idle session alive; a request of the user's does")
+    func pollingDoesNotRenewTheIdleTime() async throws {
+        let clock = ManualClock()
+        try await RouterHarness.withServer(configure: { $0.console.sessionIdleTimeout = .seconds(60) }, clocks: .manual(clock)) { server in
+            let browser = ConsoleBrowser(server)
+            try await browser.signIn(RunningServer.adminToken)
+            for _ in 0..<2 {
+                clock.advance(by: .seconds(20))
+                #expect(try await browser.get("/console/overview/data").status == 200)
+            }
+            // 65 s after the sign-in, polled every 20 s: signed out.
+            clock.advance(by: .seconds(25))
+            #expect(try await browser.get("/console/overview/data").status == 401)
+            #expect(try await browser.get("/console").header("Location") == "/console/sign-in")
+
+            try await browser.signIn(RunningServer.adminToken)
+            for _ in 0..<4 {
+                clock.advance(by: .seconds(20))
+                #expect(try await browser.get("/console/apps").status == 200)
+            }
+        }
+    }
+
     @Test("rotating an app's master secret signs out the sessions it signed in")
     func rotationEndsSessions() async throws {
         try await RouterHarness.withServer { server in
@@ -189,7 +235,7 @@ struct ConsoleSessionTableTests {
     func expiry() {
         let clock = ManualClock()
         let sessions = ConsoleSessions(idleTimeout: .seconds(60), lifetime: .seconds(150), clock: clock.wall)
-        let (id, session) = sessions.start(.admin)
+        let (id, session) = sessions.start(.admin, credential: [1])
         #expect(session.csrfToken != id)
         #expect(Base64URL.decode(id)?.count == 32, "256 random bits")
         clock.advance(by: .seconds(50))
@@ -200,7 +246,7 @@ struct ConsoleSessionTableTests {
         #expect(sessions.session(id: id) != nil)
         clock.advance(by: .seconds(10))
         #expect(sessions.session(id: id) == nil, "past the lifetime, however busy")
-        let (idle, _) = sessions.start(.admin)
+        let (idle, _) = sessions.start(.admin, credential: [1])
         clock.advance(by: .seconds(61))
         #expect(sessions.session(id: idle) == nil, "idle too long")
     }
@@ -211,11 +257,11 @@ struct ConsoleSessionTableTests {
         let sessions = ConsoleSessions(idleTimeout: .seconds(600), lifetime: .seconds(6000), capacity: 3, clock: clock.wall)
         var ids: [String] = []
         for _ in 0..<3 {
-            ids.append(sessions.start(.admin).id)
+            ids.append(sessions.start(.admin, credential: [1]).id)
             clock.advance(by: .seconds(1))
         }
         _ = sessions.session(id: ids[0])
-        let newest = sessions.start(.master(app: "demo")).id
+        let newest = sessions.start(.master(app: "demo"), credential: [2]).id
         #expect(sessions.count == 3)
         #expect(sessions.session(id: ids[1]) == nil, "the least recently used made room")
         #expect(sessions.session(id: ids[0]) != nil)
@@ -225,9 +271,9 @@ struct ConsoleSessionTableTests {
     @Test("ending a principal's sessions leaves the others'")
     func endAll() {
         let sessions = ConsoleSessions(idleTimeout: .seconds(600), lifetime: .seconds(6000), clock: ManualClock().wall)
-        let demo = sessions.start(.master(app: "demo")).id
-        let shop = sessions.start(.master(app: "shop")).id
-        let admin = sessions.start(.admin).id
+        let demo = sessions.start(.master(app: "demo"), credential: [2]).id
+        let shop = sessions.start(.master(app: "shop"), credential: [3]).id
+        let admin = sessions.start(.admin, credential: [1]).id
         sessions.endAll(of: .master(app: "demo"))
         #expect(sessions.session(id: demo) == nil)
         #expect(sessions.session(id: shop) != nil)

@@ -56,6 +56,10 @@ struct ConsoleValueTests {
         #expect(data?.message.hasPrefix("the body is not valid JSON: ") == true)
         #expect(refusal(ConsoleForm([("audience.kind", "all"), ("apns.priority", "high")]))?.field == "apns.priority")
         #expect(refusal(ConsoleForm([("audience.kind", "all"), ("notification.title", "x")])) == nil)
+        // A kind is a name the composer offers, never a path: 40,000 dots once nested 40,000 objects and crashed.
+        for kind in ["everyone", "tags.x", String(repeating: "a.", count: 40_000) + "b"] {
+            #expect(refusal(ConsoleForm([("audience.kind", kind), ("audience.values", "x")]))?.field == "audience.kind")
+        }
         do {
             _ = try ConsoleRequests.rotate(ConsoleForm())
             Issue.record("an empty rotation was taken")
