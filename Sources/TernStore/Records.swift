@@ -33,6 +33,9 @@ public struct AppRecord: Sendable, Equatable {
     public var userBinding: UserBinding = .signed
     /// The key the app's backend signs alias tokens with (HS256), sealed with the server key; nil until one is made.
     public var sealedIdentitySecret: [UInt8]?
+    /// What the app's webhook signing key is derived with, besides the server key and the id: random, new when the
+    /// app is made and when the key is rotated. Nil for an app from before, whose key is derived from its id alone.
+    public var webhookSecretSalt: String?
     public var createdAt: Date
     public var updatedAt: Date
 

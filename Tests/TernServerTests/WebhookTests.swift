@@ -6,8 +6,11 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import TernAPNs
+import TernStore
 import TernTestSupport
 import Testing
+
+@testable import TernServer
 
 /// Token events go to the app's webhook: signed, retried until acknowledged, not repeated after.
 @Suite(.serialized) struct WebhookTests {
@@ -111,8 +114,64 @@ import Testing
                 try await waitUntil("the second post", within: 15) { receiver.received.withLock { $0.count } >= 4 }
                 let next = try JSONValue(parsing: Data(receiver.received.withLock { $0[3].body }))
                 #expect(next["events"]?.arrayItems?.compactMap { $0["token"]?.string } == [Fixture.token(2)])
+
+                // A leaked secret is rotated: the next post is signed with the new one, and the old one no longer fits.
+                let rotated = try await server.admin.patch("/v1/apps/demo", #"{"rotate": ["webhookSecret"]}"#)
+                let newSecret = try #require(try rotated.json()["webhookSecret"]?.string)
+                #expect(newSecret != secret && newSecret.hasPrefix("tws_"))
+                try await server.register(Fixture.device(3), token: Fixture.token(3), alias: "w")
+                _ = try await server.simulator.post("/tokens/\(Fixture.token(3))/unregister", #"{"timestamp": \#(later)}"#)
+                #expect(try await server.push(Fixture.push(audience: #"{"aliases": ["w"]}"#))[path: "counts.pruned"]?.int == 1)
+                try await waitUntil("the post after the rotation", within: 15) { receiver.received.withLock { $0.count } >= 5 }
+                let last = receiver.received.withLock { $0[4] }
+                #expect(Self.signatureFits(last.signature, body: last.body, secret: newSecret))
+                #expect(!Self.signatureFits(last.signature, body: last.body, secret: secret))
             }
         }
+    }
+
+    /// Whether `header` (`t=…,v1=…`) is HMAC-SHA256(secret, "<t>.<body>").
+    static func signatureFits(_ header: String?, body: [UInt8], secret: String) -> Bool {
+        guard let header else { return false }
+        var parts: [String: String] = [:]
+        for part in header.split(separator: ",") {
+            let pair = part.split(separator: "=", maxSplits: 1)
+            if pair.count == 2 { parts[String(pair[0])] = String(pair[1]) }
+        }
+        guard let timestamp = parts["t"], let v1 = parts["v1"] else { return false }
+        let mac = HMAC<SHA256>.authenticationCode(for: Array("\(timestamp).".utf8) + body, using: SymmetricKey(data: Array(secret.utf8)))
+        return v1 == mac.map { String(format: "%02x", $0) }.joined()
+    }
+
+    @Test func eachCreationAndRotationGivesANewWebhookSecretAndAnAppFromBeforeKeepsItsOwn() async throws {
+        try await RouterHarness.withServer(configure: { $0.webhooks.allowPrivateNetworks = true }) { server in
+            let create = #"{"id": "hooky", "topic": "com.example.hooky", "environment": "simulator", "webhookURL": "http://127.0.0.1:9/hook"}"#
+            var seen: [String] = []
+            let created = try await server.admin.post("/v1/apps", create)
+            seen.append(try #require(try created.json()["webhookSecret"]?.string))
+            for _ in 0..<2 {
+                let rotated = try await server.admin.patch("/v1/apps/hooky", #"{"rotate": ["webhookSecret"]}"#)
+                #expect(rotated.status == 200)
+                seen.append(try #require(try rotated.json()["webhookSecret"]?.string))
+            }
+            // A change that neither sets the URL nor rotates the key does not show it.
+            #expect(try await server.admin.patch("/v1/apps/hooky", #"{"inboxCap": 5}"#).json()["webhookSecret"] == nil)
+            #expect(try await server.admin.delete("/v1/apps/hooky").status == 204)
+            seen.append(try #require(try await server.admin.post("/v1/apps", create).json()["webhookSecret"]?.string))
+            #expect(Set(seen).count == 4, "\(seen)")
+            let refused = try await server.admin.patch("/v1/apps/hooky", #"{"rotate": ["webhookKey"]}"#)
+            #expect(refused.status == 400)
+            #expect(try refused.json()["field"]?.string == "rotate[0]")
+        }
+        // An app made before the salt (none stored) keeps the key derived from the server key and its id alone.
+        let key = try ServerKey(bytes: Array(repeating: 7, count: 32))
+        var old = AppRecord(
+            id: "legacy", topic: "t", environment: .simulator, endpoint: nil, sealedCredentials: [], appKeyHash: [], masterSecretHash: [],
+            webhookURL: nil, createdAt: Date(), updatedAt: Date())
+        let derived = HMAC<SHA256>.authenticationCode(for: Array("webhook:legacy".utf8), using: SymmetricKey(data: Array(repeating: UInt8(7), count: 32)))
+        #expect(key.webhookSecret(app: old) == "tws_" + Base64URL.encode(Array(derived)))
+        old.webhookSecretSalt = ServerKey.webhookSalt()
+        #expect(key.webhookSecret(app: old) != "tws_" + Base64URL.encode(Array(derived)))
     }
 
     @Test func aTokenPrunedWhileItsChunkIsStillBeingSentWakesTheSenderAtOnce() async throws {

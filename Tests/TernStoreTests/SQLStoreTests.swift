@@ -48,15 +48,18 @@ struct SQLStoreTests {
     func orphanedDeviceInboxesAreCleared() async throws {
         let directory = try TemporaryDirectory()
         defer { try? directory.remove() }
-        try await Self.withStore(in: directory, migrated: false) { store async throws in
-            // As version 8 left it: "gone" was deleted, its inbox not. Then this version's migration runs.
-            try await store.migrate(through: 8)
+        try await Self.withStore(in: directory) { store async throws in
             try await store.createApp(makeApp())
-            _ = try await store.register(registration("kept", token: "t1"), app: "demo", at: time(0))
+            for id in ["kept", "gone"] { _ = try await store.register(registration(id, token: "t-\(id)"), app: "demo", at: time(0)) }
             let owners: [InboxOwner] = [.device("kept"), .device("gone"), .alias("alice")]
             let message = InboxMessage(
                 id: "m1", appID: "demo", title: "t", body: "b", data: nil, createdAt: time(0), expiresAt: time(10_000))
             _ = try await store.deliverToInbox(message, owners: owners, cap: 10, at: time(0))
+            // As earlier versions deleted a device: its row only. Then migration 9 runs (again).
+            try await store.exclusive { db in
+                try await db.raw("DELETE FROM devices WHERE device_id = 'gone'").run()
+                try await db.raw("DELETE FROM schema_migrations WHERE version = 9").run()
+            }
             try await store.migrate()
             let left = try await store.exclusive { db in
                 (

@@ -195,6 +195,7 @@ struct AppsAPI {
         record.feedbackInterval = try Self.validateFeedbackInterval(body.feedbackInterval) ?? record.feedbackInterval
         record.userBinding = try Self.validateUserBinding(body.userBinding) ?? .signed
         record.sealedIdentitySecret = serverKey.seal(Array(identitySecret.utf8))
+        record.webhookSecretSalt = ServerKey.webhookSalt()
         do {
             try await store.createApp(record)
         } catch StoreError.conflict {
@@ -204,7 +205,7 @@ struct AppsAPI {
         shown.appKey = appKey
         shown.masterSecret = masterSecret
         shown.identitySecret = identitySecret
-        if record.webhookURL != nil { shown.webhookSecret = serverKey.webhookSecret(app: record.id) }
+        if record.webhookURL != nil { shown.webhookSecret = serverKey.webhookSecret(app: record) }
         return shown
     }
 
@@ -249,6 +250,7 @@ struct AppsAPI {
         var appKey: String?
         var masterSecret: String?
         var identitySecret: String?
+        var webhookSecretRotated = false
         for (index, secret) in (body.rotate ?? []).enumerated() {
             switch secret {
             case "appKey":
@@ -260,9 +262,13 @@ struct AppsAPI {
             case "identitySecret":
                 identitySecret = Secrets.generate(prefix: Secrets.identityPrefix)
                 updated.sealedIdentitySecret = serverKey.seal(Array(identitySecret!.utf8))
+            case "webhookSecret":
+                updated.webhookSecretSalt = ServerKey.webhookSalt()
+                webhookSecretRotated = true
             default:
                 throw JSONAPIError.badRequest(
-                    field: "rotate[\(index)]", "rotate takes appKey, masterSecret and identitySecret, not '\(secret.prefix(64))'")
+                    field: "rotate[\(index)]",
+                    "rotate takes appKey, masterSecret, identitySecret and webhookSecret, not '\(secret.prefix(64))'")
             }
         }
         updated.updatedAt = max(clock.now, app.updatedAt.addingTimeInterval(0.001))
@@ -273,7 +279,10 @@ struct AppsAPI {
         shown.appKey = appKey
         shown.masterSecret = masterSecret
         shown.identitySecret = identitySecret
-        if body.webhookURL != nil, updated.webhookURL != nil { shown.webhookSecret = serverKey.webhookSecret(app: updated.id) }
+        // Shown when made, when the URL is set (whoever sets it needs the key) and when rotated.
+        if (body.webhookURL != nil && updated.webhookURL != nil) || webhookSecretRotated {
+            shown.webhookSecret = serverKey.webhookSecret(app: updated)
+        }
         return shown
     }
 

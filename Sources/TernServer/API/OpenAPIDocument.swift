@@ -1460,7 +1460,8 @@ enum OpenAPIDocument {
        "enum": [
         "appKey",
         "masterSecret",
-        "identitySecret"
+        "identitySecret",
+        "webhookSecret"
        ]
       }
      }

@@ -95,7 +95,7 @@ final class WebhookSender: Service {
                 request.method = .POST
                 request.headers.add(name: "Content-Type", value: "application/json")
                 request.headers.add(name: "User-Agent", value: "tern-webhook")
-                request.headers.add(name: Self.signatureHeader, value: Self.signature(body: body, secret: serverKey.webhookSecret(app: app.id), at: clocks.wall.now))
+                request.headers.add(name: Self.signatureHeader, value: Self.signature(body: body, secret: serverKey.webhookSecret(app: app), at: clocks.wall.now))
                 request.body = .bytes(ByteBuffer(bytes: body))
                 let response = try await http.execute(request, timeout: .seconds(15))
                 guard (200..<300).contains(response.status.code) else {

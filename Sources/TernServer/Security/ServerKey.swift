@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import TernAPNs
+import TernStore
 
 /// The server's own secret: it seals apps' APNs credentials and identity secrets at rest (AES-256-GCM).
 ///
@@ -66,10 +67,19 @@ struct ServerKey: Sendable {
         }
     }
 
-    /// The key an app's webhook requests are signed with: derived, so it needs no storage.
-    func webhookSecret(app: String) -> String {
-        let mac = HMAC<SHA256>.authenticationCode(for: Array("webhook:\(app)".utf8), using: key)
+    /// The key an app's webhook requests are signed with: derived from the server key, the app's id and its
+    /// ``AppRecord/webhookSecretSalt`` (new at each creation and rotation), so only the salt is stored. An app from
+    /// before the salt (nil) keeps the key derived from its id alone until its key is rotated.
+    func webhookSecret(app: AppRecord) -> String {
+        let input = app.webhookSecretSalt.map { "webhook:\(app.id):\($0)" } ?? "webhook:\(app.id)"
+        let mac = HMAC<SHA256>.authenticationCode(for: Array(input.utf8), using: key)
         return "tws_" + Base64URL.encode(Array(mac))
+    }
+
+    /// A new ``AppRecord/webhookSecretSalt``: 128 random bits.
+    static func webhookSalt() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return Base64URL.encode((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 
     /// The secret a device registered before random device secrets was given: derived from the server key and its id.

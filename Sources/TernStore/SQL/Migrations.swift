@@ -371,6 +371,11 @@ extension SQLStore {
                     SELECT 1 FROM devices d WHERE d.app_id = inbox_owners.app_id AND d.device_id = substr(inbox_owners.owner, 3))
                 """,
             ]),
+            // What an app's webhook signing key is derived with besides the server key and the app id (ServerKey), new
+            // at each creation and rotation; NULL for the apps from before, whose key stays as it was.
+            Migration(version: 10, name: "webhook secret salt", statements: [
+                "ALTER TABLE apps ADD COLUMN webhook_secret_salt TEXT",
+            ]),
         ]
     }
 }

@@ -128,6 +128,7 @@ extension ConsoleTemplates {
             <p><input type="checkbox" id="rotate-appKey" name="rotate" value="appKey"> <label for="rotate-appKey">App key (every installed app must get the new one)</label></p>
             <p><input type="checkbox" id="rotate-masterSecret" name="rotate" value="masterSecret"> <label for="rotate-masterSecret">Master secret (your backend's)</label></p>
             <p><input type="checkbox" id="rotate-identitySecret" name="rotate" value="identitySecret"> <label for="rotate-identitySecret">Identity secret (signs alias tokens)</label></p>
+            <p><input type="checkbox" id="rotate-webhookSecret" name="rotate" value="webhookSecret"> <label for="rotate-webhookSecret">Webhook secret (signs the webhook's requests)</label></p>
           </fieldset>
           <button type="submit" class="danger">Rotate</button>
         </form>
