@@ -112,7 +112,16 @@ struct ServerAssembly {
         SystemAPI(store: store, registry: registry).register(on: router)
         apps.register(on: router)
         let gate = DeviceGate(serverKey: serverKey, limiter: DeviceSecretLimiter(clock: clock), logger: logger)
-        DevicesAPI(store: store, apps: cache, serverKey: serverKey, gate: gate, clock: clock).register(on: router)
+        DevicesAPI(
+            store: store, apps: cache, serverKey: serverKey, gate: gate, clock: clock,
+            credentialsChanged: { app, deviceIDs in
+                // Wherever their connections are: this node's at once, the others' through the coordinator.
+                await connections.disconnect(app: app, deviceIDs: deviceIDs)
+                if !coordinator.isSoleNode {
+                    for event in DeviceConnections.dropEvents(app: app, deviceIDs: deviceIDs) { coordinator.announce(event) }
+                }
+            }
+        ).register(on: router)
         let pushes = PushesAPI(store: store, apps: cache, dispatcher: dispatcher, clock: clock)
         pushes.register(on: router)
         InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates, clock: clock).register(on: router)
@@ -169,10 +178,14 @@ struct ServerAssembly {
     /// - Parameter onServerRunning: called once it listens, with the listening channel.
     func httpServer(onServerRunning: @escaping @Sendable (any Channel) async -> Void) -> some Service {
         let headerLimits = (field: ParserErrorResponder.headerLimit, list: 4 * ParserErrorResponder.headerLimit)
+        let http = configuration.http
+        let ceiling = ConnectionCeiling(limit: http.maxConnections ?? ConnectionCeiling.fromOpenFilesLimit())
         return Application(
             router: router,
             server: HTTPServerBuilder { [deviceChannel] responder in
-                HTTPChannel(responder: responder, devices: deviceChannel, headerLimits: headerLimits)
+                HTTPChannel(
+                    responder: responder, devices: deviceChannel, headerLimits: headerLimits, ceiling: ceiling,
+                    requestHeadTimeout: http.requestHeadTimeout, idleTimeout: http.idleTimeout)
             },
             // A node restarting has its devices connecting back all at once: 256 pending connections (the library's
             // default) overflow, and the kernel's retry of a dropped SYN comes a second or more later. The kernel caps
@@ -237,6 +250,8 @@ private struct ChannelService: Service {
                         connections.ringAll()
                     } else if let (app, deviceIDs) = connections.wakeTarget(of: event) {
                         connections.ring(app: app, deviceIDs: deviceIDs)
+                    } else if let (app, deviceIDs) = DeviceConnections.dropTarget(of: event) {
+                        await connections.disconnect(app: app, deviceIDs: deviceIDs)
                     }
                 }
             }

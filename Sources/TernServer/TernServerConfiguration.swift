@@ -12,6 +12,14 @@ public struct TernServerConfiguration: Sendable {
         public var host = "127.0.0.1"
         /// 0 picks a free port (tests).
         public var port = 8080
+        /// Open connections (devices' WebSockets included) this node keeps at most; past it a new one is closed as
+        /// soon as it is accepted. Nil: the process's open-files limit less 512 for everything else.
+        public var maxConnections: Int?
+        /// How long a new connection may take to send its first request's head before it is closed: one that sends
+        /// nothing, or a byte at a time, holds a socket for no more than this.
+        public var requestHeadTimeout: Duration = .seconds(30)
+        /// How long a connection may wait between requests (keep-alive) before it is closed.
+        public var idleTimeout: Duration = .seconds(75)
     }
 
     public struct Database: Sendable {
@@ -136,6 +144,11 @@ public struct TernServerConfiguration: Sendable {
     /// Checks ranges; the message names the setting.
     public func validate() throws(TernServerConfigurationError) {
         guard (0...65_535).contains(http.port) else { throw .init("http.port must be 0-65535, not \(http.port)") }
+        if let limit = http.maxConnections, !(1...10_000_000).contains(limit) {
+            throw .init("http.maxConnections must be 1-10000000, not \(limit)")
+        }
+        guard (.seconds(1) ... .seconds(600)).contains(http.requestHeadTimeout) else { throw .init("http.requestHeadTimeout must be 1-600 seconds") }
+        guard (.seconds(1) ... .seconds(3600)).contains(http.idleTimeout) else { throw .init("http.idleTimeout must be 1-3600 seconds") }
         guard !database.path.isEmpty else { throw .init("database.path must not be empty") }
         if let url = database.url, !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")) {
             throw .init("database.url must be a PostgreSQL URL: postgres://user:password@host:5432/database")
@@ -187,7 +200,8 @@ public struct TernServerConfigurationError: Error, CustomStringConvertible {
 
 extension TernServerConfiguration {
     /// The settings from a JSON file (optional) and the environment (`TERN_HTTP_PORT` for `http.port`, …), the
-    /// environment winning; what neither sets keeps its default. Keys: `http.host`, `http.port`, `database.path`,
+    /// environment winning; what neither sets keeps its default. Keys: `http.host`, `http.port`, `http.maxConnections`,
+    /// `http.requestHeadTimeout` and `http.idleTimeout` (seconds), `database.path`,
     /// `database.url` (PostgreSQL instead of SQLite), `database.connections`, `database.callTimeout` (seconds),
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
@@ -221,6 +235,9 @@ extension TernServerConfiguration {
         }
         read("http.host", into: &configuration.http.host)
         read("http.port", into: &configuration.http.port)
+        configuration.http.maxConnections = reader.int(forKey: "http.maxConnections") ?? configuration.http.maxConnections
+        read("http.requestHeadTimeout", into: &configuration.http.requestHeadTimeout, unit: .seconds(1))
+        read("http.idleTimeout", into: &configuration.http.idleTimeout, unit: .seconds(1))
         read("database.path", into: &configuration.database.path)
         configuration.database.url = reader.string(forKey: "database.url", isSecret: true)
         read("database.connections", into: &configuration.database.connections)

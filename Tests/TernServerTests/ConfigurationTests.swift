@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import TernServer
+@testable import TernServer
 import Testing
 
 /// Settings from a JSON file and `TERN_…` environment variables, the environment winning.
@@ -77,6 +77,29 @@ struct ConfigurationTests {
             let error = #expect(throws: TernServerConfigurationError.self) { try settings.validate() }
             #expect(error?.description == "delivery.chunkLease must be 2-3600 seconds")
         }
+    }
+
+    @Test func theHTTPConnectionLimitsAreReadAndChecked() async throws {
+        let defaults = TernServerConfiguration()
+        #expect(defaults.http.maxConnections == nil)
+        #expect(defaults.http.requestHeadTimeout == .seconds(30))
+        #expect(defaults.http.idleTimeout == .seconds(75))
+        let configuration = try await TernServerConfiguration.load(file: nil, environment: [
+            "TERN_HTTP_MAX_CONNECTIONS": "5000", "TERN_HTTP_REQUEST_HEAD_TIMEOUT": "10", "TERN_HTTP_IDLE_TIMEOUT": "120",
+        ])
+        #expect(configuration.http.maxConnections == 5000)
+        #expect(configuration.http.requestHeadTimeout == .seconds(10))
+        #expect(configuration.http.idleTimeout == .seconds(120))
+        for (key, value, message) in [
+            ("TERN_HTTP_MAX_CONNECTIONS", "0", "http.maxConnections must be 1-10000000, not 0"),
+            ("TERN_HTTP_REQUEST_HEAD_TIMEOUT", "0", "http.requestHeadTimeout must be 1-600 seconds"),
+            ("TERN_HTTP_IDLE_TIMEOUT", "7200", "http.idleTimeout must be 1-3600 seconds"),
+        ] {
+            let loaded = try await TernServerConfiguration.load(file: nil, environment: [key: value])
+            #expect(performing: { try loaded.validate() }, throws: { ($0 as? TernServerConfigurationError)?.description == message })
+        }
+        // Unset, the ceiling follows the open-files limit, less what the node needs besides.
+        #expect(ConnectionCeiling.fromOpenFilesLimit() >= 64)
     }
 
     @Test func theLegacyReplayWindowIsReadInMillisecondsAndChecked() async throws {

@@ -89,6 +89,50 @@ struct DeviceSocketHandlerTests {
         #expect(frames.first.map { String(buffer: $0.data) } == "are you there")
     }
 
+    @Test func aPingIsNotAnsweredWhileTheSocketTakesNoMore() throws {
+        // A device that sends pings and reads nothing: its pongs would pile up in the server's memory.
+        let harness = try Harness()
+        harness.channel.isWritable = false
+        for _ in 0..<1000 { try harness.receive(.ping, "flood") }
+        #expect(try harness.written().isEmpty)
+        harness.channel.isWritable = true
+        try harness.receive(.ping, "again")
+        #expect(try harness.written().map(\.opcode) == [.pong])
+    }
+
+    @Test func aPingTimeoutAndTheDevicesCloseEndTheConnectionEvenIfNothingWrittenLeaves() throws {
+        // Writes that never complete: the socket of a device that stopped reading.
+        for devicesClose in [false, true] {
+            let harness = try Harness()
+            let stuck = StuckWrites()
+            defer { stuck.release() }
+            try harness.channel.pipeline.syncOperations.addHandler(stuck, position: .first)
+            if devicesClose {
+                try harness.receiveClose(code: 1000)
+                #expect(harness.channel.isActive, "its answer is stuck; it waits the close timeout for it")
+                harness.advance(seconds: Int64(5))
+            } else {
+                harness.advance(seconds: 60)
+            }
+            #expect(!harness.channel.isActive, devicesClose ? "after the device's close" : "after the ping timeout")
+            #expect(harness.closes == 1)
+        }
+    }
+
+    /// Holds every write's promise unfulfilled, as a socket whose peer stopped reading does, until ``release()``.
+    private final class StuckWrites: ChannelOutboundHandler {
+        typealias OutboundIn = Any
+        private var held: [EventLoopPromise<Void>] = []
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            if let promise { held.append(promise) }
+        }
+        func flush(context: ChannelHandlerContext) {}
+        func release() {
+            for promise in held { promise.fail(ChannelError.ioOnClosedChannel) }
+            held = []
+        }
+    }
+
     @Test func textFramesGoToTheConnectionAndARefusalClosesWithItsCode() throws {
         let harness = try Harness(refuse: "bad")
         try harness.receive(.text, "good")

@@ -306,6 +306,22 @@ struct OnlineChannelTests {
         await newer.close()
     }
 
+    @Test func aReplacedSecretOrADeletedDeviceClosesItsOpenConnection() async throws {
+        let server = try await ServerHarness.shared.value
+        for deleted in [false, true] {
+            let device = try await newDevice(server)
+            let connection = connect(server, device)
+            _ = try await pushOnline(server, to: device.id, title: "probe")
+            _ = try await connection.next()
+            let path = "/v1/apps/demo/devices/\(device.id)" + (deleted ? "" : "/secret")
+            let changed = try await server.master.send(deleted ? .DELETE : .POST, path)
+            #expect(changed.status == (deleted ? 204 : 200), "\(changed.text)")
+            let closed = try await connection.closeFrame()
+            #expect(closed?.closeCode == .unknown(4401))
+            #expect(closed?.reason == ChannelCloseCode.credentialsChanged.reason)
+        }
+    }
+
     @Test func refusalsAndBadFramesCloseWithTheirCodes() async throws {
         let server = try await ServerHarness.shared.value
         let port = server.server.boundPort!

@@ -22,7 +22,11 @@ struct ServeCommand: AsyncParsableCommand {
               {"http": {"host": "0.0.0.0", "port": 8080},
                "database": {"path": "/var/lib/tern/tern.db"},
                "delivery": {"concurrency": 4000}}
-            Keys: http.host, http.port, database.path, database.url (PostgreSQL;
+            Keys: http.host, http.port, http.maxConnections (open connections at most,
+            devices' included: default the open-files limit less 512),
+            http.requestHeadTimeout (seconds a new connection may take to send its first
+            request: default 30), http.idleTimeout (seconds between requests: default
+            75), database.path, database.url (PostgreSQL;
             TERN_DATABASE_URL), database.connections, database.callTimeout (seconds a
             PostgreSQL call may take: default 15), admin.token, server.key,
             server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled,

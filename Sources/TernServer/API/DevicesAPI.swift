@@ -12,6 +12,9 @@ struct DevicesAPI {
     let serverKey: ServerKey
     let gate: DeviceGate
     let clock: any WallClock
+    /// Told when devices' secrets were replaced or the devices deleted: their open connections (the online channel)
+    /// are closed, on every node.
+    let credentialsChanged: @Sendable (_ app: String, _ deviceIDs: [String]) async -> Void
 
     struct RegisterRequest: Decodable {
         var token: String
@@ -104,6 +107,7 @@ struct DevicesAPI {
             guard try await store.deleteDevice(app: app.id, deviceID: device.deviceID) else {
                 throw JSONAPIError.notFound("no device \(device.deviceID)")
             }
+            await credentialsChanged(app.id, [device.deviceID])
             return .noContent
         }
         devices.delete(":device/alias") { request, context -> DeviceView in
@@ -139,6 +143,7 @@ struct DevicesAPI {
             else {
                 throw JSONAPIError.notFound("no device \(device.deviceID)")
             }
+            await credentialsChanged(app.id, [device.deviceID])
             return SecretView(deviceId: device.deviceID, deviceSecret: secret)
         }
         devices.get(":device/tokens") { request, context -> TokenHistoryView in

@@ -36,9 +36,25 @@ struct HTTPChannel: ServerChildChannel, HTTPChannelHandler {
     let devices: DeviceChannelAPI
     /// The parser's limits for header fields and the whole header list (bytes).
     let headerLimits: (field: Int, list: Int)
+    /// Open connections at most; past it, a new one is closed at once.
+    let ceiling: ConnectionCeiling
+    /// How long a new connection may take to send its first request's head.
+    let requestHeadTimeout: Duration
+    /// How long a connection may wait between requests.
+    let idleTimeout: Duration
+
+    /// Why a connection was closed as soon as it was accepted.
+    struct OverCeiling: Error {}
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        channel.eventLoop.makeCompletedFuture {
+        guard ceiling.admit() else {
+            channel.close(promise: nil)
+            return channel.eventLoop.makeFailedFuture(OverCeiling())
+        }
+        channel.closeFuture.whenComplete { [ceiling] _ in ceiling.release() }
+        return channel.eventLoop.makeCompletedFuture {
+            let headDeadline = RequestHeadDeadline(timeout: requestHeadTimeout)
+            try channel.pipeline.syncOperations.addHandler(headDeadline)
             let check = NIOLoopBoundBox<DeviceChannelAPI.UpgradeCheck?>(nil, eventLoop: channel.eventLoop)
             let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
                 maxFrameSize: DeviceChannelAPI.maximumInboundFrame,
@@ -55,6 +71,7 @@ struct HTTPChannel: ServerChildChannel, HTTPChannelHandler {
                 },
                 upgradePipelineHandler: { [devices] channel, _ in
                     channel.eventLoop.makeCompletedFuture {
+                        channel.pipeline.syncOperations.removeHandler(headDeadline, promise: nil)
                         guard case .accepted(let target) = check.value else { throw NIOWebSocketUpgradeError.unsupportedWebSocketTarget }
                         try devices.accept(channel, target: target)
                         return .webSocket
@@ -63,8 +80,10 @@ struct HTTPChannel: ServerChildChannel, HTTPChannelHandler {
             let notUpgraded = NIOTypedHTTPServerUpgradeConfiguration<Outcome>(upgraders: [upgrader]) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
+                    pipeline.removeHandler(headDeadline, promise: nil)
                     try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-                    try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
+                    // Between requests only: a request being answered (a push waiting for its outcome) is not idle.
+                    try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
                     let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
                         wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
                     if case .refused(let error) = check.value { return .refused(http, error) }

@@ -21,6 +21,9 @@ enum ChannelCloseCode: Error, Sendable, Equatable {
     /// 1009: a message (its fragments put together) over ``DeviceChannelAPI/maximumInboundFrame``. A single frame
     /// over it is refused by NIO's decoder with the same code.
     case tooLarge
+    /// 4401: the device's secret was replaced, or the device deleted: a connection opened with the old secret does not
+    /// outlive it. Connect again with the current secret (or register again).
+    case credentialsChanged
 
     var code: UInt16 {
         switch self {
@@ -29,6 +32,7 @@ enum ChannelCloseCode: Error, Sendable, Equatable {
         case .replaced: 4409
         case .goingAway, .pingTimeout: 1001
         case .tooLarge: 1009
+        case .credentialsChanged: 4401
         }
     }
 
@@ -42,6 +46,7 @@ enum ChannelCloseCode: Error, Sendable, Equatable {
             case .goingAway: "the server is stopping; connect again"
             case .pingTimeout: "Ping timeout"
             case .tooLarge: "a message is at most \(DeviceChannelAPI.maximumInboundFrame / 1024) KiB"
+            case .credentialsChanged: "the device's secret was replaced or the device deleted; connect again with its current secret"
             }
         var bytes = Array(text.utf8)
         guard bytes.count > 123 else { return text }

@@ -118,7 +118,33 @@ final class DeviceConnections: Sendable {
         }
     }
 
-    // MARK: Wake events between nodes
+    /// Closes these devices' connections on this node (4401): their secret was replaced or they were deleted, and a
+    /// connection opened with the old secret must not outlive it. Returns once the close frames were written.
+    func disconnect(app: String, deviceIDs: [String]) async {
+        let connections = live.withLock { live in deviceIDs.compactMap { live[Key(app: app, deviceID: $0)] } }
+        await withDiscardingTaskGroup { group in
+            for connection in connections { group.addTask { await connection.socket.close(.credentialsChanged) } }
+        }
+    }
+
+    // MARK: Events between nodes
+
+    static let dropPrefix = "drop "
+
+    /// Coordinator events that close these devices' connections on whichever node has them (``disconnect(app:deviceIDs:)``).
+    static func dropEvents(app: String, deviceIDs: [String]) -> [String] {
+        stride(from: 0, to: deviceIDs.count, by: 150).map { start in
+            dropPrefix + ([app] + deviceIDs[start..<min(start + 150, deviceIDs.count)]).joined(separator: " ")
+        }
+    }
+
+    /// The app and devices of a drop event, or nil (not one).
+    static func dropTarget(of event: String) -> (app: String, deviceIDs: [String])? {
+        guard event.hasPrefix(dropPrefix) else { return nil }
+        let words = event.dropFirst(dropPrefix.count).split(separator: " ").map(String.init)
+        guard words.count >= 2 else { return nil }
+        return (words[0], Array(words[1...]))
+    }
 
     static let wakePrefix = "wake "
 

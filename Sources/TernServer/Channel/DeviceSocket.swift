@@ -76,7 +76,9 @@ final class DeviceSocketHandler: ChannelInboundHandler, RemovableChannelHandler 
             guard !closing else { return }
             close(.binaryFrame)
         case .ping:
-            guard !closing else { return }
+            // Not while the socket takes no more: a device that sends pings and reads nothing would otherwise have
+            // its pongs pile up in the server's memory (a pong is owed only "as soon as practical").
+            guard !closing, context.channel.isWritable else { return }
             writeAndFlush(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData))
         case .pong:
             awaitingPong = false
@@ -91,6 +93,8 @@ final class DeviceSocketHandler: ChannelInboundHandler, RemovableChannelHandler 
                 let code = data.readSlice(length: 2) ?? ByteBuffer()
                 context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: code)))
                     .assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+                // A device that reads nothing more never takes the answer: the socket closes anyway.
+                closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) { context.close(promise: nil) }
             }
         default:
             // Continuations come assembled by the aggregator in front; other opcodes are refused by the decoder.
@@ -147,7 +151,9 @@ final class DeviceSocketHandler: ChannelInboundHandler, RemovableChannelHandler 
         data.writeString(code.reason)
         let written = context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)))
         if code == .pingTimeout {
-            written.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+            // Not after the frame is written: a device that stopped reading never takes it, and what the server
+            // queued for it would stay in memory with the socket.
+            context.close(promise: nil)
         } else {
             closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) { context.close(promise: nil) }
         }

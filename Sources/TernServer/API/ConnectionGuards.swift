@@ -1,0 +1,82 @@
+import Foundation
+import NIOCore
+import Synchronization
+
+/// The node's open HTTP connections (devices' WebSockets included) against a ceiling. Past it a new connection is
+/// closed as soon as it is accepted: a flood of sockets, held idle or fed a byte at a time, cannot take the file
+/// descriptors the server needs for its database, APNs and the connections it already serves. (Run out of them, the
+/// accept loop fails on every try and the node answers nobody.)
+final class ConnectionCeiling: Sendable {
+    let limit: Int
+    private let open = Atomic<Int>(0)
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Counts a new connection in. - Returns: false (and counts nothing) when the ceiling is reached.
+    func admit() -> Bool {
+        if open.add(1, ordering: .relaxed).newValue <= limit { return true }
+        open.subtract(1, ordering: .relaxed)
+        return false
+    }
+
+    /// Counts a connection out, once it closed.
+    func release() {
+        open.subtract(1, ordering: .relaxed)
+    }
+
+    /// Connections counted in now.
+    var count: Int { open.load(ordering: .relaxed) }
+
+    /// Descriptors left for everything but the HTTP connections: the database, APNs connections, files, the
+    /// simulator.
+    static let reserve = 512
+
+    /// The ceiling when none is configured: the process's open-files limit less ``reserve``, and at least 64.
+    static func fromOpenFilesLimit() -> Int {
+        var limit = rlimit()
+        guard getrlimit(openFilesResource, &limit) == 0, limit.rlim_cur < rlim_t(Int.max) else { return 1_000_000 }
+        return max(64, Int(clamping: limit.rlim_cur) - reserve)
+    }
+
+    #if canImport(Glibc)
+    private static let openFilesResource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+    #else
+    private static let openFilesResource = RLIMIT_NOFILE
+    #endif
+}
+
+/// Closes a connection that has not sent a whole request head within `timeout` of opening: one that sends nothing, or
+/// its head a byte at a time, holds its socket no longer than that. Taken out of the pipeline once the head is in (the
+/// connection then serves the API, whose keep-alive idle time is its own, or is a device's WebSocket, which pings).
+final class RequestHeadDeadline: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let timeout: TimeAmount
+    private var deadline: Scheduled<Void>?
+
+    init(timeout: Duration) {
+        let (seconds, attoseconds) = timeout.components
+        self.timeout = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { start(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context)
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = nil
+    }
+
+    private func start(_ context: ChannelHandlerContext) {
+        guard deadline == nil else { return }
+        deadline = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { context.close(promise: nil) }
+    }
+}

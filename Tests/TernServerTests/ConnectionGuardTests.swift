@@ -1,0 +1,108 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import Synchronization
+import TernTestSupport
+import Testing
+
+@testable import TernServer
+
+/// What holds a node's sockets against a flood, over real sockets: a ceiling on open connections, and a deadline for
+/// a new connection's first request head (one that sends nothing, or a byte at a time).
+@Suite(.serialized)
+struct ConnectionGuardTests {
+    /// A raw TCP connection: what it was sent back, and whether the server closed it.
+    final class RawConnection: Sendable {
+        let channel: any Channel
+        private let received: Received
+
+        /// What the server sent, so far.
+        final class Received: Sendable {
+            let text = Mutex("")
+        }
+
+        private init(channel: any Channel, received: Received) {
+            self.channel = channel
+            self.received = received
+        }
+
+        static func open(port: Int) async throws -> RawConnection {
+            let received = Received()
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Collector(received: received)) }
+                }
+                .connect(host: "127.0.0.1", port: port).get()
+            return RawConnection(channel: channel, received: received)
+        }
+
+        func send(_ text: String) async throws {
+            try await channel.writeAndFlush(ByteBuffer(string: text)).get()
+        }
+
+        var text: String { received.text.withLock { $0 } }
+
+        /// Waits for the server to close the connection.
+        func closedByServer(within seconds: Double = 10, _ what: String) async throws {
+            try await withTimeout(seconds, what) { try await self.channel.closeFuture.get() }
+        }
+
+        private final class Collector: ChannelInboundHandler, Sendable {
+            typealias InboundIn = ByteBuffer
+            let received: Received
+            init(received: Received) { self.received = received }
+            func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+                let bytes = unwrapInboundIn(data)
+                received.text.withLock { $0 += String(buffer: bytes) }
+            }
+        }
+    }
+
+    static func health(port: Int) -> String { "GET /health HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n" }
+
+    @Test func connectionsPastTheCeilingAreClosedAtOnceAndThoseUnderItAreServed() async throws {
+        try await ServerHarness.withServer(configure: { $0.http.maxConnections = 3 }) { server in
+            let port = server.server.boundPort!
+            var held: [RawConnection] = []
+            for _ in 0..<3 { held.append(try await RawConnection.open(port: port)) }
+            let past = try await RawConnection.open(port: port)
+            try await past.closedByServer("the connection past the ceiling to be closed")
+            // The three under it are served.
+            try await held[0].send(Self.health(port: port))
+            try await waitUntil("an answer under the ceiling") { held[0].text.hasPrefix("HTTP/1.1 200") }
+            // One closes: there is room again (once the server has seen it go).
+            try await held[1].channel.close()
+            try await waitUntil("room for a request") { (try? await server.master.get("/health"))?.status == 200 }
+            for connection in held where connection.channel.isActive { try await connection.channel.close() }
+        }
+    }
+
+    @Test func aConnectionThatSendsNoWholeRequestHeadInTimeIsClosedAndOneThatDidLivesOn() async throws {
+        try await ServerHarness.withServer(configure: { $0.http.requestHeadTimeout = .seconds(1) }) { server in
+            let port = server.server.boundPort!
+            // Opened first, so their deadlines come first: a keep-alive API connection and a device's WebSocket,
+            // each past its head.
+            let api = try await RawConnection.open(port: port)
+            try await api.send(Self.health(port: port))
+            try await waitUntil("the first answer") { api.text.hasPrefix("HTTP/1.1 200") }
+            let id = UUID().uuidString.lowercased()
+            try await server.register(id, token: String(repeating: "cd", count: 32))
+            let device = TestDevice(
+                port: port, deviceID: id, appKey: server.device.bearer, secret: try #require(server.deviceSecrets[id]), after: nil)
+
+            let silent = try await RawConnection.open(port: port)
+            let trickle = try await RawConnection.open(port: port)
+            try await trickle.send("GET /health HT")
+            try await silent.closedByServer("a connection that sent nothing to be closed")
+            try await trickle.closedByServer("a connection that sent half a request line to be closed")
+
+            // Past their own deadlines, the two that sent a whole head are open: each answers.
+            try await api.send(Self.health(port: port))
+            try await waitUntil("the second answer on the same connection") { api.text.components(separatedBy: "HTTP/1.1 200").count == 3 }
+            _ = try await server.push(#"{"audience": {"devices": ["\#(id)"]}, "notification": {"title": "still here"}, "delivery": "online"}"#)
+            #expect(try await device.next()[path: "notification.title"]?.string == "still here")
+            await device.close()
+            try await api.channel.close()
+        }
+    }
+}
