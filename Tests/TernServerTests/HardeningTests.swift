@@ -21,6 +21,15 @@ struct HardeningTests {
         ("100.64.0.1", false, "private"),
         ("::1", false, "private"),
         ("fd12:3456::1", false, "private"),
+        // IPv6 forms that carry an IPv4 address, and reach it: checked as that address.
+        ("::127.0.0.1", false, "private"),
+        ("::169.254.169.254", true, "link-local"),
+        ("64:ff9b::a9fe:a9fe", true, "link-local"),
+        ("64:ff9b::7f00:1", false, "private"),
+        ("2002:a9fe:a9fe::1", true, "link-local"),
+        ("2002:0a00:0001::1", false, "private"),
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", false, "private"),
+        ("64:ff9b:1::a00:1", false, "private"),
     ])
     func aWebhookAddressIsRefusedNamingWhy(address: String, allowPrivate: Bool, reason: String) throws {
         let policy = WebhookAddressPolicy(allowPrivateNetworks: allowPrivate)
@@ -29,7 +38,7 @@ struct HardeningTests {
     }
 
     @Test func publicAddressesAlwaysAndPrivateOnesWhenAllowedMayBeReached() throws {
-        for address in ["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946", "172.32.0.1", "11.0.0.1"] {
+        for address in ["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946", "172.32.0.1", "11.0.0.1", "64:ff9b::5db8:d822", "2002:5db8:d822::1"] {
             #expect(WebhookAddressPolicy(allowPrivateNetworks: false).refusal(try SocketAddress(ipAddress: address, port: 443)) == nil, "\(address)")
         }
         for address in ["127.0.0.1", "10.0.0.1", "::1", "192.168.0.10"] {

@@ -16,12 +16,25 @@ struct WebhookAddressPolicy: Sendable {
             return refusal(ipv4: bytes)
         case .v6(let v6):
             let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
-            // An IPv4-mapped address (::ffff:a.b.c.d) is that IPv4 address.
-            if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF { return refusal(ipv4: Array(bytes[12..<16])) }
+            if let embedded = Self.embeddedIPv4(bytes) { return refusal(ipv4: embedded) }
             return refusal(ipv6: bytes)
         case .unixDomainSocket:
             return "a Unix socket"
         }
+    }
+
+    /// The IPv4 address an IPv6 address carries to the same host, checked as that address: mapped (::ffff:a.b.c.d),
+    /// compatible (::a.b.c.d, which some stacks still route to it), NAT64's well-known prefix (64:ff9b::a.b.c.d, which
+    /// a NAT64 gateway forwards to it), 6to4 (2002:aabb:ccdd::) and Teredo (2001:0::, the client's address inverted).
+    static func embeddedIPv4(_ bytes: [UInt8]) -> [UInt8]? {
+        let zeros = { (range: Range<Int>) in bytes[range].allSatisfy { $0 == 0 } }
+        if zeros(0..<10), bytes[10] == 0xFF, bytes[11] == 0xFF { return Array(bytes[12..<16]) }
+        // :: and ::1 are IPv6's own (unspecified, loopback), not IPv4-compatible.
+        if zeros(0..<12), !zeros(12..<15) { return Array(bytes[12..<16]) }
+        if bytes[0..<4] == [0x00, 0x64, 0xFF, 0x9B], zeros(4..<12) { return Array(bytes[12..<16]) }
+        if bytes[0] == 0x20, bytes[1] == 0x02 { return Array(bytes[2..<6]) }
+        if bytes[0..<4] == [0x20, 0x01, 0x00, 0x00] { return bytes[12..<16].map { $0 ^ 0xFF } }
+        return nil
     }
 
     func refusal(ipv4 bytes: [UInt8]) -> String? {
@@ -39,7 +52,9 @@ struct WebhookAddressPolicy: Sendable {
         // fd00:ec2::254, the AWS metadata service over IPv6.
         if bytes == [0xFD, 0x00, 0x0E, 0xC2] + Array(repeating: 0, count: 10) + [0x02, 0x54] { return "a cloud metadata address" }
         let isLoopback = bytes[0..<15].allSatisfy { $0 == 0 } && bytes[15] == 1
-        let isPrivate = isLoopback || bytes[0] & 0xFE == 0xFC
+        // fc00::/7 unique local; 64:ff9b:1::/48, NAT64 for a network's own use (RFC 8215), reaches its IPv4 hosts.
+        let isLocalNAT64 = bytes[0..<6] == [0x00, 0x64, 0xFF, 0x9B, 0x00, 0x01]
+        let isPrivate = isLoopback || bytes[0] & 0xFE == 0xFC || isLocalNAT64
         if isPrivate, !allowPrivateNetworks { return "a loopback or private address (set webhooks.allowPrivateNetworks to allow it)" }
         return nil
     }
