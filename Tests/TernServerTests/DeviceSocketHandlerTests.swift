@@ -133,6 +133,36 @@ struct DeviceSocketHandlerTests {
         }
     }
 
+    @Test(arguments: [
+        ("unmasked", "a client's frames must be masked"),
+        ("rsv1", "reserved bits set, and no extension was agreed"),
+        ("opcode 3", "opcode 3 is reserved"),
+    ])
+    func aFrameBreakingTheClientRulesClosesWith4400(broken: String, reason: String) throws {
+        let harness = try Harness()
+        try harness.channel.pipeline.syncOperations.addHandler(ClientFrameRules(), position: .first)
+        let key = try #require(WebSocketMaskingKey([1, 2, 3, 4]))
+        func masked(_ text: String) -> ByteBuffer {
+            var data = ByteBuffer(string: text)
+            data.webSocketMask(key)
+            return data
+        }
+        // A well-formed frame passes, unmasked for the handler.
+        try harness.channel.writeInbound(WebSocketFrame(fin: true, opcode: .text, maskKey: key, data: masked("fine")))
+        #expect(harness.texts == ["fine"])
+        let frame =
+            switch broken {
+            case "unmasked": WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(string: "x"))
+            case "rsv1": WebSocketFrame(fin: true, rsv1: true, opcode: .text, maskKey: key, data: masked("x"))
+            default: WebSocketFrame(fin: true, opcode: WebSocketOpcode(encodedWebSocketOpcode: 3)!, maskKey: key, data: masked("x"))
+            }
+        try harness.channel.writeInbound(frame)
+        let close = Harness.close(try harness.written().first)
+        #expect(close?.code == 4400)
+        #expect(close?.reason == "bad frame: \(reason)")
+        #expect(harness.texts == ["fine"], "the broken frame is not taken")
+    }
+
     @Test func textFramesGoToTheConnectionAndARefusalClosesWithItsCode() throws {
         let harness = try Harness(refuse: "bad")
         try harness.receive(.text, "good")

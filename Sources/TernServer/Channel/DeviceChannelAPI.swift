@@ -197,6 +197,7 @@ struct DeviceChannelAPI: Sendable {
             text: { text in received(text, on: connection) },
             closed: { ended(connection) })
         let pipeline = channel.pipeline.syncOperations
+        try pipeline.addHandler(ClientFrameRules())
         try pipeline.addHandler(
             NIOWebSocketFrameAggregator(
                 minNonFinalFragmentSize: 1, maxAccumulatedFrameCount: 64, maxAccumulatedFrameSize: Self.maximumInboundFrame))

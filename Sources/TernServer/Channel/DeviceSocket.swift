@@ -97,7 +97,8 @@ final class DeviceSocketHandler: ChannelInboundHandler, RemovableChannelHandler 
                 closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: Self.closeTimeout) { context.close(promise: nil) }
             }
         default:
-            // Continuations come assembled by the aggregator in front; other opcodes are refused by the decoder.
+            // Continuations come assembled by the aggregator in front; reserved opcodes are refused before it
+            // (``ClientFrameRules``).
             break
         }
     }
@@ -105,6 +106,10 @@ final class DeviceSocketHandler: ChannelInboundHandler, RemovableChannelHandler 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // The decoder's errors (a frame over the limit, bad framing) were answered by NIO's WebSocketProtocolErrorHandler
         // in front, which closes the connection; a fragmented message over the limit comes from the aggregator.
+        if let violation = error as? ClientFrameRules.Violation {
+            close(.badFrame(violation.problem))
+            return
+        }
         if let aggregation = error as? NIOWebSocketFrameAggregator.Error {
             close(aggregation == .accumulatedFrameSizeIsTooLarge ? .tooLarge : .badFrame("fragmented frames: \(aggregation)"))
             return
@@ -179,6 +184,42 @@ final class DeviceSocketHandler: ChannelInboundHandler, RemovableChannelHandler 
         pinger = nil
         closeTimer?.cancel()
         closeTimer = nil
+    }
+}
+
+/// RFC 6455's rules for what a client sends, which NIO's decoder leaves to the server: every frame masked, no reserved
+/// bit set (the channel negotiates no extension), no reserved opcode. A frame that breaks one is not passed on; the
+/// connection is closed with 4400 (``ClientFrameRules/Violation``, taken by ``DeviceSocketHandler``). In front of the
+/// fragment aggregator, which unmasks what it puts together.
+final class ClientFrameRules: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+
+    struct Violation: Error, Equatable {
+        let problem: String
+    }
+
+    private var broken = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !broken else { return }
+        let frame = unwrapInboundIn(data)
+        let problem: String? =
+            if frame.maskKey == nil {
+                "a client's frames must be masked"
+            } else if frame.rsv1 || frame.rsv2 || frame.rsv3 {
+                "reserved bits set, and no extension was agreed"
+            } else if ![.continuation, .text, .binary, .connectionClose, .ping, .pong].contains(frame.opcode) {
+                "opcode \(UInt8(webSocketOpcode: frame.opcode)) is reserved"
+            } else {
+                nil
+            }
+        if let problem {
+            broken = true
+            context.fireErrorCaught(Violation(problem: problem))
+            return
+        }
+        context.fireChannelRead(data)
     }
 }
 
