@@ -53,8 +53,9 @@ struct HTTPChannel: ServerChildChannel, HTTPChannelHandler {
         }
         channel.closeFuture.whenComplete { [ceiling] _ in ceiling.release() }
         return channel.eventLoop.makeCompletedFuture {
-            let headDeadline = RequestHeadDeadline(timeout: requestHeadTimeout)
-            try channel.pipeline.syncOperations.addHandler(headDeadline)
+            // Bound to the channel's event loop, where the upgrade's closures below run.
+            let headDeadline = NIOLoopBound(RequestHeadDeadline(timeout: requestHeadTimeout), eventLoop: channel.eventLoop)
+            try channel.pipeline.syncOperations.addHandler(headDeadline.value)
             let check = NIOLoopBoundBox<DeviceChannelAPI.UpgradeCheck?>(nil, eventLoop: channel.eventLoop)
             let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
                 maxFrameSize: DeviceChannelAPI.maximumInboundFrame,
@@ -71,7 +72,7 @@ struct HTTPChannel: ServerChildChannel, HTTPChannelHandler {
                 },
                 upgradePipelineHandler: { [devices] channel, _ in
                     channel.eventLoop.makeCompletedFuture {
-                        channel.pipeline.syncOperations.removeHandler(headDeadline, promise: nil)
+                        channel.pipeline.syncOperations.removeHandler(headDeadline.value, promise: nil)
                         guard case .accepted(let target) = check.value else { throw NIOWebSocketUpgradeError.unsupportedWebSocketTarget }
                         try devices.accept(channel, target: target)
                         return .webSocket
@@ -80,7 +81,7 @@ struct HTTPChannel: ServerChildChannel, HTTPChannelHandler {
             let notUpgraded = NIOTypedHTTPServerUpgradeConfiguration<Outcome>(upgraders: [upgrader]) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
-                    pipeline.removeHandler(headDeadline, promise: nil)
+                    pipeline.removeHandler(headDeadline.value, promise: nil)
                     try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                     // Between requests only: a request being answered (a push waiting for its outcome) is not idle.
                     try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
