@@ -26,9 +26,6 @@ final class ConnectionCeiling: Sendable {
         open.subtract(1, ordering: .relaxed)
     }
 
-    /// Connections counted in now.
-    var count: Int { open.load(ordering: .relaxed) }
-
     /// Descriptors left for everything but the HTTP connections: the database, APNs connections, files, the
     /// simulator.
     static let reserve = 512
