@@ -231,7 +231,7 @@ public final class Tern: Sendable {
                 }
                 failures += 1
                 let delay = max(error.retryAfter ?? 0, configuration.registrationBackoff.delay(afterFailures: failures))
-                await registrationBell.wait(upTo: .milliseconds(Int64(delay * 1000)))
+                await registrationBell.wait(upTo: .wait(seconds: delay))
             }
         }
     }
@@ -338,7 +338,7 @@ public final class Tern: Sendable {
                         report(.error(error))
                         break
                     }
-                    try? await Task.sleep(for: .milliseconds(Int64(configuration.registrationBackoff.delay(afterFailures: attempt) * 1000)))
+                    try? await Task.sleep(for: .wait(seconds: configuration.registrationBackoff.delay(afterFailures: attempt)))
                 }
             }
             openReports.withLock { reports in

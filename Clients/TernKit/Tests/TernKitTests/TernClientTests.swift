@@ -65,6 +65,11 @@ struct TernClientTests {
         #expect(
             try plain.channelRequest(device, after: nil).url?.absoluteString
                 == "ws://127.0.0.1:8080/v1/apps/demo/devices/6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01/connect")
+        // Schemes are case-insensitive: an upper-case HTTPS is TLS too, and the upgrade carries the device's secret.
+        let shouted = TernClient(
+            configuration: TernConfiguration(serverURL: URL(string: "HTTPS://push.example.com")!, appID: "demo", appKey: "k"),
+            transport: ScriptedHTTP([]))
+        #expect(try shouted.channelRequest(device, after: nil).url?.scheme == "wss")
     }
 
     @Test func aRefusalIsTypedWithTheServersStatusErrorFieldAndWait() async throws {
@@ -86,6 +91,29 @@ struct TernClientTests {
         #expect(busy?.retryAfter == 42 && busy?.isTemporary == true)
         let gateway = await #expect(throws: TernError.self) { try await client.inbox(device) }
         #expect(gateway?.kind == .refused && gateway?.status == 502 && gateway?.message == "reading the inbox: HTTP 502")
+    }
+
+    /// A `Retry-After` comes from whatever answers, a proxy or CDN in front of Tern included: `inf`, `nan` or `1e300`
+    /// once reached an integer conversion that traps, on every launch.
+    @Test(arguments: [
+        ("42", 42.0), (" 7 ", 7), ("0", 0), ("99999999999999999", 3600), ("99999999999999999999999", 3600), ("inf", nil), ("nan", nil),
+        ("1e300", nil), ("-5", nil), ("1.5", nil), ("Wed, 21 Oct 2015 07:28:00 GMT", nil), ("", nil),
+    ] as [(String, TimeInterval?)])
+    func aRetryAfterIsWholeSecondsUpToAnHourAndAnythingElseIsNone(header: String, seconds: TimeInterval?) async throws {
+        #expect(TernClient.retryAfter(header) == seconds)
+        let http = ScriptedHTTP([.status(503, "", headers: ["Retry-After": header])])
+        let refused = await #expect(throws: TernError.self) {
+            try await TernClient(configuration: configuration, transport: http).inbox(device)
+        }
+        #expect(refused?.retryAfter == seconds && refused?.isTemporary == true)
+    }
+
+    @Test func aWaitFromAnyNumberIsAWaitAndNeverATrap() {
+        for seconds in [TimeInterval.nan, .infinity, -.infinity, -1, 1e300, .greatestFiniteMagnitude] {
+            #expect(Duration.wait(seconds: seconds) <= .seconds(3600), "\(seconds)")
+        }
+        #expect(Duration.wait(seconds: 1.5) == .milliseconds(1500))
+        #expect(Duration.wait(seconds: .nan) == .zero)
     }
 
     @Test func anAnswerThatCannotBeReadNamesWhatIsWrong() async throws {
@@ -126,6 +154,9 @@ struct TernClientTests {
 
     @Test func credentialsNeverPrintTheirSecret() {
         #expect(!"\(device)".contains("tds_secret"))
+        let identity = DeviceIdentity(deviceID: "d", deviceSecret: "tds_kept")
+        #expect(!"\(identity)".contains("tds_kept") && !String(reflecting: identity).contains("tds_kept"))
+        #expect("\(identity)".contains("d"))
         let registered = RegisteredDevice(deviceID: "d", alias: nil, tags: [], active: true, deviceSecret: "tds_new")
         #expect(!"\(registered)".contains("tds_new"))
     }

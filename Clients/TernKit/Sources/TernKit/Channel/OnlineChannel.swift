@@ -56,6 +56,10 @@ actor OnlineChannel {
     private var acks: PendingAcks
     /// The highest sequence received: the next connection resumes after it.
     private(set) var lastSequence: Int64?
+    /// The credentials ``lastSequence`` was counted under. Each device's messages are numbered from 1: a device made
+    /// again (under a new id, or under the same one after the server deleted it) starts again, and either comes with a
+    /// new secret. (A secret replaced for the same device only reads again what was not acknowledged, once.)
+    private var sequenceOwner: DeviceCredentials?
     /// Messages received over the channel (new ones), since the start.
     private(set) var received = 0
     /// The app's comings to the foreground seen by the loop.
@@ -181,7 +185,7 @@ actor OnlineChannel {
             if let wait = delay {
                 delay = nil
                 state = .waiting(retryIn: wait)
-                await bell.wait(upTo: .milliseconds(Int64(wait * 1000)))
+                await bell.wait(upTo: .wait(seconds: wait))
                 continue
             }
             guard let device = await credentials() else {
@@ -198,6 +202,10 @@ actor OnlineChannel {
     /// once (or stop, as the flags now say).
     private func connectAndRead(_ device: DeviceCredentials) async -> TimeInterval? {
         state = .connecting
+        if sequenceOwner != device {
+            sequenceOwner = device
+            lastSequence = nil
+        }
         let request: URLRequest
         do {
             request = try client.channelRequest(device, after: lastSequence)
@@ -262,7 +270,7 @@ actor OnlineChannel {
         return try await withThrowingTaskGroup(of: (any ChannelConnection)?.self) { group in
             group.addTask { try await transport.connect(request, maximumFrameSize: size) }
             group.addTask {
-                try await Task.sleep(for: .milliseconds(Int64(timeout * 1000)))
+                try await Task.sleep(for: .wait(seconds: timeout))
                 return nil
             }
             defer { group.cancelAll() }

@@ -122,7 +122,8 @@ public struct TernClient: Sendable {
         guard let url = request.url, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
             throw TernError(.invalidArgument, "the server URL \(configuration.serverURL) cannot make a WebSocket address")
         }
-        components.scheme = components.scheme == "https" ? "wss" : "ws"
+        // URL schemes are case-insensitive: "HTTPS://…" is TLS too, and the upgrade carries the device's secret.
+        components.scheme = components.scheme?.lowercased() == "https" ? "wss" : "ws"
         request.url = components.url
         request.httpMethod = "GET"
         request.setValue(nil, forHTTPHeaderField: "Content-Type")
@@ -195,9 +196,21 @@ public struct TernClient: Sendable {
         guard (200..<300).contains(response.statusCode) else { throw Self.refusal(data, response, what: what) }
     }
 
+    /// The longest wait a `Retry-After` is taken for, in seconds: an hour.
+    static let longestRetryAfter: TimeInterval = 3600
+
+    /// A `Retry-After` header's seconds (whole, not negative; at most ``longestRetryAfter``), or nil for none or
+    /// anything else: `inf`, `nan`, `1e300` or a date (which Tern does not send) are not waits to take.
+    static func retryAfter(_ header: String?) -> TimeInterval? {
+        guard let text = header?.trimmingCharacters(in: .whitespaces), !text.isEmpty, text.utf8.allSatisfy({ (48...57).contains($0) })
+        else { return nil }
+        // Digits only: too many of them for an Int is past the longest wait anyway.
+        return min(TimeInterval(Int(text) ?? Int.max), longestRetryAfter)
+    }
+
     /// The server's error answer as a ``TernError``.
     static func refusal(_ data: Data, _ response: HTTPURLResponse, what: String) -> TernError {
-        let retryAfter = response.value(forHTTPHeaderField: "Retry-After").flatMap(TimeInterval.init)
+        let retryAfter = Self.retryAfter(response.value(forHTTPHeaderField: "Retry-After"))
         guard let answer = try? JSONDecoder().decode(ErrorAnswer.self, from: data) else {
             // Not Tern's JSON (a proxy's page, an empty body): the status alone.
             return TernError(.refused, "\(what): HTTP \(response.statusCode)", status: response.statusCode, retryAfter: retryAfter)

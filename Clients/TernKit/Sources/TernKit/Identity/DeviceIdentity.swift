@@ -3,7 +3,7 @@ import Foundation
 /// Who this installation is to Tern: the device id it registers under and the secret Tern answered the first
 /// registration with. Kept where it survives a reinstall (the keychain), so one phone stays one device and keeps
 /// one current token (seed 001: `identifierForVendor` changes on reinstall, the keychain does not).
-public struct DeviceIdentity: Codable, Sendable, Equatable {
+public struct DeviceIdentity: Codable, Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
     /// A UUID, lowercase, made on first launch.
     public var deviceID: String
     /// `tds_…`, from the first registration's answer; nil until then.
@@ -13,6 +13,10 @@ public struct DeviceIdentity: Codable, Sendable, Equatable {
         self.deviceID = deviceID
         self.deviceSecret = deviceSecret
     }
+
+    /// Without the secret: an app that logs its identity logs no credential.
+    public var description: String { "device \(deviceID) (secret \(deviceSecret == nil ? "not yet given" : "withheld"))" }
+    public var debugDescription: String { description }
 
     /// A new identity with a random device id.
     public static func generate() -> DeviceIdentity {

@@ -189,6 +189,27 @@ struct TernServerTests {
         #expect(try await device.nextMessage("the third message").notification?.title == "three")
     }
 
+    /// The backend deletes the device (4401 on its connection); the SDK registers it again, which makes a new device
+    /// on the server whose messages are numbered from 1 again: it must not resume after the old device's last.
+    @Test func aDeviceMadeAgainAfterTheServerDeletedItGetsItsFirstMessages() async throws {
+        let server = try await TernServerProcess.start()
+        let device = Device(server)
+        let id = try await device.register()
+        try await device.connect()
+        for title in ["one", "two", "three"] { _ = try await server.push(online(id, #"{"title": "\#(title)"}"#)) }
+        for n in 1...3 { #expect(try await device.nextMessage("message \(n)").sequence == Int64(n)) }
+
+        #expect(try await server.backend("DELETE", "v1/apps/demo/devices/\(id)").status == 204)
+        try await waitUntil("the SDK registers the device again and reconnects", within: 20) {
+            guard await device.tern.channelState == .connected, device.transport.urls.count >= 2 else { return false }
+            return try await server.backend("GET", "v1/apps/demo/devices/\(id)").status == 200
+        }
+        #expect(device.transport.urls.last?.query == nil, "\(device.transport.urls)")
+        _ = try await server.push(online(id, #"{"title": "to the new device"}"#))
+        let message = try await device.nextMessage("the new device's first message")
+        #expect(message.notification?.title == "to the new device" && message.sequence == 1)
+    }
+
     @Test func afterTheServerDroppedTheConnectionItReconnectsAndResumesAfterWhatItHad() async throws {
         let server = try await TernServerProcess.start()
         let device = Device(server)
