@@ -229,6 +229,20 @@ struct ChannelValueTests {
         #expect(ChannelCloseCode.binaryFrame.code == 1003)
     }
 
+    @Test func dropEventsReachEveryNodeAndAreNotTakenForWakeUps() {
+        let devices = (0..<400).map { _ in UUID().uuidString.lowercased() }
+        let events = DeviceConnections.dropEvents(app: "demo", deviceIDs: devices)
+        #expect(events.count == 3)
+        #expect(events.allSatisfy { $0.utf8.count < 8000 })
+        #expect(events.compactMap(DeviceConnections.dropTarget(of:)).flatMap(\.deviceIDs) == devices)
+        #expect(events.compactMap(DeviceConnections.dropTarget(of:)).allSatisfy { $0.app == "demo" })
+        let node = DeviceConnections(node: "demo")
+        #expect(events.compactMap { node.wakeTarget(of: $0) }.isEmpty, "a node named like the app takes no drop for a wake-up")
+        let wakes = DeviceConnections.wakeEvents(node: "demo", app: "demo", deviceIDs: devices)
+        #expect(wakes.compactMap(DeviceConnections.dropTarget(of:)).isEmpty)
+        #expect(DeviceConnections.dropTarget(of: "drop demo") == nil, "no device")
+    }
+
     @Test func wakeEventsReachOnlyTheirNodeAndFitANotification() {
         let devices = (0..<400).map { _ in UUID().uuidString.lowercased() }
         let events = DeviceConnections.wakeEvents(node: "node-b", app: "demo", deviceIDs: devices)

@@ -54,8 +54,7 @@ final class RequestHeadDeadline: ChannelInboundHandler, RemovableChannelHandler 
     private var deadline: Scheduled<Void>?
 
     init(timeout: Duration) {
-        let (seconds, attoseconds) = timeout.components
-        self.timeout = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        self.timeout = TimeAmount(timeout)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {

@@ -129,39 +129,45 @@ final class DeviceConnections: Sendable {
 
     // MARK: Events between nodes
 
-    static let dropPrefix = "drop "
-
-    /// Coordinator events that close these devices' connections on whichever node has them (``disconnect(app:deviceIDs:)``).
-    static func dropEvents(app: String, deviceIDs: [String]) -> [String] {
-        stride(from: 0, to: deviceIDs.count, by: 150).map { start in
-            dropPrefix + ([app] + deviceIDs[start..<min(start + 150, deviceIDs.count)]).joined(separator: " ")
-        }
-    }
-
-    /// The app and devices of a drop event, or nil (not one).
-    static func dropTarget(of event: String) -> (app: String, deviceIDs: [String])? {
-        guard event.hasPrefix(dropPrefix) else { return nil }
-        let words = event.dropFirst(dropPrefix.count).split(separator: " ").map(String.init)
-        guard words.count >= 2 else { return nil }
-        return (words[0], Array(words[1...]))
-    }
-
     static let wakePrefix = "wake "
+    static let dropPrefix = "drop "
 
     /// Coordinator events that wake devices connected to `node`, each under PostgreSQL's 8,000-byte NOTIFY payload.
     static func wakeEvents(node: String, app: String, deviceIDs: [String]) -> [String] {
-        stride(from: 0, to: deviceIDs.count, by: 150).map { start in
-            let slice = deviceIDs[start..<min(start + 150, deviceIDs.count)]
-            return wakePrefix + ([node, app] + slice).joined(separator: " ")
-        }
+        events(wakePrefix, naming: [node, app], deviceIDs)
     }
 
     /// The app and devices of a wake event meant for this node, or nil (another node's, or not a wake event).
     func wakeTarget(of event: String) -> (app: String, deviceIDs: [String])? {
-        guard event.hasPrefix(Self.wakePrefix) else { return nil }
-        let words = event.dropFirst(Self.wakePrefix.count).split(separator: " ").map(String.init)
-        guard words.count >= 3, words[0] == node else { return nil }
-        return (words[1], Array(words[2...]))
+        guard let (names, deviceIDs) = Self.words(of: event, Self.wakePrefix, names: 2), names[0] == node else { return nil }
+        return (names[1], deviceIDs)
+    }
+
+    /// Coordinator events that close these devices' connections on whichever node has them (``disconnect(app:deviceIDs:)``).
+    static func dropEvents(app: String, deviceIDs: [String]) -> [String] {
+        events(dropPrefix, naming: [app], deviceIDs)
+    }
+
+    /// The app and devices of a drop event, or nil (not one).
+    static func dropTarget(of event: String) -> (app: String, deviceIDs: [String])? {
+        words(of: event, dropPrefix, names: 1).map { ($0.names[0], $0.deviceIDs) }
+    }
+
+    /// `prefix`, then `names`, then at most 150 device ids an event (under PostgreSQL's 8,000-byte NOTIFY payload),
+    /// separated by spaces (no name or id has one).
+    private static func events(_ prefix: String, naming names: [String], _ deviceIDs: [String]) -> [String] {
+        stride(from: 0, to: deviceIDs.count, by: 150).map { start in
+            prefix + (names + deviceIDs[start..<min(start + 150, deviceIDs.count)]).joined(separator: " ")
+        }
+    }
+
+    /// An event of ``events(_:naming:_:)`` read back: its `names` first words and its device ids (at least one), or
+    /// nil for another kind of event.
+    private static func words(of event: String, _ prefix: String, names: Int) -> (names: [String], deviceIDs: [String])? {
+        guard event.hasPrefix(prefix) else { return nil }
+        let words = event.dropFirst(prefix.count).split(separator: " ").map(String.init)
+        guard words.count > names else { return nil }
+        return (Array(words[..<names]), Array(words[names...]))
     }
 }
 

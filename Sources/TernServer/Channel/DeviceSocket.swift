@@ -38,7 +38,7 @@ final class DeviceSocketHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var closeTimer: Scheduled<Void>?
 
     init(pingInterval: Duration) {
-        self.pingInterval = .nanoseconds(Int64(pingInterval.components.seconds) * 1_000_000_000 + pingInterval.components.attoseconds / 1_000_000_000)
+        self.pingInterval = TimeAmount(pingInterval)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
