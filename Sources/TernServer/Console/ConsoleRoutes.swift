@@ -109,9 +109,9 @@ struct ConsoleRoutes: Sendable {
             guard Authorization.consoleAccess(user.principal, .manageApps) else { throw Self.forbidden }
             let app = try await appRecord(context, user)
             do {
+                // Whoever signed in with the old master secret is signed out with it: their next request finds the
+                // secret is no longer the app's (``signedIn(_:touch:)``), as for a rotation through the API.
                 let rotated = try await apps.update(app, try ConsoleRequests.rotate(form))
-                // Whoever signed in with the old master secret is signed out with it.
-                if rotated.masterSecret != nil { sessions.endAll(of: .master(app: app.id)) }
                 logger.info("console: secrets rotated", metadata: ["app": "\(app.id)", "secrets": "\(form.all("rotate").joined(separator: ","))"])
                 return page("secrets", chrome(user, "New secrets of \(app.id)", app: app.id) { $0.app?.settings = true }, view: SecretsView(rotated))
             } catch let error as JSONAPIError where error.status.code < 500 {

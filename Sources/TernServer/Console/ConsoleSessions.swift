@@ -81,11 +81,6 @@ final class ConsoleSessions: Sendable {
         sessions.withLock { _ = $0.removeValue(forKey: key) }
     }
 
-    /// Ends every session of `principal`: its secret was replaced, so what it signed in stops too.
-    func endAll(of principal: ConsolePrincipal) {
-        sessions.withLock { sessions in sessions = sessions.filter { $0.value.principal != principal } }
-    }
-
     /// Sessions kept now (expired ones included until they are next looked at or make room).
     var count: Int { sessions.withLock { $0.count } }
 

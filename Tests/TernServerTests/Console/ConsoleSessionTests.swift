@@ -268,18 +268,6 @@ struct ConsoleSessionTableTests {
         #expect(sessions.session(id: newest) != nil)
     }
 
-    @Test("ending a principal's sessions leaves the others'")
-    func endAll() {
-        let sessions = ConsoleSessions(idleTimeout: .seconds(600), lifetime: .seconds(6000), clock: ManualClock().wall)
-        let demo = sessions.start(.master(app: "demo"), credential: [2]).id
-        let shop = sessions.start(.master(app: "shop"), credential: [3]).id
-        let admin = sessions.start(.admin, credential: [1]).id
-        sessions.endAll(of: .master(app: "demo"))
-        #expect(sessions.session(id: demo) == nil)
-        #expect(sessions.session(id: shop) != nil)
-        #expect(sessions.session(id: admin) != nil)
-    }
-
     @Test("failed sign-ins are limited per address and per minute")
     func limiter() {
         let clock = ManualClock()
