@@ -98,8 +98,17 @@ struct ConfigurationTests {
             let loaded = try await TernServerConfiguration.load(file: nil, environment: [key: value])
             #expect(performing: { try loaded.validate() }, throws: { ($0 as? TernServerConfigurationError)?.description == message })
         }
-        // Unset, the ceiling follows the open-files limit, less what the node needs besides.
-        #expect(ConnectionCeiling.fromOpenFilesLimit() >= 64)
+        // Unset, the ceiling follows the open-files limit, less what the node needs besides: read here from the
+        // kernel's own account of the process (/proc/self/limits, "Max open files", the soft limit).
+        let limits = try String(contentsOfFile: "/proc/self/limits", encoding: .utf8)
+        let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        let soft = try #require(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).first)
+        if let files = Int(soft) {
+            #expect(ConnectionCeiling.fromOpenFilesLimit() == max(64, files - ConnectionCeiling.reserve))
+        } else {
+            #expect(soft == "unlimited")
+            #expect(ConnectionCeiling.fromOpenFilesLimit() == 1_000_000)
+        }
     }
 
     @Test func theLegacyReplayWindowIsReadInMillisecondsAndChecked() async throws {
