@@ -71,8 +71,12 @@ public struct InboxItem: Sendable, Equatable {
 public enum BadgeChange: Sendable, Equatable, Codable {
     /// The owner's unread, unexpired inbox messages at the moment of sending.
     case unread
-    /// The owner's stored counter plus N (once per push and owner).
+    /// The owner's stored counter plus N (once per push and owner), at most ``largest``.
     case increment(Int)
     /// N, which also becomes the owner's stored counter.
     case set(Int)
+
+    /// The largest badge: a number the API takes, and where a counter stops (a payload checked with this badge's
+    /// width cannot outgrow APNs' limit as the counter climbs).
+    public static let largest = 99_999
 }

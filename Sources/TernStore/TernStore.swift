@@ -165,8 +165,9 @@ public protocol TernStore: Sendable {
     /// - Returns: how many messages the cap deleted.
     func deliverToInbox(_ message: InboxMessage, owners: [InboxOwner], cap: Int, at: Date) async throws -> Int
     /// The badge each owner's devices get for push `pushID`, in one transaction:
-    /// - `.unread`: the owner's unread, unexpired messages at `at`;
-    /// - `.increment(n)`: the owner's counter plus n, stored; once per push and owner (asked again, the same value);
+    /// - `.unread`: the owner's unread, unexpired messages at `at`, at most ``BadgeChange/largest``;
+    /// - `.increment(n)`: the owner's counter plus n, at most ``BadgeChange/largest``, stored; once per push and owner
+    ///   (asked again, the same value);
     /// - `.set(n)`: n, stored as the owner's counter.
     func badges(app: String, owners: [InboxOwner], pushID: String, change: BadgeChange, at: Date) async throws -> [InboxOwner: Int]
     /// The owner's unexpired messages after the cursor (a sequence), oldest first, `limit` at a time.

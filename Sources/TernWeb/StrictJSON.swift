@@ -237,6 +237,9 @@ public enum StrictJSON {
                     return Unicode.Scalar(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))!
                 }
                 guard let scalar = Unicode.Scalar(high) else { throw error("a lone surrogate in \\u escapes") }
+                // The databases keep no NUL in text (SQLite's reader ends a text at it, PostgreSQL refuses it), so a
+                // value with one would be stored other than it was sent.
+                guard scalar != "\u{0}" else { throw error("a NUL character (\\u0000) in a string") }
                 return scalar
             default:
                 throw error("an unknown escape '\\\(Self.printable(byte))'")

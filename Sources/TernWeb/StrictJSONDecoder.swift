@@ -1,4 +1,5 @@
 import Foundation
+import TernAPNs
 
 /// Decodes a `Decodable` from ``StrictJSON`` and refuses members the type never reads.
 ///
@@ -223,7 +224,37 @@ public struct StrictJSONDecoder {
             case is Int.Type: return try decode(Int.self) as! T
             case is Int64.Type: return try decode(Int64.self) as! T
             case is Double.Type: return try decode(Double.self) as! T
+            case is JSONValue.Type: return try Self.value(of: node, at: codingPath) as! T
             default: return try T(from: NodeDecoder(node: node, codingPath: codingPath, ledger: ledger))
+            }
+        }
+
+        /// Free-form JSON (a push's `data`, a raw payload), kept as it was sent or refused: a number Tern would have
+        /// to change (a whole number past 64 bits, one too large or too small for a double) is an error naming it.
+        static func value(of node: StrictJSON.Node, at path: [any CodingKey]) throws -> JSONValue {
+            switch node {
+            case .null: return .null
+            case .bool(let value): return .bool(value)
+            case .string(let value): return .string(value)
+            case .array(let elements):
+                return .array(try elements.enumerated().map { try value(of: $1, at: path + [AnyKey(intValue: $0)]) })
+            case .object(let members):
+                var object: [String: JSONValue] = [:]
+                for member in members { object[member.key] = try value(of: member.value, at: path + [AnyKey(member.key)]) }
+                return .object(object)
+            case .number(let text):
+                func refuse(_ why: String) -> DecodingError {
+                    .dataCorrupted(.init(codingPath: path, debugDescription: "\(text.prefix(40)) is \(why); send it as a string"))
+                }
+                guard text.contains(where: { ".eE".contains($0) }) else {
+                    guard let whole = Int(text) else { throw refuse("a whole number past 64 bits") }
+                    return .int(whole)
+                }
+                guard let value = Double(text), value.isFinite else { throw refuse("too large for a number Tern keeps") }
+                // A mantissa with a digit other than 0 that reads as zero went below the smallest double.
+                let mantissa = text.prefix { $0 != "e" && $0 != "E" }
+                if value == 0, mantissa.contains(where: { ("1"..."9").contains($0) }) { throw refuse("too small for a number Tern keeps") }
+                return .double(value)
             }
         }
     }

@@ -154,6 +154,23 @@ struct HeaderValueTests {
         #expect(expiration.deadline == Date(timeIntervalSince1970: 1_700_003_600))
     }
 
+    @Test("A moment past what 64 bits hold renders clamped, never traps; before 1970 it is 1",
+          arguments: [1e300, 9.3e18, 9_223_372_036_854_775_808.0, .infinity, .nan])
+    func farMomentsAreClamped(seconds: Double) {
+        let expiration = APNsExpiration.at(Date(timeIntervalSince1970: seconds))
+        #expect(expiration.headerValue == "9223372036854775807")
+        #expect(APNsExpiration.wholeSeconds(Date(timeIntervalSince1970: seconds)) == .max)
+        let notification = APNsNotification(unchecked: try! DeviceToken(bytes: [1, 2]), metadata: APNsRequestMetadata(topic: "t", expiration: expiration), payload: [])
+        #expect(LegacyNotification(notification).expiration == .max)
+    }
+
+    @Test("A moment before 1970 renders as 1, not 0 (which means do not store)")
+    func momentsBefore1970RenderAsOne() {
+        #expect(APNsExpiration.at(Date(timeIntervalSince1970: -5)).headerValue == "1")
+        #expect(APNsExpiration.at(Date(timeIntervalSince1970: -.infinity)).headerValue == "1")
+        #expect(APNsExpiration.at(Date(timeIntervalSince1970: 9_223_372_036_854_774_784)).headerValue == "9223372036854774784")
+    }
+
     @Test("No expiration sends no header; fractional moments are truncated to whole seconds")
     func expirationHeaderValues() {
         #expect(APNsExpiration.none.headerValue == nil)
@@ -295,6 +312,19 @@ struct RequestMetadataTests {
         expectValidationError(.invalidCollapseID, field: "apns-collapse-id") {
             try APNsRequestMetadata(topic: "com.example.app", collapseID: collapseID).validate()
         }
+    }
+
+    @Test("A collapse id that is empty or has a control character is rejected: HTTP/2 refuses NUL, CR and LF in a header",
+          arguments: ["", "a\nb", "a\rb", "a\u{0}b", "tab\there", "del\u{7F}"])
+    func collapseIDWithControlCharactersIsRejected(collapseID: String) {
+        expectValidationError(.invalidCollapseID, field: "apns-collapse-id") {
+            try APNsRequestMetadata(topic: "com.example.app", collapseID: collapseID).validate()
+        }
+    }
+
+    @Test("A topic with a control character is rejected", arguments: ["com.example\u{0}x", "com.example\u{1}", "com.\u{7F}app"])
+    func topicWithControlCharactersIsRejected(topic: String) {
+        expectValidationError(.invalidTopic, field: "apns-topic") { try APNsRequestMetadata(topic: topic).validate() }
     }
 
     @Test("headers lists push type, lowercase apns-id, priority, topic, expiration and collapse id in order")

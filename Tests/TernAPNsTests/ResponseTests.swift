@@ -118,6 +118,16 @@ struct ResponseTests {
         #expect(response.outcomeClass == .tokenInvalid)
     }
 
+    @Test("A 410 timestamp no token can have (before 1970, after 9999, past a double) is no timestamp",
+          arguments: ["1e300", "-5", "253402300800000", "99999999999999999999999", "1.7976931348623157e308"])
+    func impossibleTimestampsAreDropped(timestamp: String) {
+        let response = APNsResponse(
+            status: 410, apnsID: nil, apnsUniqueID: nil, body: Array(#"{"reason":"Unregistered","timestamp":\#(timestamp)}"#.utf8))
+        #expect(response.reason == .unregistered)
+        #expect(response.timestamp == nil)
+        #expect(response.outcomeClass == .tokenInvalid)
+    }
+
     @Test("A 410 timestamp in whole seconds' worth of milliseconds lands on the exact second")
     func goneTimestampWholeSeconds() {
         let response = APNsResponse(

@@ -32,6 +32,7 @@ struct StrictInputTests {
         (#"{"name": "\ud800"}"#, "lone surrogate"),
         (#"{"count": 012, "name": "a"}"#, "may not start with 0"),
         ("{\"name\": \"a\u{01}\"}", "control character"),
+        (#"{"name": "a\u0000b"}"#, "NUL character"),
         (#"{"name": "a"#, "not closed"),
         (String(repeating: "[", count: 100) + String(repeating: "]", count: 100), "nested more than 64"),
     ])
@@ -89,6 +90,35 @@ struct StrictInputTests {
         // A number where a whole number is wanted is refused, not truncated.
         #expect(throws: (any Error).self) { try Self.decode(#"{"name": "a", "count": 1.5}"#) }
         #expect(throws: (any Error).self) { try Self.decode(#"{"name": "a", "count": 1e999}"#) }
+    }
+
+    struct FreeForm: Decodable {
+        var data: [String: JSONValue]
+    }
+
+    /// Free-form JSON (a push's `data`) is kept as sent: a number that would be changed on the way is refused, named
+    /// by its path, instead of going out as another number.
+    @Test func freeFormNumbersAreKeptExactlyOrRefusedNamingThem() throws {
+        func decode(_ text: String) throws -> [String: JSONValue] {
+            try StrictJSONDecoder().decode(FreeForm.self, from: Array(#"{"data": \#(text)}"#.utf8)).data
+        }
+        let kept = try decode(#"{"n": 9223372036854775807, "m": -9223372036854775808, "f": 0.5, "e": 1.5e3, "z": 0.0, "list": [1, [2.25]]}"#)
+        #expect(kept == ["n": .int(.max), "m": .int(.min), "f": .double(0.5), "e": .double(1500), "z": .double(0), "list": .array([.int(1), .array([.double(2.25)])])])
+        for (text, path, why) in [
+            (#"{"n": 123456789012345678901234567890}"#, "data.n", "past 64 bits"),
+            (#"{"n": 9223372036854775808}"#, "data.n", "past 64 bits"),
+            (#"{"list": [1, 1e400]}"#, "data.list[1]", "too large"),
+            (#"{"a": {"b": 1E-400}}"#, "data.a.b", "too small"),
+        ] {
+            do {
+                _ = try decode(text)
+                Issue.record("\(text) was taken")
+            } catch let error as DecodingError {
+                guard case .dataCorrupted(let context) = error else { Issue.record("\(text): \(error)"); continue }
+                #expect(JSONAPIError.path(context.codingPath) == path, "\(text)")
+                #expect(context.debugDescription.contains(why), "\(text): \(context.debugDescription)")
+            }
+        }
     }
 
     // MARK: Through the API (its router; the HTTP parser's own limits over a socket)

@@ -166,6 +166,12 @@ struct InboxStoreTests {
             #expect(try await store.badges(app: "demo", owners: [alice], pushID: "p2", change: .increment(1), at: time(5)) == [alice: 3])
             #expect(try await store.badges(app: "demo", owners: [alice], pushID: "p3", change: .set(10), at: time(6)) == [alice: 10])
             #expect(try await store.badges(app: "demo", owners: [alice, bob], pushID: "p4", change: .increment(1), at: time(7)) == [alice: 11, bob: 3])
+            // A counter stops at the largest badge: a payload checked with that badge's width never outgrows APNs' limit.
+            for id in ["p5", "p6"] { _ = try await store.createPush(makePush(id)) }
+            #expect(try await store.badges(app: "demo", owners: [alice, bob], pushID: "p5", change: .increment(99_995), at: time(8))
+                == [alice: 99_999, bob: 99_998])
+            #expect(try await store.badges(app: "demo", owners: [alice, bob], pushID: "p6", change: .increment(99_999), at: time(9))
+                == [alice: BadgeChange.largest, bob: BadgeChange.largest])
         }
     }
 

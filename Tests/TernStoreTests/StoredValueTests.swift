@@ -21,6 +21,16 @@ struct StoredValueTests {
         }
     }
 
+    /// A date is stored as milliseconds; one beyond 64 bits is stored as the nearest end, never a trap that takes
+    /// the node down.
+    @Test func datesBeyondSixtyFourBitsOfMillisecondsAreClamped() {
+        #expect(Date(milliseconds: 1_700_000_000_123).milliseconds == 1_700_000_000_123)
+        #expect(Date(milliseconds: -86_400_000).milliseconds == -86_400_000)
+        for (seconds, stored) in [(1e300, Int64.max), (9.3e15, .max), (Double.infinity, .max), (.nan, .max), (-1e300, .min), (-Double.infinity, .min)] {
+            #expect(Date(timeIntervalSince1970: seconds).milliseconds == stored, "\(seconds)")
+        }
+    }
+
     @Test func chunkRunsAreKeptAsJSONThatReadsBackTheSame() throws {
         let keys = [
             "6f1c1f9e-8d7a-4d44-9d2e-000000000001", "alias\u{1F}device", #"quote " and backslash \"#, "tab\tnewline\n\u{0}",

@@ -93,7 +93,7 @@ extension LegacyNotification {
         switch notification.metadata.expiration {
         case .none: expiration = UInt32(clamping: Int64(now.timeIntervalSince1970) + 30 * 86_400)
         case .immediately: expiration = 0
-        case .at(let date): expiration = UInt32(clamping: max(1, Int64(date.timeIntervalSince1970)))
+        case .at(let date): expiration = UInt32(clamping: APNsExpiration.wholeSeconds(date))
         }
         self.init(
             token: notification.deviceToken.bytes, payload: notification.payload, expiration: expiration,

@@ -36,7 +36,7 @@ public struct APNsRequestMetadata: Hashable, Sendable {
     /// collapse id length.
     public func validate() throws {
         if let topic {
-            guard !topic.isEmpty, !topic.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+            guard !topic.isEmpty, !topic.contains(where: { $0.isWhitespace || $0.isNewline }), !Self.hasControlCharacter(topic) else {
                 throw APNsValidationError(.invalidTopic, field: "apns-topic", "topic must be a bundle id with no spaces")
             }
             if pushType.bundleID(fromTopic: topic) == nil {
@@ -57,7 +57,17 @@ public struct APNsRequestMetadata: Hashable, Sendable {
                     .invalidCollapseID, field: "apns-collapse-id",
                     "collapse id is \(collapseID.utf8.count) bytes; the limit is \(Self.maximumCollapseIDLength)")
             }
+            // HTTP/2 refuses NUL, CR and LF in a header value (RFC 9113 §8.2.1); an empty one collapses nothing.
+            guard !collapseID.isEmpty, !Self.hasControlCharacter(collapseID) else {
+                throw APNsValidationError(
+                    .invalidCollapseID, field: "apns-collapse-id", "collapse id must be 1-64 bytes of text without control characters")
+            }
         }
+    }
+
+    /// Whether `text` has a C0 control character or DEL, which no header value of APNs' may carry.
+    static func hasControlCharacter(_ text: String) -> Bool {
+        text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
     }
 
     /// The request headers APNs expects, in a stable order, without `:path` or `authorization`.

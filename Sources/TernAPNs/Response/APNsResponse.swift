@@ -48,12 +48,20 @@ public struct APNsResponse: Hashable, Sendable {
         } else if status != 200 {
             self.reason = .unknown(String(decoding: body.prefix(200), as: UTF8.self))
         }
-        switch decoded?["timestamp"] {
-        case .int(let milliseconds)?: self.timestamp = Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000)
-        case .double(let milliseconds)?: self.timestamp = Date(timeIntervalSince1970: milliseconds / 1000)
-        default: break
+        let milliseconds: Double? =
+            switch decoded?["timestamp"] {
+            case .int(let milliseconds)?: Double(milliseconds)
+            case .double(let milliseconds)?: milliseconds
+            default: nil
+            }
+        // A moment no token can have been unregistered at (before 1970, after 9999, not a number) is no timestamp.
+        if let milliseconds, (0...Self.latestTimestamp).contains(milliseconds) {
+            self.timestamp = Date(timeIntervalSince1970: milliseconds / 1000)
         }
     }
+
+    /// The latest 410 timestamp taken, in epoch milliseconds: the end of the year 9999.
+    static let latestTimestamp: Double = 253_402_300_799_999
 
     /// The error body APNs sends: `{"reason":"…"}`, plus `"timestamp"` in epoch milliseconds for a 410.
     public var body: [UInt8] {

@@ -48,3 +48,11 @@ enum ClientTLS {
         host.first?.isNumber == true || host.contains(":") ? nil : host
     }
 }
+
+extension APNsClientConfiguration.Endpoint {
+    /// Whether `pem` holds at least one certificate this client can trust as an endpoint's root: what a connection
+    /// would otherwise find out at its first notification.
+    public static func isReadableTrustRoots(_ pem: String) -> Bool {
+        (try? NIOSSLCertificate.fromPEMBytes(Array(pem.utf8)))?.isEmpty == false
+    }
+}

@@ -322,8 +322,10 @@ struct AppsAPI {
     }
 
     static func validateTopic(_ topic: String) throws(JSONAPIError) {
-        guard (1...255).contains(topic.utf8.count), !topic.contains(where: { $0.isWhitespace || $0.isNewline }) else {
-            throw .badRequest(field: "topic", "topic must be the app's bundle id (1-255 characters, no spaces)")
+        guard (1...255).contains(topic.utf8.count), !topic.contains(where: { $0.isWhitespace || $0.isNewline }),
+            !topic.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F })
+        else {
+            throw .badRequest(field: "topic", "topic must be the app's bundle id (1-255 characters, no spaces or control characters)")
         }
     }
 
@@ -341,11 +343,13 @@ struct AppsAPI {
             return nil
         }
         guard let endpoint else { throw .badRequest(field: "endpoint", "environment custom needs an endpoint {host, port}") }
-        guard !endpoint.host.isEmpty, endpoint.host.utf8.count <= 253, !endpoint.host.contains(where: { $0.isWhitespace }) else {
+        guard !endpoint.host.isEmpty, endpoint.host.utf8.count <= 253, !endpoint.host.contains(where: { $0.isWhitespace }),
+            !endpoint.host.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F })
+        else {
             throw .badRequest(field: "endpoint.host", "host must be a host name or address")
         }
         guard (1...65_535).contains(endpoint.port) else { throw .badRequest(field: "endpoint.port", "port must be 1-65535") }
-        if let pem = endpoint.caPEM, !pem.contains("-----BEGIN CERTIFICATE-----") {
+        if let pem = endpoint.caPEM, !APNsClientConfiguration.Endpoint.isReadableTrustRoots(pem) {
             throw .badRequest(field: "endpoint.caPEM", "caPEM must be PEM certificates")
         }
         if let feedbackPort = endpoint.feedbackPort, !(1...65_535).contains(feedbackPort) {
@@ -421,8 +425,30 @@ struct AppsAPI {
         else {
             throw .badRequest(field: "webhookURL", "webhookURL must be an http(s) URL")
         }
+        if let port = parsed.port, !(1...65_535).contains(port) {
+            throw .badRequest(field: "webhookURL", "webhookURL's port must be 1-65535")
+        }
+        // No top-level domain is a number, so a host (not an IPv6 address) ending in one is an IPv4 address, and only
+        // four decimal numbers mean one address to every resolver ("127.1", "0x7f000001", "0177.0.0.1" read otherwise).
+        if !host.contains(":"), let last = host.split(separator: ".", omittingEmptySubsequences: false).last,
+            let first = last.utf8.first, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first), !Self.isDottedDecimalIPv4(host)
+        {
+            throw .badRequest(field: "webhookURL", "webhookURL's host ends in a number: write an IPv4 address as four decimal numbers 0-255")
+        }
         if let refused = policy.refusal(host: host) {
             throw .badRequest(field: "webhookURL", "webhookURL may not point at \(refused)")
         }
+    }
+
+    /// Whether `host` is four decimal numbers 0-255 without leading zeros, separated by dots.
+    static func isDottedDecimalIPv4(_ host: String) -> Bool {
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4
+            && parts.allSatisfy { part in
+                guard (1...3).contains(part.utf8.count), part.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+                    part.utf8.count == 1 || part.utf8.first != UInt8(ascii: "0"), let value = Int(part)
+                else { return false }
+                return value <= 255
+            }
     }
 }

@@ -151,6 +151,9 @@ struct DevicesAPI {
             try Authorization.requireMaster(request, app: app, call: .tokenHistory)
             let deviceID = try Self.deviceID(context)
             let history = try await store.tokenHistory(app: app.id, deviceID: deviceID)
+            if history.isEmpty, try await store.device(app: app.id, deviceID: deviceID) == nil {
+                throw JSONAPIError.notFound("no device \(deviceID)")
+            }
             return TokenHistoryView(tokens: history.map {
                 .init(
                     token: $0.token, environment: $0.environment.rawValue, firstRegisteredAt: $0.firstRegisteredAt, replacedAt: $0.replacedAt,
@@ -161,12 +164,22 @@ struct DevicesAPI {
             let app = try await apps.app(request, context)
             try Authorization.requireMaster(request, app: app, call: .list)
             let query = request.uri.queryParameters
-            if let alias = query.get("alias") {
+            switch (query.get("alias"), query.get("tag")) {
+            case (let alias?, nil):
+                guard Self.isValidAlias(alias) else { throw JSONAPIError.badRequest(field: "alias", Self.aliasRule) }
+                for name in ["after", "limit"] where query.get(name) != nil {
+                    throw JSONAPIError.badRequest(field: name, "a user's devices come in one answer: \(name) goes with ?tag=")
+                }
                 return DeviceList(devices: try await store.devices(app: app.id, alias: alias).map { DeviceView($0) }, next: nil)
-            }
-            guard let tag = query.get("tag") else {
+            case (nil, nil):
                 throw JSONAPIError.badRequest(field: "alias", "list devices by ?alias=… or ?tag=…")
+            case (.some, .some):
+                throw JSONAPIError.badRequest(field: "tag", "list devices by ?alias=… or ?tag=…, not both")
+            case (nil, _):
+                break
             }
+            let tag = query.get("tag") ?? ""
+            guard Self.isValidTag(tag) else { throw JSONAPIError.badRequest(field: "tag", Self.tagRule) }
             let limit = try Self.limit(query.get("limit"))
             let page = try await store.devices(app: app.id, tag: tag, after: query.get("after"), limit: limit)
             return DeviceList(devices: page.items.map { DeviceView($0) }, next: page.next)
@@ -292,16 +305,20 @@ struct DevicesAPI {
 
     static func validateTags(_ tags: [String], field: String) throws(JSONAPIError) -> Set<String> {
         guard tags.count <= DeviceRecord.maximumTags else { throw .badRequest(field: field, "at most \(DeviceRecord.maximumTags) tags") }
-        for (index, tag) in tags.enumerated() {
-            let allowed = tag.utf8.allSatisfy { byte in
+        for (index, tag) in tags.enumerated() where !isValidTag(tag) {
+            throw .badRequest(field: "\(field)[\(index)]", tagRule)
+        }
+        return Set(tags)
+    }
+
+    static let tagRule = "a tag is 1-64 letters, digits or - _ . :"
+
+    static func isValidTag(_ tag: String) -> Bool {
+        (1...64).contains(tag.utf8.count)
+            && tag.utf8.allSatisfy { byte in
                 (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
                     || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || "-_.:".utf8.contains(byte)
             }
-            guard (1...64).contains(tag.utf8.count), allowed else {
-                throw .badRequest(field: "\(field)[\(index)]", "a tag is 1-64 letters, digits or - _ . :")
-            }
-        }
-        return Set(tags)
     }
 
     /// A device's descriptive field: stored as it comes, so it must be text that reads as it is (a NUL would end it

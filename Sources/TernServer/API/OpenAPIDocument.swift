@@ -979,7 +979,8 @@ enum OpenAPIDocument {
       "in": "query",
       "required": false,
       "schema": {
-       "type": "string"
+       "type": "string",
+       "pattern": "^[0-9]{1,18}$"
       }
      }
     ]
@@ -1978,11 +1979,14 @@ enum OpenAPIDocument {
      },
      "expiration": {
       "type": "integer",
-      "minimum": 0
+      "minimum": 0,
+      "maximum": 4294967295
      },
      "collapseID": {
       "type": "string",
-      "maxLength": 64
+      "minLength": 1,
+      "maxLength": 64,
+      "pattern": "^[^\\u0000-\\u001f\\u007f]+$"
      }
     },
     "additionalProperties": false

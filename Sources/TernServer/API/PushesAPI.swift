@@ -136,7 +136,11 @@ struct PushesAPI {
             let id = context.parameters.get("push") ?? ""
             guard let push = try await store.push(app: app.id, id: id) else { throw JSONAPIError.notFound("no push \(id)") }
             let query = request.uri.queryParameters
-            return try await view(push, withFailures: true, after: query.get("failuresAfter"), limit: try DevicesAPI.limit(query.get("limit")))
+            let after = query.get("failuresAfter")
+            if let after, (Int64(after) ?? -1) < 0 {
+                throw JSONAPIError.badRequest(field: "failuresAfter", "failuresAfter is the nextFailures of the page before (a whole number)")
+            }
+            return try await view(push, withFailures: true, after: after, limit: try DevicesAPI.limit(query.get("limit")))
         }
         pushes.get("token-events") { request, context -> TokenEventList in
             let app = try await apps.app(request, context)
@@ -175,6 +179,16 @@ struct PushesAPI {
         content.online = try OnlineDelivery.render(
             delivery: body.delivery, wake: body.wake, ackTimeout: body.ackTimeout, notification: body.notification, payload: body.payload,
             inbox: body.inbox, app: app)
+        if content.online?.mode == .auto {
+            // An offline device gets the push through APNs with its message's id and sequence added.
+            let limit = ((try? APNsPushType(headerValue: content.pushType)) ?? .alert).maximumPayloadSize
+            let size = content.widestFallbackSize
+            guard size <= limit else {
+                throw JSONAPIError.badRequest(
+                    field: body.payload != nil ? "payload" : "notification",
+                    "with delivery auto, a device that is offline gets the push through APNs with tern.id and tern.sequence added: up to \(size) bytes, over the \(limit) APNs takes")
+            }
+        }
         if let key = body.idempotencyKey, !(1...128).contains(key.utf8.count) {
             throw JSONAPIError.badRequest(field: "idempotencyKey", "idempotencyKey must be 1-128 bytes")
         }

@@ -26,11 +26,11 @@ final class RouteTable: Sendable {
         return methods.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
     }
 
-    private static func components(_ path: String) -> [String] {
+    static func components(_ path: String) -> [String] {
         path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
     }
 
-    private static func matches(_ pattern: [String], _ path: [String]) -> Bool {
+    static func matches(_ pattern: [String], _ path: [String]) -> Bool {
         if pattern.last == "**" { return path.count >= pattern.count - 1 && zip(pattern.dropLast(), path).allSatisfy(componentMatches) }
         return pattern.count == path.count && zip(pattern, path).allSatisfy(componentMatches)
     }
@@ -53,6 +53,10 @@ struct RequestShapeMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         let path = request.uri.path
         guard !path.contains("//"), path == "/" || !path.hasSuffix("/") else { throw notFound(request) }
+        // A query on a call that exists (an unknown path or method is told so first).
+        if request.uri.query?.isEmpty == false, path.hasPrefix("/v1/"), routes.methods(for: path).contains(request.method) {
+            _ = try request.query(taking: QueryRules.parameters(of: request.method, path))
+        }
         do {
             return try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound {
@@ -116,5 +120,49 @@ final class ParserErrorResponder: ChannelInboundHandler, RemovableChannelHandler
         context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         context.close(mode: .output, promise: nil)
+    }
+}
+
+/// The query parameters each call of the API under `/v1` takes; every call not listed takes none.
+enum QueryRules {
+    static let calls: [(method: HTTPRequest.Method, path: [String], parameters: Set<String>)] = [
+        call(.get, "v1/apps/:app/devices", ["alias", "tag", "after", "limit"]),
+        call(.get, "v1/apps/:app/devices/:device/connect", ["after"]),
+        call(.get, "v1/apps/:app/inbox", ["alias", "deviceId", "after", "limit"]),
+        call(.post, "v1/apps/:app/inbox/read", ["alias", "deviceId"]),
+        call(.delete, "v1/apps/:app/inbox/:message", ["alias", "deviceId"]),
+        call(.post, "v1/apps/:app/pushes", ["wait"]),
+        call(.get, "v1/apps/:app/pushes/:push", ["failuresAfter", "limit"]),
+        call(.get, "v1/apps/:app/token-events", ["after", "limit"]),
+    ]
+
+    private static func call(
+        _ method: HTTPRequest.Method, _ path: String, _ parameters: Set<String>
+    ) -> (method: HTTPRequest.Method, path: [String], parameters: Set<String>) {
+        (method, RouteTable.components(path), parameters)
+    }
+
+    /// What the call `method` `path` takes.
+    static func parameters(of method: HTTPRequest.Method, _ path: String) -> Set<String> {
+        let components = RouteTable.components(path)
+        return calls.first { $0.method == method && RouteTable.matches($0.path, components) }?.parameters ?? []
+    }
+}
+
+extension Request {
+    /// The request's query, checked as bodies are: a parameter the call does not take is an error, not ignored, and
+    /// so is one given twice (which of the two would count is a guess).
+    /// - Throws: a 400 naming the parameter.
+    func query(taking names: Set<String>) throws(JSONAPIError) -> Parameters {
+        let query = uri.queryParameters
+        var seen: Set<Substring> = []
+        for (name, _) in query {
+            guard names.contains(String(name)) else {
+                let taken = names.isEmpty ? "no parameters" : names.sorted().joined(separator: ", ")
+                throw .badRequest(field: String(name.prefix(64)), "this call takes \(taken), not '\(name.prefix(64))'")
+            }
+            guard seen.insert(name).inserted else { throw .badRequest(field: String(name), "\(name) is given twice") }
+        }
+        return query
     }
 }

@@ -124,7 +124,7 @@ struct DeviceChannelAPI: Sendable {
 
     /// `?after=SEQ`: a whole number, 0 or more (absent: 0, everything not acknowledged).
     static func after(_ request: Request) throws(JSONAPIError) -> Int64 {
-        guard let text = request.uri.queryParameters.get("after") else { return 0 }
+        guard let text = try request.query(taking: ["after"]).get("after") else { return 0 }
         guard let value = Int64(text), value >= 0 else {
             throw .badRequest(field: "after", "after is the sequence of the last message the device has (a whole number, 0 or more), not '\(text.prefix(32))'")
         }

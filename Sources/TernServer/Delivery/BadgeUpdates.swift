@@ -88,7 +88,7 @@ final class BadgeUpdates: Service {
         case .device(let deviceID): devices = try await store.device(app: app.id, deviceID: deviceID).map { [$0] } ?? []
         }
         var payload = APNsPayload()
-        payload.badge = unread
+        payload.badge = min(unread, BadgeChange.largest)
         payload.contentAvailable = true
         let metadata = APNsRequestMetadata(topic: app.topic, pushType: .alert, priority: .throttled)
         // A badge with content-available and no alert: shown without a banner, and priority 5 (APNs allows no

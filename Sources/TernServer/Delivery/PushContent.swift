@@ -27,7 +27,7 @@ enum BadgeInput: Codable, Sendable, Equatable {
     init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if let number = try? container.decode(Int.self) {
-            guard (0...99_999).contains(number) else {
+            guard (0...BadgeChange.largest).contains(number) else {
                 throw DecodingError.dataCorruptedError(in: container, debugDescription: "badge must be 0-99999")
             }
             self = .change(.set(number))
@@ -38,7 +38,7 @@ enum BadgeInput: Codable, Sendable, Equatable {
                 self = .change(.unread)
                 return
             }
-            if text.hasPrefix("+"), let step = Int(text.dropFirst()), (1...99_999).contains(step) {
+            if text.hasPrefix("+"), let step = Int(text.dropFirst()), (1...BadgeChange.largest).contains(step) {
                 self = .change(.increment(step))
                 return
             }
@@ -91,10 +91,13 @@ struct APNsOptionsInput: Codable, Sendable {
     var pushType: String?
     /// 10, 5 or 1.
     var priority: Int?
-    /// Epoch seconds after which APNs stops trying; 0: deliver now or never.
+    /// Epoch seconds after which APNs stops trying; 0: deliver now or never. At most ``latestExpiration``.
     var expiration: Int64?
     /// At most 64 bytes. Default: the push id, so a recipient sent twice (a crash mid-push) shows one notification.
     var collapseID: String?
+
+    /// The latest `expiration`: 2^32 - 1 seconds (February 2106), what the binary protocol's expiry field holds.
+    static let latestExpiration: Int64 = 4_294_967_295
 }
 
 /// A push's notification as stored: rendered and checked once at request time, shared by every recipient.
@@ -174,7 +177,10 @@ struct PushContent: Codable, Sendable, Equatable {
         }
         var expiration = APNsExpiration.none
         if let value = options?.expiration {
-            guard value >= 0 else { throw .badRequest(field: "apns.expiration", "expiration is epoch seconds, 0 or more") }
+            // At most 2^32 - 1 (the year 2106), the largest the binary protocol's expiry holds.
+            guard (0...APNsOptionsInput.latestExpiration).contains(value) else {
+                throw .badRequest(field: "apns.expiration", "expiration is epoch seconds, 0-\(APNsOptionsInput.latestExpiration) (0: now or never)")
+            }
             expiration = (try? APNsExpiration(headerValue: String(value))) ?? .none
         }
         let metadata = APNsRequestMetadata(
@@ -188,7 +194,7 @@ struct PushContent: Codable, Sendable, Equatable {
                 var built = try build(notification)
                 // A badge the server computes per recipient goes in at sending: check the size with the widest one.
                 if let change = notification.badge?.change, change.isPerRecipient {
-                    built.badge = 99_999
+                    built.badge = BadgeChange.largest
                     _ = try APNsNotification(deviceToken: sample, metadata: metadata, payload: built)
                     built.badge = nil
                 }
@@ -313,6 +319,15 @@ struct PushContent: Codable, Sendable, Equatable {
         tern["sequence"] = .int(Int(sequence))
         root[Self.customKey] = .object(tern)
         return (try? JSONValue.object(root).serialized()) ?? Array(payload)
+    }
+
+    /// The size of the largest ``fallbackPayload(messageID:sequence:badge:)`` this push can have: a message id as
+    /// long as any, the largest sequence, and the widest per-recipient badge.
+    var widestFallbackSize: Int {
+        fallbackPayload(
+            messageID: "00000000-0000-5000-8000-000000000000", sequence: .max,
+            badge: badge?.isPerRecipient == true ? BadgeChange.largest : nil
+        ).count
     }
 
     /// What every recipient's notification of a push shares, worked out once per chunk rather than per recipient.

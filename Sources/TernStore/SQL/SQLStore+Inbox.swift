@@ -95,7 +95,9 @@ extension SQLStore {
                         GROUP BY owner
                         """).all()
                     {
-                        values[try row.decode(column: "owner", as: String.self)] = try row.decode(column: "unread", as: Int.self)
+                        // An inbox can hold more unread messages than a badge shows (`inboxCap` up to 100,000).
+                        values[try row.decode(column: "owner", as: String.self)] = min(
+                            try row.decode(column: "unread", as: Int.self), BadgeChange.largest)
                     }
                 case .increment(let step):
                     // Counted already for this push (a page sent again): the same value.
@@ -110,7 +112,9 @@ extension SQLStore {
                     let rows = fresh.map { owner -> SQLQueryString in "(\(bind: app), \(bind: owner), 0, \(bind: step))" }
                     let counted = try await db.raw("""
                         INSERT INTO inbox_owners (app_id, owner, last_sequence, badge) VALUES \(rows.joined(separator: ", "))
-                        ON CONFLICT (app_id, owner) DO UPDATE SET badge = inbox_owners.badge + \(bind: step)
+                        ON CONFLICT (app_id, owner) DO UPDATE SET badge = CASE
+                            WHEN inbox_owners.badge + \(bind: step) > \(bind: BadgeChange.largest) THEN \(bind: BadgeChange.largest)
+                            ELSE inbox_owners.badge + \(bind: step) END
                         RETURNING owner, badge
                         """).all()
                     var recorded: [SQLQueryString] = []
