@@ -139,7 +139,7 @@ public final class TernServer: Sendable {
     /// SO_REUSEADDR, as the API's listener binds: connections of the last server on the port may wait in TIME_WAIT for
     /// a minute, and they do not stop a restart, while a socket listening on the port does.
     static func checkCanListen(host: String, port: Int) async throws(TernServerConfigurationError) {
-        guard port != 0 else { return }
+        // Port 0 too: any free port will do, but the host must be one of this machine's addresses.
         let address: SocketAddress
         do {
             address = try SocketAddress.makeAddressResolvingHost(host, port: port)

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Synchronization
 import SystemPackage
+import TernAPNs
 
 /// Everything `tern serve` can be told, by component; each setting's Swift path is its key (`delivery.concurrency`).
 /// The defaults here are the only ones: they run a working service on a fresh machine (127.0.0.1:8080, SQLite in
@@ -226,24 +227,29 @@ extension TernServerConfiguration {
         let unreadable = UnreadableSettings()
         let reader = ConfigReader(providers: providers, accessReporter: unreadable)
         var configuration = TernServerConfiguration()
-        func read(_ key: String, into value: inout String) { value = reader.string(forKey: .init(key)) ?? value }
-        func read(_ key: String, into value: inout Int) { value = reader.int(forKey: .init(key)) ?? value }
-        func read(_ key: String, into value: inout Bool) { value = reader.bool(forKey: .init(key)) ?? value }
+        /// Every key read, so what a file or the environment sets besides them is known to be a mistake.
+        var known: Set<String> = []
+        func read(_ key: String, into value: inout String) { known.insert(key); value = reader.string(forKey: .init(key)) ?? value }
+        func read(_ key: String, into value: inout Int) { known.insert(key); value = reader.int(forKey: .init(key)) ?? value }
+        func read(_ key: String, into value: inout Int?) { known.insert(key); value = reader.int(forKey: .init(key)) ?? value }
+        func read(_ key: String, into value: inout Bool) { known.insert(key); value = reader.bool(forKey: .init(key)) ?? value }
+        func readSecret(_ key: String, into value: inout String?) { known.insert(key); value = reader.string(forKey: .init(key), isSecret: true) }
         /// A duration given as a number of `unit`s.
         func read(_ key: String, into value: inout Duration, unit: Duration) {
+            known.insert(key)
             if let count = reader.int(forKey: .init(key)) { value = unit * count }
         }
         read("http.host", into: &configuration.http.host)
         read("http.port", into: &configuration.http.port)
-        configuration.http.maxConnections = reader.int(forKey: "http.maxConnections") ?? configuration.http.maxConnections
+        read("http.maxConnections", into: &configuration.http.maxConnections)
         read("http.requestHeadTimeout", into: &configuration.http.requestHeadTimeout, unit: .seconds(1))
         read("http.idleTimeout", into: &configuration.http.idleTimeout, unit: .seconds(1))
         read("database.path", into: &configuration.database.path)
-        configuration.database.url = reader.string(forKey: "database.url", isSecret: true)
+        readSecret("database.url", into: &configuration.database.url)
         read("database.connections", into: &configuration.database.connections)
         read("database.callTimeout", into: &configuration.database.callTimeout, unit: .seconds(1))
-        configuration.admin.token = reader.string(forKey: "admin.token", isSecret: true)
-        configuration.server.key = reader.string(forKey: "server.key", isSecret: true)
+        readSecret("admin.token", into: &configuration.admin.token)
+        readSecret("server.key", into: &configuration.server.key)
         read("server.keyFile", into: &configuration.server.keyFile)
         read("server.shutdownTimeout", into: &configuration.server.shutdownTimeout, unit: .seconds(1))
         read("simulator.enabled", into: &configuration.simulator.enabled)
@@ -270,13 +276,38 @@ extension TernServerConfiguration {
         read("console.sessionLifetime", into: &configuration.console.sessionLifetime, unit: .seconds(1))
         // A value that is set but is not of its setting's type would otherwise read as unset: the default, silently.
         if let problem = unreadable.problems.first { throw TernServerConfigurationError(problem) }
+        // So would a misspelt key (`"prot"`, `TERN_DELIVERY_CONCURENCY`).
+        if let file, let unknown = try unknownKeys(inFile: file, known: known).first {
+            throw TernServerConfigurationError("\(file): no setting \(unknown) (the settings are listed in docs/deployment.md)")
+        }
+        if let unknown = unknownVariables(in: environment, known: known).first {
+            throw TernServerConfigurationError("the environment sets \(unknown), which is no setting (the settings are listed in docs/deployment.md)")
+        }
         return configuration
+    }
+
+    /// The keys a JSON configuration file sets (`http.port` for `{"http": {"port": …}}`) that are not in `known`.
+    static func unknownKeys(inFile file: String, known: Set<String>) throws -> [String] {
+        guard let data = FileManager.default.contents(atPath: file), let root = try? JSONValue(parsing: data), case .object = root else { return [] }
+        func leaves(_ value: JSONValue, _ path: String) -> [String] {
+            guard case .object(let members) = value else { return [path] }
+            return members.keys.sorted().flatMap { leaves(members[$0]!, path.isEmpty ? $0 : "\(path).\($0)") }
+        }
+        return leaves(root, "").filter { !known.contains($0) }
+    }
+
+    /// The environment variables named as settings of one of Tern's sections (`TERN_HTTP_…`, `TERN_DELIVERY_…`) that
+    /// are no setting. Other `TERN_` names (a script's `TERN_URL`) are not Tern's to refuse.
+    static func unknownVariables(in environment: [String: String], known: Set<String>) -> [String] {
+        let names = Set(known.map(UnreadableSettings.environmentName(of:)))
+        let sections = Set(known.map { "TERN_" + $0.prefix { $0 != "." }.uppercased() + "_" })
+        return environment.keys.sorted().filter { name in !names.contains(name) && sections.contains { name.hasPrefix($0) } }
     }
 }
 
 /// Hears every read of a setting and keeps the keys whose value is set but cannot be read as the setting's type
 /// (`TERN_DATABASE_CALL_TIMEOUT=abc`, `"http": {"port": "80"}`). Values are never repeated: some are secrets.
-private final class UnreadableSettings: AccessReporter {
+final class UnreadableSettings: AccessReporter {
     private let found = Mutex<[String]>([])
 
     var problems: [String] { found.withLock { $0 } }

@@ -73,6 +73,17 @@ import Testing
         #expect(serve.interrupt() == 0)
     }
 
+    /// With `--port 0` the host went unchecked, and an address not of this machine failed later in five log lines.
+    @Test func anAddressNotOfThisMachineIsOneLineWhateverThePort() throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let files = ["--database", folder.appendingPathComponent("tern.db").path, "--server-key-file", folder.appendingPathComponent("tern.key").path]
+        for port in ["0", "8080"] {
+            // TEST-NET-1 (RFC 5737): documentation's own address, never a machine's.
+            try Self.expectOneLineFailure(["--host", "192.0.2.1", "--port", port] + files, naming: "cannot listen on 192.0.2.1:\(port)")
+        }
+    }
+
     @Test func aDatabaseThatCannotBeOpenedIsOneLine() throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -98,6 +109,12 @@ import Testing
         try Self.expectOneLineFailure(database + ["--server-key-file", keyFile.path], naming: "server key \(keyFile.path)")
         try Data((Data(repeating: 1, count: 16).base64EncodedString() + "\n").utf8).write(to: keyFile)
         try Self.expectOneLineFailure(database + ["--server-key-file", keyFile.path], naming: "32 bytes")
+        // A key file that is not text was taken for a missing one and replaced by a new key, which left every sealed
+        // credential unopenable. It is refused and left as it was.
+        let notText = Data([0xFF, 0xFE, 0x00] + Array("garbage".utf8))
+        try notText.write(to: keyFile)
+        try Self.expectOneLineFailure(database + ["--server-key-file", keyFile.path], naming: "server key")
+        #expect(try Data(contentsOf: keyFile) == notText)
     }
 
     @Test func anUnreachablePostgreSQLIsOneLineWithoutThePassword() throws {
@@ -118,12 +135,12 @@ import Testing
     @Test func newDataFilesAreOwnerOnlyWhateverTheUmask() async throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        // The umask of a usual login shell; the test process's own is whatever CI has.
-        let previous = umask(0o022)
+        // No umask at all, the harshest a process can be started with; the test process's own is whatever CI has.
+        let previous = umask(0)
         defer { umask(previous) }
         let serve = try ServeProcess(folder: folder)
         _ = serve.interrupt()
-        for name in ["tern.db", "tern.db-wal", "tern.db-shm", "tern.key", ".tern/simulator/ca-key.pem"] {
+        for name in ["tern.db", "tern.db-wal", "tern.db-shm", "tern.key", ".tern/simulator/ca-key.pem", ".tern/simulator/ca.pem"] {
             let path = folder.appendingPathComponent(name).path
             guard FileManager.default.fileExists(atPath: path) else { continue }
             let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int

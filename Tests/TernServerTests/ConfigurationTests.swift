@@ -141,6 +141,33 @@ struct ConfigurationTests {
         #expect(throws: TernServerConfigurationError.self, "a lifetime shorter than the idle timeout") { try settings.validate() }
     }
 
+    /// A misspelt setting was ignored: `{"http": {"prot": 0}}` listened on the default port, with no word.
+    @Test func aKeyOrVariableThatIsNoSettingIsAnErrorNamingIt() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("tern-config-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        for (json, unknown) in [
+            (#"{"http": {"prot": 0}}"#, "http.prot"),
+            (#"{"delivery": {"concurrency": 50, "concurency": 5}}"#, "delivery.concurency"),
+            (#"{"bogus": 1}"#, "bogus"),
+            (#"{"http": 8080}"#, "http"),
+        ] {
+            try json.write(to: file, atomically: true, encoding: .utf8)
+            let error = await #expect(throws: TernServerConfigurationError.self) { _ = try await TernServerConfiguration.load(file: file.path, environment: [:]) }
+            #expect(error?.description.contains("no setting \(unknown)") == true, "\(json): \(String(describing: error))")
+        }
+        for variable in ["TERN_HTTP_PROT", "TERN_DELIVERY_CONCURENCY", "TERN_SERVER_KEYFILE"] {
+            let error = await #expect(throws: TernServerConfigurationError.self) { _ = try await TernServerConfiguration.load(file: nil, environment: [variable: "1"]) }
+            #expect(error?.description.contains(variable) == true, "\(String(describing: error))")
+        }
+        // Every documented key is a setting, and other tools' TERN_ names are not Tern's to refuse.
+        try #"{"http": {"port": 9000, "maxConnections": 100}, "delivery": {"pageSize": 500}, "admin": {"token": "0123456789abcdef"}}"#
+            .write(to: file, atomically: true, encoding: .utf8)
+        let taken = try await TernServerConfiguration.load(
+            file: file.path, environment: ["TERN_URL": "http://x", "TERN_TEST_POSTGRES_URL": "postgres://x", "TERN_SERVER_SHUTDOWN_TIMEOUT": "5"])
+        #expect(taken.http.port == 9000 && taken.http.maxConnections == 100 && taken.delivery.chunkSize == 500)
+        #expect(taken.server.shutdownTimeout == .seconds(5))
+    }
+
     @Test func aPostgreSQLDatabaseIsConfiguredByURLAndAWrongOneIsAClearError() async throws {
         let configuration = try await TernServerConfiguration.load(
             file: nil, environment: ["TERN_DATABASE_URL": "postgres://tern:pw@db:5432/tern", "TERN_DATABASE_CONNECTIONS": "4",

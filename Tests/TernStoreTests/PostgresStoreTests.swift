@@ -15,6 +15,9 @@ struct PostgresStoreTests {
             ("mysql://u@h/db", "must look like postgres://"),
             ("postgres:///tern", "names no host"),
             ("postgres://u@h/db?sslmode=verify-full", "sslmode must be disable, prefer or require, not 'verify-full'"),
+            // Taken modulo 65536, 99999 connected to port 34463.
+            ("postgres://u:x@127.0.0.1:99999/db", "port must be 1-65535"),
+            ("postgres://u:x@127.0.0.1:0/db", "port must be 1-65535"),
         ])
     func malformedURL(_ url: String, _ message: String) async throws {
         let error = await #expect(throws: StoreError.self) {

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import SystemPackage
 import TernAPNs
 import TernStore
 
@@ -25,17 +26,38 @@ struct ServerKey: Sendable {
         try self.init(bytes: Array(bytes))
     }
 
-    /// The key in `file`, created (random, mode 0600) when the file does not exist.
+    /// The key in `file`, created (random, mode 0600) when no file is there. A file that is there and cannot be read
+    /// is an error, never replaced: a new key would leave every sealed credential and identity secret unopenable.
     /// - Returns: the key and whether it was created now.
     static func loadOrCreate(file: URL) throws(ServerKeyError) -> (key: ServerKey, created: Bool) {
-        if let text = try? String(contentsOf: file, encoding: .utf8) {
+        let path = FilePath(file.path)
+        do {
+            let descriptor = try FileDescriptor.open(path, .readOnly)
+            let bytes = try descriptor.closeAfter {
+                // A key file is 45 bytes; what is far beyond that is not one.
+                try [UInt8](unsafeUninitializedCapacity: 4096) { buffer, count in count = try descriptor.read(into: UnsafeMutableRawBufferPointer(buffer)) }
+            }
+            guard let text = String(validating: bytes, as: UTF8.self) else {
+                throw ServerKeyError("the server key file \(file.path) is not text (base64 of 32 bytes)")
+            }
             return (try ServerKey(base64: text), false)
+        } catch let error as ServerKeyError {
+            throw error
+        } catch let error as Errno where error == .noSuchFileOrDirectory {
+            // No file: the first start makes one.
+        } catch {
+            throw ServerKeyError("cannot read the server key file \(file.path): \(error)")
         }
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        let created = FileManager.default.createFile(
-            atPath: file.path, contents: Data((Data(bytes).base64EncodedString() + "\n").utf8), attributes: [.posixPermissions: 0o600])
-        guard created else { throw ServerKeyError("cannot create the server key file \(file.path)") }
+        do {
+            // Created only if still absent (never over a file another process put there meanwhile), owner-only.
+            let descriptor = try FileDescriptor.open(
+                path, .writeOnly, options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
+            try descriptor.closeAfter { _ = try descriptor.writeAll(Array((Data(bytes).base64EncodedString() + "\n").utf8)) }
+        } catch {
+            throw ServerKeyError("cannot create the server key file \(file.path): \(error)")
+        }
         return (try ServerKey(bytes: bytes), true)
     }
 

@@ -74,8 +74,8 @@ public struct SimulatorCertificateAuthority: Sendable {
         }
         try fileManager.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let authority = try generate()
-        try writeSecret(authority.privateKeyPEM, to: keyURL)
-        try authority.certificatePEM.write(to: certificateURL, atomically: true, encoding: .utf8)
+        try writeOwnerOnly(authority.privateKeyPEM, to: keyURL)
+        try writeOwnerOnly(authority.certificatePEM, to: certificateURL)
         return authority
     }
 
@@ -157,7 +157,9 @@ public struct SimulatorCertificateAuthority: Sendable {
         )
     }
 
-    static func writeSecret(_ text: String, to url: URL) throws {
+    /// Writes `text` to `url` with mode 600 whatever the umask: a key must stay secret, and a certificate that others
+    /// could replace (the CA clients trust with `--ca-file`) is as bad.
+    static func writeOwnerOnly(_ text: String, to url: URL) throws {
         let fileManager = FileManager.default
         try? fileManager.removeItem(at: url)
         guard fileManager.createFile(atPath: url.path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
@@ -199,14 +201,14 @@ public struct IssuedCertificate: Sendable {
 
     public var certificatePEM: String { (try? certificate.serializeAsPEM().pemString) ?? "" }
 
-    /// Writes `<name>.pem` and `<name>-key.pem` (mode 600) into `directory`; returns their paths.
+    /// Writes `<name>.pem` and `<name>-key.pem` (both mode 600) into `directory`; returns their paths.
     @discardableResult
     public func write(to directory: URL, name: String) throws -> (certificate: URL, privateKey: URL) {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let certificateURL = directory.appendingPathComponent("\(name).pem")
         let keyURL = directory.appendingPathComponent("\(name)-key.pem")
-        try certificatePEM.write(to: certificateURL, atomically: true, encoding: .utf8)
-        try SimulatorCertificateAuthority.writeSecret(privateKeyPEM, to: keyURL)
+        try SimulatorCertificateAuthority.writeOwnerOnly(certificatePEM, to: certificateURL)
+        try SimulatorCertificateAuthority.writeOwnerOnly(privateKeyPEM, to: keyURL)
         return (certificateURL, keyURL)
     }
 }

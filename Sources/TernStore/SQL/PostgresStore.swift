@@ -129,6 +129,8 @@ struct PostgresURL {
         }
         self.host = host
         port = components.port ?? 5432
+        // NIO would take the port modulo 65536 and connect elsewhere.
+        guard (1...65_535).contains(port) else { throw StoreError.invalidInput("the database URL's port must be 1-65535") }
         username = components.user.flatMap { $0.removingPercentEncoding } ?? "postgres"
         password = components.password.flatMap { $0.removingPercentEncoding }
         let path = components.path.drop(while: { $0 == "/" })
