@@ -75,6 +75,14 @@ import Testing
         #expect(weakToken.status != 0)
         #expect(weakToken.stderr.contains("admin.token"))
         #expect(!weakToken.stderr.contains("short"), "the secret itself is not echoed")
+        // A setting that cannot be taken is one line naming it and a usage error's exit, without the command's usage.
+        for refused in [badPort, missing, weakToken] {
+            #expect(refused.status == 64)
+            #expect(refused.stderr.split(separator: "\n").count == 1, "stderr was: \(refused.stderr)")
+        }
+        let typo = try Commands.run(Commands.tern, ["serve", "--port", "0"], environment: ["TERN_DELIVERY_CONCURENCY": "5"])
+        #expect(typo.status == 64)
+        #expect(typo.stderr.contains("TERN_DELIVERY_CONCURENCY"), "stderr was: \(typo.stderr)")
     }
 
     /// Issue: a process killed in the middle of a large push finishes it after restart without losing a recipient;

@@ -87,12 +87,17 @@ struct SimulatorCommandTests {
         (["simulator", "--key", "not-a-key"], "--key"),
         (["simulator", "--cert", "/tmp/only-a-cert.pem"], "--cert"),
         (["simulator", "issue-cert", "--topic", "bad topic"], "--topic"),
+        (["simulator", "--port", "70000"], "--port must be 0-65535"),
+        (["simulator", "--feedback-port", "99999"], "--feedback-port must be 0-65535"),
+        (["simulator", "--max-concurrent-streams", "0"], "--max-concurrent-streams must be 1-100000"),
+        (["simulator", "--initial-window-size", "10"], "--initial-window-size must be 65535-1073741824"),
         (["token", "--key-file", "/nonexistent/AuthKey.p8", "--key-id", "ABC", "--team-id", "DEF"], "/nonexistent/AuthKey.p8"),
     ])
     func badArgumentsExitNonZeroWithAMessageNamingTheOption(arguments: [String], mentioned: String) throws {
         let result = try Commands.run(Commands.tern, arguments)
         #expect(result.status != 0)
         #expect(result.stderr.contains(mentioned), "stderr was: \(result.stderr)")
+        #expect(!result.stderr.contains("Fatal error") && !result.stderr.contains("backtrace"), "stderr was: \(result.stderr)")
     }
 
     @Test func aPortInUseIsAClearErrorNamingIt() throws {

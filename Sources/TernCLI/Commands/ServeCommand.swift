@@ -92,12 +92,19 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Log level (trace … critical).")
     var logLevel = Logger.Level.info
 
+    /// A setting that cannot be taken: one line naming it, and the usage error's exit status (64), without the
+    /// usage text an option's own error prints (the settings come from a file and the environment too).
+    private static func refuse(_ error: any Error) -> ExitCode {
+        FileHandle.standardError.write(Data("tern serve: \(error)\n".utf8))
+        return ExitCode(64)
+    }
+
     func run() async throws {
         var settings: TernServerConfiguration
         do {
             settings = try await TernServerConfiguration.load(file: config)
         } catch {
-            throw ValidationError("\(error)")
+            throw Self.refuse(error)
         }
         if let host { settings.http.host = host }
         if let port { settings.http.port = port }
@@ -115,7 +122,7 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             try settings.validate()
         } catch {
-            throw ValidationError(error.description)
+            throw Self.refuse(error)
         }
 
         bootstrapLogging(logLevel)

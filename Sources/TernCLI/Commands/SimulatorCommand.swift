@@ -106,6 +106,17 @@ extension SimulatorCommand {
         func validate() throws {
             _ = try parsedEnvironment()
             if (cert == nil) != (certKey == nil) { throw ValidationError("--cert and --cert-key go together") }
+            // Checked again by the simulator's configuration; here so the message names the option (exit 64).
+            for (option, value) in [("--port", port), ("--control-port", controlPort), ("--legacy-port", legacyPort), ("--feedback-port", feedbackPort)]
+            where !(0...65_535).contains(value) {
+                throw ValidationError("\(option) must be 0-65535 (0 picks a free port), not \(value)")
+            }
+            guard (1...100_000).contains(maxConcurrentStreams) else {
+                throw ValidationError("--max-concurrent-streams must be 1-100000, not \(maxConcurrentStreams)")
+            }
+            guard (65_535...1_073_741_824).contains(initialWindowSize) else {
+                throw ValidationError("--initial-window-size must be 65535-1073741824 bytes, not \(initialWindowSize)")
+            }
         }
 
         private func parsedEnvironment() throws -> APNsEnvironment {
