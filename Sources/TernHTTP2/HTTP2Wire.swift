@@ -51,6 +51,9 @@ public enum HTTP2Wire {
         public static let refusedStream: UInt32 = 0x7
         public static let cancel: UInt32 = 0x8
         public static let compressionError: UInt32 = 0x9
+        /// The peer behaves in a way that might be generating excessive load (RFC 9113 §7): floods of PINGs or
+        /// CONTINUATIONs.
+        public static let enhanceYourCalm: UInt32 = 0xb
     }
 }
 

@@ -308,7 +308,7 @@ import Testing
 
     // MARK: Failures and back-off
 
-    @Test func backoffGrowsWithConsecutiveFailuresAndResetsWhenAConnectionIsReady() throws {
+    @Test func backoffGrowsWithConsecutiveFailuresAndResetsWhenAConnectionAnswers() throws {
         var machine = Self.machine(connections: 1)
         var plan = try #require(machine.acquire(1).connect)
         #expect(plan.afterFailures == 0)
@@ -328,6 +328,8 @@ import Testing
 
         let (_, settings) = Self.open(&machine, plan)
         #expect(settings.lend == [Self.lend(1, 5)])
+        #expect(machine.consecutiveFailures == 4, "ready is not yet working")
+        machine.answered(5)
         #expect(machine.consecutiveFailures == 0)
         #expect(machine.lastConnectError == nil)
 
@@ -375,10 +377,74 @@ import Testing
         #expect(timedOut == Self.fail(1, .timedOut(lastConnectError: "apns.test:443: the connection closed before TLS and HTTP/2 were set up")))
     }
 
-    @Test func aReadyConnectionThatClosesIsNoFailure() {
+    /// A server that answers nothing: SETTINGS, then GOAWAY with last stream 0 at the first request, or a close.
+    enum Refusal: CaseIterable, Sendable {
+        case goAway
+        case close
+    }
+
+    @Test(arguments: Refusal.allCases)
+    func aConnectionThatNeverAnswersIsAFailedConnectAndItsReplacementBacksOff(_ refusal: Refusal) throws {
+        var machine = Self.machine(connections: 1)
+        var plan = try #require(machine.acquire(1).connect)
+        for failures in 1...4 {
+            let (_, settings) = Self.open(&machine, plan)
+            #expect(settings.lend == [Self.lend(failures, plan.connectionID)], "SETTINGS made it ready and the caller got a stream")
+            // The request comes back unanswered, and its caller asks again.
+            switch refusal {
+            case .goAway: _ = machine.draining(plan.connectionID)
+            case .close: _ = machine.closed(plan.connectionID)
+            }
+            _ = machine.release(plan.connectionID)
+            let next = try #require(machine.acquire(failures + 1).connect, "the caller waits: a new connection")
+            #expect(next.afterFailures == failures)
+            let ceiling = Duration.milliseconds(200) * (1 << (failures - 1))
+            #expect(next.delay >= .milliseconds(100) && next.delay <= ceiling, "the replacement waits out the back-off")
+            if refusal == .goAway {
+                _ = machine.closed(plan.connectionID)
+                #expect(machine.consecutiveFailures == failures, "the close after the GOAWAY is the same failure")
+            }
+            plan = next
+        }
+        #expect(machine.lastConnectError == (refusal == .goAway
+            ? "apns.test:443: the server sent GOAWAY before answering any request"
+            : "apns.test:443: the connection closed before answering any request"))
+    }
+
+    @Test(arguments: Refusal.allCases)
+    func aConnectionThatAnsweredIsReplacedAtOnceWhenItGoesAwayOrCloses(_ refusal: Refusal) throws {
+        var machine = Self.machine(connections: 1)
+        var plan = try #require(machine.acquire(1).connect)
+        for _ in 1...3 {
+            _ = machine.startConnect(plan.connectionID)
+            plan = try #require(machine.connectFailed(plan.connectionID, description: "connection refused").connect)
+        }
+        Self.open(&machine, plan)
+        machine.answered(plan.connectionID)
+        machine.setupFailed(plan.connectionID, description: "late error")
+        _ = machine.release(plan.connectionID)
+        #expect(machine.consecutiveFailures == 0)
+
+        // APNs' graceful shutdown after many answered streams, or a dropped connection: no back-off.
+        _ = machine.acquire(2)  // lent at once
+        switch refusal {
+        case .goAway: _ = machine.draining(plan.connectionID)
+        case .close: _ = machine.closed(plan.connectionID)
+        }
+        _ = machine.release(plan.connectionID)
+        let next = try #require(machine.acquire(3).connect)
+        #expect(next.afterFailures == 0)
+        #expect(next.delay == .zero)
+        _ = machine.closed(plan.connectionID)
+        #expect(machine.consecutiveFailures == 0)
+        #expect(machine.lastConnectError == nil)
+    }
+
+    @Test func aConnectionThatAnsweredAndClosesWhileNobodyWaitsIsNoFailureAndNotReplaced() {
         var machine = Self.machine(connections: 1)
         Self.open(&machine, machine.acquire(1).connect)
-        machine.setupFailed(1, description: "late error")
+        machine.answered(1)
+        _ = machine.release(1)
         let closed = machine.closed(1)
         #expect(closed == .none, "nobody waits: no replacement")
         #expect(machine.consecutiveFailures == 0)

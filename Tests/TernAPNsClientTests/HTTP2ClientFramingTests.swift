@@ -89,6 +89,30 @@ struct HTTP2ClientFramingTests {
         #expect(Self.events(&framing) == [.pingAcknowledged])
     }
 
+    @Test func pingsWaitWhileTheConnectionCannotSendAndAreAcknowledgedWhenItCan() throws {
+        var framing = try Self.connected()
+        framing.setWritable(false)
+        let pings = (1...5).map { RawFrame.bytes(0x6, [0, 0, 0, 0, 0, 0, 0, $0]) }
+        try Self.feed(&framing, pings.flatMap { $0 })
+        #expect(Self.frames(&framing).isEmpty, "no ACK goes out while the socket takes nothing")
+
+        framing.setWritable(true)
+        #expect(
+            Self.frames(&framing) == (1...5).map { RawFrame(type: 0x6, flags: 0x1, streamID: 0, payload: [0, 0, 0, 0, 0, 0, 0, $0]) },
+            "each PING that waited is acknowledged, in order, once the socket takes bytes again")
+        try Self.feed(&framing, RawFrame.bytes(0x6, [9, 9, 9, 9, 9, 9, 9, 9]))
+        #expect(Self.frames(&framing) == [RawFrame(type: 0x6, flags: 0x1, streamID: 0, payload: [9, 9, 9, 9, 9, 9, 9, 9])])
+    }
+
+    @Test func aFloodOfPingsWhileTheConnectionCannotSendIsAConnectionErrorAndQueuesNoAcks() throws {
+        var framing = try Self.connected()
+        framing.setWritable(false)
+        let flood = (0..<10_000).flatMap { _ in RawFrame.bytes(0x6, Array("tern-pin".utf8)) }
+        let error = #expect(throws: HTTP2ConnectionError.self) { try Self.feed(&framing, flood) }
+        #expect(error?.code == 0xb, "ENHANCE_YOUR_CALM")
+        #expect(framing.output.readableBytes == 0, "not one ACK of the flood was queued")
+    }
+
     // MARK: Requests
 
     @Test func aRequestIsOneHeadersAndOneDataFrameOnOddStreams() throws {
@@ -337,6 +361,59 @@ struct HTTP2ClientFramingTests {
             let error = #expect(throws: HTTP2ConnectionError.self) { try Self.feed(&framing, bytes) }
             #expect(error?.code == code, "bytes \(bytes.prefix(12))")
         }
+    }
+
+    /// One response header block of `size` bytes (a `:status` and a long literal header), as HEADERS without
+    /// END_HEADERS and CONTINUATIONs of up to 16 KiB, the last one with END_HEADERS.
+    static func headerBlockInFrames(size: Int, stream: UInt32) throws -> [UInt8] {
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: false)
+        var block = ByteBuffer()
+        try encoder.encode(headers: [":status": "200"], to: &block)
+        let valueSize = size - block.readableBytes - 1 - 1 - 5 - 3  // the literal's prefix, name length and name, value length
+        var headers = HPACKHeaders()
+        headers.add(name: "x-big", value: String(repeating: "v", count: valueSize), indexing: .nonIndexable)
+        try encoder.encode(headers: headers, to: &block)
+        var bytes = Array(block.readableBytesView)
+        #expect(bytes.count == size, "the block is \(bytes.count) bytes, meant \(size)")
+        var frames = RawFrame.bytes(0x1, flags: 0x1, stream: stream, Array(bytes.prefix(100)))
+        bytes.removeFirst(min(100, bytes.count))
+        while !bytes.isEmpty {
+            let chunk = Array(bytes.prefix(16_384))
+            bytes.removeFirst(chunk.count)
+            frames += RawFrame.bytes(0x9, flags: bytes.isEmpty ? 0x4 : 0, stream: stream, chunk)
+        }
+        return frames
+    }
+
+    @Test func aHeaderBlockUpToTheLimitDecodesAcrossContinuations() throws {
+        var framing = try Self.connected()
+        _ = framing.openStream(headers: Self.requestHeaders, body: [])
+        try Self.feed(&framing, Self.headerBlockInFrames(size: 12_000, stream: 1))
+        let events = Self.events(&framing)
+        #expect(events.count == 1)
+        guard case .response(1, 200, let headers, _) = events.first else {
+            Issue.record("no answer: \(events)")
+            return
+        }
+        #expect(headers.first(name: "x-big")?.count ?? 0 > 11_000)
+    }
+
+    @Test func aHeaderBlockPastTheLimitIsAConnectionErrorBeforeItsEnd() throws {
+        var framing = try Self.connected()
+        _ = framing.openStream(headers: Self.requestHeaders, body: [])
+        // The peer of the report: a HEADERS without END_HEADERS, then full CONTINUATIONs that never end it.
+        var bytes = RawFrame.bytes(0x1, flags: 0x1, stream: 1, [0x88])
+        for _ in 0..<4 { bytes += RawFrame.bytes(0x9, stream: 1, [UInt8](repeating: 0, count: 16_384)) }
+        var error = #expect(throws: HTTP2ConnectionError.self) { try Self.feed(&framing, bytes) }
+        #expect(error?.code == 0xb, "ENHANCE_YOUR_CALM")
+
+        // And a block that would end, just past the limit: refused as soon as it is known to be too large.
+        var other = try Self.connected()
+        _ = other.openStream(headers: Self.requestHeaders, body: [])
+        error = #expect(throws: HTTP2ConnectionError.self) {
+            try Self.feed(&other, Self.headerBlockInFrames(size: HPACKDecoder.defaultMaxHeaderListSize + 1, stream: 1))
+        }
+        #expect(error?.code == 0xb, "ENHANCE_YOUR_CALM")
     }
 
     @Test func aPartialFrameWaitsForTheRest() throws {

@@ -33,6 +33,8 @@ protocol APNsConnectionDelegate: AnyObject, Sendable {
     func connection(_ id: Int, maxConcurrentStreamsChanged value: Int)
     /// GOAWAY arrived: take no new streams here.
     func connectionDraining(_ id: Int)
+    /// The first answer on the connection arrived: it works (SETTINGS alone does not show that).
+    func connectionAnswered(_ id: Int)
     /// The connection failed (TLS, HTTP/2) and is about to close.
     func connection(_ id: Int, failedWith error: any Error)
 }
@@ -73,6 +75,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var readSinceLastPing = true
     private var closed = false
     private var sawSettings = false
+    private var answered = false
     /// How this connection indexes the per-push headers (`apns-id`, `apns-expiration`, `apns-collapse-id`).
     private var perPushHeaders = PerPushHeaders()
     /// One timer for the whole connection, at the earliest deadline of a stream in flight (not one per stream).
@@ -172,6 +175,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
         readSinceLastPing = true
+        // PING ACKs wait while the socket takes no more (the framing bounds how many).
+        framing.setWritable(context.channel.isWritable)
         do {
             try framing.receive(&bytes)
         } catch {
@@ -191,6 +196,13 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         context.fireChannelReadComplete()
     }
 
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        // The PING ACKs that waited for the socket go out now.
+        framing.setWritable(context.channel.isWritable)
+        if framing.output.readableBytes > 0 { writeOutput(context: context, flush: true) }
+        context.fireChannelWritabilityChanged()
+    }
+
     private func handle(_ event: HTTP2ClientFraming.Event, context: ChannelHandlerContext) {
         switch event {
         case .response(let streamID, let status, let headers, let body):
@@ -201,6 +213,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             let response = APNsResponse(
                 status: status, apnsID: headers.first(name: "apns-id"), apnsUniqueID: headers.first(name: "apns-unique-id"),
                 body: body)
+            if !answered {
+                answered = true
+                delegate?.connectionAnswered(id)
+            }
             finish(streamID, .answered(response))
         case .reset(let streamID, let code):
             if code == HTTP2Wire.ErrorCode.refusedStream {
@@ -210,12 +226,14 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             }
         case .goAway(let lastStreamID, let code, let debugData):
             goingAway = true
+            // The pool hears first, so that the requests sent again below are not lent this connection once more, and
+            // the replacement backs off if this one never answered.
+            delegate?.connectionDraining(id)
             let reason = String(decoding: debugData, as: UTF8.self)
             // Streams above the last stream id were not processed: they go to another connection.
             for streamID in streams.keys where streamID > lastStreamID {
                 finish(streamID, .unprocessed("GOAWAY (error code \(code)) \(reason)"))
             }
-            delegate?.connectionDraining(id)
             if streams.isEmpty { context.close(promise: nil) }
         case .settings(let maxConcurrentStreams):
             if let maxConcurrentStreams {

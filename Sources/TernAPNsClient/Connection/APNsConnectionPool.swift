@@ -315,6 +315,10 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         handle { $0.draining(id) }
     }
 
+    func connectionAnswered(_ id: Int) {
+        state.withLock { $0.machine.answered(id) }
+    }
+
     // MARK: Shutdown
 
     /// Stops lending, fails waiters, lets in-flight streams finish and closes every connection.

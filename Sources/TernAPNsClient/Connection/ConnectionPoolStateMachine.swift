@@ -12,6 +12,12 @@ import DequeModule
 /// `connecting` (the socket, TLS and the server's first SETTINGS on their way, in any order) → `ready` (lendable
 /// while a stream is free under MAX_CONCURRENT_STREAMS) → `draining` (GOAWAY or retired: its streams finish, it
 /// takes no new ones). `Lease` is what the pool lends for a connection; the machine only keeps and returns it.
+///
+/// A connection counts as working, which starts the reconnect back-off over, only once it has carried an answer;
+/// one that closes or sends GOAWAY before any answer counts as a failed connect. A peer that completed the
+/// handshake, sent SETTINGS and then refused every request (GOAWAY with last stream 0, or a close) made a pool of
+/// one reconnect 14-20 times a second while the back-off restarted at every SETTINGS; APNs treats connecting that
+/// often as an attack.
 struct ConnectionPoolStateMachine<Lease> {
     /// Where a connection is in its life; only `ready` connections are lent.
     enum ConnectionState: Equatable, Sendable {
@@ -30,7 +36,11 @@ struct ConnectionPoolStateMachine<Lease> {
         var maxStreams = 1
         var inFlight = 0
         var settingsReceived = false
-        /// Why the connection failed before it was ready, for the error of callers that time out waiting.
+        /// The server answered a request on it: it works.
+        var answered = false
+        /// Closing or draining before any answer was counted as a failure (once per connection).
+        var failureCounted = false
+        /// Why the connection failed before it answered, for the error of callers that time out waiting.
         var setupFailure: String?
 
         /// Ready once connected and the server's first SETTINGS said how many streams it takes, in either order.
@@ -182,10 +192,7 @@ struct ConnectionPoolStateMachine<Lease> {
         let ready = connection.becomeReadyIfComplete()
         connections[connectionID] = connection
         var action = Action(opened: lease)
-        if ready {
-            connectionWorks()
-            action.lend = serveWaiters()
-        }
+        if ready { action.lend = serveWaiters() }
         return action
     }
 
@@ -201,15 +208,22 @@ struct ConnectionPoolStateMachine<Lease> {
         guard var connection = connections[connectionID] else { return .none }
         connection.maxStreams = maxStreams
         connection.settingsReceived = true
-        if connection.becomeReadyIfComplete() { connectionWorks() }
+        _ = connection.becomeReadyIfComplete()
         connections[connectionID] = connection
         return Action(lend: serveWaiters())
     }
 
-    /// TLS or HTTP/2 failed and the connection is about to close. Nothing to do yet: the reason is kept for the
-    /// error of callers that time out, and the close that follows decides.
+    /// The first answer on `connectionID`: the connection works, so the back-off starts over.
+    mutating func answered(_ connectionID: Int) {
+        guard connections[connectionID]?.answered == false else { return }
+        connections[connectionID]?.answered = true
+        connectionWorks()
+    }
+
+    /// TLS or HTTP/2 failed and the connection is about to close. Nothing to do yet: for a connection that has not
+    /// answered, the reason is kept for the error of callers that time out, and the close that follows decides.
     mutating func setupFailed(_ connectionID: Int, description: String) {
-        guard connections[connectionID]?.state == .connecting else { return }
+        guard connections[connectionID]?.answered == false else { return }
         connections[connectionID]?.setupFailure = description
     }
 
@@ -220,17 +234,26 @@ struct ConnectionPoolStateMachine<Lease> {
         return Action(close: [lease])
     }
 
-    /// GOAWAY arrived: no new streams there.
+    /// GOAWAY arrived: no new streams there. Before any answer, it counts as a failed connect, before the
+    /// replacement is planned, so that the replacement backs off.
     mutating func draining(_ connectionID: Int) -> Action {
         guard let connection = connections[connectionID], connection.state != .draining else { return .none }
         connections[connectionID]?.state = .draining
+        if !connection.answered {
+            connections[connectionID]?.failureCounted = true
+            recordFailure(connection.setupFailure ?? "the server sent GOAWAY before answering any request")
+        }
         return replaceIfWaited()
     }
 
     mutating func closed(_ connectionID: Int) -> Action {
-        // A connection that closed before it was ever usable counts as a failed connect for the back-off.
-        if let connection = connections.removeValue(forKey: connectionID), connection.state == .connecting {
-            recordFailure(connection.setupFailure ?? "the connection closed before TLS and HTTP/2 were set up")
+        // A connection that closed before it ever answered counts as a failed connect for the back-off.
+        if let connection = connections.removeValue(forKey: connectionID), !connection.answered, !connection.failureCounted {
+            recordFailure(
+                connection.setupFailure
+                    ?? (connection.state == .connecting
+                        ? "the connection closed before TLS and HTTP/2 were set up"
+                        : "the connection closed before answering any request"))
         }
         return replaceIfWaited()
     }

@@ -36,6 +36,14 @@ struct HTTP2ClientFraming {
         var receiveWindow = 1 << 20
         /// Answer bodies are kept up to this many bytes (APNs' JSON errors are well under 200).
         var largestBody = 4096
+        /// An answer's header block (HEADERS and its CONTINUATIONs) may not be larger: more is a connection error.
+        /// The HPACK decoder takes the same limit for the list it decodes (NIOHPACK's default, 16 KiB), and an
+        /// encoded block is never larger than its list, so a larger block could only fail once it had all been read
+        /// (a peer that sent CONTINUATIONs without end grew it for as long as it liked). APNs' answers have a
+        /// handful of short headers.
+        var largestHeaderBlock = HPACKDecoder.defaultMaxHeaderListSize
+        /// PINGs whose ACK may wait while the connection cannot send; one more is a flood, a connection error.
+        var largestUnsentPingAcks = 32
     }
 
     private typealias FrameType = HTTP2Wire.FrameType
@@ -66,6 +74,10 @@ struct HTTP2ClientFraming {
     private var eventIndex = 0
     private var nextStreamID: UInt32 = 1
     private var continuation: (streamID: UInt32, flags: UInt8, block: ByteBuffer)?
+    /// False while the caller's connection takes no more bytes (see ``setWritable(_:)``).
+    private var writable = true
+    /// The payloads of PINGs that came while the connection could not send, to acknowledge when it can.
+    private var unsentPingAcks: [UInt64] = []
     private var peerInitialWindow = HTTP2Wire.defaultWindow
     private var peerMaxFrameSize = HTTP2Wire.defaultMaxFrameSize
     private var connectionSendWindow = HTTP2Wire.defaultWindow
@@ -80,7 +92,9 @@ struct HTTP2ClientFraming {
         self.input = allocator.buffer(capacity: 0)
         self.scratch = allocator.buffer(capacity: 512)
         self.encoder = HPACKEncoder(allocator: allocator, useHuffmanEncoding: false)
-        self.decoder = HPACKDecoder(allocator: allocator)
+        self.decoder = HPACKDecoder(
+            allocator: allocator, maxDynamicTableSize: HPACKDecoder.maxDynamicTableSize,
+            maxHeaderListSize: configuration.largestHeaderBlock)
     }
 
     /// Streams opened and not yet answered or reset.
@@ -146,6 +160,22 @@ struct HTTP2ClientFraming {
         output.writeInteger(data)
     }
 
+    /// Whether the caller's connection takes bytes now. While it does not, a PING's ACK waits here rather than in
+    /// ``output``: a peer that sent PINGs without end and read nothing had every ACK queued behind the full socket
+    /// (the client grew by 100 MB a second). A few wait; more than ``Configuration/largestUnsentPingAcks`` is a
+    /// flood and a connection error. The waiting ACKs go into ``output`` when the connection takes bytes again.
+    mutating func setWritable(_ writable: Bool) {
+        self.writable = writable
+        guard writable, !unsentPingAcks.isEmpty else { return }
+        for data in unsentPingAcks { writePingAck(data) }
+        unsentPingAcks.removeAll()
+    }
+
+    private mutating func writePingAck(_ data: UInt64) {
+        output.writeHTTP2FrameHeader(length: 8, type: FrameType.ping, flags: Flag.ack, streamID: 0)
+        output.writeInteger(data)
+    }
+
     /// Tells the server we open no more streams (graceful close).
     mutating func goAway(code: UInt32 = HTTP2Wire.ErrorCode.noError, debugData: [UInt8] = []) {
         output.writeHTTP2GoAway(lastStreamID: 0, code: code, debugData: debugData)
@@ -203,8 +233,8 @@ struct HTTP2ClientFraming {
     }
 
     private mutating func handleFrame(_ head: HTTP2FrameHead, _ payload: inout ByteBuffer) throws(HTTP2ConnectionError) {
-        if let pending = continuation, head.type != FrameType.continuation || head.streamID != pending.streamID {
-            throw HTTP2ConnectionError(code: ErrorCode.protocolError, message: "expected CONTINUATION for stream \(pending.streamID)")
+        if let pendingStreamID = continuation?.streamID, head.type != FrameType.continuation || head.streamID != pendingStreamID {
+            throw HTTP2ConnectionError(code: ErrorCode.protocolError, message: "expected CONTINUATION for stream \(pendingStreamID)")
         }
         switch head.type {
         case FrameType.headers:
@@ -218,14 +248,21 @@ struct HTTP2ClientFraming {
                 continuation = (head.streamID, head.flags, block)
             }
         case FrameType.continuation:
-            guard var pending = continuation else {
+            // Taken out while it grows: appended to while `continuation` still held it, the block was copied whole
+            // at every frame, and a peer that sent CONTINUATIONs without end kept a core busy.
+            guard var pending = continuation.take() else {
                 throw HTTP2ConnectionError(code: ErrorCode.protocolError, message: "CONTINUATION without HEADERS")
             }
+            guard pending.block.readableBytes + payload.readableBytes <= configuration.largestHeaderBlock else {
+                throw HTTP2ConnectionError(
+                    code: ErrorCode.enhanceYourCalm,
+                    message: "header block larger than \(configuration.largestHeaderBlock) bytes")
+            }
             pending.block.writeBuffer(&payload)
-            continuation = pending
             if head.has(Flag.endHeaders) {
-                continuation = nil
                 try completeHeaderBlock(streamID: head.streamID, flags: pending.flags, block: &pending.block)
+            } else {
+                continuation = pending
             }
         case FrameType.data:
             try receiveData(head, payload)
@@ -248,11 +285,18 @@ struct HTTP2ClientFraming {
             guard head.streamID == 0, payload.readableBytes == 8 else {
                 throw HTTP2ConnectionError(code: ErrorCode.frameSizeError, message: "PING must be 8 bytes on stream 0")
             }
+            let data = payload.readInteger(as: UInt64.self)!
             if head.has(Flag.ack) {
                 events.append(.pingAcknowledged)
+            } else if writable {
+                writePingAck(data)
             } else {
-                output.writeHTTP2FrameHeader(length: 8, type: FrameType.ping, flags: Flag.ack, streamID: 0)
-                output.writeBuffer(&payload)
+                guard unsentPingAcks.count < configuration.largestUnsentPingAcks else {
+                    throw HTTP2ConnectionError(
+                        code: ErrorCode.enhanceYourCalm,
+                        message: "PING flood: more than \(configuration.largestUnsentPingAcks) PINGs while the connection could not send")
+                }
+                unsentPingAcks.append(data)
             }
         case FrameType.windowUpdate:
             guard payload.readableBytes == 4, let raw = payload.readInteger(as: UInt32.self) else {
