@@ -113,6 +113,19 @@ struct HTTP2ClientFramingTests {
         #expect(framing.output.readableBytes == 0, "not one ACK of the flood was queued")
     }
 
+    @Test func aFloodOfSettingsWhileTheConnectionCannotSendIsAConnectionErrorAndAFewAreAcknowledged() throws {
+        var framing = try Self.connected()
+        framing.setWritable(false)
+        try Self.feed(&framing, (0..<32).flatMap { _ in RawFrame.bytes(0x4, []) })
+        #expect(Self.frames(&framing) == Array(repeating: RawFrame(type: 0x4, flags: 0x1, streamID: 0, payload: []), count: 32))
+        let error = #expect(throws: HTTP2ConnectionError.self) { try Self.feed(&framing, RawFrame.bytes(0x4, [])) }
+        #expect(error?.code == 0xb, "ENHANCE_YOUR_CALM")
+        // While the connection sends, SETTINGS are acknowledged however many come.
+        var sending = try Self.connected()
+        try Self.feed(&sending, (0..<100).flatMap { _ in RawFrame.bytes(0x4, []) })
+        #expect(Self.frames(&sending).count == 100)
+    }
+
     // MARK: Requests
 
     @Test func aRequestIsOneHeadersAndOneDataFrameOnOddStreams() throws {

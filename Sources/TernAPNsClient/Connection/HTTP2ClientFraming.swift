@@ -42,7 +42,8 @@ struct HTTP2ClientFraming {
         /// (a peer that sent CONTINUATIONs without end grew it for as long as it liked). APNs' answers have a
         /// handful of short headers.
         var largestHeaderBlock = HPACKDecoder.defaultMaxHeaderListSize
-        /// PINGs whose ACK may wait while the connection cannot send; one more is a flood, a connection error.
+        /// PINGs whose ACK may wait while the connection cannot send (and SETTINGS acknowledged meanwhile); one
+        /// more is a flood, a connection error.
         var largestUnsentPingAcks = 32
     }
 
@@ -78,6 +79,8 @@ struct HTTP2ClientFraming {
     private var writable = true
     /// The payloads of PINGs that came while the connection could not send, to acknowledge when it can.
     private var unsentPingAcks: [UInt64] = []
+    /// SETTINGS acknowledged since the connection last could send.
+    private var settingsWhileUnwritable = 0
     private var peerInitialWindow = HTTP2Wire.defaultWindow
     private var peerMaxFrameSize = HTTP2Wire.defaultMaxFrameSize
     private var connectionSendWindow = HTTP2Wire.defaultWindow
@@ -166,6 +169,7 @@ struct HTTP2ClientFraming {
     /// flood and a connection error. The waiting ACKs go into ``output`` when the connection takes bytes again.
     mutating func setWritable(_ writable: Bool) {
         self.writable = writable
+        if writable { settingsWhileUnwritable = 0 }
         guard writable, !unsentPingAcks.isEmpty else { return }
         for data in unsentPingAcks { writePingAck(data) }
         unsentPingAcks.removeAll()
@@ -278,6 +282,16 @@ struct HTTP2ClientFraming {
             while let identifier = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
                 if identifier == HTTP2Wire.Setting.maxConcurrentStreams { maxStreams = Int(value) }
                 try applySetting(identifier, value)
+            }
+            // A SETTINGS' ACK cannot wait (its order is the point), so a flood of them while the connection cannot
+            // send is bounded as PINGs are: the ACKs would pile up behind the full socket.
+            if !writable {
+                settingsWhileUnwritable += 1
+                guard settingsWhileUnwritable <= configuration.largestUnsentPingAcks else {
+                    throw HTTP2ConnectionError(
+                        code: ErrorCode.enhanceYourCalm,
+                        message: "SETTINGS flood: more than \(configuration.largestUnsentPingAcks) while the connection could not send")
+                }
             }
             output.writeHTTP2FrameHeader(length: 0, type: FrameType.settings, flags: Flag.ack, streamID: 0)
             events.append(.settings(maxConcurrentStreams: maxStreams))
