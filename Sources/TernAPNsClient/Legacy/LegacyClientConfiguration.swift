@@ -19,8 +19,25 @@ public struct LegacyClientConfiguration: Sendable {
     /// Connections in a row that fail without settling anything before the notifications waiting end with
     /// ``LegacyOutcome/failed(_:)``.
     public var maxConnectFailures = 5
+    /// The most a connection may take to carry bytes: the TCP connect, and then the first write to complete, which
+    /// NIOSSL holds back until the TLS handshake is done. A connection past it is closed as fruitless (and counts
+    /// toward ``maxConnectFailures``): a gateway that accepts TCP and never finishes the handshake must not have
+    /// what waited on it counted accepted.
+    public var connectTimeout: Duration = .seconds(10)
+    /// The most a notification may wait, from `send` until it is written on a connection that carries bytes; past
+    /// it, it ends ``LegacyOutcome/failed(_:)`` with a message starting "timed out". What has been written settles
+    /// within ``replayWindow`` anyway. `nil`: no limit but ``maxConnectFailures``.
+    public var sendTimeout: Duration?
     /// The most a feedback read may take, connect to end of stream.
     public var feedbackTimeout: Duration = .seconds(60)
+    /// The most tuples one feedback read takes. A service that sends more is broken (Apple's lists ran to hundreds
+    /// of thousands at most), and the read fails with `connectionFailed` as soon as it passes the bound, so an
+    /// endless stream cannot grow memory without end. One tuple costs about 100 bytes as a ``FeedbackTuple`` (a
+    /// 32-byte token in its own array), so the default bounds a read at about 100 MB.
+    ///
+    /// Why fail rather than return the tuples read: the caller prunes tokens on what it gets, and a stream that
+    /// overruns any real list is not a list to act on (the same judgement as a stream that is not whole tuples).
+    public var feedbackMaxTuples = 1_000_000
 
     public init(authentication: APNsClientConfiguration.Authentication, endpoint: APNsClientConfiguration.Endpoint) {
         self.authentication = authentication
@@ -52,6 +69,11 @@ public struct LegacyClientConfiguration: Sendable {
         }
         guard maxConnectFailures >= 1 else { throw APNsClientError.invalidConfiguration("maxConnectFailures must be 1 or more") }
         guard feedbackTimeout > .zero else { throw APNsClientError.invalidConfiguration("feedbackTimeout must be positive") }
+        guard connectTimeout >= .milliseconds(10) else {
+            throw APNsClientError.invalidConfiguration("connectTimeout must be at least 10 ms")
+        }
+        if let sendTimeout, sendTimeout <= .zero { throw APNsClientError.invalidConfiguration("sendTimeout must be positive") }
+        guard feedbackMaxTuples >= 1 else { throw APNsClientError.invalidConfiguration("feedbackMaxTuples must be 1 or more") }
     }
 }
 

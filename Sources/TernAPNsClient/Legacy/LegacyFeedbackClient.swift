@@ -8,8 +8,9 @@ import TernAPNs
 /// returns the (token, timestamp) tuples, however the bytes were chunked. The service clears its list once read,
 /// so the caller must keep or apply what it gets.
 public enum LegacyFeedbackClient {
-    /// - Throws: ``APNsClientError`` (`connectionFailed` when no connection could be made or the stream held
-    ///   something other than whole tuples, `timedOut` past ``LegacyClientConfiguration/feedbackTimeout``,
+    /// - Throws: ``APNsClientError`` (`connectionFailed` when no connection could be made, or the stream held
+    ///   something other than whole tuples or more than ``LegacyClientConfiguration/feedbackMaxTuples`` of them, in
+    ///   which case nothing read is returned; `timedOut` past ``LegacyClientConfiguration/feedbackTimeout``,
     ///   `invalidCredentials`, `invalidConfiguration`).
     public static func fetch(
         _ configuration: LegacyClientConfiguration,
@@ -27,7 +28,8 @@ public enum LegacyFeedbackClient {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: hostname))
-                    try channel.pipeline.syncOperations.addHandler(FeedbackReadHandler(promise: promise))
+                    try channel.pipeline.syncOperations.addHandler(
+                        FeedbackReadHandler(promise: promise, maxTuples: configuration.feedbackMaxTuples))
                 }
             }
             .connect(host: configuration.endpoint.host, port: configuration.endpoint.port)
@@ -44,27 +46,51 @@ public enum LegacyFeedbackClient {
 }
 
 /// Feeds what the service sends to a ``FeedbackDecoder`` and completes at end of stream.
+///
+/// Memory stays bounded however much arrives: each read is decoded at once (so the decoder holds at most one read
+/// and a partial tuple), and past `maxTuples` the read fails, drops what it held and closes the connection.
 final class FeedbackReadHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
     private let promise: EventLoopPromise<[FeedbackTuple]>
+    private let maxTuples: Int
     private var decoder = FeedbackDecoder()
     private var tuples: [FeedbackTuple] = []
     private var failure: APNsClientError?
 
-    init(promise: EventLoopPromise<[FeedbackTuple]>) {
+    init(promise: EventLoopPromise<[FeedbackTuple]>, maxTuples: Int) {
         self.promise = promise
+        self.maxTuples = maxTuples
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard failure == nil else { return }
         decoder.feed(unwrapInboundIn(data).readableBytesView)
         do {
-            tuples += try decoder.tuples()
+            while let tuple = try decoder.next() {
+                guard tuples.count < maxTuples else {
+                    return fail(
+                        APNsClientError.connectionFailed(
+                            "the feedback service sent more than \(maxTuples) tuples; a real list is shorter, so none are used"),
+                        context: context)
+                }
+                tuples.append(tuple)
+            }
         } catch {
-            failure = APNsClientError.connectionFailed("the feedback stream is not feedback tuples: \(error)")
-            context.close(promise: nil)
+            fail(APNsClientError.connectionFailed("the feedback stream is not feedback tuples: \(error)"), context: context)
         }
+    }
+
+    private func fail(_ error: APNsClientError, context: ChannelHandlerContext) {
+        failure = error
+        tuples = []
+        decoder = FeedbackDecoder()
+        // Answer now, not at channelInactive: NIOSSL's close waits up to its shutdown timeout (5 s) for the peer's
+        // close_notify, which a peer that never stops sending does not send. Meanwhile read nothing more, so what it
+        // keeps sending costs neither memory nor CPU.
+        promise.fail(error)
+        try? context.channel.syncOptions?.setOption(.autoRead, value: false)
+        context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -11,8 +11,15 @@ import TernAPNs
 /// replay buffer until ``LegacyClientConfiguration/replayWindow`` has passed. An error response settles the
 /// notifications before the one it names as accepted and that one as rejected, and sends the ones after it again on
 /// a new connection; status 10 (Shutdown) names the last one taken, so only what follows it goes again. A
-/// connection that closes without a word has everything unsettled sent again. Reconnects back off, and after
-/// ``LegacyClientConfiguration/maxConnectFailures`` fruitless connections in a row the waiting notifications fail.
+/// connection that closes without a word has everything unsettled sent again.
+///
+/// The replay window of a notification starts when its bytes have left for the gateway (the write completed, which
+/// NIOSSL allows only after the TLS handshake), not when it was handed to the channel: a gateway that accepts TCP and
+/// never finishes the handshake hears nothing, so nothing on it may count as accepted. A connection whose writes do
+/// not complete within ``LegacyClientConfiguration/connectTimeout`` is closed. A connection is fruitless unless it
+/// settled a notification it carried (an error response naming an identifier the client never sent settles nothing);
+/// reconnects after fruitless connections back off, and after ``LegacyClientConfiguration/maxConnectFailures`` of
+/// them in a row the waiting notifications fail.
 ///
 /// ```swift
 /// let client = try LegacyGatewayClient(configuration: configuration)
@@ -96,7 +103,38 @@ final class LegacyGatewayCore {
         var bytes: ByteBuffer
         var batch: Batch
         var index: Int
-        var writtenAt = NIODeadline.uptimeNanoseconds(0)
+        /// When `send` handed it over (for ``LegacyClientConfiguration/sendTimeout``).
+        var enqueuedAt: NIODeadline
+        /// The write it went out in, and when it was handed to the channel.
+        var run: UInt64 = 0
+        var handedAt = NIODeadline.uptimeNanoseconds(0)
+        /// When that write completed: the replay window starts here. `nil` until then.
+        var writtenAt: NIODeadline?
+    }
+
+    /// What an error response means for the notifications written on its connection (oldest first), as a value.
+    struct ErrorSettlement: Equatable {
+        /// How many of the written notifications, from the oldest, it settles as accepted.
+        var accepted: Int
+        /// The outcome of the notification it names, when that one is still held.
+        var named: LegacyOutcome?
+
+        init(_ response: LegacyErrorResponse, written identifiers: some Collection<UInt32>) {
+            if let position = identifiers.firstIndex(of: response.identifier) {
+                accepted = identifiers.distance(from: identifiers.startIndex, to: position)
+                // Status 10 names the last notification the gateway took; any other names the one it refused.
+                named = response.status == .shutdown ? .accepted : .rejected(response.status)
+            } else {
+                // It names a notification already settled, or one never sent: everything held goes again.
+                accepted = 0
+                named = nil
+            }
+        }
+
+        /// Whether the connection made progress: only an answer about a notification it carried is. One naming an
+        /// identifier the client never sent (a confused or hostile gateway that answers every connection so) must
+        /// not reset the count of fruitless connections, or the client reconnects at once, for ever.
+        var isProgress: Bool { named != nil }
     }
 
     private enum Connection {
@@ -113,6 +151,10 @@ final class LegacyGatewayCore {
     private let logger: Logger
     private var pending = CircularBuffer<Entry>()
     private var written = CircularBuffer<Entry>()
+    /// How many of `written`, from the front, have their write completed. Invariant: `writtenAt` is set on exactly
+    /// those (writes complete in order, and only they are settled by age or removed but by `takeWritten`).
+    private var flushedCount = 0
+    private var runs: UInt64 = 0
     private var connection = Connection.idle
     private var generation = 0
     private var nextIdentifier: UInt32 = 1
@@ -141,6 +183,7 @@ final class LegacyGatewayCore {
 
     func enqueue(_ notifications: [LegacyNotification], done: @escaping ([LegacyOutcome]) -> Void) {
         let batch = Batch(count: notifications.count, done: done)
+        let now = NIODeadline.now()
         guard !shuttingDown else {
             for index in notifications.indices { batch.settle(index, .failed("the client is shut down")) }
             return
@@ -150,7 +193,8 @@ final class LegacyGatewayCore {
             nextIdentifier = nextIdentifier == .max ? 1 : nextIdentifier + 1
             do {
                 let bytes = try notification.encoded(as: configuration.format)
-                pending.append(Entry(identifier: notification.identifier, bytes: ByteBuffer(bytes: bytes), batch: batch, index: index))
+                pending.append(
+                    Entry(identifier: notification.identifier, bytes: ByteBuffer(bytes: bytes), batch: batch, index: index, enqueuedAt: now))
             } catch {
                 batch.settle(index, .failed("not sent: \(error)"))
             }
@@ -166,32 +210,55 @@ final class LegacyGatewayCore {
             connect()
         case .connecting, .waiting:
             break
-        case .open(let channel, _, let closing):
+        case .open(let channel, let generation, let closing):
             guard !closing else { return }
             let now = NIODeadline.now()
+            let core = NIOLoopBound(self, eventLoop: eventLoop)
             var wroteAny = false
             while !pending.isEmpty, written.count < configuration.replayCapacity, channel.isWritable {
                 // Coalesce a run of notifications into one buffer: one write per run, one flush per pump.
+                runs += 1
+                let runNumber = runs
                 var run = channel.allocator.buffer(capacity: 64 * 1024)
                 while run.readableBytes < 60 * 1024, !pending.isEmpty, written.count < configuration.replayCapacity {
                     var entry = pending.removeFirst()
                     run.writeImmutableBuffer(entry.bytes)
-                    entry.writtenAt = now
+                    entry.run = runNumber
+                    entry.handedAt = now
+                    entry.writtenAt = nil
                     written.append(entry)
                 }
-                channel.write(run, promise: nil)
+                // The write completes once its bytes are on the socket: after the TLS handshake, never before.
+                let promise = eventLoop.makePromise(of: Void.self)
+                promise.futureResult.whenSuccess { core.value.flushed(through: runNumber, generation: generation) }
+                channel.write(run, promise: promise)
                 wroteAny = true
             }
             if wroteAny { channel.flush() }
         }
     }
 
-    /// Settles as accepted what has been written for a whole replay window without an error response.
+    /// The writes up to `run` on connection `generation` completed: their notifications' replay windows start.
+    func flushed(through run: UInt64, generation: Int) {
+        guard case .open(_, let current, _) = connection, current == generation else { return }
+        let now = NIODeadline.now()
+        while flushedCount < written.count {
+            let position = written.index(written.startIndex, offsetBy: flushedCount)
+            guard written[position].run <= run else { break }
+            written[position].writtenAt = now
+            flushedCount += 1
+        }
+    }
+
+    /// Settles as accepted what has been written for a whole replay window without an error response; closes a
+    /// connection whose writes do not complete; fails what waited past ``LegacyClientConfiguration/sendTimeout``.
     func settleOld() {
-        let cutoff = NIODeadline.now() - configuration.replayWindow.timeAmount
+        let now = NIODeadline.now()
+        let cutoff = now - configuration.replayWindow.timeAmount
         var settled = false
-        while let first = written.first, first.writtenAt <= cutoff {
+        while let first = written.first, let writtenAt = first.writtenAt, writtenAt <= cutoff {
             written.removeFirst()
+            flushedCount -= 1
             first.batch.settle(first.index, .accepted)
             settled = true
         }
@@ -199,7 +266,37 @@ final class LegacyGatewayCore {
             noteProgress()
             pump()
         }
+        closeIfStalled(now: now)
+        failOverdue(now: now)
         checkDrained()
+    }
+
+    /// Closes the connection when its oldest unfinished write is older than the connect timeout (or its
+    /// notification's send timeout): the handshake never completed, or the gateway does not read. What it held goes
+    /// again, and the connection counts as fruitless.
+    private func closeIfStalled(now: NIODeadline) {
+        guard case .open(let channel, let generation, closing: false) = connection, flushedCount < written.count else { return }
+        let oldest = written[written.index(written.startIndex, offsetBy: flushedCount)]
+        let stalled = oldest.handedAt <= now - configuration.connectTimeout.timeAmount
+        let overdue = configuration.sendTimeout.map { oldest.enqueuedAt <= now - $0.timeAmount } ?? false
+        guard stalled || overdue else { return }
+        let limit = stalled ? configuration.connectTimeout : configuration.sendTimeout ?? .zero
+        lastProblem = "nothing written to the gateway left within \(limit) (no TLS handshake, or the gateway is not reading)"
+        logger.debug("legacy gateway connection stalled", metadata: ["generation": "\(generation)"])
+        connection = .open(channel, generation: generation, closing: true)
+        channel.close(promise: nil)
+    }
+
+    /// Fails, as timed out, the notifications not written within ``LegacyClientConfiguration/sendTimeout``. `pending`
+    /// is in the order `send` handed them over (what goes again goes back to the front), so the overdue are a prefix.
+    private func failOverdue(now: NIODeadline) {
+        guard let sendTimeout = configuration.sendTimeout else { return }
+        let deadline = now - sendTimeout.timeAmount
+        while let first = pending.first, first.enqueuedAt <= deadline {
+            pending.removeFirst()
+            first.batch.settle(
+                first.index, .failed("timed out: not sent within \(sendTimeout)" + (lastProblem.map { "; last problem: \($0)" } ?? "")))
+        }
     }
 
     private func noteProgress() {
@@ -220,7 +317,7 @@ final class LegacyGatewayCore {
         let hostname = ClientTLS.serverHostname(configuration.endpoint.host)
         ClientBootstrap(group: eventLoop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .connectTimeout(.seconds(10))
+            .connectTimeout(configuration.connectTimeout.timeAmount)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: hostname))
@@ -256,26 +353,28 @@ final class LegacyGatewayCore {
     func received(_ response: LegacyErrorResponse, generation: Int) {
         guard case .open(let channel, let current, _) = connection, current == generation else { return }
         connection = .open(channel, generation: generation, closing: true)
-        noteProgress()
-        var resend: [Entry] = []
-        if let position = written.firstIndex(where: { $0.identifier == response.identifier }) {
-            for _ in 0..<written.distance(from: written.startIndex, to: position) {
-                let entry = written.removeFirst()
-                entry.batch.settle(entry.index, .accepted)
-            }
+        let settlement = ErrorSettlement(response, written: written.lazy.map(\.identifier))
+        for _ in 0..<settlement.accepted {
+            let entry = written.removeFirst()
+            entry.batch.settle(entry.index, .accepted)
+        }
+        if let outcome = settlement.named {
             let named = written.removeFirst()
-            // Status 10 names the last notification the gateway took; any other names the one it refused.
-            named.batch.settle(named.index, response.status == .shutdown ? .accepted : .rejected(response.status))
-            resend = takeWritten()
+            named.batch.settle(named.index, outcome)
+        }
+        if settlement.isProgress {
+            noteProgress()
         } else {
-            // It names a notification already settled (or none we know): everything still held came after it.
+            // It names a notification already settled (or one never sent): everything still held came after it.
+            lastProblem =
+                "the gateway answered status \(response.status) for identifier \(response.identifier), not one this connection carried"
             if response.status != .shutdown {
                 logger.warning(
                     "legacy gateway rejected a notification outside the replay window; widen replayWindow",
                     metadata: ["status": "\(response.status)", "identifier": "\(response.identifier)"])
             }
-            resend = takeWritten()
         }
+        let resend = takeWritten()
         requeueFront(resend)
         logger.debug(
             "legacy gateway error response",
@@ -325,7 +424,10 @@ final class LegacyGatewayCore {
     }
 
     private func takeWritten() -> [Entry] {
-        defer { written.removeAll(keepingCapacity: true) }
+        defer {
+            written.removeAll(keepingCapacity: true)
+            flushedCount = 0
+        }
         return Array(written)
     }
 
@@ -395,13 +497,18 @@ final class LegacyGatewayClientHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        core.value.noteProblem("\(error)")
+        // A gateway that closes after its error response often skips close_notify, or resets the connection with our
+        // later writes unread: either says less than what came before.
+        let unclean = (error as? NIOSSLError) == .uncleanShutdown
+        let afterAnswer = received.count == LegacyErrorResponse.byteCount
+        core.value.noteProblem("\(error)", keepingEarlier: unclean || afterAnswer)
         context.close(promise: nil)
     }
 }
 
 extension LegacyGatewayCore {
-    func noteProblem(_ problem: String) {
+    func noteProblem(_ problem: String, keepingEarlier: Bool = false) {
+        if keepingEarlier, lastProblem != nil { return }
         lastProblem = problem
     }
 }

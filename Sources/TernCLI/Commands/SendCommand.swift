@@ -221,6 +221,11 @@ struct SendCommand: AsyncParsableCommand {
         configuration.format = plan.legacyFormat
         configuration.replayWindow = .milliseconds(legacyWait)
         configuration.maxConnectFailures = 3
+        // --timeout bounds the whole send, as it does over HTTP/2: a gateway that never finishes the handshake, or
+        // that answers every connection with nonsense, ends in a timeout error, not a hang.
+        let limit = plan.configuration.sendTimeout
+        configuration.sendTimeout = limit
+        configuration.connectTimeout = max(.milliseconds(10), min(configuration.connectTimeout, limit))
         let client: LegacyGatewayClient
         do {
             client = try LegacyGatewayClient(configuration: configuration, logger: Logger(label: "tern.send"))
