@@ -180,7 +180,12 @@ let package = Package(
         ),
         .testTarget(
             name: "TernCLITests",
-            dependencies: ["TernCLI", "TernAPNs", "TernTestSupport"]
+            dependencies: [
+                "TernCLI", "TernAPNs", "TernSimulator", "TernTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
         ),
         .testTarget(
             name: "TernServerTests",
@@ -244,8 +249,10 @@ let package = Package(
                 "TernHTTP2",
                 "TernSimulator",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -256,6 +263,7 @@ let package = Package(
                 "TernAPNs",
                 "TernSimulator",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),

@@ -1,5 +1,7 @@
 import NIOCore
+import NIOEmbedded
 import NIOHPACK
+import TernAPNs
 import TernTestSupport
 import Testing
 
@@ -338,5 +340,58 @@ struct HTTP2ServerFramingTests {
         try Self.feed(&framing, Self.frame(0x1, flags: 0x5, stream: 3, try Self.headerBlock(&encoder, path: "/3/device/ef01")))
         try Self.feed(&framing, Self.frame(0x0, flags: 0x1, stream: 1, [1, 2, 3]))
         #expect(Self.requests(Self.events(&framing)).map(\.stream) == [1])
+    }
+}
+
+/// What a client that sends and never reads can make the simulator hold.
+struct SimulatorFloodTests {
+    @Test func aHeaderBlockPastTheLimitIsAConnectionErrorBeforeItsEnd() throws {
+        var framing = try HTTP2ServerFramingTests.connected()
+        let chunk = [UInt8](repeating: 0x41, count: 4000)
+        try HTTP2ServerFramingTests.feed(&framing, HTTP2ServerFramingTests.frame(0x1, stream: 1, chunk))
+        try HTTP2ServerFramingTests.feed(&framing, HTTP2ServerFramingTests.frame(0x9, stream: 1, chunk))
+        do {
+            // Without END_HEADERS, as a flood would go on: refused as soon as the block is too large.
+            try HTTP2ServerFramingTests.feed(&framing, HTTP2ServerFramingTests.frame(0x9, stream: 1, chunk))
+            Issue.record("a header block of 12,000 bytes was taken")
+        } catch let error as HTTP2ServerFraming.ConnectionError {
+            #expect(error.code == 0xb, "ENHANCE_YOUR_CALM")
+        }
+    }
+
+    /// Counts the reads the handler above it asks for.
+    final class ReadCounter: ChannelOutboundHandler, @unchecked Sendable {
+        typealias OutboundIn = ByteBuffer
+        var reads = 0
+
+        func read(context: ChannelHandlerContext) {
+            reads += 1
+            context.read()
+        }
+    }
+
+    @Test func aConnectionThatCannotSendReadsNothingMoreUntilItCan() throws {
+        let counter = ReadCounter()
+        let handler = SimulatorConnectionHandler(
+            validator: RequestValidator(verifier: ProviderTokenVerifier(keys: []), environment: .development, clock: SystemWallClock()),
+            state: SimulatorState(environment: .development, logCapacity: 10, clock: SystemWallClock()),
+            settings: .init(maxConcurrentStreams: 100, initialWindowSize: 65_535, environment: .development),
+            auth: ConnectionAuthentication(mode: .token))
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandlers([counter, handler])
+        defer { _ = try? channel.finish() }
+        channel.read()
+        #expect(counter.reads == 1)
+        // The client's answers wait in a full socket: what it sends (PINGs, each owed an ACK) waits in its own.
+        channel.isWritable = false
+        channel.pipeline.fireChannelWritabilityChanged()
+        channel.read()
+        channel.read()
+        #expect(counter.reads == 1)
+        channel.isWritable = true
+        channel.pipeline.fireChannelWritabilityChanged()
+        #expect(counter.reads == 2, "the read asked for meanwhile is done once the socket drains")
+        channel.read()
+        #expect(counter.reads == 3)
     }
 }

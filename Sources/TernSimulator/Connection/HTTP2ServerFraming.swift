@@ -37,6 +37,10 @@ struct HTTP2ServerFraming {
     /// A connection error: the caller sends the GOAWAY queued by ``fail(_:)`` and closes.
     typealias ConnectionError = HTTP2ConnectionError
     typealias ErrorCode = HTTP2Wire.ErrorCode
+
+    /// The largest request header block (and header list) taken: an APNs request's headers, a provider token
+    /// included, are well under it.
+    static let largestHeaderBlock = 8000
     private typealias FrameType = HTTP2Wire.FrameType
     private typealias Flag = HTTP2Wire.Flag
 
@@ -86,7 +90,7 @@ struct HTTP2ServerFraming {
         self.output = allocator.buffer(capacity: 4096)
         self.input = allocator.buffer(capacity: 0)
         self.decoder = HPACKDecoder(allocator: allocator, maxDynamicTableSize: 4096)
-        self.decoder.maxHeaderListSize = 8000
+        self.decoder.maxHeaderListSize = Self.largestHeaderBlock
         self.advertisedMaxStreams = configuration.maxConcurrentStreams
     }
 
@@ -145,21 +149,26 @@ struct HTTP2ServerFraming {
     }
 
     private mutating func handleFrame(type: UInt8, flags: UInt8, streamID: UInt32, payload: inout ByteBuffer) throws(ConnectionError) {
-        if let pending = continuation, type != FrameType.continuation || streamID != pending.streamID {
-            throw ConnectionError(code: ErrorCode.protocolError, message: "expected CONTINUATION for stream \(pending.streamID)")
+        if let pendingStreamID = continuation?.streamID, type != FrameType.continuation || streamID != pendingStreamID {
+            throw ConnectionError(code: ErrorCode.protocolError, message: "expected CONTINUATION for stream \(pendingStreamID)")
         }
         switch type {
         case FrameType.headers:
             try receiveHeaders(flags: flags, streamID: streamID, payload: &payload)
         case FrameType.continuation:
-            guard var pending = continuation else {
+            // Taken out while it grows (appended to in place, not copied whole at every frame), and no larger than
+            // the header list the decoder takes: a client that sent CONTINUATIONs without end grew it without bound.
+            guard var pending = continuation.take() else {
                 throw ConnectionError(code: ErrorCode.protocolError, message: "CONTINUATION without HEADERS")
             }
+            guard pending.block.readableBytes + payload.readableBytes <= Self.largestHeaderBlock else {
+                throw ConnectionError(code: ErrorCode.enhanceYourCalm, message: "header block larger than \(Self.largestHeaderBlock) bytes")
+            }
             pending.block.writeBuffer(&payload)
-            continuation = pending
             if flags & Flag.endHeaders != 0 {
-                continuation = nil
                 try completeHeaderBlock(streamID: streamID, flags: pending.flags, block: &pending.block)
+            } else {
+                continuation = pending
             }
         case FrameType.data:
             try receiveData(flags: flags, streamID: streamID, payload: &payload)

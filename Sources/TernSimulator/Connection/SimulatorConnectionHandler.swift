@@ -11,8 +11,12 @@ struct SimulatorShutdownEvent {}
 /// Serves APNs requests on one TLS connection: ``HTTP2ServerFraming`` turns bytes into requests, ``RequestValidator``
 /// and ``SimulatorState`` decide the answers, and this handler applies delays and connection-level scenarios
 /// (GOAWAY, drop) and writes the bytes.
-final class SimulatorConnectionHandler: ChannelInboundHandler {
+///
+/// It reads only while the connection can send: a client that sends without reading (a flood of PINGs, each owed an
+/// ACK) waits in its own socket buffers, not in this process's memory.
+final class SimulatorConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     struct Settings {
@@ -42,6 +46,8 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
     private var closed = false
     private var ids = FastUUIDGenerator()
     private var reportedRefusals = 0
+    /// A read asked for while the connection could not send, done once it can.
+    private var readWaiting = false
 
     init(validator: RequestValidator, state: SimulatorState, settings: Settings, auth: ConnectionAuthentication) {
         self.validator = validator
@@ -61,7 +67,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         connectionID = state.connectionOpened()
         framing.start()
-        flush(context: context)
+        sendOutput(context: context)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -96,13 +102,29 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        flush(context: context)
+        sendOutput(context: context)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        guard context.channel.isWritable else {
+            readWaiting = true
+            return
+        }
+        context.read()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, readWaiting {
+            readWaiting = false
+            context.read()
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is SimulatorShutdownEvent {
             sendGoAway(reason: "Shutdown", context: context)
-            flush(context: context)
+            sendOutput(context: context)
             closeIfDrained(context: context)
         } else {
             context.fireUserInboundEventTriggered(event)
@@ -191,7 +213,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
             respond(answer.streamID, apnsID: answer.apnsID, rejection: answer.rejection)
             if let goAwayReason = answer.goAwayReason { sendGoAway(reason: goAwayReason, context: context) }
         }
-        flush(context: context)
+        sendOutput(context: context)
         armDelayTimer(context: context)
         closeIfDrained(context: context)
     }
@@ -214,7 +236,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
 
     // MARK: Connection
 
-    private func flush(context: ChannelHandlerContext) {
+    private func sendOutput(context: ChannelHandlerContext) {
         guard !closed, framing.output.readableBytes > 0 else { return }
         let bytes = framing.output
         framing.output = context.channel.allocator.buffer(capacity: max(4096, bytes.readableBytes))
@@ -237,7 +259,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
     /// After GOAWAY, close once every stream at or below its last stream id has its answer.
     private func closeIfDrained(context: ChannelHandlerContext) {
         guard goingAway, !closed, delayed.isEmpty, !framing.hasUnansweredStreams else { return }
-        flush(context: context)
+        sendOutput(context: context)
         closed = true
         context.close(promise: nil)
     }
@@ -245,7 +267,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
     /// A protocol violation: GOAWAY with the error code and a reason, then close.
     private func failConnection(_ error: HTTP2ServerFraming.ConnectionError, context: ChannelHandlerContext) {
         framing.goAway(code: error.code, debugData: Array(error.message.utf8))
-        flush(context: context)
+        sendOutput(context: context)
         closed = true
         context.close(promise: nil)
     }
