@@ -38,7 +38,7 @@ struct ServerKey: Sendable {
                 try [UInt8](unsafeUninitializedCapacity: 4096) { buffer, count in count = try descriptor.read(into: UnsafeMutableRawBufferPointer(buffer)) }
             }
             guard let text = String(validating: bytes, as: UTF8.self) else {
-                throw ServerKeyError("the server key file \(file.path) is not text (base64 of 32 bytes)")
+                throw ServerKeyError("the file is not text (it should hold base64 of 32 bytes)")
             }
             return (try ServerKey(base64: text), false)
         } catch let error as ServerKeyError {
@@ -46,7 +46,7 @@ struct ServerKey: Sendable {
         } catch let error as Errno where error == .noSuchFileOrDirectory {
             // No file: the first start makes one.
         } catch {
-            throw ServerKeyError("cannot read the server key file \(file.path): \(error)")
+            throw ServerKeyError("cannot read the file: \(error)")
         }
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
@@ -56,7 +56,7 @@ struct ServerKey: Sendable {
                 path, .writeOnly, options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
             try descriptor.closeAfter { _ = try descriptor.writeAll(Array((Data(bytes).base64EncodedString() + "\n").utf8)) }
         } catch {
-            throw ServerKeyError("cannot create the server key file \(file.path): \(error)")
+            throw ServerKeyError("cannot create the file: \(error)")
         }
         return (try ServerKey(bytes: bytes), true)
     }
