@@ -277,7 +277,7 @@ extension TernServerConfiguration {
         // A value that is set but is not of its setting's type would otherwise read as unset: the default, silently.
         if let problem = unreadable.problems.first { throw TernServerConfigurationError(problem) }
         // So would a misspelt key (`"prot"`, `TERN_DELIVERY_CONCURENCY`).
-        if let file, let unknown = try unknownKeys(inFile: file, known: known).first {
+        if let file, let unknown = unknownKeys(inFile: file, known: known).first {
             throw TernServerConfigurationError("\(file): no setting \(unknown) (the settings are listed in docs/deployment.md)")
         }
         if let unknown = unknownVariables(in: environment, known: known).first {
@@ -287,7 +287,7 @@ extension TernServerConfiguration {
     }
 
     /// The keys a JSON configuration file sets (`http.port` for `{"http": {"port": …}}`) that are not in `known`.
-    static func unknownKeys(inFile file: String, known: Set<String>) throws -> [String] {
+    static func unknownKeys(inFile file: String, known: Set<String>) -> [String] {
         guard let data = FileManager.default.contents(atPath: file), let root = try? JSONValue(parsing: data), case .object = root else { return [] }
         func leaves(_ value: JSONValue, _ path: String) -> [String] {
             guard case .object(let members) = value else { return [path] }

@@ -33,9 +33,11 @@ struct ServerKey: Sendable {
         let path = FilePath(file.path)
         do {
             let descriptor = try FileDescriptor.open(path, .readOnly)
+            // A key file is 45 bytes; what is far beyond that is not one.
             let bytes = try descriptor.closeAfter {
-                // A key file is 45 bytes; what is far beyond that is not one.
-                try [UInt8](unsafeUninitializedCapacity: 4096) { buffer, count in count = try descriptor.read(into: UnsafeMutableRawBufferPointer(buffer)) }
+                try [UInt8](unsafeUninitializedCapacity: 4096) { buffer, count in
+                    count = try descriptor.read(into: UnsafeMutableRawBufferPointer(buffer))
+                }
             }
             guard let text = String(validating: bytes, as: UTF8.self) else {
                 throw ServerKeyError("the file is not text (it should hold base64 of 32 bytes)")
