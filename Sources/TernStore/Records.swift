@@ -195,6 +195,9 @@ public struct DeviceRecord: Sendable, Equatable {
     public var createdAt: Date
     /// SHA-256 of the device's secret; nil for a device registered before random secrets (its secret is derived).
     public var secretHash: [UInt8]?
+    /// Only on what ``TernStore/register(_:app:at:)`` returns: the device this registration took its token from, which
+    /// it deleted (its open connection must end, as any deleted device's does). Never stored.
+    public var tokenTakenFrom: String?
 
     public var isActive: Bool { deactivatedAt == nil }
 
@@ -348,5 +351,15 @@ extension Page where Item == Recipient {
         let more = items.count > limit
         if more { items.removeSubrange(limit...) }
         self.init(items: items, next: more ? items.last?.key : nil)
+    }
+}
+
+/// A device's stored secret hash as a caller read it, for a change that holds only while it is still the same.
+public struct StoredSecret: Sendable, Equatable {
+    /// The hash, or nil for a device that has none stored (one from before device secrets).
+    public var hash: [UInt8]?
+
+    public init(_ hash: [UInt8]?) {
+        self.hash = hash
     }
 }

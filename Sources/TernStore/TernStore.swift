@@ -83,8 +83,10 @@ public protocol TernStore: Sendable {
     ///   one it has): otherwise ``StoreError/refused(_:)`` and nothing is written.
     /// - Throws: ``StoreError/notFound(_:)`` for an unknown app.
     func register(_ registration: DeviceRegistration, app: String, at: Date) async throws -> DeviceRecord
-    /// Replaces a device's secret hash. Returns false if there is no such device.
-    func setDeviceSecret(app: String, deviceID: String, secretHash: [UInt8], at: Date) async throws -> Bool
+    /// Replaces a device's secret hash; with `onlyReplacing`, only while the stored hash is still that one (nil: none
+    /// stored), in the same statement: a rotation that a secret authorised cannot undo one made meanwhile (the
+    /// backend revoking that very secret). Returns false if there is no such device, or its hash had changed.
+    func setDeviceSecret(app: String, deviceID: String, secretHash: [UInt8], onlyReplacing current: StoredSecret?, at: Date) async throws -> Bool
     func device(app: String, deviceID: String) async throws -> DeviceRecord?
     /// The device that holds `token` (lowercase hex), active or not.
     func device(app: String, token: String) async throws -> DeviceRecord?

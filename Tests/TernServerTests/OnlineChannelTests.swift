@@ -322,6 +322,23 @@ struct OnlineChannelTests {
         }
     }
 
+    /// A device deleted because its token moved to another device id kept its connection, and when its id was
+    /// registered afresh (a new device, a new secret) that stale connection got the new device's messages.
+    @Test func aDeviceWhoseTokenMovedAwayHasItsConnectionClosed() async throws {
+        let server = try await ServerHarness.shared.value
+        let device = try await newDevice(server)
+        let connection = connect(server, device)
+        _ = try await pushOnline(server, to: device.id, title: "probe")
+        _ = try await connection.next()
+        // Another device id registers the same token: the token moves there and the first device goes.
+        let taker = UUID().uuidString.lowercased()
+        try await server.register(taker, token: device.token)
+        #expect(try await server.master.get("/v1/apps/demo/devices/\(device.id)").status == 404)
+        let closed = try await connection.closeFrame()
+        #expect(closed?.closeCode == .unknown(4401))
+        #expect(closed?.reason == ChannelCloseCode.credentialsChanged.reason)
+    }
+
     @Test func refusalsAndBadFramesCloseWithTheirCodes() async throws {
         let server = try await ServerHarness.shared.value
         let port = server.server.boundPort!

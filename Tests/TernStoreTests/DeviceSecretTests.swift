@@ -8,6 +8,7 @@ import TernStore
 struct DeviceSecretTests {
     static let secretA: [UInt8] = Array(repeating: 0xA1, count: 32)
     static let secretB: [UInt8] = Array(repeating: 0xB2, count: 32)
+    static let secretC: [UInt8] = Array(repeating: 0xC3, count: 32)
     static let legacy: [UInt8] = Array(repeating: 0x1E, count: 32)
 
     /// A registration by the device itself.
@@ -67,12 +68,34 @@ struct DeviceSecretTests {
             let again = try await store.register(Self.byDevice("old", token: "t2", presenting: Self.legacy), app: "demo", at: time(3))
             #expect(again.token == "t2")
             #expect(again.secretHash == nil, "a re-registration does not hand the device a secret it was never told")
-            #expect(try await store.setDeviceSecret(app: "demo", deviceID: "old", secretHash: Self.secretB, at: time(4)))
+            #expect(try await store.setDeviceSecret(app: "demo", deviceID: "old", secretHash: Self.secretB, onlyReplacing: StoredSecret(nil), at: time(4)))
             await #expect(throws: StoreError.refused(.deviceSecret)) {
                 _ = try await store.register(Self.byDevice("old", token: "t2", presenting: Self.legacy), app: "demo", at: time(5))
             }
             #expect(try await store.register(Self.byDevice("old", token: "t2", presenting: Self.secretB), app: "demo", at: time(6)).token == "t2")
-            #expect(try await store.setDeviceSecret(app: "demo", deviceID: "nobody", secretHash: Self.secretB, at: time(7)) == false)
+            #expect(try await store.setDeviceSecret(app: "demo", deviceID: "nobody", secretHash: Self.secretB, onlyReplacing: nil, at: time(7)) == false)
+        }
+    }
+
+    /// A rotation the device's secret authorised raced the backend's revocation of that secret: both answered 200,
+    /// and the attacker's new secret was the one left. A rotation now holds only while the hash it was authorised
+    /// against is still the stored one.
+    @Test("a rotation authorised by a secret does not undo one made meanwhile; the backend's always lands", arguments: StoreFactory.all)
+    func rotationIsCompareAndSwap(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            _ = try await store.register(Self.byDevice("d", token: "t1", presenting: nil), app: "demo", at: time(1))
+            // The backend revokes A (no condition), then the holder of A tries to rotate with what it read before.
+            #expect(try await store.setDeviceSecret(app: "demo", deviceID: "d", secretHash: Self.secretB, onlyReplacing: nil, at: time(2)))
+            #expect(try await store.setDeviceSecret(app: "demo", deviceID: "d", secretHash: Self.secretC, onlyReplacing: StoredSecret(Self.secretA), at: time(3)) == false)
+            #expect(try await store.device(app: "demo", deviceID: "d")?.secretHash == Self.secretB)
+            // The device with the current secret rotates as before.
+            #expect(try await store.setDeviceSecret(app: "demo", deviceID: "d", secretHash: Self.secretC, onlyReplacing: StoredSecret(Self.secretB), at: time(4)))
+            #expect(try await store.device(app: "demo", deviceID: "d")?.secretHash == Self.secretC)
+            // A device from before secrets has none stored: its first rotation holds only while there is still none.
+            _ = try await store.register(registration("old", token: "t2"), app: "demo", at: time(5))
+            #expect(try await store.setDeviceSecret(app: "demo", deviceID: "old", secretHash: Self.secretA, onlyReplacing: StoredSecret(nil), at: time(6)))
+            #expect(try await store.setDeviceSecret(app: "demo", deviceID: "old", secretHash: Self.secretB, onlyReplacing: StoredSecret(nil), at: time(7)) == false)
         }
     }
 

@@ -139,9 +139,17 @@ struct DevicesAPI {
         devices.post(":device/secret") { request, context -> SecretView in
             let (app, device) = try await deviceCall(.rotateSecret, request, context)
             let secret = Secrets.generate(prefix: Secrets.devicePrefix)
-            guard try await store.setDeviceSecret(app: app.id, deviceID: device.deviceID, secretHash: Secrets.hash(secret), at: clock.now)
+            // The device's own rotation holds only while the secret it proved is still the device's: raced by the
+            // backend revoking that secret, it must not be the one left. The backend's always lands.
+            let byDevice = try Authorization.caller(request, app: app) == .appKey
+            guard try await store.setDeviceSecret(
+                app: app.id, deviceID: device.deviceID, secretHash: Secrets.hash(secret),
+                onlyReplacing: byDevice ? StoredSecret(device.secretHash) : nil, at: clock.now)
             else {
-                throw JSONAPIError.notFound("no device \(device.deviceID)")
+                guard try await store.device(app: app.id, deviceID: device.deviceID) != nil else {
+                    throw JSONAPIError.notFound("no device \(device.deviceID)")
+                }
+                throw JSONAPIError.forbidden("the device's secret was replaced meanwhile", field: "X-Tern-Device-Secret")
             }
             await credentialsChanged(app.id, [device.deviceID])
             return SecretView(deviceId: device.deviceID, deviceSecret: secret)
@@ -205,6 +213,9 @@ struct DevicesAPI {
         }
         do {
             let record = try await store.register(registration, app: app.id, at: now)
+            // The token moved here, and the device that had it is deleted: its connection ends as any deleted
+            // device's does (on whichever node holds it), before its id can be registered afresh and be sent to.
+            if let deleted = record.tokenTakenFrom { await credentialsChanged(app.id, [deleted]) }
             let created = record.secretHash == registration.newSecretHash
             return DeviceView(record, deviceSecret: created ? newSecret : nil)
         } catch StoreError.refused(.deviceSecret) {

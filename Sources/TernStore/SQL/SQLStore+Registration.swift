@@ -174,6 +174,8 @@ extension SQLStore {
 
         var history: [SQLQueryString] = []
         var movedAway: [String] = []
+        /// The device each registration of the group took its token from, by the registration's device id.
+        var takenFrom: [String: String] = [:]
         for pending in group {
             let registration = pending.registration
             let now = pending.at.milliseconds
@@ -185,6 +187,7 @@ extension SQLStore {
                     throw GroupConflict()
                 }
                 movedAway.append(holder.deviceID)
+                takenFrom[registration.deviceID] = holder.deviceID
                 history.append(historyRow(app: app, holder, replacedAt: now, reason: .moved))
             }
             // This device's old token, if it had another one, goes to its history.
@@ -252,13 +255,15 @@ extension SQLStore {
         return group.map { pending in
             let registration = pending.registration
             let before = byDevice[registration.deviceID]
-            return DeviceRecord(
+            var record = DeviceRecord(
                 appID: app, deviceID: registration.deviceID, token: registration.token, environment: registration.environment,
                 alias: registration.alias ?? before?.alias, tags: registration.tags ?? oldTags[registration.deviceID] ?? [],
                 locale: registration.locale, timezone: registration.timezone, appVersion: registration.appVersion,
                 lastRegisteredAt: Date(milliseconds: pending.at.milliseconds), deactivatedAt: nil, deactivationReason: nil,
                 createdAt: before.map { Date(milliseconds: $0.createdAt) } ?? Date(milliseconds: pending.at.milliseconds),
                 secretHash: before.map(\.secretHash) ?? (registration.newSecretHash.isEmpty ? nil : registration.newSecretHash))
+            record.tokenTakenFrom = takenFrom[registration.deviceID]
+            return record
         }
     }
 

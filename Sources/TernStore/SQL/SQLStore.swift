@@ -157,14 +157,23 @@ public final class SQLStore: TernStore {
         }
     }
 
-    public func setDeviceSecret(app: String, deviceID: String, secretHash: [UInt8], at: Date) async throws -> Bool {
-        try await transaction { db in
-            try await db.raw("""
-                UPDATE devices SET secret_hash = \(bind: Data(secretHash)), updated_at = \(bind: at.milliseconds)
-                WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)
-                RETURNING device_id
-                """).first() != nil
+    public func setDeviceSecret(
+        app: String, deviceID: String, secretHash: [UInt8], onlyReplacing current: StoredSecret?, at: Date
+    ) async throws -> Bool {
+        var update: SQLQueryString = """
+            UPDATE devices SET secret_hash = \(bind: Data(secretHash)), updated_at = \(bind: at.milliseconds)
+            WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)
+            """
+        if let current {
+            if let hash = current.hash {
+                update += " AND secret_hash = \(bind: Data(hash))"
+            } else {
+                update += " AND secret_hash IS NULL"
+            }
         }
+        update += " RETURNING device_id"
+        let query = update
+        return try await transaction { db in try await db.raw(query).first() != nil }
     }
 
     public func updateTags(
