@@ -83,7 +83,11 @@ struct ServerAssembly {
         let cache = AppCache(store: store)
         let apps = AppsAPI(
             store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache,
-            simulator: simulator, feedback: feedback, webhookPolicy: webhookPolicy, clock: clock)
+            simulator: simulator, feedback: feedback, webhookPolicy: webhookPolicy, clock: clock,
+            appDeleted: { app in
+                await connections.disconnect(app: app)
+                if !coordinator.isSoleNode { coordinator.announce(DeviceConnections.dropAppEvent(app: app)) }
+            })
         var demo: TernServer.DemoSecrets?
         if configuration.demo.enabled, configuration.simulator.enabled, try await store.apps().isEmpty {
             let created = try await apps.create(
@@ -252,6 +256,8 @@ private struct ChannelService: Service {
                         connections.ring(app: app, deviceIDs: deviceIDs)
                     } else if let (app, deviceIDs) = DeviceConnections.dropTarget(of: event) {
                         await connections.disconnect(app: app, deviceIDs: deviceIDs)
+                    } else if let app = DeviceConnections.dropAppTarget(of: event) {
+                        await connections.disconnect(app: app)
                     }
                 }
             }

@@ -241,6 +241,12 @@ struct ChannelValueTests {
         let wakes = DeviceConnections.wakeEvents(node: "demo", app: "demo", deviceIDs: devices)
         #expect(wakes.compactMap(DeviceConnections.dropTarget(of:)).isEmpty)
         #expect(DeviceConnections.dropTarget(of: "drop demo") == nil, "no device")
+        // An app deleted: one event names it, and no other kind is taken for it, nor it for another.
+        let appDropped = DeviceConnections.dropAppEvent(app: "demo")
+        #expect(DeviceConnections.dropAppTarget(of: appDropped) == "demo")
+        #expect(DeviceConnections.dropTarget(of: appDropped) == nil)
+        #expect(node.wakeTarget(of: appDropped) == nil)
+        #expect((events + wakes).compactMap(DeviceConnections.dropAppTarget(of:)).isEmpty)
     }
 
     @Test func wakeEventsReachOnlyTheirNodeAndFitANotification() {

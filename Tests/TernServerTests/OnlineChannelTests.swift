@@ -339,6 +339,30 @@ struct OnlineChannelTests {
         #expect(closed?.reason == ChannelCloseCode.credentialsChanged.reason)
     }
 
+    /// A deleted app's connections stayed open; an app made again under its id, with a device under a connection's
+    /// id, would have been sent to through them.
+    @Test func deletingAnAppClosesItsDevicesConnections() async throws {
+        let server = try await ServerHarness.shared.value
+        let created = try await server.admin.post("/v1/apps", #"{"id": "closing", "topic": "com.example.closing", "environment": "simulator"}"#)
+        #expect(created.status == 201, "\(created.text)")
+        let appKey = try #require(try created.json()["appKey"]?.string)
+        let deviceID = UUID().uuidString.lowercased()
+        let registered = try await server.api.with(bearer: appKey).put(
+            "/v1/apps/closing/devices/\(deviceID)", Fixture.registration(token: Fixture.token(7_001)))
+        #expect(registered.status == 200, "\(registered.text)")
+        let secret = try #require(try registered.json()["deviceSecret"]?.string)
+        let connection = TestDevice(port: server.server.boundPort!, app: "closing", deviceID: deviceID, appKey: appKey, secret: secret)
+        // Connected once the demo app's own device would be: a message through it proves the upgrade.
+        let master = try #require(try created.json()["masterSecret"]?.string)
+        let sent = try await server.api.with(bearer: master).post(
+            "/v1/apps/closing/pushes?wait=20", #"{"audience": {"devices": ["\#(deviceID)"]}, "notification": {"title": "probe"}, "delivery": "online"}"#)
+        #expect([200, 201].contains(sent.status), "\(sent.text)")
+        _ = try await connection.next()
+        #expect(try await server.admin.delete("/v1/apps/closing").status == 204)
+        let closed = try await connection.closeFrame()
+        #expect(closed?.closeCode == .unknown(4401))
+    }
+
     @Test func refusalsAndBadFramesCloseWithTheirCodes() async throws {
         let server = try await ServerHarness.shared.value
         let port = server.server.boundPort!

@@ -21,6 +21,8 @@ struct AppsAPI {
     var webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: false)
     /// Dates apps' creation and changes.
     var clock: any WallClock = SystemWallClock()
+    /// Told when an app is deleted: its devices' open connections end, on every node.
+    var appDeleted: @Sendable (_ app: String) async -> Void = { _ in }
 
     struct CreateRequest: Decodable {
         var id: String
@@ -153,6 +155,7 @@ struct AppsAPI {
             _ = try await store.deleteApp(id)
             cache.evict(id)
             await clients.forget(app: id)
+            await appDeleted(id)
             return .noContent
         }
     }

@@ -127,10 +127,20 @@ final class DeviceConnections: Sendable {
         }
     }
 
+    /// Closes every connection of `app` on this node (4401): the app was deleted, and a connection opened under it
+    /// must not outlive it (an app made again under its id, and a device under a connection's id, would be sent to).
+    func disconnect(app: String) async {
+        let connections = live.withLock { live in live.filter { $0.key.app == app }.map(\.value) }
+        await withDiscardingTaskGroup { group in
+            for connection in connections { group.addTask { await connection.socket.close(.credentialsChanged) } }
+        }
+    }
+
     // MARK: Events between nodes
 
     static let wakePrefix = "wake "
     static let dropPrefix = "drop "
+    static let dropAppPrefix = "dropapp "
 
     /// Coordinator events that wake devices connected to `node`, each under PostgreSQL's 8,000-byte NOTIFY payload.
     static func wakeEvents(node: String, app: String, deviceIDs: [String]) -> [String] {
@@ -151,6 +161,16 @@ final class DeviceConnections: Sendable {
     /// The app and devices of a drop event, or nil (not one).
     static func dropTarget(of event: String) -> (app: String, deviceIDs: [String])? {
         words(of: event, dropPrefix, names: 1).map { ($0.names[0], $0.deviceIDs) }
+    }
+
+    /// The coordinator event that closes an app's connections on every node (``disconnect(app:)``).
+    static func dropAppEvent(app: String) -> String { dropAppPrefix + app }
+
+    /// The app of a drop-app event, or nil (not one).
+    static func dropAppTarget(of event: String) -> String? {
+        guard event.hasPrefix(dropAppPrefix) else { return nil }
+        let app = event.dropFirst(dropAppPrefix.count)
+        return app.isEmpty || app.contains(" ") ? nil : String(app)
     }
 
     /// `prefix`, then `names`, then at most 150 device ids an event (under PostgreSQL's 8,000-byte NOTIFY payload),
