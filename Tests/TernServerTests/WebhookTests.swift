@@ -3,6 +3,8 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
+import NIOPosix
 import ServiceLifecycle
 import Synchronization
 import TernAPNs
@@ -126,6 +128,76 @@ import Testing
                 let last = receiver.received.withLock { $0[4] }
                 #expect(Self.signatureFits(last.signature, body: last.body, secret: newSecret))
                 #expect(!Self.signatureFits(last.signature, body: last.body, secret: secret))
+            }
+        }
+    }
+
+    /// Takes connections and never answers: a receiver that is down in the worst way.
+    final class SilentReceiver: Sendable {
+        let channel: any Channel
+
+        init() async throws {
+            let taken = Taken()
+            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .childChannelInitializer { channel in
+                    taken.add(channel)
+                    return channel.eventLoop.makeSucceededVoidFuture()
+                }
+                .bind(host: "127.0.0.1", port: 0).get()
+            self.connections = taken
+        }
+
+        private let connections: Taken
+        var taken: Int { connections.count }
+        var port: Int { channel.localAddress?.port ?? 0 }
+
+        /// Ends every connection it took (the sender's post then fails at once) and stops listening.
+        func close() async {
+            for connection in connections.all { try? await connection.close() }
+            try? await channel.close()
+        }
+
+        final class Taken: Sendable {
+            private let channels = Mutex<[any Channel]>([])
+            func add(_ channel: any Channel) { channels.withLock { $0.append(channel) } }
+            var count: Int { channels.withLock { $0.count } }
+            var all: [any Channel] { channels.withLock { $0 } }
+        }
+    }
+
+    /// Apps' receivers were posted to one after another, so one that never answered held every other app's events
+    /// for its timeout (ten such receivers kept a healthy app's events 97 s late). Now they are posted side by side.
+    @Test func aReceiverThatNeverAnswersHoldsUpOnlyItsOwnApp() async throws {
+        let silent = try await SilentReceiver()
+        let receiver = Receiver(failures: 0)
+        try await receiver.run { port in
+            try await RouterHarness.withServer(configure: { $0.webhooks.allowPrivateNetworks = true }) { server in
+                // An app whose id comes before the demo's, so it is the one looked at first.
+                let created = try await server.admin.post(
+                    "/v1/apps",
+                    #"{"id": "a-silent", "topic": "com.example.silent", "environment": "simulator", "webhookURL": "http://127.0.0.1:\#(silent.port)/hook"}"#)
+                #expect(created.status == 201, "\(created.text)")
+                let appKey = try #require(try created.json()["appKey"]?.string)
+                let master = try #require(try created.json()["masterSecret"]?.string)
+                let later = Int64((Date().timeIntervalSince1970 + 60) * 1000)
+                let registered = try await server.api.with(bearer: appKey).put(
+                    "/v1/apps/a-silent/devices/\(Fixture.device(1))", Fixture.registration(token: Fixture.token(1)))
+                #expect(registered.status == 200, "\(registered.text)")
+                _ = try await server.simulator.post("/tokens/\(Fixture.token(1))/unregister", #"{"timestamp": \#(later)}"#)
+                let silentPush = try await server.api.with(bearer: master).post(
+                    "/v1/apps/a-silent/pushes?wait=20", Fixture.push(audience: #"{"all": true}"#))
+                #expect(try silentPush.json()[path: "counts.pruned"]?.int == 1, "\(silentPush.text)")
+                // Its receiver has the post and will never answer (the client's read timeout is 10 s).
+                try await waitUntil("the silent receiver to be posted to") { silent.taken >= 1 }
+
+                #expect(try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": "http://127.0.0.1:\#(port)/hook"}"#).status == 200)
+                try await server.register(Fixture.device(2), token: Fixture.token(2))
+                _ = try await server.simulator.post("/tokens/\(Fixture.token(2))/unregister", #"{"timestamp": \#(later)}"#)
+                #expect(try await server.push(Fixture.push(audience: #"{"all": true}"#))[path: "counts.pruned"]?.int == 1)
+                // Well inside the silent receiver's 10 s: the demo app's post does not wait for it.
+                try await waitUntil("the demo app's post", within: 5) { receiver.received.withLock { $0.count } >= 1 }
+                // The silent post fails now, so the server's stop does not wait out its timeout.
+                await silent.close()
             }
         }
     }

@@ -55,19 +55,41 @@ final class WebhookSender: Service {
         configuration.timeout = .init(connect: .seconds(5), read: .seconds(10))
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         await withGracefulShutdownHandler {
-            var backoff = ErrorBackoff()
-            while !stopping.load(ordering: .relaxed), !Task.isCancelled {
-                var wait = pollInterval
-                do {
-                    for app in try await store.apps() where app.webhookURL != nil && !stopping.load(ordering: .relaxed) && lease.isHeld {
-                        await deliver(app, using: http)
+            // Each app's posts run on their own, at most ``appsAtATime`` apps at once: a receiver that never answers
+            // holds up its own app's events for its timeout, not every other app's (posted one after another, ten dead
+            // receivers kept a healthy app's events 97 s late). The group waits for the posts under way at shutdown.
+            await withDiscardingTaskGroup { posting in
+                var backoff = ErrorBackoff()
+                while !stopping.load(ordering: .relaxed), !Task.isCancelled {
+                    var wait = pollInterval
+                    do {
+                        var started: Set<String> = []
+                        for app in try await store.apps() where app.webhookURL != nil {
+                            guard !stopping.load(ordering: .relaxed), lease.isHeld else { break }
+                            guard inFlight.withLock({ $0.count < Self.appsAtATime && $0.insert(app.id).inserted }) else { continue }
+                            started.insert(app.id)
+                            posting.addTask {
+                                await self.deliver(app, using: http)
+                                self.inFlight.withLock { _ = $0.remove(app.id) }
+                                self.posted.ring()
+                            }
+                        }
+                        // The posts that are answered at once end before the next look (their outcome and back-off
+                        // recorded by then); one that hangs is left to its timeout, and the next look goes on without it.
+                        // On the system's clock: it waits for receivers, real ones.
+                        let patience = ContinuousClock.now + Self.roundPatience
+                        while inFlight.withLock({ !$0.isDisjoint(with: started) }), case let left = ContinuousClock.now.duration(to: patience),
+                            left > .zero
+                        {
+                            await posted.wait(upTo: left)
+                        }
+                        if backoff.succeeded() { logger.info("reading apps for webhooks again") }
+                    } catch {
+                        wait = max(backoff.failed(), pollInterval)
+                        if !Task.isCancelled { logger.error("cannot read apps for webhooks", metadata: ["error": "\(error)", "retryIn": "\(wait)"]) }
                     }
-                    if backoff.succeeded() { logger.info("reading apps for webhooks again") }
-                } catch {
-                    wait = max(backoff.failed(), pollInterval)
-                    if !Task.isCancelled { logger.error("cannot read apps for webhooks", metadata: ["error": "\(error)", "retryIn": "\(wait)"]) }
+                    await doorbell.wait(upTo: wait, on: clocks.timer)
                 }
-                await doorbell.wait(upTo: wait, on: clocks.timer)
             }
         } onGracefulShutdown: {
             self.stopping.store(true, ordering: .relaxed)
@@ -75,6 +97,15 @@ final class WebhookSender: Service {
         }
         try? await http.shutdown()
     }
+
+    /// How many apps' receivers are posted to at the same time.
+    static let appsAtATime = 16
+    /// The apps whose posts are under way.
+    private let inFlight = Mutex<Set<String>>([])
+    /// Rung as each app's posts end.
+    private let posted = Doorbell()
+    /// How long a look at the apps waits for the posts it started before it looks again.
+    static let roundPatience = Duration.seconds(1)
 
     private func deliver(_ app: AppRecord, using http: HTTPClient) async {
         guard let url = app.webhookURL else { return }
