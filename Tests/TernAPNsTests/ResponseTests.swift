@@ -118,6 +118,16 @@ struct ResponseTests {
         #expect(response.outcomeClass == .tokenInvalid)
     }
 
+    @Test("An error body that is not JSON becomes a reason of printable ASCII, at most 200 bytes")
+    func unreadableBodiesBecomePrintableReasons() {
+        let body: [UInt8] = [0xFF, 0xFE] + Array("garbage\n\u{1B}[31m".utf8) + [UInt8](repeating: 0x41, count: 300)
+        let response = APNsResponse(status: 410, apnsID: nil, apnsUniqueID: nil, body: body)
+        guard case .unknown(let text)? = response.reason else { Issue.record("\(String(describing: response.reason))"); return }
+        #expect(text.hasPrefix("??garbage??[31m"))
+        #expect(text.utf8.count == 200)
+        #expect(text.utf8.allSatisfy { (0x20..<0x7F).contains($0) })
+    }
+
     @Test("A 410 timestamp no token can have (before 1970, after 9999, past a double) is no timestamp",
           arguments: ["1e300", "-5", "253402300800000", "99999999999999999999999", "1.7976931348623157e308"])
     func impossibleTimestampsAreDropped(timestamp: String) {

@@ -4,6 +4,8 @@ import Testing
 
 @Suite struct TokenPruningTests {
     static let registered = Date(timeIntervalSince1970: 1_800_000_000)
+    /// When the answers below arrive: after every moment they name.
+    static let answered = registered.addingTimeInterval(3600)
 
     static func gone(_ reason: APNsReason, at timestamp: Date?) -> APNsResponse {
         APNsResponse(status: 410, reason: reason, timestamp: timestamp)
@@ -12,16 +14,32 @@ import Testing
     @Test(arguments: [APNsReason.unregistered, .expiredToken])
     func aTokenNotRegisteredAgainAfterTheTimestampIsDeactivated(_ reason: APNsReason) {
         let response = Self.gone(reason, at: Self.registered.addingTimeInterval(60))
-        #expect(TokenPruning.verdict(for: response, lastRegisteredAt: Self.registered, answeredAt: .now) == .deactivate(reason: reason))
+        #expect(TokenPruning.verdict(for: response, lastRegisteredAt: Self.registered, answeredAt: Self.answered) == .deactivate(reason: reason))
     }
 
     @Test(arguments: [APNsReason.unregistered, .expiredToken])
     func aTokenRegisteredAgainAfterTheTimestampIsKept(_ reason: APNsReason) {
         let response = Self.gone(reason, at: Self.registered.addingTimeInterval(-60))
-        #expect(TokenPruning.verdict(for: response, lastRegisteredAt: Self.registered, answeredAt: .now) == .keep)
+        #expect(TokenPruning.verdict(for: response, lastRegisteredAt: Self.registered, answeredAt: Self.answered) == .keep)
         // Registered at the very moment APNs names: registered again, kept.
         let same = Self.gone(reason, at: Self.registered)
-        #expect(TokenPruning.verdict(for: same, lastRegisteredAt: Self.registered, answeredAt: .now) == .keep)
+        #expect(TokenPruning.verdict(for: same, lastRegisteredAt: Self.registered, answeredAt: Self.answered) == .keep)
+    }
+
+    /// A report dated after it came (a broken or hostile endpoint's year 9999; a feedback tuple's 2106) made every later
+    /// registration look older than the token's death: a token registered again after the report was pruned.
+    @Test func aTimestampLaterThanTheAnswerCountsFromTheAnswer() {
+        let answered = Self.registered.addingTimeInterval(10)
+        for future in [answered.addingTimeInterval(1), Date(timeIntervalSince1970: 253_402_300_799.999), Date(timeIntervalSince1970: 4_294_967_295)] {
+            #expect(TokenPruning.invalidSince(reported: future, observedAt: answered) == answered)
+            // Registered before the answer: it goes. Registered again after it: it stays.
+            #expect(TokenPruning.verdict(for: Self.gone(.unregistered, at: future), lastRegisteredAt: Self.registered, answeredAt: answered)
+                == .deactivate(reason: .unregistered))
+            #expect(TokenPruning.verdict(
+                for: Self.gone(.unregistered, at: future), lastRegisteredAt: answered.addingTimeInterval(1), answeredAt: answered) == .keep)
+        }
+        #expect(TokenPruning.invalidSince(reported: Self.registered, observedAt: answered) == Self.registered)
+        #expect(TokenPruning.invalidSince(reported: nil, observedAt: answered) == answered)
     }
 
     @Test func aGoneAnswerWithoutTimestampCountsFromWhenItArrived() {
@@ -48,7 +66,7 @@ import Testing
         APNsResponse(status: 413, reason: .payloadTooLarge),
     ])
     func everyOtherAnswerKeepsTheToken(_ response: APNsResponse) {
-        #expect(TokenPruning.verdict(for: response, lastRegisteredAt: Self.registered, answeredAt: .now) == .keep)
+        #expect(TokenPruning.verdict(for: response, lastRegisteredAt: Self.registered, answeredAt: Self.answered) == .keep)
     }
 
     @Test func theFeedbackRuleIsTheSameComparison() {

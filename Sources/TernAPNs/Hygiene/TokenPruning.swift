@@ -24,10 +24,18 @@ public enum TokenPruning {
         case .badDeviceToken?, .deviceTokenNotForTopic?:
             return .deactivate(reason: response.reason!)
         default:
-            let invalidSince = response.timestamp ?? answeredAt
+            let invalidSince = invalidSince(reported: response.timestamp, observedAt: answeredAt)
             guard isStale(lastRegisteredAt: lastRegisteredAt, invalidSince: invalidSince) else { return .keep }
             return .deactivate(reason: response.reason ?? .unregistered)
         }
+    }
+
+    /// When a token reported dead at `reported` (a 410 timestamp, a feedback tuple's time; nil: none given) counts as
+    /// dead from: that moment, but never later than `observedAt`, when the report came. A report dated in the future
+    /// (a broken or hostile endpoint: the year 9999, or 2106 in a feedback tuple) would otherwise make every later
+    /// registration of the token look older than its death, and prune a token registered again after the report.
+    public static func invalidSince(reported: Date?, observedAt: Date) -> Date {
+        min(reported ?? observedAt, observedAt)
     }
 
     /// Whether a token reported dead since `invalidSince` (a 410 timestamp, a feedback tuple's time) should go: only

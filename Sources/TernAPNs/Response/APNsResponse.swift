@@ -46,7 +46,8 @@ public struct APNsResponse: Hashable, Sendable {
         if case .string(let reason)? = decoded?["reason"] {
             self.reason = APNsReason(rawValue: reason)
         } else if status != 200 {
-            self.reason = .unknown(String(decoding: body.prefix(200), as: UTF8.self))
+            // Kept as printable ASCII: the text goes on into token events, the API and webhook bodies.
+            self.reason = .unknown(String(decoding: body.prefix(200).map { (0x20..<0x7F).contains($0) ? $0 : UInt8(ascii: "?") }, as: UTF8.self))
         }
         let milliseconds: Double? =
             switch decoded?["timestamp"] {

@@ -15,12 +15,13 @@ import TernStore
 actor FeedbackPoller: Service {
     /// What one read found and did.
     struct Result: Codable, Sendable, Equatable, ResponseEncodable {
-        /// Listed tokens that are this app's live tokens (a shared service lists other apps' too; those, and tokens
-        /// this app already deactivated, are not counted).
+        /// Tuples listing this app's live tokens (a shared service lists other apps' too; those, and tokens this app
+        /// already deactivated, are not counted). A token listed twice counts twice.
         var listed: Int
         /// Tokens deactivated.
         var deactivated: Int
-        /// Listed tokens left alone: registered again after the feedback time.
+        /// Tuples whose token was left alone: registered again after the tuple's time, or already deactivated by an
+        /// earlier tuple of the same read.
         var kept: Int
     }
 
@@ -110,21 +111,26 @@ actor FeedbackPoller: Service {
         try await store.recordFeedbackPoll(app: app.id, at: now)
         retryAfter[app.id] = nil
         // A feedback service may serve several apps (the simulator's does): only this app's live tokens count.
-        let listedTokens = tuples.map { DeviceToken.hex($0.token) }
+        // Looked up a thousand distinct tokens at a time: paging one audience of every listed token sorted the whole
+        // list again for each page (500,000 tokens Tern never had took a core for nine minutes).
+        let listedTokens = Set(tuples.map { DeviceToken.hex($0.token) }).sorted()
         var ours: Set<String> = []
-        var cursor: String?
-        repeat {
-            let page = try await store.recipients(app: app.id, audience: .tokens(listedTokens), after: cursor, limit: 1000)
-            ours.formUnion(page.items.filter { $0.deviceID != nil }.map(\.token))
-            cursor = page.next
-        } while cursor != nil
+        for start in stride(from: 0, to: listedTokens.count, by: 1000) {
+            let chunk = Array(listedTokens[start..<min(start + 1000, listedTokens.count)])
+            var cursor: String?
+            repeat {
+                let page = try await store.recipients(app: app.id, audience: .tokens(chunk), after: cursor, limit: 1000)
+                ours.formUnion(page.items.filter { $0.deviceID != nil }.map(\.token))
+                cursor = page.next
+            } while cursor != nil
+        }
         var result = Result(listed: 0, deactivated: 0, kept: 0)
         for tuple in tuples where ours.contains(DeviceToken.hex(tuple.token)) {
             result.listed += 1
-            let since = Date(timeIntervalSince1970: TimeInterval(tuple.timestamp))
+            let reported = Date(timeIntervalSince1970: TimeInterval(tuple.timestamp))
             let event = try await store.deactivateToken(
-                app: app.id, token: DeviceToken.hex(tuple.token), reason: .apns(.unregistered), invalidSince: since,
-                apnsTimestamp: since, at: now)
+                app: app.id, token: DeviceToken.hex(tuple.token), reason: .apns(.unregistered),
+                invalidSince: TokenPruning.invalidSince(reported: reported, observedAt: now), apnsTimestamp: reported, at: now)
             if event != nil { result.deactivated += 1 } else { result.kept += 1 }
         }
         if result.deactivated > 0 { onTokensPruned() }

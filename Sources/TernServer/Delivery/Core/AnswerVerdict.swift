@@ -46,7 +46,9 @@ enum AnswerVerdict: Equatable, Sendable {
             let reason = response.reason.map(TokenDeactivationReason.apns) ?? .apnsStatus(response.status)
             let neverValid = response.reason == .badDeviceToken || response.reason == .deviceTokenNotForTopic
             return .deadToken(
-                failed, reason: reason, invalidSince: neverValid ? nil : (response.timestamp ?? now), apnsTimestamp: response.timestamp)
+                failed, reason: reason,
+                invalidSince: neverValid ? nil : TokenPruning.invalidSince(reported: response.timestamp, observedAt: now),
+                apnsTimestamp: response.timestamp)
         }
     }
 }
