@@ -26,18 +26,23 @@ import Testing
         #expect(TokenPruning.verdict(for: same, lastRegisteredAt: Self.registered, answeredAt: Self.answered) == .keep)
     }
 
-    /// A report dated after it came (a broken or hostile endpoint's year 9999; a feedback tuple's 2106) made every later
-    /// registration look older than the token's death: a token registered again after the report was pruned.
-    @Test func aTimestampLaterThanTheAnswerCountsFromTheAnswer() {
+    /// A report dated long after it came (a broken or hostile endpoint's year 9999; a feedback tuple's 2106) made
+    /// every later registration look older than the token's death: a token registered again after the report was
+    /// pruned. Such a timestamp counts as five minutes after the report; one within that is believed.
+    @Test func aTimestampFarAfterTheAnswerCountsFromTheAnswerAndItsLeeway() {
         let answered = Self.registered.addingTimeInterval(10)
-        for future in [answered.addingTimeInterval(1), Date(timeIntervalSince1970: 253_402_300_799.999), Date(timeIntervalSince1970: 4_294_967_295)] {
-            #expect(TokenPruning.invalidSince(reported: future, observedAt: answered) == answered)
-            // Registered before the answer: it goes. Registered again after it: it stays.
+        let latest = answered.addingTimeInterval(TokenPruning.clockLeeway)
+        for future in [latest.addingTimeInterval(1), Date(timeIntervalSince1970: 253_402_300_799.999), Date(timeIntervalSince1970: 4_294_967_295)] {
+            #expect(TokenPruning.invalidSince(reported: future, observedAt: answered) == latest)
+            // Registered before the answer: it goes. Registered again after the answer's leeway: it stays.
             #expect(TokenPruning.verdict(for: Self.gone(.unregistered, at: future), lastRegisteredAt: Self.registered, answeredAt: answered)
                 == .deactivate(reason: .unregistered))
             #expect(TokenPruning.verdict(
-                for: Self.gone(.unregistered, at: future), lastRegisteredAt: answered.addingTimeInterval(1), answeredAt: answered) == .keep)
+                for: Self.gone(.unregistered, at: future), lastRegisteredAt: latest.addingTimeInterval(1), answeredAt: answered) == .keep)
         }
+        // A clock a minute ahead of this one is believed; a past timestamp, and none, as before.
+        let ahead = answered.addingTimeInterval(60)
+        #expect(TokenPruning.invalidSince(reported: ahead, observedAt: answered) == ahead)
         #expect(TokenPruning.invalidSince(reported: Self.registered, observedAt: answered) == Self.registered)
         #expect(TokenPruning.invalidSince(reported: nil, observedAt: answered) == answered)
     }

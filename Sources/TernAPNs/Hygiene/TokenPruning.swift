@@ -31,12 +31,16 @@ public enum TokenPruning {
     }
 
     /// When a token reported dead at `reported` (a 410 timestamp, a feedback tuple's time; nil: none given) counts as
-    /// dead from: that moment, but never later than `observedAt`, when the report came. A report dated in the future
-    /// (a broken or hostile endpoint: the year 9999, or 2106 in a feedback tuple) would otherwise make every later
-    /// registration of the token look older than its death, and prune a token registered again after the report.
+    /// dead from: that moment, but never later than ``clockLeeway`` after `observedAt`, when the report came. A
+    /// report dated far in the future (a broken or hostile endpoint: the year 9999, or 2106 in a feedback tuple)
+    /// would otherwise make every later registration of the token look older than its death, and prune a token
+    /// registered again after the report. The leeway keeps a timestamp from a clock a little ahead of this one.
     public static func invalidSince(reported: Date?, observedAt: Date) -> Date {
-        min(reported ?? observedAt, observedAt)
+        min(reported ?? observedAt, observedAt.addingTimeInterval(clockLeeway))
     }
+
+    /// How far after the moment a report came its timestamp is believed: five minutes.
+    public static let clockLeeway: TimeInterval = 300
 
     /// Whether a token reported dead since `invalidSince` (a 410 timestamp, a feedback tuple's time) should go: only
     /// when it was not registered again at or after that moment.
