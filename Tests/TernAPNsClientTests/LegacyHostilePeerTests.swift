@@ -1,10 +1,5 @@
 import Foundation
-import NIOCore
-import NIOPosix
-import NIOSSL
-import Synchronization
 import TernAPNs
-import TernSimulator
 import TernTestSupport
 import Testing
 
@@ -20,6 +15,11 @@ extension ClientFaultTests {
             configuration.replayWindow = .milliseconds(50)
             configuration.reconnectBackoff = .init(initial: .milliseconds(100), maximum: .milliseconds(100))
             return configuration
+        }
+
+        /// The message of the first outcome, if it is a failure.
+        static func failure(_ outcomes: [LegacyOutcome]) -> String? {
+            if case .failed(let message)? = outcomes.first { message } else { nil }
         }
 
         static let notification = LegacyNotification(
@@ -69,10 +69,7 @@ extension ClientFaultTests {
             await client.shutdown()
             await peer.stop()
 
-            guard case .failed(let message) = outcomes.first else {
-                Issue.record("expected a failure, got \(outcomes)")
-                return
-            }
+            let message = try #require(Self.failure(outcomes), "expected a failure, got \(outcomes)")
             #expect(message.contains("not one this connection carried"), "\(message)")
             #expect(!message.hasPrefix("timed out"), "\(message)")
             #expect(peer.connections == 3, "\(peer.connections) connections: the client did not count them as fruitless")
@@ -90,10 +87,7 @@ extension ClientFaultTests {
             await client.shutdown()
             await peer.stop()
 
-            guard case .failed(let message) = outcomes.first else {
-                Issue.record("expected a failure (nothing can have been sent), got \(outcomes)")
-                return
-            }
+            let message = try #require(Self.failure(outcomes), "expected a failure, got \(outcomes)")
             #expect(message.contains("no TLS handshake"), "\(message)")
             #expect(peer.connections == 2)
         }
@@ -107,122 +101,9 @@ extension ClientFaultTests {
             await client.shutdown()
             await peer.stop()
 
-            guard case .failed(let message) = outcomes.first else {
-                Issue.record("expected a timeout, got \(outcomes)")
-                return
-            }
+            let message = try #require(Self.failure(outcomes), "expected a failure, got \(outcomes)")
             #expect(message.hasPrefix("timed out"), "\(message)")
             #expect(peer.connections == 1)
-        }
-    }
-}
-
-/// A legacy gateway or feedback service on 127.0.0.1 that misbehaves in one way, with a server certificate from a CA
-/// of its own and a client certificate from the same CA.
-final class HostileLegacyPeer: Sendable {
-    enum Behaviour: Sendable {
-        /// Accepts TCP and says nothing, not even the TLS handshake.
-        case silentTCP
-        /// Completes the handshake, sends this error response and closes.
-        case errorResponse(LegacyErrorResponse)
-        /// Completes the handshake and sends valid feedback tuples for ever.
-        case endlessFeedback
-    }
-
-    let port: Int
-    let trustRootsPEM: String
-    let client: (certificatePEM: String, privateKeyPEM: String)
-    private let server: any Channel
-    private let counters: Counters
-
-    final class Counters: Sendable {
-        let connections = Atomic<Int>(0)
-        let bytesSent = Atomic<Int>(0)
-    }
-
-    var connections: Int { counters.connections.load(ordering: .relaxed) }
-    var bytesSent: Int { counters.bytesSent.load(ordering: .relaxed) }
-
-    private init(port: Int, trustRootsPEM: String, client: (String, String), server: any Channel, counters: Counters) {
-        self.port = port
-        self.trustRootsPEM = trustRootsPEM
-        self.client = client
-        self.server = server
-        self.counters = counters
-    }
-
-    static func start(_ behaviour: Behaviour) async throws -> HostileLegacyPeer {
-        let authority = try SimulatorCertificateAuthority.generate()
-        let serverCertificate = try authority.issueServerCertificate()
-        let clientCertificate = try authority.issuePushCertificate(bundleID: Harness.topic)
-        let tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(serverCertificate.certificatePEM.utf8)).map { .certificate($0) },
-            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(serverCertificate.privateKeyPEM.utf8), format: .pem)))
-        let sslContext = try NIOSSLContext(configuration: tls)
-        let counters = Counters()
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                counters.connections.add(1, ordering: .relaxed)
-                return channel.eventLoop.makeCompletedFuture {
-                    switch behaviour {
-                    case .silentTCP:
-                        break
-                    case .errorResponse(let response):
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
-                        try channel.pipeline.syncOperations.addHandler(AnswerAndClose(response: response))
-                    case .endlessFeedback:
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
-                        try channel.pipeline.syncOperations.addHandler(EndlessFeedback(counters: counters))
-                    }
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        return HostileLegacyPeer(
-            port: try #require(server.localAddress?.port), trustRootsPEM: authority.certificatePEM,
-            client: (clientCertificate.certificatePEM, clientCertificate.privateKeyPEM), server: server, counters: counters)
-    }
-
-    func stop() async {
-        try? await server.close()
-    }
-
-    /// Writes the error response (NIOSSL sends it once the handshake is done) and closes once it has left.
-    private final class AnswerAndClose: ChannelInboundHandler {
-        typealias InboundIn = ByteBuffer
-        let response: LegacyErrorResponse
-
-        init(response: LegacyErrorResponse) { self.response = response }
-
-        func channelActive(context: ChannelHandlerContext) {
-            context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: response.encoded))).assumeIsolated().whenComplete { _ in
-                context.close(promise: nil)
-            }
-            context.fireChannelActive()
-        }
-
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
-    }
-
-    /// Valid 38-byte tuples, 4,000 to a write, the next write as soon as the last has left: for ever.
-    private final class EndlessFeedback: ChannelInboundHandler {
-        typealias InboundIn = ByteBuffer
-        let counters: Counters
-        let chunk: [UInt8] = Array(
-            repeating: try! FeedbackTuple(timestamp: 1_700_000_000, token: Array(repeating: 0xab, count: 32)).encoded(), count: 4_000
-        ).flatMap { $0 }
-
-        init(counters: Counters) { self.counters = counters }
-
-        func channelActive(context: ChannelHandlerContext) {
-            send(context)
-            context.fireChannelActive()
-        }
-
-        private func send(_ context: ChannelHandlerContext) {
-            context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: chunk))).assumeIsolated().whenSuccess {
-                self.counters.bytesSent.add(self.chunk.count, ordering: .relaxed)
-                self.send(context)
-            }
         }
     }
 }

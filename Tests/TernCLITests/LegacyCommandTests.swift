@@ -1,12 +1,6 @@
 import Foundation
-import NIOCore
-import NIOPosix
-// NIOSSL and TernSimulator (for a CA) reach this target through TernCLI; Package.swift does not list them here. The
-// hostile gateways below need a TLS server of their own.
-import NIOSSL
-import Synchronization
 import TernAPNs
-import TernSimulator
+import TernTestSupport
 import Testing
 
 /// `tern send --legacy` and `tern feedback` as a user runs them, against a real `tern simulator`'s binary ports.
@@ -87,19 +81,23 @@ struct LegacyCommandTests {
     // MARK: Hostile gateways
 
     /// `tern send --legacy` against `gateway`, with its certificates, and how long it took.
-    private func sendLegacy(to gateway: HostileGateway, timeout: Double) throws -> (CommandResult, Duration) {
+    private func sendLegacy(to gateway: HostileLegacyPeer, timeout: Double) throws -> (CommandResult, Duration) {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-hostile-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let files = try gateway.writeFiles(to: folder)
         let started = ContinuousClock.now
         let result = try Commands.run(
             Commands.tern,
-            ["send", "--legacy", "--host", "127.0.0.1", "--port", String(gateway.port), "--ca-file", gateway.files.ca,
-             "--cert", gateway.files.certificate, "--cert-key", gateway.files.key, "--topic", "com.example.app",
+            ["send", "--legacy", "--host", "127.0.0.1", "--port", String(gateway.port), "--ca-file", files.ca,
+             "--cert", files.certificate, "--cert-key", files.key, "--topic", "com.example.app",
              "--token", Self.token, "--alert", "Hi", "--timeout", String(timeout)],
             timeout: 60)
         return (result, ContinuousClock.now - started)
     }
 
     @Test func sendLegacyToAGatewayThatAnswersAboutAStrangerGivesUpWithoutHammeringIt() async throws {
-        let gateway = try await HostileGateway.start(answering: LegacyErrorResponse(status: .invalidToken, identifier: 0xdead_beef))
+        let gateway = try await HostileLegacyPeer.start(.errorResponse(LegacyErrorResponse(status: .invalidToken, identifier: 0xdead_beef)))
         let (result, elapsed) = try sendLegacy(to: gateway, timeout: 10)
         await gateway.stop()
         #expect(result.status == 2, "stdout: \(result.stdout) stderr: \(result.stderr)")
@@ -110,91 +108,12 @@ struct LegacyCommandTests {
     }
 
     @Test func sendLegacyHonoursItsTimeoutWhenTheHandshakeNeverCompletes() async throws {
-        let gateway = try await HostileGateway.start(answering: nil)
+        let gateway = try await HostileLegacyPeer.start(.silentTCP)
         let (result, elapsed) = try sendLegacy(to: gateway, timeout: 2)
         await gateway.stop()
         #expect(result.status == 2, "stdout: \(result.stdout) stderr: \(result.stderr)")
         #expect(!result.stdout.contains("accepted"), "stdout: \(result.stdout)")
         #expect(result.stderr.contains("timed out"), "stderr: \(result.stderr)")
         #expect(elapsed < .seconds(6), "--timeout 2 took \(elapsed)")
-    }
-}
-
-/// A legacy gateway on 127.0.0.1 that completes the TLS handshake, sends one error response and closes, on every
-/// connection; or, answering nil, accepts TCP and never says a word (no handshake). Certificates from a CA of its
-/// own are written to a temporary folder for `tern send`.
-final class HostileGateway: Sendable {
-    let port: Int
-    let files: (ca: String, certificate: String, key: String)
-    private let folder: URL
-    private let server: any Channel
-    private let counter: Counter
-
-    var connections: Int { counter.accepted.load(ordering: .relaxed) }
-
-    private init(port: Int, files: (String, String, String), folder: URL, server: any Channel, counter: Counter) {
-        self.port = port
-        self.files = files
-        self.folder = folder
-        self.server = server
-        self.counter = counter
-    }
-
-    static func start(answering response: LegacyErrorResponse?) async throws -> HostileGateway {
-        let authority = try SimulatorCertificateAuthority.generate()
-        let serverCertificate = try authority.issueServerCertificate()
-        let client = try authority.issuePushCertificate(bundleID: "com.example.app")
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-hostile-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let files = (
-            ca: folder.appendingPathComponent("ca.pem").path, certificate: folder.appendingPathComponent("client.pem").path,
-            key: folder.appendingPathComponent("client-key.pem").path
-        )
-        try authority.certificatePEM.write(toFile: files.ca, atomically: true, encoding: .utf8)
-        try client.certificatePEM.write(toFile: files.certificate, atomically: true, encoding: .utf8)
-        try client.privateKeyPEM.write(toFile: files.key, atomically: true, encoding: .utf8)
-        let sslContext = try NIOSSLContext(
-            configuration: .makeServerConfiguration(
-                certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(serverCertificate.certificatePEM.utf8)).map { .certificate($0) },
-                privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(serverCertificate.privateKeyPEM.utf8), format: .pem))))
-        let counter = Counter()
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                counter.accepted.add(1, ordering: .relaxed)
-                return channel.eventLoop.makeCompletedFuture {
-                    guard let response else { return }
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
-                    try channel.pipeline.syncOperations.addHandler(AnswerAndClose(response: response))
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        guard let port = server.localAddress?.port else { throw CLITestError("the hostile gateway has no port") }
-        return HostileGateway(port: port, files: files, folder: folder, server: server, counter: counter)
-    }
-
-    func stop() async {
-        try? await server.close()
-        try? FileManager.default.removeItem(at: folder)
-    }
-
-    private final class Counter: Sendable {
-        let accepted = Atomic<Int>(0)
-    }
-
-    /// Writes the error response (NIOSSL sends it once the handshake is done) and closes once it has left.
-    private final class AnswerAndClose: ChannelInboundHandler {
-        typealias InboundIn = ByteBuffer
-        let response: LegacyErrorResponse
-
-        init(response: LegacyErrorResponse) { self.response = response }
-
-        func channelActive(context: ChannelHandlerContext) {
-            context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: response.encoded))).assumeIsolated().whenComplete { _ in
-                context.close(promise: nil)
-            }
-            context.fireChannelActive()
-        }
-
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
     }
 }
