@@ -25,6 +25,14 @@ struct OnlineChannelTests {
         TestDevice(port: server.server.boundPort!, deviceID: device.id, appKey: server.device.bearer, secret: device.secret, after: after)
     }
 
+    /// `device` connected, the upgrade proven by a first message ("probe") that it has read.
+    private func connected(_ server: RunningServer, _ device: (id: String, token: String, secret: String)) async throws -> TestDevice {
+        let connection = connect(server, device)
+        _ = try await pushOnline(server, to: device.id, title: "probe")
+        _ = try await connection.next()
+        return connection
+    }
+
     private func pushOnline(_ server: RunningServer, to device: String, title: String, extra: String = "") async throws -> JSONValue {
         try await server.push(#"{"audience": {"devices": ["\#(device)"]}, "notification": {"title": "\#(title)"}, "delivery": "online"\#(extra)}"#)
     }
@@ -292,9 +300,7 @@ struct OnlineChannelTests {
     @Test func aNewerConnectionReplacesTheOlderOne() async throws {
         let server = try await ServerHarness.shared.value
         let device = try await newDevice(server)
-        let older = connect(server, device)
-        _ = try await pushOnline(server, to: device.id, title: "probe")
-        _ = try await older.next()
+        let older = try await connected(server, device)
         let newer = connect(server, device)
         let closed = try await older.closeFrame()
         #expect(closed?.closeCode == .unknown(4409))
@@ -310,9 +316,7 @@ struct OnlineChannelTests {
         let server = try await ServerHarness.shared.value
         for deleted in [false, true] {
             let device = try await newDevice(server)
-            let connection = connect(server, device)
-            _ = try await pushOnline(server, to: device.id, title: "probe")
-            _ = try await connection.next()
+            let connection = try await connected(server, device)
             let path = "/v1/apps/demo/devices/\(device.id)" + (deleted ? "" : "/secret")
             let changed = try await server.master.send(deleted ? .DELETE : .POST, path)
             #expect(changed.status == (deleted ? 204 : 200), "\(changed.text)")
@@ -327,9 +331,7 @@ struct OnlineChannelTests {
     @Test func aDeviceWhoseTokenMovedAwayHasItsConnectionClosed() async throws {
         let server = try await ServerHarness.shared.value
         let device = try await newDevice(server)
-        let connection = connect(server, device)
-        _ = try await pushOnline(server, to: device.id, title: "probe")
-        _ = try await connection.next()
+        let connection = try await connected(server, device)
         // Another device id registers the same token: the token moves there and the first device goes.
         let taker = UUID().uuidString.lowercased()
         try await server.register(taker, token: device.token)
