@@ -115,6 +115,11 @@ import Testing
         try notText.write(to: keyFile)
         try Self.expectOneLineFailure(database + ["--server-key-file", keyFile.path], naming: "server key")
         #expect(try Data(contentsOf: keyFile) == notText)
+        // A folder where the key file should be: it cannot be read, and nothing is made in its place.
+        let folderKey = folder.appendingPathComponent("key-folder")
+        try FileManager.default.createDirectory(at: folderKey, withIntermediateDirectories: true)
+        try Self.expectOneLineFailure(database + ["--server-key-file", folderKey.path], naming: "cannot read the file")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folderKey.path).isEmpty)
     }
 
     @Test func anUnreachablePostgreSQLIsOneLineWithoutThePassword() throws {
