@@ -22,10 +22,7 @@ public enum APNsExpiration: Hashable, Sendable {
     /// `date` in whole UNIX seconds, at least 1 and at most `Int64.max`: a moment beyond what an integer holds (a
     /// stored value from before the API capped it, a far-future `Date`) is clamped, never a trap.
     public static func wholeSeconds(_ date: Date) -> Int64 {
-        let seconds = date.timeIntervalSince1970.rounded(.down)
-        // 2^63 is the first Double past Int64.max; NaN fails the comparison and is clamped too.
-        guard seconds < 9_223_372_036_854_775_808.0 else { return .max }
-        return seconds < 1 ? 1 : Int64(seconds)
+        max(1, Int64(clamping: date.timeIntervalSince1970.rounded(.down)))
     }
 
     /// The moment after which retrying is pointless, if any. `.immediately` means "no retry after the first try".

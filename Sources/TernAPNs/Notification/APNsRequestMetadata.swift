@@ -65,8 +65,8 @@ public struct APNsRequestMetadata: Hashable, Sendable {
         }
     }
 
-    /// Whether `text` has a C0 control character or DEL, which no header value of APNs' may carry.
-    static func hasControlCharacter(_ text: String) -> Bool {
+    /// Whether `text` has a C0 control character or DEL, which no header value of APNs' may carry (nor a host name).
+    public static func hasControlCharacter(_ text: String) -> Bool {
         text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
     }
 

@@ -326,7 +326,7 @@ struct AppsAPI {
 
     static func validateTopic(_ topic: String) throws(JSONAPIError) {
         guard (1...255).contains(topic.utf8.count), !topic.contains(where: { $0.isWhitespace || $0.isNewline }),
-            !topic.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F })
+            !APNsRequestMetadata.hasControlCharacter(topic)
         else {
             throw .badRequest(field: "topic", "topic must be the app's bundle id (1-255 characters, no spaces or control characters)")
         }
@@ -347,7 +347,7 @@ struct AppsAPI {
         }
         guard let endpoint else { throw .badRequest(field: "endpoint", "environment custom needs an endpoint {host, port}") }
         guard !endpoint.host.isEmpty, endpoint.host.utf8.count <= 253, !endpoint.host.contains(where: { $0.isWhitespace }),
-            !endpoint.host.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F })
+            !APNsRequestMetadata.hasControlCharacter(endpoint.host)
         else {
             throw .badRequest(field: "endpoint.host", "host must be a host name or address")
         }

@@ -795,13 +795,7 @@ extension SQLRow {
 extension Date {
     /// Milliseconds since 1970, as stored. Rounded to the nearest, so a date read back stores the same again; a date
     /// beyond what 64 bits hold is stored as the nearest end (a conversion that traps would take the node down).
-    var milliseconds: Int64 {
-        let value = (timeIntervalSince1970 * 1000).rounded()
-        // ±2^63 are the first Doubles outside Int64; NaN fails both comparisons.
-        guard value < 9_223_372_036_854_775_808.0 else { return .max }
-        guard value >= -9_223_372_036_854_775_808.0 else { return .min }
-        return Int64(value)
-    }
+    var milliseconds: Int64 { Int64(clamping: (timeIntervalSince1970 * 1000).rounded()) }
 
     init(milliseconds: Int64) {
         self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
