@@ -103,7 +103,7 @@ struct DevicesAPI {
             DeviceView(try await deviceCall(.read, request, context).device)
         }
         devices.delete(":device") { request, context -> HTTPResponse.Status in
-            let (app, device) = try await deviceCall(.delete, request, context)
+            let (app, device, _) = try await deviceCall(.delete, request, context)
             guard try await store.deleteDevice(app: app.id, deviceID: device.deviceID) else {
                 throw JSONAPIError.notFound("no device \(device.deviceID)")
             }
@@ -111,14 +111,14 @@ struct DevicesAPI {
             return .noContent
         }
         devices.delete(":device/alias") { request, context -> DeviceView in
-            let (app, device) = try await deviceCall(.logout, request, context)
+            let (app, device, _) = try await deviceCall(.logout, request, context)
             guard let record = try await store.removeAlias(app: app.id, deviceID: device.deviceID, at: clock.now) else {
                 throw JSONAPIError.notFound("no device \(device.deviceID)")
             }
             return DeviceView(record)
         }
         devices.patch(":device/tags") { request, context -> DeviceView in
-            let (app, device) = try await deviceCall(.tags, request, context)
+            let (app, device, _) = try await deviceCall(.tags, request, context)
             let body = try await JSONBody.decode(TagsRequest.self, from: request, limit: 64 * 1024)
             let add = try Self.validateTags(body.add ?? [], field: "add")
             let remove = try Self.validateTags(body.remove ?? [], field: "remove")
@@ -137,11 +137,11 @@ struct DevicesAPI {
         // A new secret for the device: the old one stops working at once. The device (with its current secret)
         // or the backend (e.g. after a secret leaked) may ask.
         devices.post(":device/secret") { request, context -> SecretView in
-            let (app, device) = try await deviceCall(.rotateSecret, request, context)
+            let (app, device, caller) = try await deviceCall(.rotateSecret, request, context)
             let secret = Secrets.generate(prefix: Secrets.devicePrefix)
             // The device's own rotation holds only while the secret it proved is still the device's: raced by the
             // backend revoking that secret, it must not be the one left. The backend's always lands.
-            let byDevice = try Authorization.caller(request, app: app) == .appKey
+            let byDevice = caller == .appKey
             guard try await store.setDeviceSecret(
                 app: app.id, deviceID: device.deviceID, secretHash: Secrets.hash(secret),
                 onlyReplacing: byDevice ? StoredSecret(device.secretHash) : nil, at: clock.now)
@@ -240,13 +240,15 @@ struct DevicesAPI {
     }
 
     /// A call about one existing device, after the table allowed it.
-    private func deviceCall(_ call: DeviceCall, _ request: Request, _ context: ServerRequestContext) async throws -> (app: AppRecord, device: DeviceRecord) {
+    private func deviceCall(
+        _ call: DeviceCall, _ request: Request, _ context: ServerRequestContext
+    ) async throws -> (app: AppRecord, device: DeviceRecord, caller: Caller) {
         let app = try await apps.app(request, context)
         let caller = try Authorization.caller(request, app: app)
         let deviceID = try Self.deviceID(context)
         guard let device = try await store.device(app: app.id, deviceID: deviceID) else { throw JSONAPIError.notFound("no device \(deviceID)") }
         try gate.authorize(call, caller: caller, request: request, app: app.id, device: device)
-        return (app, device)
+        return (app, device, caller)
     }
 
     // MARK: Validation
