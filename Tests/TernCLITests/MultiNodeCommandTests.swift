@@ -39,6 +39,53 @@ struct MultiNodeCommandTests {
         }
     }
 
+    /// A database that goes away (its connections close, new ones are refused): readiness and the API answer 503 with
+    /// `Retry-After` within seconds and then at once, never the call's 15 s deadline nor a 500; the log says so once;
+    /// and the node serves again within seconds of the database's return.
+    @Test func aDatabaseThatGoesAwayIsA503AtOnceAndTheNodeIsBackWithinSecondsOfIt() async throws {
+        try await PostgresTestServer.withDatabase(prefix: "tern_cli_away") { url in
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-away-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: folder) }
+            var components = try #require(URLComponents(string: url))
+            let relay = try await TCPRelay(to: try #require(components.host), port: components.port ?? 5432)
+            components.host = "127.0.0.1"
+            components.port = relay.port
+            let serve = try ServeProcess(folder: folder, arguments: ["--no-demo", "--no-simulator"], environment: [
+                "TERN_ADMIN_TOKEN": TwoNodes.admin, "TERN_DATABASE_URL": try #require(components.string),
+            ])
+            defer { serve.kill() }
+            let admin = serve.client(bearer: TwoNodes.admin)
+            #expect(try await admin.get("/ready").status == 200)
+            #expect(try await admin.get("/v1/apps").status == 200)
+
+            await relay.refuse()
+            let away = ContinuousClock.now
+            let first = try await admin.get("/v1/apps")
+            #expect(first.status == 503, "\(first.status) \(first.text)")
+            #expect(ContinuousClock.now - away < .seconds(10), "the first answer took \(ContinuousClock.now - away)")
+            for path in ["/v1/apps", "/ready", "/v1/apps/none/devices"] {
+                let asked = ContinuousClock.now
+                let answer = try await admin.get(path)
+                #expect(answer.status == 503, "\(path): \(answer.status) \(answer.text)")
+                #expect(ContinuousClock.now - asked < .seconds(2), "\(path) took \(ContinuousClock.now - asked)")
+                if path != "/ready" {
+                    #expect(try answer.json()["error"] == .string("unavailable"), "\(answer.text)")
+                    #expect(answer.headers.first(name: "Retry-After") == "1")
+                }
+            }
+
+            relay.carry()
+            let back = ContinuousClock.now
+            try await waitUntil("the node to be ready again", within: 10) { try await admin.get("/ready").status == 200 }
+            #expect(ContinuousClock.now - back < .seconds(5), "ready again after \(ContinuousClock.now - back)")
+            #expect(try await admin.get("/v1/apps").status == 200)
+            let log = serve.diagnosis(lines: 400)
+            #expect(log.components(separatedBy: "calls fail at once until it can").count - 1 == 1, "\(log)")
+            #expect(log.contains("the database can be reached again"), "\(log)")
+            await relay.close()
+        }
+    }
+
     /// A database that stops answering (a network cut: no error, no close) must not keep a node from stopping: what
     /// has not finished by `server.shutdownTimeout` is cancelled, calls waiting on the database included.
     @Test func aNodeWhoseDatabaseWentSilentStopsWithinItsShutdownTimeout() async throws {

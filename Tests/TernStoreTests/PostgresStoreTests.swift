@@ -62,6 +62,53 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("while the server cannot be reached, calls fail as unavailable at once, not at their deadline; once it can, a new pool serves them within seconds",
+          .enabled(if: PostgresTestServer.url != nil))
+    func unreachableServer() async throws {
+        try await PostgresTestServer.withDatabase { url in
+            var components = try #require(URLComponents(string: url))
+            let relay = try await TCPRelay(to: try #require(components.host), port: components.port ?? 5432)
+            components.host = "127.0.0.1"
+            components.port = relay.port
+            // A minute per call: a call that waited for its deadline would show.
+            let store = try await SQLStore.openPostgres(url: try #require(components.string), callTimeout: .seconds(60), logger: Logger(label: "test"))
+            try await withThrowingTaskGroup(of: Void.self) { pools in
+                pools.addTask { await store.run() }
+                defer { pools.cancelAll() }
+                try await store.migrate()
+                try await store.setSetting("before", to: "1")
+
+                // The server goes away: its connections close, and new ones are closed as they come.
+                await relay.refuse()
+                let first = ContinuousClock.now
+                let firstError = await #expect(throws: StoreError.self) { try await store.setting("before") }
+                #expect(Self.isUnavailable(firstError), "\(String(describing: firstError))")
+                // The pool alone kept such a call waiting for its whole deadline (a minute here, 15 s by default).
+                #expect(ContinuousClock.now - first < .seconds(20), "the first call failed after \(ContinuousClock.now - first)")
+
+                let next = ContinuousClock.now
+                let nextError = await #expect(throws: StoreError.self) { try await store.setSetting("during", to: "2") }
+                #expect(ContinuousClock.now - next < .seconds(2), "a call while the server is away took \(ContinuousClock.now - next)")
+                #expect(nextError.map { "\($0)" }?.contains("cannot be reached") == true, "\(String(describing: nextError))")
+
+                // Back: a probe finds it within a second or two and a new pool takes the calls (postgres-nio's own
+                // pool waited out its back-off, up to a minute).
+                relay.carry()
+                try await waitUntil("the store to answer again", within: 10) { (try? await store.setting("before")) == "1" }
+                try await store.setSetting("after", to: "3")
+                #expect(try await store.setting("after") == "3")
+                #expect(try await store.setting("during") == nil, "the refused write left nothing")
+                try await store.close()
+            }
+            await relay.close()
+        }
+    }
+
+    private static func isUnavailable(_ error: StoreError?) -> Bool {
+        if case .unavailable = error { return true }
+        return false
+    }
+
     @Test("a migration may wait for another node's lock longer than one call's deadline; an ordinary call may not",
           .enabled(if: PostgresTestServer.url != nil))
     func migrationOutlastsOneCallsDeadline() async throws {

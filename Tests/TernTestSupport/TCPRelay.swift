@@ -4,7 +4,8 @@ import Synchronization
 
 /// A loopback TCP relay to `target` that can cut the connections through it the way a network does: `freeze()`
 /// stops carrying their bytes either way without closing anything, so neither end hears of it (no FIN, no RST).
-/// Connections made after a freeze are carried as usual.
+/// Connections made after a freeze are carried as usual. `refuse()` is the server going away: every connection closes
+/// and new ones are closed as they come, until `carry()`.
 public final class TCPRelay: Sendable {
     /// The port the relay listens on (127.0.0.1).
     public let port: Int
@@ -13,6 +14,7 @@ public final class TCPRelay: Sendable {
 
     final class Links: Sendable {
         let all = Mutex<[Link]>([])
+        let refusing = Atomic<Bool>(false)
     }
 
     /// One connection through the relay: both of its sockets share whether it still carries bytes.
@@ -27,6 +29,7 @@ public final class TCPRelay: Sendable {
         server = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { inbound in
+                if links.refusing.load(ordering: .sequentiallyConsistent) { return inbound.close() }
                 let link = Link()
                 links.all.withLock { $0.append(link) }
                 let outbound = ClientBootstrap(group: inbound.eventLoop)
@@ -46,6 +49,23 @@ public final class TCPRelay: Sendable {
     /// From now on, the connections open through the relay carry nothing, and their closes are not passed on.
     public func freeze() {
         for link in links.all.withLock({ $0 }) { link.frozen.store(true, ordering: .sequentiallyConsistent) }
+    }
+
+    /// Closes every connection through the relay, and each new one as it comes, until ``carry()``.
+    public func refuse() async {
+        links.refusing.store(true, ordering: .sequentiallyConsistent)
+        let all = links.all.withLock { all in
+            defer { all.removeAll() }
+            return all
+        }
+        for link in all {
+            for socket in link.sockets.withLock({ $0 }) { try? await socket.close() }
+        }
+    }
+
+    /// Carries new connections again after ``refuse()``.
+    public func carry() {
+        links.refusing.store(false, ordering: .sequentiallyConsistent)
     }
 
     /// Stops listening and closes every connection through the relay.
