@@ -62,8 +62,11 @@ final class PushDispatcher: Service {
     /// gave up and claimed again can be in flight twice for a moment).
     private let inFlight = Mutex<(next: UInt64, chunks: [UInt64: (id: ChunkID, recipients: Int)])>((0, [:]))
     private let stopping = Atomic<Bool>(false)
-    /// Waits after failed claims (the store away), so the loop neither spins nor floods the log.
-    private let claimBackoff = Mutex(ErrorBackoff())
+    /// Waits after failed claims (the store away), so the loop does not spin: at most 2 s, so that the pushes in
+    /// flight go on within 2 s of the store's return. The log says so through ``claimFailures``: the first failure,
+    /// a reminder a minute, the recovery.
+    private let claimBackoff = Mutex(ErrorBackoff(maximum: .seconds(2)))
+    private let claimFailures: FailureLog
     private let pushesCompleted = Counter(label: "tern_pushes_completed_total")
     private let chunksReclaimed = Counter(label: "tern_push_chunks_reclaimed_total")
     private let recipientsAccepted = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "accepted")])
@@ -96,6 +99,7 @@ final class PushDispatcher: Service {
         self.coordinator = coordinator
         self.onTokensPruned = onTokensPruned
         self.logger = logger
+        claimFailures = FailureLog("cannot claim push work from the store", logger: logger)
     }
 
     /// A new push is stored: this node and the others look now rather than at the next poll.
@@ -181,10 +185,10 @@ final class PushDispatcher: Service {
                     node: node, size: settings.delivery.chunkSize, leaseUntil: now.addingTimeInterval(leaseSeconds), at: now)
             } catch {
                 let wait = claimBackoff.withLock { $0.failed() }
-                logger.error("cannot claim push work from the store", metadata: ["error": "\(error)", "retryIn": "\(wait)"])
+                claimFailures.failed(["error": "\(error)"])
                 return wait
             }
-            if claimBackoff.withLock({ $0.succeeded() }) { logger.info("claiming push work from the store again") }
+            if claimBackoff.withLock({ $0.succeeded() }) { claimFailures.succeeded() }
             switch claim {
             case .chunk(let chunk):
                 if chunk.reclaimed {
