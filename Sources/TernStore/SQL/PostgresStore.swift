@@ -229,17 +229,18 @@ final class PostgresSessions: SQLSessions {
             // Stopping: what the probe saw says nothing about the server.
             if Task.isCancelled { return }
             let now = ContinuousClock.now
-            let (action, interval) = inner.withLock { inner in
+            let (action, interval, newPool) = inner.withLock { inner in
                 let action = failure.map { inner.reachability.probeFailed($0) } ?? inner.reachability.probeReachedServer(at: now)
-                return (action, inner.reachability.probeInterval)
+                // The new pool with its generation, in one step: a call admitted on the new generation gets it.
+                guard case .startPool = action else { return (action, inner.reachability.probeInterval, Pool?.none) }
+                inner.pool = Pool(location, maximumConnections: maximumConnections, logger: logger)
+                return (action, inner.reachability.probeInterval, inner.pool)
             }
             switch action {
             case .none, .probe:
                 return
             case .startPool:
-                let pool = Pool(location, maximumConnections: maximumConnections, logger: logger)
-                inner.withLock { $0.pool = pool }
-                workInput.yield(.run(pool))
+                if let newPool { workInput.yield(.run(newPool)) }
                 // At the outage's level, so that a log kept to warnings shows its end too.
                 logger.warning("the database can be reached again; a new pool of connections takes over")
                 return
