@@ -2,8 +2,10 @@ import Logging
 import Synchronization
 
 /// When to say that some work keeps failing: the first failure, then once a ``reminder`` while failures go on (with
-/// how many came since), and the first success after them (with how many there were). A database that goes away
-/// while thousands of requests or reconnecting devices arrive is then a few lines, not one per attempt.
+/// how many came since), and the first success once none has failed for ``quiet`` (with how many there were). A
+/// database that goes away while thousands of requests or reconnecting devices arrive is then a few lines, not one
+/// per attempt; and where only some of the work fails (writes on a full disk, while reads succeed), the successes in
+/// between do not end the run, so it stays a few lines rather than two per failure.
 struct FailureRun: Sendable, Equatable {
     /// What the log says now.
     enum Say: Sendable, Equatable {
@@ -17,10 +19,13 @@ struct FailureRun: Sendable, Equatable {
     }
 
     static let reminder = Duration.seconds(60)
+    /// How long without a failure before a success ends the run.
+    static let quiet = Duration.seconds(5)
 
     private var failures = 0
     private var unsaid = 0
     private var lastSaid: ContinuousClock.Instant?
+    private var lastFailure: ContinuousClock.Instant?
 
     init() {}
 
@@ -28,6 +33,7 @@ struct FailureRun: Sendable, Equatable {
 
     mutating func failed(at now: ContinuousClock.Instant) -> Say {
         failures += 1
+        lastFailure = now
         guard let lastSaid else {
             self.lastSaid = now
             return .started
@@ -39,8 +45,8 @@ struct FailureRun: Sendable, Equatable {
         return .stillFailing(count: unsaid)
     }
 
-    mutating func succeeded() -> Say {
-        guard failures > 0 else { return .nothing }
+    mutating func succeeded(at now: ContinuousClock.Instant) -> Say {
+        guard failures > 0, let lastFailure, lastFailure.duration(to: now) >= Self.quiet else { return .nothing }
         defer { self = FailureRun() }
         return .recovered(count: failures)
     }
@@ -79,7 +85,7 @@ final class FailureLog: Sendable {
         guard failing.load(ordering: .relaxed) else { return }
         let say = run.withLock { run in
             defer { failing.store(run.isFailing, ordering: .relaxed) }
-            return run.succeeded()
+            return run.succeeded(at: now())
         }
         if case .recovered(let count) = say { logger.info("\(what): working again after \(count) failure(s)") }
     }

@@ -342,6 +342,10 @@ private struct ErrorLoggingMiddleware<Context: RequestContext>: RouterMiddleware
                 failures.succeeded()
             }
             throw error
+        } catch let error as StoreError {
+            // The store's words name records and the database's state, never a secret or a query's binds.
+            failures.failed(["path": "\(request.uri.path)", "error": "\(error)"])
+            throw error
         } catch {
             failures.failed(["path": "\(request.uri.path)", "error": "\(String(describing: type(of: error)))"])
             throw error

@@ -148,6 +148,39 @@ struct SQLStoreTests {
             #expect(try await store.setting("half") == nil)
         }
     }
+    @Test("a file SQLite cannot write (here a read-only connection; a full disk and a lock held elsewhere fail alike) is unavailable, in SQLite's words, and the store goes on once it can write")
+    func unwritableFileIsUnavailable() async throws {
+        let directory = try TemporaryDirectory()
+        defer { try? directory.remove() }
+        try await Self.withStore(in: directory) { store async throws in
+            try await store.setSetting("before", to: "1")
+            // The connection refuses writes, as a read-only file does (SQLITE_READONLY).
+            try await store.exclusive { db in try await db.raw("PRAGMA query_only = ON").run() }
+            let readOnly = await #expect(throws: StoreError.self) { try await store.setSetting("during", to: "2") }
+            guard case .unavailable(let message)? = readOnly else {
+                Issue.record("not unavailable: \(String(describing: readOnly))")
+                return
+            }
+            #expect(message.contains("readonly") && message.contains("readOnly"), "\(message)")
+            #expect(try await store.setting("before") == "1", "reads go on")
+            try await store.exclusive { db in try await db.raw("PRAGMA query_only = OFF").run() }
+            try await store.setSetting("after", to: "3")
+            #expect(try await store.setting("after") == "3")
+            #expect(try await store.setting("during") == nil)
+        }
+    }
+
+    @Test("a statement SQLite refuses for what it says (not for the file) stays SQLite's own error")
+    func statementErrorsAreNotUnavailable() async throws {
+        let directory = try TemporaryDirectory()
+        defer { try? directory.remove() }
+        try await Self.withStore(in: directory) { store async throws in
+            let error = await #expect(throws: (any Error).self) {
+                try await store.exclusive { db in try await db.raw("SELECT * FROM no_such_table").run() }
+            }
+            #expect(!(error is StoreError), "\(String(describing: error))")
+        }
+    }
 }
 
 @Suite("AsyncLock")

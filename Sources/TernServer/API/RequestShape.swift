@@ -74,9 +74,9 @@ struct RequestShapeMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as any HTTPResponseError {
             throw error
         } catch let error as StoreError {
-            // The database is away (a restart): the client may try again.
+            // The database is away (a restart, a full disk): the client may try again.
             if case .unavailable = error {
-                throw JSONAPIError(status: .serviceUnavailable, error: "unavailable", message: "the database does not answer; try again", retryAfter: 1)
+                throw JSONAPIError(status: .serviceUnavailable, error: "unavailable", message: "the database is not available; try again", retryAfter: 1)
             }
             throw JSONAPIError(status: .internalServerError, error: "internal", message: "an internal error; the server logged it")
         } catch {

@@ -85,6 +85,9 @@ extension SQLStore {
                 results += try await Self.inTransaction(db, flavor: flavor) { db in
                     try await Self.registerGroup(group, db)
                 }
+            } catch StoreError.unavailable(let reason) {
+                // The database, not a registration: each alone would fail the same way, after the same wait.
+                results += Array(repeating: .failure(StoreError.unavailable(reason)), count: group.count)
             } catch {
                 for pending in group {
                     do {

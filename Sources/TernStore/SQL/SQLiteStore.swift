@@ -55,6 +55,21 @@ struct SQLiteSessions: SQLSessions {
         }
     }
 
+    /// What an error of SQLite's means to the store's callers, when it is about the file rather than the statement:
+    /// what the file system refuses (a full disk, a read-only file, an I/O error, a lock held elsewhere) is
+    /// unavailable, for the caller to try again; a damaged file is unreadable; both in SQLite's own words.
+    static func storeError(_ error: SQLiteError) -> StoreError? {
+        // The reasons' extended forms (`ioErrorFailedSharedMemSize`, `readOnlyDirectory`…) share their prefix.
+        let reason = "\(error.reason)"
+        if ["full", "readOnly", "ioError", "cantOpen", "busy", "locked", "permission", "noMemory"].contains(where: reason.hasPrefix) {
+            return .unavailable("the database file cannot be used: \(error.message) (\(reason))")
+        }
+        if reason.hasPrefix("corrupt") || reason.hasPrefix("notADatabase") {
+            return .unreadable("the database file is damaged: \(error.message) (\(reason)); restore it from a backup")
+        }
+        return nil
+    }
+
     /// One connection, opened with the store: nothing to run.
     func run() async {}
 
@@ -78,12 +93,24 @@ struct SQLiteSession: SQLDatabase {
     var dialect: any SQLDialect { base.dialect }
     var queryLogLevel: Logger.Level? { base.queryLogLevel }
 
+    // Every statement's error about the file becomes the store's (``SQLiteSessions/storeError(_:)``), here where
+    // each statement runs, so that it reads alike whether a call's body passes it on or keeps it (the registrations'
+    // group commit answers each registration with its own result).
     func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
-        base.execute(sql: query, onRow)
+        base.execute(sql: query, onRow).flatMapErrorThrowing { throw Self.translated($0) }
     }
 
     func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
-        try await base.execute(sql: query, onRow)
+        do {
+            try await base.execute(sql: query, onRow)
+        } catch {
+            throw Self.translated(error)
+        }
+    }
+
+    private static func translated(_ error: any Error) -> any Error {
+        guard let error = error as? SQLiteError else { return error }
+        return SQLiteSessions.storeError(error) ?? error
     }
 
     func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
@@ -98,7 +125,11 @@ struct SQLiteSession: SQLDatabase {
             logger.log(level: queryLogLevel, "Executing query", metadata: ["sql": .string(sql)])
         }
         let encoder = SQLiteDataEncoder()
-        return try await connection.query(sql, try binds.map { try encoder.encode($0) })
+        do {
+            return try await connection.query(sql, try binds.map { try encoder.encode($0) })
+        } catch {
+            throw Self.translated(error)
+        }
     }
 
     /// Runs `sql` with `binds` as SQLite's own values, on the connection itself: for the statements that carry
@@ -108,7 +139,11 @@ struct SQLiteSession: SQLDatabase {
         if let queryLogLevel {
             logger.log(level: queryLogLevel, "Executing query", metadata: ["sql": .string(sql)])
         }
-        return try await connection.query(sql, binds)
+        do {
+            return try await connection.query(sql, binds)
+        } catch {
+            throw Self.translated(error)
+        }
     }
 }
 
