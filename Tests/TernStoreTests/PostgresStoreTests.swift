@@ -104,6 +104,43 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("a call answered 'unavailable' at its deadline never lands later, even when the statement it waited on goes through once a lock is let go",
+          .enabled(if: PostgresTestServer.url != nil))
+    func callPastItsDeadlineNeverLands() async throws {
+        try await PostgresTestServer.withDatabase { url in
+            let store = try await SQLStore.openPostgres(url: url, callTimeout: .seconds(1), logger: Logger(label: "test"))
+            // One connection: the transaction that holds the lock and the one that ends it are on the same session.
+            let other = try await SQLStore.openPostgres(
+                url: url, maximumConnections: 1, callTimeout: PostgresTestServer.callTimeout, logger: Logger(label: "test"))
+            try await withThrowingTaskGroup(of: Void.self) { pools in
+                pools.addTask { await store.run() }
+                pools.addTask { await other.run() }
+                defer { pools.cancelAll() }
+                try await store.migrate()
+                try await other.exclusive { db in
+                    try await db.raw("BEGIN").run()
+                    try await db.raw("LOCK TABLE settings IN ACCESS EXCLUSIVE MODE").run()
+                }
+                let error = await #expect(throws: StoreError.self) { try await store.setSetting("late", to: "1") }
+                #expect(Self.isUnavailable(error), "\(String(describing: error))")
+
+                // The lock goes; the abandoned call's insert goes through, and its transaction must end without a commit.
+                try await other.exclusive { db in try await db.raw("COMMIT").run() }
+                try await waitUntil("the abandoned call's transaction to end") {
+                    try await other.exclusive { db in
+                        try await db.raw("""
+                            SELECT count(*) AS n FROM pg_stat_activity
+                            WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'
+                            """).first(decodingColumn: "n", as: Int.self) == 0
+                    }
+                }
+                #expect(try await other.setting("late") == nil, "a call answered 'unavailable' was written after all")
+                try await store.close()
+                try await other.close()
+            }
+        }
+    }
+
     private static func isUnavailable(_ error: StoreError?) -> Bool {
         if case .unavailable = error { return true }
         return false

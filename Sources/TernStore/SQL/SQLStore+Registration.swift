@@ -85,9 +85,9 @@ extension SQLStore {
                 results += try await Self.inTransaction(db, flavor: flavor) { db in
                     try await Self.registerGroup(group, db)
                 }
-            } catch StoreError.unavailable(let reason) {
-                // The database, not a registration: each alone would fail the same way, after the same wait.
-                results += Array(repeating: .failure(StoreError.unavailable(reason)), count: group.count)
+            } catch let error where error is CancellationError || error.isStoreUnavailable {
+                // The database or the call's deadline, not a registration: each alone would fail the same way.
+                results += Array(repeating: .failure(error), count: group.count)
             } catch {
                 for pending in group {
                     do {
@@ -290,4 +290,12 @@ struct CurrentDevice {
     var alias: String?
     var createdAt: Int64
     var secretHash: [UInt8]?
+}
+
+extension Error {
+    /// ``StoreError/unavailable(_:)``: the database, not the call, failed.
+    var isStoreUnavailable: Bool {
+        if case .unavailable? = self as? StoreError { return true }
+        return false
+    }
 }

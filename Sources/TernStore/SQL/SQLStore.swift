@@ -380,6 +380,9 @@ extension SQLStore {
             try await db.raw(SQLQueryString(flavor.beginTransaction)).run()
             do {
                 let result = try await body(db)
+                // A call given up on (its deadline passed, and the caller was answered "unavailable, try again")
+                // must not land afterwards: a statement that waited on a lock can go through long after.
+                try Task.checkCancellation()
                 try await db.raw("COMMIT").run()
                 return result
             } catch {
