@@ -122,6 +122,28 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: folderKey.path).isEmpty)
     }
 
+    @Test func aServerKeyThatCannotBeWrittenWholeLeavesNoFileBehindAndTheNextStartMakesIt() throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let keyFile = folder.appendingPathComponent("tern.key")
+        let arguments = [
+            "serve", "--no-demo", "--no-simulator", "--port", "0", "--server-key-file", keyFile.path,
+            "--database", folder.appendingPathComponent("tern.db").path,
+        ]
+        // No byte may be written (a full disk, as far as the write is concerned: EFBIG, the signal ignored).
+        let result = try Commands.run(
+            "/bin/sh", ["-c", #"trap "" XFSZ; ulimit -f 0; exec "$0" "$@""#, Commands.tern] + arguments, timeout: 20)
+        #expect(result.status != 0)
+        #expect(result.stderr.split(separator: "\n").count == 1, "stderr was:\n\(result.stderr.prefix(2000))")
+        #expect(result.stderr.contains("server key \(keyFile.path): cannot create the file"), "\(result.stderr)")
+        // An empty tern.key was left, and every later start refused it ("must be 32 bytes, not 0").
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix("tern.key") } == [])
+
+        let serve = try ServeProcess(folder: folder, arguments: ["--no-demo", "--no-simulator", "--server-key-file", keyFile.path])
+        #expect(serve.interrupt() == 0)
+        #expect(try Data(contentsOf: keyFile).count == 45, "a key of 32 bytes in base64, with its newline")
+    }
+
     @Test func anUnreachablePostgreSQLIsOneLineWithoutThePassword() throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }

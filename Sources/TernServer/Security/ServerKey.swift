@@ -52,12 +52,21 @@ struct ServerKey: Sendable {
         }
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        // Written whole to a file of its own first (owner-only), synced, then linked into place: a disk that fills
+        // or a crash midway leaves no half-written key behind to refuse every later start, and the link is made only
+        // if no file is there yet (never over a key another process put there meanwhile).
+        let temporary = FilePath(file.path + ".new-\(UInt64.random(in: 0...UInt64.max, using: &generator))")
         do {
-            // Created only if still absent (never over a file another process put there meanwhile), owner-only.
             let descriptor = try FileDescriptor.open(
-                path, .writeOnly, options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
-            try descriptor.closeAfter { _ = try descriptor.writeAll(Array((Data(bytes).base64EncodedString() + "\n").utf8)) }
+                temporary, .writeOnly, options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
+            try descriptor.closeAfter {
+                _ = try descriptor.writeAll(Array((Data(bytes).base64EncodedString() + "\n").utf8))
+                guard fsync(descriptor.rawValue) == 0 else { throw Errno(rawValue: errno) }
+            }
+            guard link(temporary.string, path.string) == 0 else { throw Errno(rawValue: errno) }
+            _ = unlink(temporary.string)
         } catch {
+            _ = unlink(temporary.string)
             throw ServerKeyError("cannot create the file: \(error)")
         }
         return (try ServerKey(bytes: bytes), true)
