@@ -52,8 +52,17 @@ struct ServerAssembly {
         } catch {
             throw TernServerConfigurationError("database: cannot bring the schema up to date: \(error)")
         }
-        newAdminToken = try await Self.prepareAdminToken(store, configured: configuration.admin.token)
-        let adminTokenHash = try await Self.adminTokenHash(store)
+        // The first writes of a start: a database that takes no writes (a read-only file, a full disk) is the start's
+        // one line, as a schema that cannot be brought up to date is.
+        let adminTokenHash: [UInt8]
+        do {
+            newAdminToken = try await Self.prepareAdminToken(store, configured: configuration.admin.token)
+            adminTokenHash = try await Self.adminTokenHash(store)
+        } catch let error as TernServerConfigurationError {
+            throw error
+        } catch {
+            throw TernServerConfigurationError("database: cannot store the admin token: \(error)")
+        }
 
         let simulator: (any EmbeddedAPNs)? =
             if configuration.simulator.enabled, let embeddedAPNs { try embeddedAPNs(SimulatorIdentity.trustedKey(serverKey)) } else { nil }
@@ -90,10 +99,15 @@ struct ServerAssembly {
             })
         var demo: TernServer.DemoSecrets?
         if configuration.demo.enabled, configuration.simulator.enabled, try await store.apps().isEmpty {
-            let created = try await apps.create(
-                .init(
-                    id: TernServer.demoAppID, topic: TernServer.demoTopic, environment: AppEnvironment.simulator.rawValue, endpoint: nil, credentials: nil,
-                    webhookURL: nil))
+            let created: AppsAPI.AppView
+            do {
+                created = try await apps.create(
+                    .init(
+                        id: TernServer.demoAppID, topic: TernServer.demoTopic, environment: AppEnvironment.simulator.rawValue,
+                        endpoint: nil, credentials: nil, webhookURL: nil))
+            } catch {
+                throw TernServerConfigurationError("database: cannot create the demo app: \(error)")
+            }
             let identitySecret = created.identitySecret!
             demo = TernServer.DemoSecrets(
                 appKey: created.appKey!, masterSecret: created.masterSecret!, identitySecret: identitySecret,

@@ -120,7 +120,7 @@ public final class TernServer: Sendable {
                 return try await SQLStore.openPostgres(
                     url: url, maximumConnections: configuration.database.connections, callTimeout: configuration.database.callTimeout, logger: logger)
             }
-            return try await SQLStore.openSQLite(path: configuration.database.path, logger: logger)
+            return try await SQLStore.openSQLite(path: configuration.database.path, claimingFile: true, logger: logger)
         } catch let error as StoreError {
             throw TernServerConfigurationError("database: \(error)")
         } catch {

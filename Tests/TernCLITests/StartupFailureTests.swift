@@ -144,6 +144,48 @@ import Testing
         #expect(try Data(contentsOf: keyFile).count == 45, "a key of 32 bytes in base64, with its newline")
     }
 
+    @Test func aSecondServeOnTheSameSQLiteFileIsOneLineAndTheFileIsFreeOnceTheFirstStops() throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let first = try ServeProcess(folder: folder, arguments: ["--no-demo", "--no-simulator"])
+        // Both in one folder: each would think itself the only node on the file.
+        let database = folder.appendingPathComponent("tern.db").path
+        try Self.expectOneLineFailure(
+            ["--database", database, "--port", "0", "--no-simulator", "--server-key-file", folder.appendingPathComponent("tern.key").path],
+            naming: "another process uses this database")
+        #expect(first.interrupt() == 0)
+        let again = try ServeProcess(folder: folder, arguments: ["--no-demo", "--no-simulator"])
+        #expect(again.interrupt() == 0)
+    }
+
+    @Test func aDatabaseThatTakesNoWritesAtStartIsOneLine() throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let first = try ServeProcess(folder: folder, arguments: ["--no-demo", "--no-simulator"])
+        #expect(first.interrupt() == 0)
+        // Another program (sqlite3, a backup tool) holds the file's write lock: reads work, writes wait and fail.
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        holder.arguments = [
+            "python3", "-c",
+            "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(60)",
+            folder.appendingPathComponent("tern.db").path,
+        ]
+        let output = Pipe()
+        holder.standardOutput = output
+        try holder.run()
+        defer { holder.terminate() }
+        #expect(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("locked"))
+
+        let result = try Commands.run(
+            Commands.tern, ["serve", "--no-demo", "--no-simulator", "--port", "0", "--database", folder.appendingPathComponent("tern.db").path,
+                            "--server-key-file", folder.appendingPathComponent("tern.key").path], timeout: 30)
+        #expect(result.status != 0)
+        #expect(result.stderr.split(separator: "\n").count == 1, "stderr was:\n\(result.stderr.prefix(2000))")
+        #expect(result.stderr.contains("cannot start: database: cannot store the admin token"), "\(result.stderr)")
+        #expect(result.stderr.contains("locked"), "SQLite's own words: \(result.stderr)")
+    }
+
     @Test func anUnreachablePostgreSQLIsOneLineWithoutThePassword() throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }

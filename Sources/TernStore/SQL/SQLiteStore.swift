@@ -1,12 +1,18 @@
 import Foundation
 import Logging
 import SQLiteKit
+import Synchronization
 
 extension SQLStore {
     /// Opens (creating if needed) the SQLite database at `path`. Call ``migrate()`` before use.
     ///
     /// One connection, in write-ahead-log mode so readers in other processes (a backup, `sqlite3`) never block it.
-    public static func openSQLite(path: String, logger: Logger) async throws -> SQLStore {
+    ///
+    /// With `claimingFile`, the store also holds an exclusive lock on `<path>.lock` while it is open, and fails at once
+    /// if another process holds it: two `tern serve` on one SQLite file would each think itself the only node (their
+    /// devices' online messages would never meet).
+    public static func openSQLite(path: String, claimingFile: Bool = false, logger: Logger) async throws -> SQLStore {
+        let claim = claimingFile ? try FileClaim(path + ".lock") : nil
         // Tokens, aliases and inbox messages are nobody else's business: a new database file is made owner-only
         // whatever the umask, and SQLite gives its -wal and -shm files the database file's mode.
         if !FileManager.default.fileExists(atPath: path),
@@ -33,19 +39,53 @@ extension SQLStore {
             try? await connection.close()
             throw error
         }
-        return SQLStore(sessions: SQLiteSessions(connection: connection, database: database), flavor: .sqlite, logger: logger)
+        return SQLStore(sessions: SQLiteSessions(connection: connection, database: database, claim: claim), flavor: .sqlite, logger: logger)
     }
+}
+
+/// An exclusive lock on a file of its own (`flock`), held while the store is open and let go when it closes or the
+/// process ends, however it ends.
+final class FileClaim: Sendable {
+    /// Nil once let go.
+    private let descriptor: Mutex<Int32?>
+
+    init(_ path: String) throws {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw StoreError.unavailable("cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let reason = errno
+            close(descriptor)
+            if reason == EWOULDBLOCK {
+                throw StoreError.unavailable(
+                    "another process uses this database (it holds \(path)): stop the other tern serve, or give this one a database of its own")
+            }
+            throw StoreError.unavailable("cannot lock \(path): \(String(cString: strerror(reason)))")
+        }
+        self.descriptor = Mutex(descriptor)
+    }
+
+    /// Lets go (once); a store that failed to open lets go when its claim goes away.
+    func release() {
+        if let descriptor = descriptor.withLock({ held in defer { held = nil }; return held }) { close(descriptor) }
+    }
+
+    deinit { release() }
 }
 
 /// The one SQLite connection: calls take turns on it.
 struct SQLiteSessions: SQLSessions {
     let connection: SQLiteConnection
     let database: any SQLDatabase
+    /// The file's lock for this process, when it was asked for.
+    let claim: FileClaim?
     private let lock = AsyncLock()
 
-    init(connection: SQLiteConnection, database: any SQLDatabase) {
+    init(connection: SQLiteConnection, database: any SQLDatabase, claim: FileClaim? = nil) {
         self.connection = connection
         self.database = database
+        self.claim = claim
     }
 
     /// Calls take turns, with no deadline: the file does not go away mid-call as a server can.
@@ -77,6 +117,7 @@ struct SQLiteSessions: SQLSessions {
     /// cancellation and leave the connection open.
     func close() async throws {
         try await Task { [lock, connection] in try await lock.withLock { try await connection.close() } }.value
+        claim?.release()
     }
 }
 
