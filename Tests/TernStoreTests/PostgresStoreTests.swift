@@ -104,6 +104,43 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("when the network goes silent under a pool in use (no close, no error), calls fail as unavailable within seconds, not at their deadline, and a new pool serves once it carries again",
+          .enabled(if: PostgresTestServer.url != nil))
+    func silentNetwork() async throws {
+        try await PostgresTestServer.withDatabase { url in
+            var components = try #require(URLComponents(string: url))
+            let relay = try await TCPRelay(to: try #require(components.host), port: components.port ?? 5432)
+            components.host = "127.0.0.1"
+            components.port = relay.port
+            let store = try await SQLStore.openPostgres(url: try #require(components.string), callTimeout: .seconds(60), logger: Logger(label: "test"))
+            try await withThrowingTaskGroup(of: Void.self) { pools in
+                pools.addTask { await store.run() }
+                defer { pools.cancelAll() }
+                try await store.migrate()
+                // A warm pool: connections open and idle, as under traffic.
+                try await withThrowingTaskGroup(of: Void.self) { calls in
+                    for index in 0..<8 { calls.addTask { try await store.setSetting("warm-\(index)", to: "1") } }
+                    try await calls.waitForAll()
+                }
+
+                relay.blackHole()
+                let first = ContinuousClock.now
+                let firstError = await #expect(throws: StoreError.self) { try await store.setting("warm-0") }
+                #expect(Self.isUnavailable(firstError), "\(String(describing: firstError))")
+                // Two seconds without an answer, then a probe that gets none in three: well within the minute.
+                #expect(ContinuousClock.now - first < .seconds(15), "the first call failed after \(ContinuousClock.now - first)")
+                let next = ContinuousClock.now
+                await #expect(throws: StoreError.self) { try await store.setting("warm-1") }
+                #expect(ContinuousClock.now - next < .seconds(2), "a call while the network is silent took \(ContinuousClock.now - next)")
+
+                relay.carry()
+                try await waitUntil("the store to answer again", within: 15) { (try? await store.setting("warm-2")) == "1" }
+                try await store.close()
+            }
+            await relay.close()
+        }
+    }
+
     @Test("a call answered 'unavailable' at its deadline never lands later, even when the statement it waited on goes through once a lock is let go",
           .enabled(if: PostgresTestServer.url != nil))
     func callPastItsDeadlineNeverLands() async throws {

@@ -5,7 +5,8 @@ import Synchronization
 /// A loopback TCP relay to `target` that can cut the connections through it the way a network does: `freeze()`
 /// stops carrying their bytes either way without closing anything, so neither end hears of it (no FIN, no RST).
 /// Connections made after a freeze are carried as usual. `refuse()` is the server going away: every connection closes
-/// and new ones are closed as they come, until `carry()`.
+/// and new ones are closed as they come, until `carry()`. `blackHole()` is the network going silent: the connections
+/// through the relay and those made after carry nothing, until `carry()` (for the new ones).
 public final class TCPRelay: Sendable {
     /// The port the relay listens on (127.0.0.1).
     public let port: Int
@@ -15,6 +16,7 @@ public final class TCPRelay: Sendable {
     final class Links: Sendable {
         let all = Mutex<[Link]>([])
         let refusing = Atomic<Bool>(false)
+        let swallowing = Atomic<Bool>(false)
     }
 
     /// One connection through the relay: both of its sockets share whether it still carries bytes.
@@ -31,6 +33,7 @@ public final class TCPRelay: Sendable {
             .childChannelInitializer { inbound in
                 if links.refusing.load(ordering: .sequentiallyConsistent) { return inbound.close() }
                 let link = Link()
+                if links.swallowing.load(ordering: .sequentiallyConsistent) { link.frozen.store(true, ordering: .sequentiallyConsistent) }
                 links.all.withLock { $0.append(link) }
                 let outbound = ClientBootstrap(group: inbound.eventLoop)
                     .channelInitializer { outbound in
@@ -63,9 +66,17 @@ public final class TCPRelay: Sendable {
         }
     }
 
-    /// Carries new connections again after ``refuse()``.
+    /// Carries nothing from now on, on the connections through the relay and on those made after, without closing
+    /// any, until ``carry()``.
+    public func blackHole() {
+        links.swallowing.store(true, ordering: .sequentiallyConsistent)
+        freeze()
+    }
+
+    /// Carries new connections again after ``refuse()`` or ``blackHole()`` (those it froze stay frozen).
     public func carry() {
         links.refusing.store(false, ordering: .sequentiallyConsistent)
+        links.swallowing.store(false, ordering: .sequentiallyConsistent)
     }
 
     /// Stops listening and closes every connection through the relay.

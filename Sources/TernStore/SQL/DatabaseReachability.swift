@@ -5,15 +5,15 @@
 /// back-off says, up to a minute later. So a database restart cost every request 15 s before its 503, then 500s, and
 /// the node answered nothing for up to a minute after the database was back. This decides instead:
 ///
-/// - a call that could not reach the server (its connection failed, no connection came within
-///   ``DatabaseReachability/leaseWait``, its deadline passed) starts a probe: a connection of its own, `SELECT 1`;
+/// - a call that could not reach the server (its connection failed, it has had no answer within
+///   ``DatabaseReachability/patience``, its deadline passed) starts a probe: a connection of its own, `SELECT 1`;
 /// - if the probe cannot reach the server either, the pool is retired (the calls waiting in it fail now) and calls fail
 ///   at once as unavailable; the probe runs again every ``probeInterval``;
 /// - the first probe that reaches the server starts a new pool: the node is back within a probe interval.
 ///
 /// A probe the server answered, even with an error ("too many clients"), means it is reachable: a slow or saturated
 /// database is not an unreachable one, and its pool is left alone. After a probe that reached it, the next check waits
-/// a probe interval, so a busy pool does not probe without pause.
+/// ``quiet``, so slow calls do not make a probe a second.
 ///
 /// A value: events in, actions out (`PostgresSessions` performs them). Not thread-safe; its owner guards it.
 struct DatabaseReachability: Sendable, Equatable {
@@ -40,8 +40,12 @@ struct DatabaseReachability: Sendable, Equatable {
         case startPool(generation: Int)
     }
 
-    /// How long a call may wait for a connection before that counts as not reaching the server (a probe finds out).
-    static let leaseWait = Duration.seconds(2)
+    /// How long a call may go without an answer (a connection, then its statements' results) before a probe finds
+    /// out whether the server can be reached: the pool keeps calls waiting while it cannot connect, and a connection
+    /// whose network went silent never answers.
+    static let patience = Duration.seconds(2)
+    /// After a probe that reached the server, how long before the next check.
+    static let quiet = Duration.seconds(5)
     /// Between probes while the server is away, and before a check after one that reached it.
     let probeInterval: Duration
 
@@ -61,8 +65,8 @@ struct DatabaseReachability: Sendable, Equatable {
         return .success(generation)
     }
 
-    /// A call on pool `generation` could not reach the server: its connection failed or closed, no connection came
-    /// within ``leaseWait``, or its deadline passed.
+    /// A call on pool `generation` could not reach the server: its connection failed or closed, it had no answer
+    /// within ``patience``, or its deadline passed.
     mutating func callCouldNotReach(generation: Int, at now: Instant) -> Action {
         guard generation == self.generation, state == .reachable else { return .none }
         if let quietUntil, now < quietUntil { return .none }
@@ -72,7 +76,7 @@ struct DatabaseReachability: Sendable, Equatable {
 
     /// The probe reached the server (which answered, whatever it said).
     mutating func probeReachedServer(at now: Instant) -> Action {
-        quietUntil = now + probeInterval
+        quietUntil = now + Self.quiet
         switch state {
         case .reachable, .checking:
             state = .reachable

@@ -34,8 +34,8 @@ final class PostgresSessions: SQLSessions {
     private struct Inner {
         var reachability: DatabaseReachability
         var pool: Pool
-        /// The calls waiting for a connection: when each began, and on which pool.
-        var waiting: [Int: (since: ContinuousClock.Instant, generation: Int)] = [:]
+        /// The calls under way: when each began, and on which pool.
+        var running: [Int: (since: ContinuousClock.Instant, generation: Int)] = [:]
         var nextCall = 0
     }
 
@@ -66,11 +66,11 @@ final class PostgresSessions: SQLSessions {
         workInput.yield(.run(first))
     }
 
-    /// Runs the pools (the first, then each that takes over), the probes, and the look at calls waiting for a
-    /// connection, until cancelled.
+    /// Runs the pools (the first, then each that takes over), the probes, and the look at the calls under way, until
+    /// cancelled.
     func run() async {
         await withDiscardingTaskGroup { group in
-            group.addTask { await self.watchWaitingCalls() }
+            group.addTask { await self.watchRunningCalls() }
             for await item in work {
                 switch item {
                 case .run(let pool):
@@ -103,7 +103,7 @@ final class PostgresSessions: SQLSessions {
             let call = inner.nextCall
             if case .success(let generation) = admitted {
                 inner.nextCall += 1
-                inner.waiting[call] = (now, generation)
+                inner.running[call] = (now, generation)
             }
             return (admitted, inner.pool.client, call)
         }
@@ -113,18 +113,16 @@ final class PostgresSessions: SQLSessions {
         case .failure(let unreachable): throw StoreError.unavailable("the database cannot be reached: \(unreachable.reason)")
         }
         let leased = Atomic<Bool>(false)
+        defer { _ = inner.withLock { $0.running.removeValue(forKey: call) } }
         do {
-            let result = try await withDeadline(callTimeout * max(1, calls)) {
+            return try await withDeadline(callTimeout * max(1, calls)) {
                 try await client.withConnection { connection in
                     leased.store(true, ordering: .relaxed)
-                    _ = self.inner.withLock { $0.waiting.removeValue(forKey: call) }
                     // Every query is logged at trace: its binds hold tokens and aliases.
                     return try await body(connection.sql(queryLogLevel: .trace))
                 }
             }
-            return result
         } catch {
-            _ = inner.withLock { $0.waiting.removeValue(forKey: call) }
             if error is CancellationError { throw error }
             // No connection could be had (the pool's own errors), the connection failed, or the deadline passed.
             guard !leased.load(ordering: .relaxed) || Self.isConnectionFailure(error) else { throw error }
@@ -157,14 +155,16 @@ final class PostgresSessions: SQLSessions {
         }
     }
 
-    /// Every second, a call that has waited ``DatabaseReachability/leaseWait`` for a connection counts as one that
-    /// could not reach the server: the pool keeps such calls waiting while it cannot connect.
-    private func watchWaitingCalls() async {
+    /// Every second, a call under way for ``DatabaseReachability/patience`` counts as one that could not reach the
+    /// server, and a probe finds out (one reaching the server settles it: a slow call is only slow). The pool keeps
+    /// calls waiting while it cannot connect, and a call on a connection whose network went silent would otherwise
+    /// wait for its whole deadline.
+    private func watchRunningCalls() async {
         while true {
             do { try await Task.sleep(for: .seconds(1)) } catch { return }
             let now = ContinuousClock.now
             let stuck = inner.withLock { inner in
-                inner.waiting.values.first { $0.since + DatabaseReachability.leaseWait <= now }?.generation
+                inner.running.values.first { $0.since + DatabaseReachability.patience <= now }?.generation
             }
             if let stuck { couldNotReach(generation: stuck) }
         }
