@@ -141,6 +141,39 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("connections that went silent while new ones work (a firewall forgot them) are dropped at their call's deadline, so they cannot take the whole pool",
+          .enabled(if: PostgresTestServer.url != nil))
+    func silentConnectionsAreDropped() async throws {
+        try await PostgresTestServer.withDatabase { url in
+            var components = try #require(URLComponents(string: url))
+            let relay = try await TCPRelay(to: try #require(components.host), port: components.port ?? 5432)
+            components.host = "127.0.0.1"
+            components.port = relay.port
+            let store = try await SQLStore.openPostgres(
+                url: try #require(components.string), maximumConnections: 2, callTimeout: .seconds(1), logger: Logger(label: "test"))
+            try await withThrowingTaskGroup(of: Void.self) { pools in
+                pools.addTask { await store.run() }
+                defer { pools.cancelAll() }
+                try await store.migrate()
+                try await store.setSetting("kept", to: "1")
+                // Both connections open, then silent: new connections through the relay still work.
+                try await withThrowingTaskGroup(of: Void.self) { calls in
+                    for _ in 0..<2 { calls.addTask { _ = try await store.exclusive { db in try await db.raw("SELECT pg_sleep(0.2)").run() } } }
+                    try await calls.waitForAll()
+                }
+                relay.freeze()
+                // A call on a silent connection fails at its deadline; that connection must not stay taken for ever.
+                var answered = false
+                for _ in 0..<6 where !answered {
+                    answered = (try? await store.setting("kept")) == "1"
+                }
+                #expect(answered, "every call failed: the silent connections kept the pool")
+                try await store.close()
+            }
+            await relay.close()
+        }
+    }
+
     @Test("a call answered 'unavailable' at its deadline never lands later, even when the statement it waited on goes through once a lock is let go",
           .enabled(if: PostgresTestServer.url != nil))
     func callPastItsDeadlineNeverLands() async throws {

@@ -112,20 +112,28 @@ final class PostgresSessions: SQLSessions {
         case .success(let current): generation = current
         case .failure(let unreachable): throw StoreError.unavailable("the database cannot be reached: \(unreachable.reason)")
         }
-        let leased = Atomic<Bool>(false)
+        let leased = Mutex<PostgresConnection?>(nil)
         defer { _ = inner.withLock { $0.running.removeValue(forKey: call) } }
         do {
             return try await withDeadline(callTimeout * max(1, calls)) {
                 try await client.withConnection { connection in
-                    leased.store(true, ordering: .relaxed)
+                    leased.withLock { $0 = connection }
                     // Every query is logged at trace: its binds hold tokens and aliases.
                     return try await body(connection.sql(queryLogLevel: .trace))
                 }
             }
         } catch {
+            let connection = leased.withLock { $0 }
+            if case StoreError.unavailable = error, let connection {
+                // Past its deadline on a connection: whatever holds it up (a network gone silent, a lock), the call is
+                // given up, and so is the connection. Closed, it fails what still waits on it and leaves the pool, which
+                // opens another; kept, a connection whose network went silent would stay taken for ever, and a few of
+                // them would take the whole pool.
+                connection.close().whenComplete { _ in }
+            }
             if error is CancellationError { throw error }
             // No connection could be had (the pool's own errors), the connection failed, or the deadline passed.
-            guard !leased.load(ordering: .relaxed) || Self.isConnectionFailure(error) else { throw error }
+            guard connection == nil || Self.isConnectionFailure(error) else { throw error }
             couldNotReach(generation: generation)
             if error is StoreError { throw error }
             throw StoreError.unavailable("cannot reach the database: \(Self.describe(error))")
