@@ -170,6 +170,53 @@ struct SQLStoreTests {
         }
     }
 
+    @Test("a database file renamed or deleted under the running store fails every call as unavailable, saying so, until it is back")
+    func fileTakenAwayIsUnavailable() async throws {
+        let directory = try TemporaryDirectory()
+        defer { try? directory.remove() }
+        let path = directory.path("tern.sqlite")
+        let store = try await SQLStore.openSQLite(path: path, fileCheckInterval: .milliseconds(50), logger: Logger(label: "tern.store.tests"))
+        let running = Task { await store.run() }
+        defer { running.cancel() }
+        do {
+            try await Self.takeTheFileAway(path, under: store)
+        } catch {
+            try? await store.close()
+            throw error
+        }
+        try await store.close()
+    }
+
+    private static func takeTheFileAway(_ path: String, under store: SQLStore) async throws {
+        try await store.migrate()
+        try await store.setSetting("before", to: "1")
+
+        // Renamed: the writes would go on into the file under its new name, and a restart would start afresh.
+        try FileManager.default.moveItem(atPath: path, toPath: path + ".moved")
+        try await waitUntil("calls to fail") {
+            do {
+                try await store.setSetting("during", to: "2")
+                return false
+            } catch StoreError.unavailable(let message) {
+                return message.contains("deleted or replaced")
+            }
+        }
+        try FileManager.default.moveItem(atPath: path + ".moved", toPath: path)
+        try await waitUntil("calls to go on") { (try? await store.setting("before")) == "1" }
+        try await store.setSetting("after", to: "3")
+
+        // Deleted: what it wrote from now on would go with it.
+        try FileManager.default.removeItem(atPath: path)
+        try await waitUntil("calls to fail again") {
+            do {
+                _ = try await store.setting("before")
+                return false
+            } catch StoreError.unavailable {
+                return true
+            }
+        }
+    }
+
     @Test("a statement SQLite refuses for what it says (not for the file) stays SQLite's own error")
     func statementErrorsAreNotUnavailable() async throws {
         let directory = try TemporaryDirectory()

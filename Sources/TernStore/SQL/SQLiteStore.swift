@@ -11,7 +11,13 @@ extension SQLStore {
     /// With `claimingFile`, the store also holds an exclusive lock on `<path>.lock` while it is open, and fails at once
     /// if another process holds it: two `tern serve` on one SQLite file would each think itself the only node (their
     /// devices' online messages would never meet).
-    public static func openSQLite(path: String, claimingFile: Bool = false, logger: Logger) async throws -> SQLStore {
+    ///
+    /// While the store runs (``SQLStore/run()``), it looks every `fileCheckInterval` whether `path` is still the file
+    /// it opened: a file deleted or renamed under it would take every later write with it, unseen. Until the file is
+    /// back, every call fails as unavailable, and the log says so once.
+    public static func openSQLite(
+        path: String, claimingFile: Bool = false, fileCheckInterval: Duration = .seconds(5), logger: Logger
+    ) async throws -> SQLStore {
         let claim = claimingFile ? try FileClaim(path + ".lock") : nil
         // Tokens, aliases and inbox messages are nobody else's business: a new database file is made owner-only
         // whatever the umask, and SQLite gives its -wal and -shm files the database file's mode.
@@ -39,7 +45,9 @@ extension SQLStore {
             try? await connection.close()
             throw error
         }
-        return SQLStore(sessions: SQLiteSessions(connection: connection, database: database, claim: claim), flavor: .sqlite, logger: logger)
+        let watch = FileWatch(path: path, interval: fileCheckInterval, logger: logger)
+        return SQLStore(
+            sessions: SQLiteSessions(connection: connection, database: database, claim: claim, watch: watch), flavor: .sqlite, logger: logger)
     }
 }
 
@@ -74,6 +82,49 @@ final class FileClaim: Sendable {
     deinit { release() }
 }
 
+/// Whether a path is still the file that was opened there (the same device and inode), looked at every `interval`.
+final class FileWatch: Sendable {
+    private let path: String
+    private let interval: Duration
+    private let logger: Logger
+    private let opened: (device: UInt64, inode: UInt64)?
+    private let state = Mutex<String?>(nil)
+
+    init(path: String, interval: Duration, logger: Logger) {
+        self.path = path
+        self.interval = interval
+        self.logger = logger
+        opened = Self.identity(path)
+    }
+
+    /// Why calls fail now, while the file is not there.
+    var problem: String? { state.withLock { $0 } }
+
+    func run() async {
+        guard let opened else { return }
+        while true {
+            do { try await Task.sleep(for: interval) } catch { return }
+            let now = Self.identity(path)
+            let gone = now.map { $0 != opened } ?? true
+            let problem = gone
+                ? "the database file \(path) was deleted or replaced while in use; put it back, or restart with the file you mean"
+                : nil
+            let was = state.withLock { state in
+                defer { state = problem }
+                return state
+            }
+            if let problem, was == nil { logger.error("every call fails: \(problem)") }
+            if problem == nil, was != nil { logger.warning("the database file \(path) is back; calls go on") }
+        }
+    }
+
+    private static func identity(_ path: String) -> (device: UInt64, inode: UInt64)? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return (UInt64(status.st_dev), UInt64(status.st_ino))
+    }
+}
+
 /// The one SQLite connection: calls take turns on it.
 struct SQLiteSessions: SQLSessions {
     let connection: SQLiteConnection
@@ -82,15 +133,20 @@ struct SQLiteSessions: SQLSessions {
     let claim: FileClaim?
     private let lock = AsyncLock()
 
-    init(connection: SQLiteConnection, database: any SQLDatabase, claim: FileClaim? = nil) {
+    /// Whether the path is still the file opened.
+    let watch: FileWatch?
+
+    init(connection: SQLiteConnection, database: any SQLDatabase, claim: FileClaim? = nil, watch: FileWatch? = nil) {
         self.connection = connection
         self.database = database
         self.claim = claim
+        self.watch = watch
     }
 
     /// Calls take turns, with no deadline: the file does not go away mid-call as a server can.
     func withSession<T: Sendable>(calls: Int, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        try await lock.withLock { [connection] in
+        if let problem = watch?.problem { throw StoreError.unavailable(problem) }
+        return try await lock.withLock { [connection] in
             try await database.withSession { session in try await body(SQLiteSession(base: session, connection: connection)) }
         }
     }
@@ -110,8 +166,10 @@ struct SQLiteSessions: SQLSessions {
         return nil
     }
 
-    /// One connection, opened with the store: nothing to run.
-    func run() async {}
+    /// One connection, opened with the store; what runs is the look at its file.
+    func run() async {
+        await watch?.run()
+    }
 
     /// A cancelled caller still closes it: in a task of its own, since waiting for the lock would throw on
     /// cancellation and leave the connection open.
