@@ -85,7 +85,7 @@ extension SQLStore {
                 results += try await Self.inTransaction(db, flavor: flavor) { db in
                     try await Self.registerGroup(group, db)
                 }
-            } catch let error where error is CancellationError || error.isStoreUnavailable {
+            } catch let error where error.isStoreUnavailable {
                 // The database or the call's deadline, not a registration: each alone would fail the same way.
                 results += Array(repeating: .failure(error), count: group.count)
             } catch {
