@@ -5,48 +5,28 @@ import Synchronization
 /// left to finish on its own: postgres-nio (1.33) can leave a query waiting for ever when the server goes away
 /// mid-call, and whoever waits for it would wait with it. That is why `body` runs in a task of its own rather than a
 /// child task: a task group would wait for it.
-///
-/// The body sees ``CallDeadline/current``: once the deadline has passed, a transaction it runs rolls back rather than
-/// commit (``SQLStore/inTransaction(_:flavor:_:)``), so a call whose caller was answered "unavailable, try again" does
-/// not land afterwards. A caller's cancellation does not do that: a write its caller stopped waiting for is still
-/// written, as before.
 func withDeadline<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     let call = Deadline<T>()
-    let expiry = CallDeadline()
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
             guard call.start(continuation) else { return }
-            let work = CallDeadline.$current.withValue(expiry) {
-                Task {
-                    do {
-                        call.finish(.success(try await body()))
-                    } catch {
-                        call.finish(.failure(error))
-                    }
+            let work = Task {
+                do {
+                    call.finish(.success(try await body()))
+                } catch {
+                    call.finish(.failure(error))
                 }
             }
             call.work = work
             call.timer = Task {
                 try? await Task.sleep(for: timeout)
                 guard !Task.isCancelled else { return }
-                expiry.pass()
                 call.finish(.failure(StoreError.unavailable("the database did not answer within \(timeout)")))
             }
         }
     } onCancel: {
         call.finish(.failure(CancellationError()))
     }
-}
-
-/// Whether the deadline of the call a task works for has passed (the caller was answered "unavailable").
-final class CallDeadline: Sendable {
-    @TaskLocal static var current: CallDeadline?
-
-    private let passed = Atomic<Bool>(false)
-
-    var hasPassed: Bool { passed.load(ordering: .acquiring) }
-
-    func pass() { passed.store(true, ordering: .releasing) }
 }
 
 /// One call against its deadline and its caller's cancellation: whichever finishes first resumes the caller, and the

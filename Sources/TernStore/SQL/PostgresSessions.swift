@@ -127,8 +127,10 @@ final class PostgresSessions: SQLSessions {
             if case StoreError.unavailable = error, let connection {
                 // Past its deadline on a connection: whatever holds it up (a network gone silent, a lock), the call is
                 // given up, and so is the connection. Closed, it fails what still waits on it and leaves the pool, which
-                // opens another; kept, a connection whose network went silent would stay taken for ever, and a few of
-                // them would take the whole pool.
+                // opens another, and its open transaction can never commit (the caller was answered "unavailable, try
+                // again": a statement that waited on a lock must not land afterwards). Kept, a connection whose network
+                // went silent would stay taken for ever, and a few of them would take the whole pool. (A call that gets
+                // no connection before its deadline never runs: postgres-nio drops the lease of a cancelled task.)
                 connection.close().whenComplete { _ in }
             }
             if error is CancellationError { throw error }

@@ -86,7 +86,7 @@ extension SQLStore {
                     try await Self.registerGroup(group, db)
                 }
             } catch let error where error.isStoreUnavailable {
-                // The database or the call's deadline, not a registration: each alone would fail the same way.
+                // The database, not a registration: each alone would fail the same way, after the same wait.
                 results += Array(repeating: .failure(error), count: group.count)
             } catch {
                 for pending in group {

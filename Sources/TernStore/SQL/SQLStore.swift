@@ -380,11 +380,6 @@ extension SQLStore {
             try await db.raw(SQLQueryString(flavor.beginTransaction)).run()
             do {
                 let result = try await body(db)
-                // A call past its deadline (its caller was answered "unavailable, try again") must not land
-                // afterwards: a statement that waited on a lock can go through long after.
-                if CallDeadline.current?.hasPassed == true {
-                    throw StoreError.unavailable("the call passed its deadline; nothing of it was written")
-                }
                 try await db.raw("COMMIT").run()
                 return result
             } catch {
