@@ -46,12 +46,9 @@ struct MultiNodeCommandTests {
         try await PostgresTestServer.withDatabase(prefix: "tern_cli_away") { url in
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-away-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: folder) }
-            var components = try #require(URLComponents(string: url))
-            let relay = try await TCPRelay(to: try #require(components.host), port: components.port ?? 5432)
-            components.host = "127.0.0.1"
-            components.port = relay.port
+            let (relay, relayed) = try await TCPRelay.relaying(url)
             let serve = try ServeProcess(folder: folder, arguments: ["--no-demo", "--no-simulator"], environment: [
-                "TERN_ADMIN_TOKEN": TwoNodes.admin, "TERN_DATABASE_URL": try #require(components.string),
+                "TERN_ADMIN_TOKEN": TwoNodes.admin, "TERN_DATABASE_URL": relayed,
             ])
             defer { serve.kill() }
             let admin = serve.client(bearer: TwoNodes.admin)
@@ -92,12 +89,9 @@ struct MultiNodeCommandTests {
         try await PostgresTestServer.withDatabase(prefix: "tern_cli_stop") { url in
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-stop-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: folder) }
-            var components = try #require(URLComponents(string: url))
-            let relay = try await TCPRelay(to: try #require(components.host), port: components.port ?? 5432)
-            components.host = "127.0.0.1"
-            components.port = relay.port
+            let (relay, relayed) = try await TCPRelay.relaying(url)
             let serve = try ServeProcess(folder: folder, arguments: ["--no-demo", "--no-simulator"], environment: [
-                "TERN_DATABASE_URL": try #require(components.string), "TERN_SERVER_SHUTDOWN_TIMEOUT": "2",
+                "TERN_DATABASE_URL": relayed, "TERN_SERVER_SHUTDOWN_TIMEOUT": "2",
             ])
             // From here on its loops, and its shutdown's own writes, wait on a database that never answers.
             relay.freeze()

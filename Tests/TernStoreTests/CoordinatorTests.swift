@@ -93,11 +93,7 @@ struct CoordinatorTests {
     }
 
     private func silentlyCutConnection(url: String) async throws {
-        var components = try #require(URLComponents(string: url))
-        let relay = try await TCPRelay(to: try #require(components.host), port: components.port ?? 5432)
-        components.host = "127.0.0.1"
-        components.port = relay.port
-        let relayed = try #require(components.string)
+        let (relay, relayed) = try await TCPRelay.relaying(url)
         let nodes = try [relayed, url].map {
             try PostgresCoordinator(url: $0, checkInterval: .milliseconds(100), logger: Logger(label: "test"))
         }

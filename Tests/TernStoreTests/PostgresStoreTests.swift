@@ -65,112 +65,74 @@ struct PostgresStoreTests {
     @Test("while the server cannot be reached, calls fail as unavailable at once, not at their deadline; once it can, a new pool serves them within seconds",
           .enabled(if: PostgresTestServer.url != nil))
     func unreachableServer() async throws {
-        try await PostgresTestServer.withDatabase { url in
-            var components = try #require(URLComponents(string: url))
-            let relay = try await TCPRelay(to: try #require(components.host), port: components.port ?? 5432)
-            components.host = "127.0.0.1"
-            components.port = relay.port
-            // A minute per call: a call that waited for its deadline would show.
-            let store = try await SQLStore.openPostgres(url: try #require(components.string), callTimeout: .seconds(60), logger: Logger(label: "test"))
-            try await withThrowingTaskGroup(of: Void.self) { pools in
-                pools.addTask { await store.run() }
-                defer { pools.cancelAll() }
-                try await store.migrate()
-                try await store.setSetting("before", to: "1")
+        try await Self.withStoreThroughRelay(callTimeout: .seconds(60)) { store, relay in
+            try await store.setSetting("before", to: "1")
 
-                // The server goes away: its connections close, and new ones are closed as they come.
-                await relay.refuse()
-                let first = ContinuousClock.now
-                let firstError = await #expect(throws: StoreError.self) { try await store.setting("before") }
-                #expect(Self.isUnavailable(firstError), "\(String(describing: firstError))")
-                // The pool alone kept such a call waiting for its whole deadline (a minute here, 15 s by default).
-                #expect(ContinuousClock.now - first < .seconds(20), "the first call failed after \(ContinuousClock.now - first)")
+            // The server goes away: its connections close, and new ones are closed as they come.
+            await relay.refuse()
+            let first = ContinuousClock.now
+            let firstError = await #expect(throws: StoreError.self) { try await store.setting("before") }
+            #expect(Self.isUnavailable(firstError), "\(String(describing: firstError))")
+            // The pool alone kept such a call waiting for its whole deadline (a minute here, 15 s by default).
+            #expect(ContinuousClock.now - first < .seconds(20), "the first call failed after \(ContinuousClock.now - first)")
 
-                let next = ContinuousClock.now
-                let nextError = await #expect(throws: StoreError.self) { try await store.setSetting("during", to: "2") }
-                #expect(ContinuousClock.now - next < .seconds(2), "a call while the server is away took \(ContinuousClock.now - next)")
-                #expect(nextError.map { "\($0)" }?.contains("cannot be reached") == true, "\(String(describing: nextError))")
+            let next = ContinuousClock.now
+            let nextError = await #expect(throws: StoreError.self) { try await store.setSetting("during", to: "2") }
+            #expect(ContinuousClock.now - next < .seconds(2), "a call while the server is away took \(ContinuousClock.now - next)")
+            #expect(nextError.map { "\($0)" }?.contains("cannot be reached") == true, "\(String(describing: nextError))")
 
-                // Back: a probe finds it within a second or two and a new pool takes the calls (postgres-nio's own
-                // pool waited out its back-off, up to a minute).
-                relay.carry()
-                try await waitUntil("the store to answer again", within: 10) { (try? await store.setting("before")) == "1" }
-                try await store.setSetting("after", to: "3")
-                #expect(try await store.setting("after") == "3")
-                #expect(try await store.setting("during") == nil, "the refused write left nothing")
-                try await store.close()
-            }
-            await relay.close()
+            // Back: a probe finds it within a second or two and a new pool takes the calls (postgres-nio's own
+            // pool waited out its back-off, up to a minute).
+            relay.carry()
+            try await waitUntil("the store to answer again", within: 10) { (try? await store.setting("before")) == "1" }
+            try await store.setSetting("after", to: "3")
+            #expect(try await store.setting("after") == "3")
+            #expect(try await store.setting("during") == nil, "the refused write left nothing")
         }
     }
 
     @Test("when the network goes silent under a pool in use (no close, no error), calls fail as unavailable within seconds, not at their deadline, and a new pool serves once it carries again",
           .enabled(if: PostgresTestServer.url != nil))
     func silentNetwork() async throws {
-        try await PostgresTestServer.withDatabase { url in
-            var components = try #require(URLComponents(string: url))
-            let relay = try await TCPRelay(to: try #require(components.host), port: components.port ?? 5432)
-            components.host = "127.0.0.1"
-            components.port = relay.port
-            let store = try await SQLStore.openPostgres(url: try #require(components.string), callTimeout: .seconds(60), logger: Logger(label: "test"))
-            try await withThrowingTaskGroup(of: Void.self) { pools in
-                pools.addTask { await store.run() }
-                defer { pools.cancelAll() }
-                try await store.migrate()
-                // A warm pool: connections open and idle, as under traffic.
-                try await withThrowingTaskGroup(of: Void.self) { calls in
-                    for index in 0..<8 { calls.addTask { try await store.setSetting("warm-\(index)", to: "1") } }
-                    try await calls.waitForAll()
-                }
-
-                relay.blackHole()
-                let first = ContinuousClock.now
-                let firstError = await #expect(throws: StoreError.self) { try await store.setting("warm-0") }
-                #expect(Self.isUnavailable(firstError), "\(String(describing: firstError))")
-                // Two seconds without an answer, then a probe that gets none in three: well within the minute.
-                #expect(ContinuousClock.now - first < .seconds(15), "the first call failed after \(ContinuousClock.now - first)")
-                let next = ContinuousClock.now
-                await #expect(throws: StoreError.self) { try await store.setting("warm-1") }
-                #expect(ContinuousClock.now - next < .seconds(2), "a call while the network is silent took \(ContinuousClock.now - next)")
-
-                relay.carry()
-                try await waitUntil("the store to answer again", within: 15) { (try? await store.setting("warm-2")) == "1" }
-                try await store.close()
+        try await Self.withStoreThroughRelay(callTimeout: .seconds(60)) { store, relay in
+            // A warm pool: connections open and idle, as under traffic.
+            try await withThrowingTaskGroup(of: Void.self) { calls in
+                for index in 0..<8 { calls.addTask { try await store.setSetting("warm-\(index)", to: "1") } }
+                try await calls.waitForAll()
             }
-            await relay.close()
+
+            relay.blackHole()
+            let first = ContinuousClock.now
+            let firstError = await #expect(throws: StoreError.self) { try await store.setting("warm-0") }
+            #expect(Self.isUnavailable(firstError), "\(String(describing: firstError))")
+            // Two seconds without an answer, then a probe that gets none in three: well within the minute.
+            #expect(ContinuousClock.now - first < .seconds(15), "the first call failed after \(ContinuousClock.now - first)")
+            let next = ContinuousClock.now
+            await #expect(throws: StoreError.self) { try await store.setting("warm-1") }
+            #expect(ContinuousClock.now - next < .seconds(2), "a call while the network is silent took \(ContinuousClock.now - next)")
+
+            relay.carry()
+            try await waitUntil("the store to answer again", within: 15) { (try? await store.setting("warm-2")) == "1" }
         }
     }
 
     @Test("connections that went silent while new ones work (a firewall forgot them) are dropped at their call's deadline, so they cannot take the whole pool",
           .enabled(if: PostgresTestServer.url != nil))
     func silentConnectionsAreDropped() async throws {
-        try await PostgresTestServer.withDatabase { url in
-            var components = try #require(URLComponents(string: url))
-            let relay = try await TCPRelay(to: try #require(components.host), port: components.port ?? 5432)
-            components.host = "127.0.0.1"
-            components.port = relay.port
-            let store = try await SQLStore.openPostgres(
-                url: try #require(components.string), maximumConnections: 2, callTimeout: .seconds(1), logger: Logger(label: "test"))
-            try await withThrowingTaskGroup(of: Void.self) { pools in
-                pools.addTask { await store.run() }
-                defer { pools.cancelAll() }
-                try await store.migrate()
-                try await store.setSetting("kept", to: "1")
-                // Both connections open, then silent: new connections through the relay still work.
-                try await withThrowingTaskGroup(of: Void.self) { calls in
-                    for _ in 0..<2 { calls.addTask { _ = try await store.exclusive { db in try await db.raw("SELECT pg_sleep(0.2)").run() } } }
-                    try await calls.waitForAll()
-                }
-                relay.freeze()
-                // A call on a silent connection fails at its deadline; that connection must not stay taken for ever.
-                var answered = false
-                for _ in 0..<6 where !answered {
-                    answered = (try? await store.setting("kept")) == "1"
-                }
-                #expect(answered, "every call failed: the silent connections kept the pool")
-                try await store.close()
+        try await Self.withStoreThroughRelay(callTimeout: .seconds(1), maximumConnections: 2) { store, relay in
+            try await store.setSetting("kept", to: "1")
+            // Both connections open, then silent: new connections through the relay still work.
+            try await withThrowingTaskGroup(of: Void.self) { calls in
+                for _ in 0..<2 { calls.addTask { _ = try await store.exclusive { db in try await db.raw("SELECT pg_sleep(0.2)").run() } } }
+                try await calls.waitForAll()
             }
-            await relay.close()
+            relay.freeze()
+            // A call on a silent connection fails at its deadline; that connection must not stay taken for ever.
+            var answered = false
+            for _ in 0..<6 where !answered {
+                answered = (try? await store.setting("kept")) == "1"
+            }
+            #expect(answered, "every call failed: the silent connections kept the pool")
         }
     }
 
@@ -208,6 +170,32 @@ struct PostgresStoreTests {
                 try await store.close()
                 try await other.close()
             }
+        }
+    }
+
+    /// Runs `body` with a migrated store on a new database reached through a ``TCPRelay`` (for the test to cut), the
+    /// store's pool running; the store and the relay closed afterwards whatever happens.
+    private static func withStoreThroughRelay(
+        callTimeout: Duration, maximumConnections: Int = 16, _ body: (SQLStore, TCPRelay) async throws -> Void
+    ) async throws {
+        try await PostgresTestServer.withDatabase { url in
+            let (relay, relayed) = try await TCPRelay.relaying(url)
+            let store = try await SQLStore.openPostgres(
+                url: relayed, maximumConnections: maximumConnections, callTimeout: callTimeout, logger: Logger(label: "test"))
+            do {
+                try await withThrowingTaskGroup(of: Void.self) { pools in
+                    pools.addTask { await store.run() }
+                    defer { pools.cancelAll() }
+                    try await store.migrate()
+                    try await body(store, relay)
+                }
+            } catch {
+                try? await store.close()
+                await relay.close()
+                throw error
+            }
+            try await store.close()
+            await relay.close()
         }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -47,6 +48,22 @@ public final class TCPRelay: Sendable {
             }
             .bind(host: "127.0.0.1", port: 0).get()
         port = server.localAddress?.port ?? 0
+    }
+
+    /// A relay to the server of `url` (`scheme://user@host:port/…`), and the same URL through the relay.
+    public static func relaying(_ url: String) async throws -> (relay: TCPRelay, url: String) {
+        guard var components = URLComponents(string: url), let host = components.host else {
+            throw RelayError(description: "not a URL with a host: \(url)")
+        }
+        let relay = try await TCPRelay(to: host, port: components.port ?? 5432)
+        components.host = "127.0.0.1"
+        components.port = relay.port
+        guard let relayed = components.string else { throw RelayError(description: "cannot rewrite \(url)") }
+        return (relay, relayed)
+    }
+
+    public struct RelayError: Error, CustomStringConvertible {
+        public var description: String
     }
 
     /// From now on, the connections open through the relay carry nothing, and their closes are not passed on.
