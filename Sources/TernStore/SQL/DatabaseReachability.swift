@@ -12,8 +12,10 @@
 /// - the first probe that reaches the server starts a new pool: the node is back within a probe interval.
 ///
 /// A probe the server answered, even with an error ("too many clients"), means it is reachable: a slow or saturated
-/// database is not an unreachable one, and its pool is left alone. After a probe that reached it, the next check waits
-/// ``quiet``, so slow calls do not make a probe a second.
+/// database is not an unreachable one, and its pool is left alone. After a probe that reached it, a call that had no
+/// answer on its connection starts the next check only after ``quiet``, so slow statements do not make a probe a
+/// second; a call whose connection failed, or that got none, starts it after a probe interval: a server that stops
+/// just after a slow statement is found out within seconds, not after the quiet.
 ///
 /// A value: events in, actions out (`PostgresSessions` performs them). Not thread-safe; its owner guards it.
 struct DatabaseReachability: Sendable, Equatable {
@@ -27,6 +29,18 @@ struct DatabaseReachability: Sendable, Equatable {
         case checking
         /// The probe could not reach the server either: calls fail at once with `reason` until a probe reaches it.
         case unreachable(reason: String)
+    }
+
+    /// Why a call could not reach the server.
+    enum Cause: Sendable, Equatable {
+        /// Its connection failed or closed under it, or the pool failed it.
+        case connectionFailed
+        /// It has waited ``DatabaseReachability/patience`` for a connection from the pool (which keeps calls
+        /// waiting while it cannot connect).
+        case noConnection
+        /// It has had no answer on its connection within ``DatabaseReachability/patience``, or its deadline passed:
+        /// perhaps only a slow statement.
+        case noAnswer
     }
 
     /// What the owner does next.
@@ -52,8 +66,8 @@ struct DatabaseReachability: Sendable, Equatable {
     private(set) var state = State.reachable
     /// The pool that calls use now; each new pool counts one up. A failure on an older pool says nothing new.
     private(set) var generation = 0
-    /// No check starts before this (a probe reached the server just before).
-    private var quietUntil: Instant?
+    /// When a probe last reached the server.
+    private var reached: Instant?
 
     init(probeInterval: Duration = .seconds(1)) {
         self.probeInterval = probeInterval
@@ -65,18 +79,17 @@ struct DatabaseReachability: Sendable, Equatable {
         return .success(generation)
     }
 
-    /// A call on pool `generation` could not reach the server: its connection failed or closed, it had no answer
-    /// within ``patience``, or its deadline passed.
-    mutating func callCouldNotReach(generation: Int, at now: Instant) -> Action {
+    /// A call on pool `generation` could not reach the server, for `cause`.
+    mutating func callCouldNotReach(generation: Int, because cause: Cause, at now: Instant) -> Action {
         guard generation == self.generation, state == .reachable else { return .none }
-        if let quietUntil, now < quietUntil { return .none }
+        if let reached, now < reached + (cause == .noAnswer ? Self.quiet : probeInterval) { return .none }
         state = .checking
         return .probe
     }
 
     /// The probe reached the server (which answered, whatever it said).
     mutating func probeReachedServer(at now: Instant) -> Action {
-        quietUntil = now + Self.quiet
+        reached = now
         switch state {
         case .reachable, .checking:
             state = .reachable

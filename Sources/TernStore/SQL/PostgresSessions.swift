@@ -34,8 +34,8 @@ final class PostgresSessions: SQLSessions {
     private struct Inner {
         var reachability: DatabaseReachability
         var pool: Pool
-        /// The calls under way: when each began, and on which pool.
-        var running: [Int: (since: ContinuousClock.Instant, generation: Int)] = [:]
+        /// The calls under way: when each began, on which pool, and whether it has its connection yet.
+        var running: [Int: (since: ContinuousClock.Instant, generation: Int, connected: Bool)] = [:]
         var nextCall = 0
     }
 
@@ -103,7 +103,7 @@ final class PostgresSessions: SQLSessions {
             let call = inner.nextCall
             if case .success(let generation) = admitted {
                 inner.nextCall += 1
-                inner.running[call] = (now, generation)
+                inner.running[call] = (now, generation, false)
             }
             return (admitted, inner.pool.client, call)
         }
@@ -118,6 +118,7 @@ final class PostgresSessions: SQLSessions {
             return try await withDeadline(callTimeout * max(1, calls)) {
                 try await client.withConnection { connection in
                     leased.withLock { $0 = connection }
+                    self.inner.withLock { $0.running[call]?.connected = true }
                     // Every query is logged at trace: its binds hold tokens and aliases.
                     return try await body(connection.sql(queryLogLevel: .trace))
                 }
@@ -136,7 +137,12 @@ final class PostgresSessions: SQLSessions {
             if error is CancellationError { throw error }
             // No connection could be had (the pool's own errors), the connection failed, or the deadline passed.
             guard connection == nil || Self.isConnectionFailure(error) else { throw error }
-            couldNotReach(generation: generation)
+            let deadlinePassed = if case StoreError.unavailable = error { true } else { false }
+            couldNotReach(generation: generation, because: deadlinePassed ? .noAnswer : .connectionFailed)
+            // A call that waited in a pool retired meanwhile fails with the pool's shutdown: say why it was retired.
+            if case .unreachable(let reason) = inner.withLock({ $0.reachability.state }) {
+                throw StoreError.unavailable("the database cannot be reached: \(reason)")
+            }
             if error is StoreError { throw error }
             throw StoreError.unavailable("cannot reach the database: \(Self.describe(error))")
         }
@@ -158,9 +164,9 @@ final class PostgresSessions: SQLSessions {
         }
     }
 
-    private func couldNotReach(generation: Int) {
+    private func couldNotReach(generation: Int, because cause: DatabaseReachability.Cause) {
         let now = ContinuousClock.now
-        if inner.withLock({ $0.reachability.callCouldNotReach(generation: generation, at: now) }) == .probe {
+        if inner.withLock({ $0.reachability.callCouldNotReach(generation: generation, because: cause, at: now) }) == .probe {
             workInput.yield(.probe)
         }
     }
@@ -168,15 +174,19 @@ final class PostgresSessions: SQLSessions {
     /// Every second, a call under way for ``DatabaseReachability/patience`` counts as one that could not reach the
     /// server, and a probe finds out (one reaching the server settles it: a slow call is only slow). The pool keeps
     /// calls waiting while it cannot connect, and a call on a connection whose network went silent would otherwise
-    /// wait for its whole deadline.
+    /// wait for its whole deadline. One still waiting for its connection is told apart from one waiting on its
+    /// statements.
     private func watchRunningCalls() async {
         while true {
             do { try await Task.sleep(for: .seconds(1)) } catch { return }
             let now = ContinuousClock.now
-            let stuck = inner.withLock { inner in
-                inner.running.values.first { $0.since + DatabaseReachability.patience <= now }?.generation
+            let action = inner.withLock { inner in
+                let stuck = inner.running.values.filter { $0.since + DatabaseReachability.patience <= now }
+                guard let call = stuck.first(where: { !$0.connected }) ?? stuck.first else { return DatabaseReachability.Action.none }
+                return inner.reachability.callCouldNotReach(
+                    generation: call.generation, because: call.connected ? .noAnswer : .noConnection, at: now)
             }
-            if let stuck { couldNotReach(generation: stuck) }
+            if action == .probe { workInput.yield(.probe) }
         }
     }
 
