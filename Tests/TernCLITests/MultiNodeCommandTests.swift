@@ -60,6 +60,12 @@ struct MultiNodeCommandTests {
             let first = try await admin.get("/v1/apps")
             #expect(first.status == 503, "\(first.status) \(first.text)")
             #expect(ContinuousClock.now - away < .seconds(10), "the first answer took \(ContinuousClock.now - away)")
+            // Within a probe or two the node knows (calls made meanwhile wait for the probe), and from then on it
+            // answers at once.
+            try await waitUntil("the node to answer 503 at once", within: 10) {
+                let asked = ContinuousClock.now
+                return try await admin.get("/v1/apps").status == 503 && ContinuousClock.now - asked < .milliseconds(500)
+            }
             for path in ["/v1/apps", "/ready", "/v1/apps/none/devices"] {
                 let asked = ContinuousClock.now
                 let answer = try await admin.get(path)
