@@ -46,12 +46,14 @@ struct ServerAssembly {
     ) async throws {
         self.configuration = configuration
         self.logger = logger
-        let clock = clocks.wall
         do {
             try await store.migrate()
         } catch {
             throw TernServerConfigurationError("database: cannot bring the schema up to date: \(error)")
         }
+        // On a database that several nodes share, every date is the database's time, whatever this node's clock says.
+        let (clocks, clockAlignment) = await DatabaseClockAlignment.start(store: store, clocks: clocks, logger: logger)
+        let clock = clocks.wall
         // The first writes of a start: a database that takes no writes (a read-only file, a full disk) is the start's
         // one line, as a schema that cannot be brought up to date is.
         let adminTokenHash: [UInt8]
@@ -168,6 +170,7 @@ struct ServerAssembly {
         servedRoutes = router.routes.map { "\($0.method) \($0.path)" }.filter { !$0.contains(" \(ConsoleRoutes.root)") }.sorted()
 
         var services: [any Service] = [CoordinatorService(coordinator: coordinator)]
+        if let clockAlignment { services.append(clockAlignment) }
         if let simulator { services.append(simulator) }
         // Pushes left from an earlier run wait for the simulator their apps may deliver to.
         services.append(DispatcherService(dispatcher: dispatcher, clients: clients) {

@@ -5,7 +5,9 @@ import TernAPNs
 /// `wall` dates what the server stores and compares with stored dates: inbox expiry and read times, badge counts,
 /// push and app timestamps, alias tokens, the feedback and webhook schedules. `timer` is what its periodic and
 /// delayed work waits on: the inbox sweep, the feedback poll, badge gathering, the webhook loop. `tern serve` uses
-/// the system's; a test passes a manual pair that moves together, and advances it instead of sleeping.
+/// the system's; a test passes a manual pair that moves together, and advances it instead of sleeping. On PostgreSQL,
+/// whose dates several nodes compare, the assembly reads `wall` through the database server's time
+/// (``DatabaseAlignedClock``).
 public struct ServerClocks: Sendable {
     /// Dates: stored, and compared with what is stored.
     public var wall: any WallClock

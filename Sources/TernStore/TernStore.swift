@@ -42,6 +42,10 @@ public protocol TernStore: Sendable {
     func migrate() async throws
     /// Whether the store answers (for `/ready`).
     func ping() async throws
+    /// The database server's own time, or nil when the database is a file of this node's (SQLite), whose time is the
+    /// node's. On PostgreSQL every node stores dates that the others compare with theirs (chunk leases above all),
+    /// so the nodes read their dates through this clock (`DatabaseAlignedClock` in TernServer), not their own.
+    func databaseTime() async throws -> Date?
     /// Runs what keeps the store's connections (PostgreSQL's pool) until the calling task is cancelled; returns at
     /// once when there is nothing to run (SQLite). Whoever opens a store runs this, in a task of its own structure,
     /// for as long as the store is used: until it runs, PostgreSQL calls wait.

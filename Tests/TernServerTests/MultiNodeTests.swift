@@ -44,6 +44,35 @@ struct MultiNodeTests {
         }
     }
 
+    @Test("a node whose clock runs a minute ahead dates by the database's, so it takes over no chunk the other is still sending: each device once")
+    func aNodeWithItsClockAheadTakesNothingOver() async throws {
+        // A minute ahead: every lease of the other node's (15 s) would look long run out to it.
+        try await MultiNode.with(concurrency: 20, secondClocks: ServerClocks(wall: ClockAhead(by: 60))) { cluster in
+            try await cluster.createApp(on: cluster.nodes[0])
+            let devices = 400
+            try await cluster.register(devices, on: cluster.nodes[1])
+            // As in the test above: slow enough answers that both nodes claim chunks, the one ahead among them.
+            try cluster.simulator.state.setLatency(.init(minMilliseconds: 100, maxMilliseconds: 150))
+
+            let push = try await cluster.master(1).post("/v1/apps/shop/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "one"))
+            #expect(push.status == 201, "\(push.text)")
+            let id = try #require(try push.json()["id"]?.string)
+            #expect(try push.json()["counts"]?["accepted"]?.int == devices)
+            let arrivals = cluster.arrivals()
+            #expect(arrivals.count == devices, "\(arrivals.count - devices) sent twice")
+            #expect(Set(arrivals.map(\.token)).count == devices)
+            let owners = try await PostgresTestServer.integers(
+                "SELECT COUNT(DISTINCT owner) FROM push_chunks WHERE push_id = '\(id)'", database: cluster.databaseURL)
+            #expect(owners == [2], "both nodes claimed chunks of the push")
+            // What the node ahead stores is dated by the database's clock: the push it took in is not dated a
+            // minute into the future.
+            let stored = try await PostgresTestServer.integers(
+                "SELECT (created_at - (extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM pushes WHERE id = '\(id)'",
+                database: cluster.databaseURL)
+            #expect(stored.allSatisfy { abs($0) < 30_000 }, "\(stored)")
+        }
+    }
+
     @Test("a push to a few devices made during a large push reaches them after the large one, whichever node sends it")
     func targetedPushAfterABroadcast() async throws {
         // One notification at a time per chunk, so a node's chunk of 20 takes a while to go out.
@@ -237,7 +266,7 @@ struct MultiNode: Sendable {
 
     /// Runs two nodes (chunks of 20, `concurrency` notifications in flight per chunk) on a fresh database and a
     /// simulator, all stopped afterwards.
-    static func with(concurrency: Int = 1000, _ body: (MultiNode) async throws -> Void) async throws {
+    static func with(concurrency: Int = 1000, secondClocks: ServerClocks = .system, _ body: (MultiNode) async throws -> Void) async throws {
         let key = APNsSigningKey.generate(keyID: "NODEKEY001", teamID: "NODETEAM01")
         var configuration = try APNsSimulator.Configuration()
         configuration.port = 0
@@ -259,7 +288,7 @@ struct MultiNode: Sendable {
                     settings.delivery.concurrency = concurrency
                 }
                 try await ServerHarness.withServer(configure: configure) { first in
-                    try await ServerHarness.withServer(configure: configure) { second in
+                    try await ServerHarness.withServer(configure: configure, clocks: secondClocks) { second in
                         try await body(MultiNode(nodes: [first, second], simulator: simulator, key: key, databaseURL: url))
                     }
                 }
@@ -271,4 +300,11 @@ struct MultiNode: Sendable {
 private final class SecretsBox: Sendable {
     private let value = Mutex<(appKey: String, masterSecret: String)>(("", ""))
     func withLock<T: Sendable>(_ body: (inout sending (appKey: String, masterSecret: String)) -> sending T) -> T { value.withLock(body) }
+}
+
+/// The system's time, `seconds` ahead: a node whose clock is off.
+private struct ClockAhead: WallClock {
+    let seconds: TimeInterval
+    init(by seconds: TimeInterval) { self.seconds = seconds }
+    var now: Date { Date().addingTimeInterval(seconds) }
 }

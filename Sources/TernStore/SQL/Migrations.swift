@@ -21,6 +21,9 @@ struct SQLFlavor: Sendable {
     /// `pushes.ordinal`, a push's place in the order pushes are sent, given by the database (never a node's clock):
     /// the column's type, and the value a new push gets (nil where the database makes it by itself).
     var pushOrdinal: (type: String, value: String?)
+    /// A query of the database server's time in microseconds since 1970 (column `now`), where the database has a
+    /// clock of its own that several nodes share; nil where its time is the node's (SQLite, a file of this node's).
+    var serverTime: String? = nil
 
     static let sqlite = SQLFlavor(
         bytes: "BLOB",

@@ -50,7 +50,9 @@ extension SQLFlavor {
         schemaLock: ("SELECT pg_advisory_lock(7461726001)", "SELECT pg_advisory_unlock(7461726001)"),
         lockSkippingLocked: " FOR UPDATE SKIP LOCKED",
         // An identity column: numbered in the order the inserts ran.
-        pushOrdinal: ("BIGINT GENERATED ALWAYS AS IDENTITY", nil)
+        pushOrdinal: ("BIGINT GENERATED ALWAYS AS IDENTITY", nil),
+        // The moment of the call, not of its transaction (`now()`).
+        serverTime: "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now"
     )
 }
 

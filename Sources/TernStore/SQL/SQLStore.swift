@@ -26,6 +26,15 @@ public final class SQLStore: TernStore {
         try await exclusive { db in try await db.raw("SELECT 1").run() }
     }
 
+    public func databaseTime() async throws -> Date? {
+        guard let query = flavor.serverTime else { return nil }
+        let microseconds = try await exclusive { db in
+            try await db.raw(SQLQueryString(query)).first(decodingColumn: "now", as: Int64.self)
+        }
+        guard let microseconds else { throw StoreError.unavailable("the database did not say its time") }
+        return Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)
+    }
+
     public func run() async {
         await sessions.run()
     }

@@ -52,6 +52,7 @@ enum ServerHarness {
     static func withServer<T: Sendable>(
         folder given: URL? = nil,
         configure: (inout TernServerConfiguration) -> Void = { _ in },
+        clocks: ServerClocks = .system,
         _ body: (RunningServer) async throws -> T
     ) async throws -> T {
         let folder = given ?? FileManager.default.temporaryDirectory.appendingPathComponent("tern-server-\(UUID().uuidString)")
@@ -61,7 +62,7 @@ enum ServerHarness {
         var logger = Logger(label: "tern.test")
         logger.logLevel = .warning
         let server = TernServer(
-            configuration: configuration, metrics: nil, logger: logger,
+            configuration: configuration, metrics: nil, logger: logger, clocks: clocks,
             embeddedAPNs: BuiltInSimulator.factory(
                 stateDirectory: URL(fileURLWithPath: configuration.simulator.stateDirectory, isDirectory: true), logger: logger))
         let ready = AsyncStream.makeStream(of: TernServer.Banner.self)

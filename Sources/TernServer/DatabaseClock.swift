@@ -1,0 +1,165 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+import TernAPNs
+import TernStore
+
+/// The wall clock of a node that shares its database with others: its own clock, set by how far it is from the
+/// database server's.
+///
+/// The nodes of one PostgreSQL database compare the dates they store with each other's: a chunk's lease runs out by the
+/// clock of the node that looks at it, and so do the periodic jobs' turns, inbox expiry and acknowledgement
+/// deadlines. A node whose clock ran ten seconds ahead took over chunks that a healthy node was still sending, and
+/// the devices got them twice. Read through this clock, every node dates by the database's time, give or take a few
+/// milliseconds, whatever its own clock says. (On SQLite the database is a file of this node's, and its time is the
+/// node's: the clock is the node's own.)
+final class DatabaseAlignedClock: WallClock {
+    private let base: any WallClock
+    /// What is added to `base`, in microseconds.
+    private let offset = Atomic<Int64>(0)
+
+    init(base: any WallClock) {
+        self.base = base
+    }
+
+    var now: Date { base.now.addingTimeInterval(offsetSeconds) }
+
+    /// The node's own time, to time a question to the database by.
+    var nodeTime: Date { base.now }
+
+    var offsetSeconds: TimeInterval { Double(offset.load(ordering: .relaxed)) / 1_000_000 }
+
+    func set(offset seconds: TimeInterval) {
+        offset.store(Int64((seconds * 1_000_000).rounded()), ordering: .relaxed)
+    }
+}
+
+/// How far a node's clock is from the database's, worked out from a few timed questions, and when to say so.
+///
+/// A question asked at `asked` and answered at `answered` (the node's time) got the database's time somewhere in
+/// between: taken as the midpoint, it is off by at most half the round trip. Of a round's answers, the one with the
+/// shortest round trip counts; answers slower than ``maximumRoundTrip`` say too little and are left out.
+struct ClockOffset: Sendable, Equatable {
+    struct Sample: Sendable, Equatable {
+        /// The node's time when it asked, and when it had the answer.
+        var asked: Date
+        var answered: Date
+        /// What the database said.
+        var database: Date
+
+        var roundTrip: TimeInterval { answered.timeIntervalSince(asked) }
+        /// Database time minus node time.
+        var offset: TimeInterval { database.timeIntervalSince(asked) - roundTrip / 2 }
+    }
+
+    /// What the node should say about its clock.
+    enum Report: Sendable, Equatable {
+        case none
+        /// The node's clock is off by more than ``tolerance`` (the database's time minus the node's), first or by
+        /// another second.
+        case off(by: TimeInterval)
+        /// It was off, and is within half the tolerance again.
+        case inStep(by: TimeInterval)
+    }
+
+    /// An answer slower than this says too little about when the database read its clock.
+    static let maximumRoundTrip: TimeInterval = 0.5
+    /// A node whose clock is this far off says so (dates are the database's either way).
+    static let tolerance: TimeInterval = 1
+
+    /// The offset in force: nil until a round had an answer that counts.
+    private(set) var current: TimeInterval?
+    /// The offset last reported as off; nil while in step.
+    private var reported: TimeInterval?
+
+    /// Takes a round of answers. - Returns: what to log. The offset stays as it was when no answer counts.
+    mutating func update(with samples: [Sample]) -> Report {
+        let usable = samples.filter { (0...Self.maximumRoundTrip).contains($0.roundTrip) }
+        guard let best = usable.min(by: { $0.roundTrip < $1.roundTrip }) else { return .none }
+        current = best.offset
+        if abs(best.offset) >= Self.tolerance {
+            if let reported, abs(best.offset - reported) < Self.tolerance { return .none }
+            reported = best.offset
+            return .off(by: best.offset)
+        }
+        if reported != nil, abs(best.offset) < Self.tolerance / 2 {
+            reported = nil
+            return .inStep(by: best.offset)
+        }
+        return .none
+    }
+}
+
+/// Keeps a ``DatabaseAlignedClock`` set: a round of questions at the start, before anything is dated, and one every
+/// ``interval`` after (a node's clock drifts, or is stepped by NTP).
+final class DatabaseClockAlignment: Service {
+    /// Questions a round.
+    static let questions = 5
+    static let interval = Duration.seconds(60)
+
+    let clock: DatabaseAlignedClock
+    private let store: any TernStore
+    private let timer: any Clock<Duration>
+    private let logger: Logger
+    private let offset = Mutex(ClockOffset())
+
+    private init(clock: DatabaseAlignedClock, store: any TernStore, timer: any Clock<Duration>, logger: Logger) {
+        self.clock = clock
+        self.store = store
+        self.timer = timer
+        self.logger = logger
+    }
+
+    /// The clocks a node dates by, on `store`: `clocks` themselves when the database's time is the node's (SQLite),
+    /// else a clock set by the database's (first set here) and the service that keeps it set.
+    static func start(store: any TernStore, clocks: ServerClocks, logger: Logger) async -> (clocks: ServerClocks, service: DatabaseClockAlignment?) {
+        do {
+            guard try await store.databaseTime() != nil else { return (clocks, nil) }
+        } catch {
+            // It answered migrations a moment ago: say so, and date by the node's clock until the next round.
+            logger.warning("cannot read the database's time; dates follow this node's clock until it can", metadata: ["reason": "\(error)"])
+        }
+        let alignment = DatabaseClockAlignment(
+            clock: DatabaseAlignedClock(base: clocks.wall), store: store, timer: clocks.timer, logger: logger)
+        await alignment.align()
+        return (ServerClocks(wall: alignment.clock, timer: clocks.timer), alignment)
+    }
+
+    /// One round: asks the database its time ``questions`` times and sets the clock by the best answer.
+    func align() async {
+        var samples: [ClockOffset.Sample] = []
+        for _ in 0..<Self.questions {
+            let asked = clock.nodeTime
+            guard let database = try? await store.databaseTime() else { continue }
+            samples.append(.init(asked: asked, answered: clock.nodeTime, database: database))
+        }
+        let (report, current) = offset.withLock { offset in (offset.update(with: samples), offset.current) }
+        if let current { clock.set(offset: current) }
+        switch report {
+        case .none:
+            break
+        case .off(let seconds):
+            logger.warning(
+                "this node's clock is \(Self.describe(seconds)) the database's; it dates what it stores by the database's clock (check the node's time synchronisation)")
+        case .inStep(let seconds):
+            logger.notice(
+                "this node's clock is in step with the database's again", metadata: ["offset": "\(String(format: "%+.3f s", seconds))"])
+        }
+    }
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while true {
+                do { try await self.timer.sleep(for: Self.interval) } catch { return }
+                await self.align()
+            }
+        }
+    }
+
+    /// "12.3 s behind", "2.0 s ahead of": how the node's clock stands against the database's.
+    static func describe(_ offset: TimeInterval) -> String {
+        let seconds = String(format: "%.1f s", abs(offset))
+        return offset > 0 ? "\(seconds) behind" : "\(seconds) ahead of"
+    }
+}
