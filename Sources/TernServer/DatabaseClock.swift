@@ -68,6 +68,16 @@ struct ClockOffset: Sendable, Equatable {
     /// A node whose clock is this far off says so (dates are the database's either way).
     static let tolerance: TimeInterval = 1
 
+    /// How far a node's clock may move against the steady clock between two looks before it counts as stepped
+    /// (set by NTP, or after the machine was suspended): far beyond what NTP's slewing does, 0.5 ms a second at most.
+    static let stepTolerance: TimeInterval = 0.5
+
+    /// Whether the node's clock was stepped between two looks: it moved `node` seconds while the steady clock moved
+    /// `steady`.
+    static func stepped(node: TimeInterval, steady: Duration) -> Bool {
+        abs(node - Double(steady.components.seconds) - Double(steady.components.attoseconds) / 1e18) > stepTolerance
+    }
+
     /// The offset in force: nil until a round had an answer that counts.
     private(set) var current: TimeInterval?
     /// The offset last reported as off; nil while in step.
@@ -91,24 +101,29 @@ struct ClockOffset: Sendable, Equatable {
     }
 }
 
-/// Keeps a ``DatabaseAlignedClock`` set: a round of questions at the start, before anything is dated, and one every
-/// ``interval`` after (a node's clock drifts, or is stepped by NTP).
+/// Keeps a ``DatabaseAlignedClock`` set: a round of questions at the start, before anything is dated, one every
+/// ``interval`` after (a node's clock drifts), and one as soon as the node's clock is seen stepped (by NTP, or after
+/// the machine was suspended), which it looks for every ``stepCheckInterval``.
 final class DatabaseClockAlignment: Service {
     /// Questions a round.
     static let questions = 5
     static let interval = Duration.seconds(60)
+    static let stepCheckInterval = Duration.seconds(1)
 
     let clock: DatabaseAlignedClock
     private let store: any TernStore
     private let timer: any Clock<Duration>
     private let logger: Logger
     private let offset = Mutex(ClockOffset())
+    /// The node's clock and the steady clock at the last round's end (or the last look for a step since).
+    private let lastLook: Mutex<(node: Date, steady: ContinuousClock.Instant)>
 
     private init(clock: DatabaseAlignedClock, store: any TernStore, timer: any Clock<Duration>, logger: Logger) {
         self.clock = clock
         self.store = store
         self.timer = timer
         self.logger = logger
+        lastLook = Mutex((clock.nodeTime, ContinuousClock.now))
     }
 
     /// The clocks a node dates by, on `store`: `clocks` themselves when the database's time is the node's (SQLite),
@@ -136,6 +151,7 @@ final class DatabaseClockAlignment: Service {
         }
         let (report, current) = offset.withLock { offset in (offset.update(with: samples), offset.current) }
         if let current { clock.set(offset: current) }
+        lastLook.withLock { $0 = (clock.nodeTime, ContinuousClock.now) }
         switch report {
         case .none:
             break
@@ -150,8 +166,19 @@ final class DatabaseClockAlignment: Service {
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
+            var sinceRound = Duration.zero
             while true {
-                do { try await self.timer.sleep(for: Self.interval) } catch { return }
+                do { try await self.timer.sleep(for: Self.stepCheckInterval) } catch { return }
+                sinceRound += Self.stepCheckInterval
+                let now = (node: self.clock.nodeTime, steady: ContinuousClock.now)
+                let last = self.lastLook.withLock { last in
+                    defer { last = now }
+                    return last
+                }
+                let stepped = ClockOffset.stepped(node: now.node.timeIntervalSince(last.node), steady: now.steady - last.steady)
+                guard stepped || sinceRound >= Self.interval else { continue }
+                if stepped { self.logger.debug("this node's clock was stepped; asking the database's time again") }
+                sinceRound = .zero
                 await self.align()
             }
         }

@@ -1,5 +1,9 @@
 import Foundation
+import Logging
+import Synchronization
 import TernAPNs
+import TernStore
+import TernTestSupport
 import Testing
 
 @testable import TernServer
@@ -74,9 +78,53 @@ struct DatabaseClockTests {
         #expect(clock.now == start - 50.25)
     }
 
+    @Test("a node's clock that moves half a second more or less than the steady clock between two looks was stepped; NTP's slewing is not a step")
+    func steps() {
+        #expect(!ClockOffset.stepped(node: 1.0005, steady: .seconds(1)))
+        #expect(!ClockOffset.stepped(node: 1.4, steady: .seconds(1)))
+        #expect(ClockOffset.stepped(node: 61, steady: .seconds(1)))
+        #expect(ClockOffset.stepped(node: -3, steady: .milliseconds(1_002)))
+        #expect(!ClockOffset.stepped(node: 5, steady: .milliseconds(5_300)))
+    }
+
+    @Test("on PostgreSQL a node dates by the database's time, and follows within seconds when its own clock is stepped",
+          .enabled(if: PostgresTestServer.url != nil))
+    func followsTheDatabase() async throws {
+        try await PostgresTestServer.withDatabase { url in
+            let store = try await SQLStore.openPostgres(url: url, logger: Logger(label: "test"))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { await store.run() }
+                defer { tasks.cancelAll() }
+                let base = SteppedClock(ahead: 90)
+                let (clocks, alignment) = await DatabaseClockAlignment.start(
+                    store: store, clocks: ServerClocks(wall: base), logger: Logger(label: "test"))
+                let service = try #require(alignment)
+                // How far the node's dates are from the database's now, in seconds.
+                let off = { () async throws -> TimeInterval in
+                    let database = try #require(try await store.databaseTime())
+                    return clocks.wall.now.timeIntervalSince(database)
+                }
+                #expect(abs(try await off()) < 0.5, "dates by the database's time from the start")
+
+                tasks.addTask { try await service.run() }
+                base.step(to: -45)
+                try await waitUntil("the node's dates to follow the step", within: 10) { abs(try await off()) < 0.5 }
+            }
+            try await store.close()
+        }
+    }
+
     @Test("how a node's clock stands is said in words")
     func description() {
         #expect(DatabaseClockAlignment.describe(12.34) == "12.3 s behind")
         #expect(DatabaseClockAlignment.describe(-2) == "2.0 s ahead of")
     }
+}
+
+/// The system's time, some seconds off, by as much as the test says.
+private final class SteppedClock: WallClock {
+    private let seconds: Mutex<TimeInterval>
+    init(ahead seconds: TimeInterval) { self.seconds = Mutex(seconds) }
+    var now: Date { Date().addingTimeInterval(seconds.withLock { $0 }) }
+    func step(to seconds: TimeInterval) { self.seconds.withLock { $0 = seconds } }
 }
