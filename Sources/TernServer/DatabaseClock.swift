@@ -8,12 +8,13 @@ import TernStore
 /// The wall clock of a node that shares its database with others: its own clock, set by how far it is from the
 /// database server's.
 ///
-/// The nodes of one PostgreSQL database compare the dates they store with each other's: a chunk's lease runs out by the
-/// clock of the node that looks at it, and so do the periodic jobs' turns, inbox expiry and acknowledgement
-/// deadlines. A node whose clock ran ten seconds ahead took over chunks that a healthy node was still sending, and
-/// the devices got them twice. Read through this clock, every node dates by the database's time, give or take a few
-/// milliseconds, whatever its own clock says. (On SQLite the database is a file of this node's, and its time is the
-/// node's: the clock is the node's own.)
+/// The nodes of one PostgreSQL database compare the dates they store with each other's: a chunk's lease runs out by
+/// the clock of the node that looks at it, and so do inbox expiry and the online channel's acknowledgement deadlines
+/// (the periodic jobs take turns by advisory locks, with no clock). A node whose clock ran ahead of another's by more
+/// than a lease's margin (ten seconds, with the default 15 s lease renewed every 5 s) took over the chunks that node
+/// was still sending, and their devices got the push twice. Read through this clock, every node dates by the
+/// database's time, give or take a few milliseconds, whatever its own clock says. (On SQLite the database is a file
+/// of this node's, and its time is the node's: the clock is the node's own.)
 final class DatabaseAlignedClock: WallClock {
     private let base: any WallClock
     /// What is added to `base`, in microseconds.
