@@ -87,4 +87,35 @@ struct LeaseLossTests {
             _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 0}"#)
         }
     }
+
+    @Test func aNodeWhoseClockJumpsForwardMidChunkDoesNotSendItsOwnChunkAgain() async throws {
+        let clock = ManualClock()
+        try await RouterHarness.withServer(configure: {
+            $0.delivery.chunkSize = 40
+            $0.delivery.concurrency = 4
+            $0.delivery.chunkLease = .seconds(15)
+        }, clocks: .manual(clock)) { server in
+            for number in 1...40 {
+                _ = try await server.register(Fixture.device(9_200 + number), token: Fixture.token(9_200 + number), tags: ["jump"])
+            }
+            // 40 at 4 in flight, 300 ms each: the chunk is being sent for about three seconds.
+            _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 300}"#)
+            let accepted = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: #"{"tags": ["jump"]}"#))
+            #expect(accepted.status == 202)
+            let id = try #require(try accepted.json()["id"]?.string)
+            try await waitUntil("the push's first notifications at the simulator") { try await server.arrivals().count >= 4 }
+
+            // The node's clock is set a minute forward (NTP, a machine resumed): to the store, the lease of the chunk
+            // it is sending ran out long ago, and the next claim finds it.
+            clock.wall.advance(by: 60)
+            try await waitUntil("the push to complete", within: 30) {
+                try await server.master.get("/v1/apps/demo/pushes/\(id)").json()["status"]?.string == "completed"
+            }
+            let tokens = Set((1...40).map { Fixture.token(9_200 + $0) })
+            let ours = try await server.arrivals().filter { tokens.contains($0.token) }
+            #expect(ours.count == 40, "\(ours.count - 40) sent twice")
+            #expect(Set(ours.map(\.token)) == tokens)
+            _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 0}"#)
+        }
+    }
 }

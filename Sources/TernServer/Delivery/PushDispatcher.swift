@@ -191,6 +191,15 @@ final class PushDispatcher: Service {
             if claimBackoff.withLock({ $0.succeeded() }) { claimFailures.succeeded() }
             switch claim {
             case .chunk(let chunk):
+                if chunk.reclaimed, inFlight.withLock({ $0.chunks.values.contains { $0.id == chunk.id } }) {
+                    // This node's own chunk, still being sent: its lease only looked run out (this node's clock was set
+                    // forward, or its renewal came late), and the claim has renewed it. Sent again, its recipients not
+                    // yet recorded would get the push twice.
+                    logger.info(
+                        "a chunk this node is sending looked unleased (its clock moved forward?); renewed, not sent again",
+                        metadata: ["push": "\(chunk.push.id)", "chunk": "\(chunk.sequence)"])
+                    continue
+                }
                 if chunk.reclaimed {
                     chunksReclaimed.increment()
                     logger.info("taking over a chunk whose lease ran out", metadata: ["push": "\(chunk.push.id)", "chunk": "\(chunk.sequence)"])
