@@ -94,6 +94,12 @@ public final class TernServer: Sendable {
         // What can fail at start is tried first, each saying what it is in one line, before anything else starts.
         try await Self.checkCanListen(host: configuration.http.host, port: configuration.http.port)
         let serverKey = try Self.loadServerKey(configuration)
+        if configuration.server.key == nil, let mode = ServerKey.exposedMode(of: URL(fileURLWithPath: configuration.server.keyFile)) {
+            // Said, not refused: a mounted secret (Kubernetes' default mode is 0644) is readable by others in its
+            // container only, and refusing it would stop nodes that ran until now.
+            logger.warning(
+                "server key \(configuration.server.keyFile): other users may read it (mode \(mode)); with it, a copy of the database opens every app's credentials; make it owner-only (chmod 600)")
+        }
         let store = try await Self.openStore(configuration, logger: logger)
         // The store's pool runs around the service group, not in it: the schema is migrated and the demo app made
         // before the services start, and the dispatcher records its last chunk while they shut down.

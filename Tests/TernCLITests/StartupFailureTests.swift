@@ -122,6 +122,25 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: folderKey.path).isEmpty)
     }
 
+    @Test func aServerKeyFileOtherUsersMayReadIsWarnedOfAndAnOwnerOnlyOneIsNot() throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let keyFile = folder.appendingPathComponent("tern.key")
+        try Data((Data(repeating: 7, count: 32).base64EncodedString() + "\n").utf8).write(to: keyFile)
+        let arguments = ["--no-simulator", "--server-key-file", keyFile.path, "--database", folder.appendingPathComponent("tern.db").path]
+        let warning = "other users may read it (mode 644)"
+
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: keyFile.path)
+        let exposed = try ServeProcess(folder: folder.appendingPathComponent("first"), arguments: arguments)
+        #expect(exposed.diagnosis(lines: 50).contains(warning), "\(exposed.diagnosis(lines: 50))")
+        #expect(exposed.interrupt() == 0)
+
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyFile.path)
+        let ownerOnly = try ServeProcess(folder: folder.appendingPathComponent("second"), arguments: arguments)
+        #expect(!ownerOnly.diagnosis(lines: 50).contains("other users may read it"), "\(ownerOnly.diagnosis(lines: 50))")
+        #expect(ownerOnly.interrupt() == 0)
+    }
+
     @Test func aServerKeyThatCannotBeWrittenWholeLeavesNoFileBehindAndTheNextStartMakesIt() throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }

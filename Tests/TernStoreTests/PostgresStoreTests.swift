@@ -99,6 +99,39 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("a call still under way when the store finds the server unreachable is answered at once, whatever it waits for",
+          .enabled(if: PostgresTestServer.url != nil))
+    func callsUnderWayEndWithTheirPool() async throws {
+        try await Self.withStoreThroughRelay(callTimeout: .seconds(60)) { store, relay in
+            // A call that hangs where the pool's shutdown cannot reach it (postgres-nio has left a query waiting for
+            // ever on a connection the server closed): here, its body waits on its own.
+            let started = AsyncStream.makeStream(of: Void.self)
+            let hung = Task {
+                try await store.exclusive { db in
+                    try await db.raw("SELECT 1").run()
+                    started.continuation.yield()
+                    try await Task.sleep(for: .seconds(50))
+                }
+            }
+            for await _ in started.stream { break }
+            await relay.refuse()
+            let away = ContinuousClock.now
+            // Another call finds the server away, and the store says so.
+            try await waitUntil("the store to find the server away", within: 20) {
+                do {
+                    try await store.setSetting("during", to: "1")
+                    return false
+                } catch {
+                    return "\(error)".contains("cannot be reached")
+                }
+            }
+            let error = await #expect(throws: StoreError.self) { try await hung.value }
+            #expect("\(String(describing: error))".contains("cannot be reached"), "\(String(describing: error))")
+            #expect(ContinuousClock.now - away < .seconds(20), "the call under way was answered after \(ContinuousClock.now - away)")
+            relay.carry()
+        }
+    }
+
     @Test("when the network goes silent under a pool in use (no close, no error), calls fail as unavailable within seconds, not at their deadline, and a new pool serves once it carries again",
           .enabled(if: PostgresTestServer.url != nil))
     func silentNetwork() async throws {

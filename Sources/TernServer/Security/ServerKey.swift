@@ -26,6 +26,15 @@ struct ServerKey: Sendable {
         try self.init(bytes: Array(bytes))
     }
 
+    /// The mode of the key file at `file` (octal, "644") when users other than its owner may read or change it; nil
+    /// when only its owner may (or there is no file). Whoever reads the key opens every sealed credential that a copy
+    /// of the database holds.
+    static func exposedMode(of file: URL) -> String? {
+        var info = stat()
+        guard stat(file.path, &info) == 0, info.st_mode & 0o077 != 0 else { return nil }
+        return String(info.st_mode & 0o777, radix: 8)
+    }
+
     /// The key in `file`, created (random, mode 0600) when no file is there. A file that is there and cannot be read
     /// is an error, never replaced: a new key would leave every sealed credential and identity secret unopenable.
     /// - Returns: the key and whether it was created now.

@@ -5,11 +5,16 @@ import Synchronization
 /// left to finish on its own: postgres-nio (1.33) can leave a query waiting for ever when the server goes away
 /// mid-call, and whoever waits for it would wait with it. That is why `body` runs in a task of its own rather than a
 /// child task: a task group would wait for it.
-func withDeadline<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+///
+/// `cutoff`, if given, ends the call early the same way, with the error it is cut with.
+func withDeadline<T: Sendable>(
+    _ timeout: Duration, cutoff: CallCutoff? = nil, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
     let call = Deadline<T>()
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
             guard call.start(continuation) else { return }
+            cutoff?.arm { error in call.finish(.failure(error)) }
             let work = Task {
                 do {
                     call.finish(.success(try await body()))
@@ -26,6 +31,38 @@ func withDeadline<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable 
         }
     } onCancel: {
         call.finish(.failure(CancellationError()))
+    }
+}
+
+/// Ends a call from outside before its deadline, as the deadline would (the pool it runs on was retired): its caller
+/// is answered with the error at once, and its work is cancelled. A cut that comes before the call is armed ends it as
+/// soon as it is.
+final class CallCutoff: Sendable {
+    private struct State {
+        var end: (@Sendable (StoreError) -> Void)?
+        var error: StoreError?
+    }
+
+    private let state = Mutex(State())
+
+    init() {}
+
+    func arm(_ end: @escaping @Sendable (StoreError) -> Void) {
+        let error = state.withLock { state -> StoreError? in
+            if state.error == nil { state.end = end }
+            return state.error
+        }
+        if let error { end(error) }
+    }
+
+    func cut(_ error: StoreError) {
+        let end = state.withLock { state -> (@Sendable (StoreError) -> Void)? in
+            guard state.error == nil else { return nil }
+            state.error = error
+            defer { state.end = nil }
+            return state.end
+        }
+        end?(error)
     }
 }
 

@@ -34,8 +34,9 @@ final class PostgresSessions: SQLSessions {
     private struct Inner {
         var reachability: DatabaseReachability
         var pool: Pool
-        /// The calls under way: when each began, on which pool, and whether it has its connection yet.
-        var running: [Int: (since: ContinuousClock.Instant, generation: Int, connected: Bool)] = [:]
+        /// The calls under way: when each began, on which pool, whether it has its connection yet, and what ends it
+        /// when its pool is retired.
+        var running: [Int: (since: ContinuousClock.Instant, generation: Int, connected: Bool, cutoff: CallCutoff)] = [:]
         var nextCall = 0
     }
 
@@ -98,12 +99,13 @@ final class PostgresSessions: SQLSessions {
     /// the call fails at once.
     func withSession<T: Sendable>(calls: Int, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         let now = ContinuousClock.now
+        let cutoff = CallCutoff()
         let (admitted, client, call) = inner.withLock { inner in
             let admitted = inner.reachability.admit()
             let call = inner.nextCall
             if case .success(let generation) = admitted {
                 inner.nextCall += 1
-                inner.running[call] = (now, generation, false)
+                inner.running[call] = (now, generation, false, cutoff)
             }
             return (admitted, inner.pool.client, call)
         }
@@ -115,7 +117,7 @@ final class PostgresSessions: SQLSessions {
         let leased = Mutex<PostgresConnection?>(nil)
         defer { _ = inner.withLock { $0.running.removeValue(forKey: call) } }
         do {
-            return try await withDeadline(callTimeout * max(1, calls)) {
+            return try await withDeadline(callTimeout * max(1, calls), cutoff: cutoff) {
                 try await client.withConnection { connection in
                     leased.withLock { $0 = connection }
                     self.inner.withLock { $0.running[call]?.connected = true }
@@ -218,7 +220,16 @@ final class PostgresSessions: SQLSessions {
                     logger.warning(
                         "the database cannot be reached; calls fail at once until it can",
                         metadata: ["reason": "\(failure ?? "")"])
-                    inner.withLock { $0.pool }.retire.finish()
+                    let (pool, cutoffs) = inner.withLock { inner in
+                        let retired = inner.reachability.generation
+                        return (inner.pool, inner.running.values.filter { $0.generation == retired }.map(\.cutoff))
+                    }
+                    pool.retire.finish()
+                    // The calls still on it fail now too, whatever they wait for: the pool's shutdown fails those
+                    // waiting for a connection, but one seen waiting on a connection the server had closed (under
+                    // CI's load) kept its caller until its deadline.
+                    let error = StoreError.unavailable("the database cannot be reached: \(failure ?? "")")
+                    for cutoff in cutoffs { cutoff.cut(error) }
                 }
                 do { try await Task.sleep(for: interval) } catch { return }
             }
