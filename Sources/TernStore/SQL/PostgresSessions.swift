@@ -96,7 +96,7 @@ final class PostgresSessions: SQLSessions {
     /// Runs `body` on a pooled connection. A call still unanswered after `calls` times `callTimeout` fails as
     /// unavailable, and is left to finish on its own: a call in flight while the server restarts can otherwise wait
     /// forever (seen with postgres-nio 1.33), and the caller would wait with it. While the server cannot be reached
-    /// the call fails at once.
+    /// the call fails at once, and so does a call under way when the store finds that out (its pool is retired).
     func withSession<T: Sendable>(calls: Int, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         let now = ContinuousClock.now
         let cutoff = CallCutoff()
@@ -226,8 +226,8 @@ final class PostgresSessions: SQLSessions {
                     }
                     pool.retire.finish()
                     // The calls still on it fail now too, whatever they wait for: the pool's shutdown fails those
-                    // waiting for a connection, but one seen waiting on a connection the server had closed (under
-                    // CI's load) kept its caller until its deadline.
+                    // waiting for a connection, yet one call (under CI's load) kept its caller until its deadline
+                    // after its pool was retired.
                     let error = StoreError.unavailable("the database cannot be reached: \(failure ?? "")")
                     for cutoff in cutoffs { cutoff.cut(error) }
                 }
