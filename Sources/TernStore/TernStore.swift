@@ -20,6 +20,14 @@ public enum StoreError: Error, Equatable, Sendable {
     case tooManyTags(Int)
 }
 
+extension Error {
+    /// ``StoreError/unavailable(_:)``: the database, not the call, failed.
+    var isStoreUnavailable: Bool {
+        if case .unavailable? = self as? StoreError { return true }
+        return false
+    }
+}
+
 extension StoreError: CustomStringConvertible {
     public var description: String {
         switch self {

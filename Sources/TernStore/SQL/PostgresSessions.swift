@@ -34,9 +34,9 @@ final class PostgresSessions: SQLSessions {
     private struct Inner {
         var reachability: DatabaseReachability
         var pool: Pool
-        /// The calls under way: when each began, on which pool, whether it has its connection yet, and what ends it
+        /// The calls under way: when each began, on which pool, its connection once it has one, and what ends it
         /// when its pool is retired.
-        var running: [Int: (since: ContinuousClock.Instant, generation: Int, connected: Bool, cutoff: CallCutoff)] = [:]
+        var running: [Int: (since: ContinuousClock.Instant, generation: Int, connection: PostgresConnection?, cutoff: CallCutoff)] = [:]
         var nextCall = 0
     }
 
@@ -105,7 +105,7 @@ final class PostgresSessions: SQLSessions {
             let call = inner.nextCall
             if case .success(let generation) = admitted {
                 inner.nextCall += 1
-                inner.running[call] = (now, generation, false, cutoff)
+                inner.running[call] = (now, generation, nil, cutoff)
             }
             return (admitted, inner.pool.client, call)
         }
@@ -114,20 +114,18 @@ final class PostgresSessions: SQLSessions {
         case .success(let current): generation = current
         case .failure(let unreachable): throw StoreError.unavailable("the database cannot be reached: \(unreachable.reason)")
         }
-        let leased = Mutex<PostgresConnection?>(nil)
         defer { _ = inner.withLock { $0.running.removeValue(forKey: call) } }
         do {
             return try await withDeadline(callTimeout * max(1, calls), cutoff: cutoff) {
                 try await client.withConnection { connection in
-                    leased.withLock { $0 = connection }
-                    self.inner.withLock { $0.running[call]?.connected = true }
+                    self.inner.withLock { $0.running[call]?.connection = connection }
                     // Every query is logged at trace: its binds hold tokens and aliases.
                     return try await body(connection.sql(queryLogLevel: .trace))
                 }
             }
         } catch {
-            let connection = leased.withLock { $0 }
-            if case StoreError.unavailable = error, let connection {
+            let connection = inner.withLock { $0.running[call]?.connection }
+            if error.isStoreUnavailable, let connection {
                 // Past its deadline on a connection: whatever holds it up (a network gone silent, a lock), the call is
                 // given up, and so is the connection. Closed, it fails what still waits on it and leaves the pool, which
                 // opens another, and its open transaction can never commit (the caller was answered "unavailable, try
@@ -139,8 +137,8 @@ final class PostgresSessions: SQLSessions {
             if error is CancellationError { throw error }
             // No connection could be had (the pool's own errors), the connection failed, or the deadline passed.
             guard connection == nil || Self.isConnectionFailure(error) else { throw error }
-            let deadlinePassed = if case StoreError.unavailable = error { true } else { false }
-            couldNotReach(generation: generation, because: deadlinePassed ? .noAnswer : .connectionFailed)
+            // Unavailable here is the call's deadline (or its pool's retirement, which has said all there is to say).
+            couldNotReach(generation: generation, because: error.isStoreUnavailable ? .noAnswer : .connectionFailed)
             // A call that waited in a pool retired meanwhile fails with the pool's shutdown: say why it was retired.
             if case .unreachable(let reason) = inner.withLock({ $0.reachability.state }) {
                 throw StoreError.unavailable("the database cannot be reached: \(reason)")
@@ -153,7 +151,7 @@ final class PostgresSessions: SQLSessions {
     /// The connection failed or closed under the call, or the server is shutting down (SQLSTATE classes 08 and 57):
     /// not an answer to the call.
     static func isConnectionFailure(_ error: any Error) -> Bool {
-        if case StoreError.unavailable = error { return true }
+        if error.isStoreUnavailable { return true }
         guard let error = error as? PSQLError else { return false }
         switch error.code {
         case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed:
@@ -184,9 +182,9 @@ final class PostgresSessions: SQLSessions {
             let now = ContinuousClock.now
             let action = inner.withLock { inner in
                 let stuck = inner.running.values.filter { $0.since + DatabaseReachability.patience <= now }
-                guard let call = stuck.first(where: { !$0.connected }) ?? stuck.first else { return DatabaseReachability.Action.none }
+                guard let call = stuck.first(where: { $0.connection == nil }) ?? stuck.first else { return DatabaseReachability.Action.none }
                 return inner.reachability.callCouldNotReach(
-                    generation: call.generation, because: call.connected ? .noAnswer : .noConnection, at: now)
+                    generation: call.generation, because: call.connection == nil ? .noConnection : .noAnswer, at: now)
             }
             if action == .probe { workInput.yield(.probe) }
         }

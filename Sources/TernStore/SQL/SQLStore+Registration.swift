@@ -291,11 +291,3 @@ struct CurrentDevice {
     var createdAt: Int64
     var secretHash: [UInt8]?
 }
-
-extension Error {
-    /// ``StoreError/unavailable(_:)``: the database, not the call, failed.
-    var isStoreUnavailable: Bool {
-        if case .unavailable? = self as? StoreError { return true }
-        return false
-    }
-}
