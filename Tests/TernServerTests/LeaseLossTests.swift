@@ -12,18 +12,9 @@ import Testing
 /// none of them can be recorded any more.
 struct LeaseLossTests {
     @Test func aNodeThatLostAChunkStopsSendingItAndKeepsDeliveringOtherPushes() async throws {
-        try await RouterHarness.withServer(configure: {
-            $0.delivery.chunkSize = 40
-            $0.delivery.concurrency = 4
-        }) { server in
-            for number in 1...40 {
-                _ = try await server.register(Fixture.device(9_000 + number), token: Fixture.token(9_000 + number), tags: ["lease"])
-            }
-            // Slow answers: the chunk is still being sent when it is taken (40 at 4 in flight: 4 s, time enough on a
-            // busy machine).
-            _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 400}"#)
-            let accepted = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: #"{"tags": ["lease"]}"#))
-            #expect(accepted.status == 202)
+        // Slow answers: the chunk is still being sent when it is taken (40 at 4 in flight: 4 s, time enough on a busy
+        // machine).
+        try await Self.withSlowPush(devices: 9_001...9_040, tag: "lease", concurrency: 4, latency: 400) { server, _ in
             try await waitUntil("the push's first notifications at the simulator") { try await server.arrivals().count >= 4 }
 
             // Another node takes the chunk over: to the store, its lease has run out.
@@ -54,19 +45,9 @@ struct LeaseLossTests {
 
     @Test func aChunkBeingSentIsRenewedEveryThirdOfItsLeaseOnTheServersClock() async throws {
         let clock = ManualClock()
-        try await RouterHarness.withServer(configure: {
-            $0.delivery.chunkSize = 10
-            $0.delivery.concurrency = 1
-            $0.delivery.chunkLease = .seconds(15)
-        }, clocks: .manual(clock)) { server in
-            for number in 1...10 {
-                _ = try await server.register(Fixture.device(9_100 + number), token: Fixture.token(9_100 + number), tags: ["renew"])
-            }
-            // One at a time, 300 ms each: the chunk is in flight for three seconds of real time, and none passes on
-            // the server's clock unless the test moves it.
-            _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 300}"#)
-            let accepted = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: #"{"tags": ["renew"]}"#))
-            #expect(accepted.status == 202)
+        // One at a time, 300 ms each: the chunk is in flight for three seconds of real time, and none passes on the
+        // server's clock unless the test moves it.
+        try await Self.withSlowPush(devices: 9_101...9_110, tag: "renew", concurrency: 1, latency: 300, clock: clock) { server, _ in
             let store = try await SQLStore.openSQLite(path: server.folder.appendingPathComponent("tern.db").path, logger: Logger(label: "reader"))
             @Sendable func leaseUntil() async throws -> Int? {
                 try await store.exclusive { db in
@@ -84,25 +65,14 @@ struct LeaseLossTests {
             clock.advance(by: .seconds(5))
             try await waitUntil("the lease renewed") { try await leaseUntil() == claimed + 5_000 }
             try await store.close()
-            _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 0}"#)
         }
     }
 
     @Test func aNodeWhoseClockJumpsForwardMidChunkDoesNotSendItsOwnChunkAgain() async throws {
         let clock = ManualClock()
-        try await RouterHarness.withServer(configure: {
-            $0.delivery.chunkSize = 40
-            $0.delivery.concurrency = 4
-            $0.delivery.chunkLease = .seconds(15)
-        }, clocks: .manual(clock)) { server in
-            for number in 1...40 {
-                _ = try await server.register(Fixture.device(9_200 + number), token: Fixture.token(9_200 + number), tags: ["jump"])
-            }
-            // 40 at 4 in flight, 300 ms each: the chunk is being sent for about three seconds.
-            _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 300}"#)
-            let accepted = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: #"{"tags": ["jump"]}"#))
-            #expect(accepted.status == 202)
-            let id = try #require(try accepted.json()["id"]?.string)
+        // 40 at 4 in flight, 300 ms each: the chunk is being sent for about three seconds.
+        let devices = 9_201...9_240
+        try await Self.withSlowPush(devices: devices, tag: "jump", concurrency: 4, latency: 300, clock: clock) { server, id in
             try await waitUntil("the push's first notifications at the simulator") { try await server.arrivals().count >= 4 }
 
             // The node's clock is set a minute forward (NTP, a machine resumed): to the store, the lease of the chunk
@@ -111,10 +81,34 @@ struct LeaseLossTests {
             try await waitUntil("the push to complete", within: 30) {
                 try await server.master.get("/v1/apps/demo/pushes/\(id)").json()["status"]?.string == "completed"
             }
-            let tokens = Set((1...40).map { Fixture.token(9_200 + $0) })
+            let tokens = Set(devices.map(Fixture.token))
             let ours = try await server.arrivals().filter { tokens.contains($0.token) }
-            #expect(ours.count == 40, "\(ours.count - 40) sent twice")
+            #expect(ours.count == devices.count, "\(ours.count - devices.count) sent twice")
             #expect(Set(ours.map(\.token)) == tokens)
+        }
+    }
+
+    /// A server sending one chunk of a push to `devices` (each registered with `tag`), `concurrency` notifications in
+    /// flight, the simulator answering each after `latency` ms; on `clock` when given (15 s leases), the system's
+    /// otherwise. `body` gets the server and the push's id as soon as the push is accepted; the simulator answers at
+    /// once again afterwards.
+    private static func withSlowPush(
+        devices: ClosedRange<Int>, tag: String, concurrency: Int, latency: Int, clock: ManualClock? = nil,
+        _ body: @escaping @Sendable (RoutedServer, String) async throws -> Void
+    ) async throws {
+        try await RouterHarness.withServer(configure: {
+            $0.delivery.chunkSize = devices.count
+            $0.delivery.concurrency = concurrency
+            $0.delivery.chunkLease = .seconds(15)
+        }, clocks: clock.map { .manual($0) } ?? .system) { server in
+            for number in devices {
+                _ = try await server.register(Fixture.device(number), token: Fixture.token(number), tags: [tag])
+            }
+            _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": \#(latency)}"#)
+            let accepted = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: #"{"tags": ["\#(tag)"]}"#))
+            #expect(accepted.status == 202, "\(accepted.text)")
+            let id = try #require(try accepted.json()["id"]?.string)
+            try await body(server, id)
             _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 0}"#)
         }
     }

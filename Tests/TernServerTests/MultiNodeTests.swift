@@ -14,24 +14,8 @@ struct MultiNodeTests {
     func nodesShareAPush() async throws {
         // 20 in flight: a node has at most three chunks of 20 claimed at a time (``ClaimRoom``).
         try await MultiNode.with(concurrency: 20) { cluster in
-            try await cluster.createApp(on: cluster.nodes[0])
             let devices = 400
-            try await cluster.register(devices, on: cluster.nodes[1])
-            // Every answer takes 100-150 ms: one node alone, 20 in flight, needs over two seconds for the 20
-            // chunks, so the other claims some even if it misses the wake-up and only finds the push at its next
-            // look (every second).
-            try cluster.simulator.state.setLatency(.init(minMilliseconds: 100, maxMilliseconds: 150))
-
-            let first = try await cluster.master(1).post("/v1/apps/shop/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "one"))
-            #expect(first.status == 201, "\(first.text)")
-            let id = try #require(try first.json()["id"]?.string)
-            #expect(try first.json()["counts"]?["accepted"]?.int == devices)
-            #expect(try first.json()["counts"]?["targeted"]?.int == devices, "each chunk recorded once")
-            #expect(cluster.arrivals().count == devices)
-            #expect(Set(cluster.arrivals().map(\.token)).count == devices, "each device got it once")
-            let owners = try await PostgresTestServer.integers(
-                "SELECT COUNT(DISTINCT owner) FROM push_chunks WHERE push_id = '\(id)'", database: cluster.databaseURL)
-            #expect(owners == [2], "both nodes claimed chunks of the push")
+            _ = try await cluster.pushToAllWithBothNodesSending(devices: devices)
 
             // One node leaves; the other sends the next push alone.
             await cluster.nodes[0].server.shutdown()
@@ -48,22 +32,8 @@ struct MultiNodeTests {
     func aNodeWithItsClockAheadTakesNothingOver() async throws {
         // A minute ahead: every lease of the other node's (15 s) would look long run out to it.
         try await MultiNode.with(concurrency: 20, secondClocks: ServerClocks(wall: ClockAhead(by: 60))) { cluster in
-            try await cluster.createApp(on: cluster.nodes[0])
-            let devices = 400
-            try await cluster.register(devices, on: cluster.nodes[1])
-            // As in the test above: slow enough answers that both nodes claim chunks, the one ahead among them.
-            try cluster.simulator.state.setLatency(.init(minMilliseconds: 100, maxMilliseconds: 150))
-
-            let push = try await cluster.master(1).post("/v1/apps/shop/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "one"))
-            #expect(push.status == 201, "\(push.text)")
-            let id = try #require(try push.json()["id"]?.string)
-            #expect(try push.json()["counts"]?["accepted"]?.int == devices)
-            let arrivals = cluster.arrivals()
-            #expect(arrivals.count == devices, "\(arrivals.count - devices) sent twice")
-            #expect(Set(arrivals.map(\.token)).count == devices)
-            let owners = try await PostgresTestServer.integers(
-                "SELECT COUNT(DISTINCT owner) FROM push_chunks WHERE push_id = '\(id)'", database: cluster.databaseURL)
-            #expect(owners == [2], "both nodes claimed chunks of the push")
+            // Taken in through the node ahead, and sent by both.
+            let id = try await cluster.pushToAllWithBothNodesSending(devices: 400)
             // What the node ahead stores is dated by the database's clock: the push it took in is not dated a
             // minute into the future.
             let stored = try await PostgresTestServer.integers(
@@ -251,6 +221,30 @@ struct MultiNode: Sendable {
 
     /// Node `index`'s API with the app's master secret.
     func master(_ index: Int) -> HTTPTestClient { nodes[index].api.with(bearer: secrets.withLock { $0.masterSecret }) }
+
+    /// What the large-push tests share: the app `shop` (made through the first node), `devices` devices registered
+    /// through the second, and one push to all of them through the second, expected whole: each device once, each
+    /// chunk recorded once, both nodes sending. Every answer takes 100-150 ms: one node alone, 20 in flight, needs
+    /// over two seconds for the 20 chunks, so the other claims some even if it misses the wake-up and only finds the
+    /// push at its next look (every second). - Returns: the push's id.
+    func pushToAllWithBothNodesSending(devices: Int) async throws -> String {
+        try await createApp(on: nodes[0])
+        try await register(devices, on: nodes[1])
+        try simulator.state.setLatency(.init(minMilliseconds: 100, maxMilliseconds: 150))
+
+        let push = try await master(1).post("/v1/apps/shop/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "one"))
+        #expect(push.status == 201, "\(push.text)")
+        let id = try #require(try push.json()["id"]?.string)
+        #expect(try push.json()["counts"]?["accepted"]?.int == devices)
+        #expect(try push.json()["counts"]?["targeted"]?.int == devices, "each chunk recorded once")
+        let arrivals = self.arrivals()
+        #expect(arrivals.count == devices, "\(arrivals.count - devices) more than one a device")
+        #expect(Set(arrivals.map(\.token)).count == devices, "each device got it")
+        let owners = try await PostgresTestServer.integers(
+            "SELECT COUNT(DISTINCT owner) FROM push_chunks WHERE push_id = '\(id)'", database: databaseURL)
+        #expect(owners == [2], "both nodes claimed chunks of the push")
+        return id
+    }
 
     /// Registers `count` devices with the app key, through `node`.
     func register(_ count: Int, on node: RunningServer) async throws {

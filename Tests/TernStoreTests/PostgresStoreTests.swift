@@ -77,14 +77,7 @@ struct PostgresStoreTests {
             #expect(ContinuousClock.now - first < .seconds(20), "the first call failed after \(ContinuousClock.now - first)")
 
             // Within a probe or two the store knows, and from then on each call fails at once, saying why.
-            try await waitUntil("calls to fail saying the database cannot be reached", within: 10) {
-                do {
-                    try await store.setSetting("during", to: "2")
-                    return false
-                } catch {
-                    return "\(error)".contains("cannot be reached")
-                }
-            }
+            try await Self.waitUntilStoreFindsServerAway(store, within: 10)
             let next = ContinuousClock.now
             await #expect(throws: StoreError.self) { try await store.setSetting("during", to: "2") }
             #expect(ContinuousClock.now - next < .seconds(1), "a call while the server is away took \(ContinuousClock.now - next)")
@@ -113,18 +106,12 @@ struct PostgresStoreTests {
                     try await Task.sleep(for: .seconds(50))
                 }
             }
+            defer { hung.cancel() }
             for await _ in started.stream { break }
             await relay.refuse()
             let away = ContinuousClock.now
             // Another call finds the server away, and the store says so.
-            try await waitUntil("the store to find the server away", within: 20) {
-                do {
-                    try await store.setSetting("during", to: "1")
-                    return false
-                } catch {
-                    return "\(error)".contains("cannot be reached")
-                }
-            }
+            try await Self.waitUntilStoreFindsServerAway(store, within: 20)
             let error = await #expect(throws: StoreError.self) { try await hung.value }
             #expect("\(String(describing: error))".contains("cannot be reached"), "\(String(describing: error))")
             #expect(ContinuousClock.now - away < .seconds(20), "the call under way was answered after \(ContinuousClock.now - away)")
@@ -210,6 +197,19 @@ struct PostgresStoreTests {
                 #expect(try await other.setting("late") == nil, "a call answered 'unavailable' was written after all")
                 try await store.close()
                 try await other.close()
+            }
+        }
+    }
+
+    /// Writes until a call fails saying the database cannot be reached: the store has found the server away (calls
+    /// made while it finds out wait for its probe).
+    private static func waitUntilStoreFindsServerAway(_ store: SQLStore, within seconds: Double) async throws {
+        try await waitUntil("calls to fail saying the database cannot be reached", within: seconds) {
+            do {
+                try await store.setSetting("during", to: "1")
+                return false
+            } catch {
+                return "\(error)".contains("cannot be reached")
             }
         }
     }
