@@ -171,6 +171,8 @@ final class DatabaseClockAlignment: Service {
             while true {
                 do { try await self.timer.sleep(for: Self.stepCheckInterval) } catch { return }
                 sinceRound += Self.stepCheckInterval
+                // Against real elapsed time (the system's steady clock, not the injected timer, which a test may
+                // move by hand): that is what a node's wall clock keeps pace with unless it is stepped.
                 let now = (node: self.clock.nodeTime, steady: ContinuousClock.now)
                 let last = self.lastLook.withLock { last in
                     defer { last = now }
