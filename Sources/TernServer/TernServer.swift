@@ -178,10 +178,10 @@ public final class TernServer: Sendable {
         servedRoutes.withLock { $0 = assembly.servedRoutes }
         let simulator = assembly.simulator
 
-        let listening = ReadySignal()
+        let listening = OneTimeSignal()
         let application = assembly.httpServer(onServerRunning: { [self] channel in
             self.port.withLock { $0 = channel.localAddress?.port }
-            listening.signal()
+            listening.fire()
         })
 
         // The API last: it starts once everything it hands work to runs, and is the first to stop.
@@ -225,41 +225,6 @@ public final class TernServer: Sendable {
             return (key, created ? configuration.server.keyFile : nil)
         } catch {
             throw .init(configuration.server.key == nil ? "server key \(configuration.server.keyFile): \(error)" : "server.key: \(error)")
-        }
-    }
-}
-
-/// Fires once: the API listens.
-private final class ReadySignal: Sendable {
-    private let state = Mutex<(ready: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func signal() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.ready = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    /// Returns once signalled, or when the task is cancelled.
-    func wait() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let now = state.withLock { state -> Bool in
-                    if state.ready || Task.isCancelled { return true }
-                    state.waiters.append(continuation)
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            // Only the banner waits: let every waiter go.
-            let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-                defer { state.waiters = [] }
-                return state.waiters
-            }
-            for waiter in waiters { waiter.resume() }
         }
     }
 }

@@ -39,6 +39,23 @@ struct PostgresStoreTests {
         #expect(text.contains("refused"), "the server's answer: \(text)")
     }
 
+    @Test("a store's first calls, made as its pool starts, wait for it without a warning", .enabled(if: PostgresTestServer.url != nil))
+    func firstCallsWaitForThePool() async throws {
+        try await PostgresTestServer.withDatabase { url in
+            // As `tern serve` starts: the pool's run is started beside the migration, which leases at once.
+            for _ in 0..<5 {
+                let log = LogRecorder()
+                let store = try await SQLStore.openPostgres(url: url, logger: log.logger)
+                try await withThrowingTaskGroup(of: Void.self) { pools in
+                    pools.addTask { await store.run() }
+                    defer { pools.cancelAll() }
+                    try await store.migrate()
+                }
+                #expect(log.messages(containing: "run()").isEmpty, "\(log.messages(containing: "run()"))")
+            }
+        }
+    }
+
     @Test("nodes migrating one database at once apply each step once", .enabled(if: PostgresTestServer.url != nil))
     func concurrentMigrations() async throws {
         try await PostgresTestServer.withDatabase { url in try await concurrentMigrations(url: url) }

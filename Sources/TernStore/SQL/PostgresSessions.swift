@@ -3,6 +3,7 @@ import PostgresKit
 import PostgresNIO
 import SQLKit
 import Synchronization
+import TernAPNs
 
 /// A pool of PostgreSQL connections: each call leases one for its duration. The pool works while ``run()`` runs
 /// (postgres-nio's `PostgresClient.run()`), in whatever structure owns the store: `tern serve` runs it around its
@@ -18,6 +19,8 @@ final class PostgresSessions: SQLSessions {
         /// Ends when the pool is retired.
         var retirement: AsyncStream<Never>
         var retire: AsyncStream<Never>.Continuation
+        /// Fires as the pool's `run()` is called: a lease asked for before that works, but postgres-nio warns of it.
+        let started = OneTimeSignal()
 
         init(_ location: PostgresURL, maximumConnections: Int, logger: Logger) {
             client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
@@ -86,7 +89,12 @@ final class PostgresSessions: SQLSessions {
     /// Runs one pool until it is retired or the sessions are cancelled. Retiring it fails the calls waiting in it.
     private static func runPool(_ pool: Pool) async {
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await pool.client.run() }
+            group.addTask {
+                // `run()` marks the pool running before it first suspends; the calls let go here reach their lease
+                // after that, having been resumed on another thread.
+                pool.started.fire()
+                await pool.client.run()
+            }
             group.addTask { for await _ in pool.retirement {} }
             await group.next()
             group.cancelAll()
@@ -100,14 +108,14 @@ final class PostgresSessions: SQLSessions {
     func withSession<T: Sendable>(calls: Int, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         let now = ContinuousClock.now
         let cutoff = CallCutoff()
-        let (admitted, client, call) = inner.withLock { inner in
+        let (admitted, pool, call) = inner.withLock { inner in
             let admitted = inner.reachability.admit()
             let call = inner.nextCall
             if case .success(let generation) = admitted {
                 inner.nextCall += 1
                 inner.running[call] = (now, generation, nil, cutoff)
             }
-            return (admitted, inner.pool.client, call)
+            return (admitted, inner.pool, call)
         }
         let generation: Int
         switch admitted {
@@ -117,7 +125,9 @@ final class PostgresSessions: SQLSessions {
         defer { _ = inner.withLock { $0.running.removeValue(forKey: call) } }
         do {
             return try await withDeadline(callTimeout * max(1, calls), cutoff: cutoff) {
-                try await client.withConnection { connection in
+                // Only a store's first calls (its migration) and those right after a pool takes over can come first.
+                if !pool.started.hasFired { await pool.started.wait() }
+                return try await pool.client.withConnection { connection in
                     self.inner.withLock { $0.running[call]?.connection = connection }
                     // Every query is logged at trace: its binds hold tokens and aliases.
                     return try await body(connection.sql(queryLogLevel: .trace))

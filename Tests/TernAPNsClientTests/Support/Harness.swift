@@ -183,35 +183,3 @@ struct GeneratedNotifications: AsyncSequence, Sendable {
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(count: count, series: series) }
 }
-
-/// Keeps what a client logs, so a test can count events (and the test output stays quiet).
-final class LogRecorder: Sendable {
-    private let messages = Mutex<[String]>([])
-
-    var logger: Logger {
-        Logger(label: "tern.apns.test") { _ in Handler(recorder: self) }
-    }
-
-    func count(_ message: String) -> Int {
-        messages.withLock { $0.filter { $0 == message }.count }
-    }
-
-    fileprivate func record(_ message: String) {
-        messages.withLock { $0.append(message) }
-    }
-
-    private struct Handler: LogHandler {
-        let recorder: LogRecorder
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .debug
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            recorder.record(event.message.description)
-        }
-    }
-}
