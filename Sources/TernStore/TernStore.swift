@@ -161,6 +161,10 @@ public protocol TernStore: Sendable {
     /// earlier ones). A node that takes the chunk over sends only to the recipients outside the mark, so a crash
     /// sends again only what was not recorded. - Returns: false if `node` no longer holds the chunk (nothing recorded).
     func recordChunkProgress(pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark) async throws -> Bool
+    /// Records results of a chunk as ``recordChunkProgress(pushID:sequence:node:_:mark:)`` does, and gives the chunk up:
+    /// it stays open, and any node may claim it at once to send to the recipients outside `mark`. For a node that
+    /// stopped sending it unfinished. - Returns: false if `node` no longer holds the chunk (nothing recorded).
+    func giveUpChunk(pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark) async throws -> Bool
     /// Records a chunk's results (those not recorded as progress) and closes it, in one transaction, if `node`
     /// still holds it; completes the push when that was its last open chunk.
     func recordChunk(pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date) async throws -> ChunkRecording

@@ -27,11 +27,18 @@ struct AnswerVerdictTests {
         #expect(Self.verdict(.superseded) == .accepted, "a newer badge took its place: nothing failed")
     }
 
-    @Test func clientErrorsAndNotSentAreFailuresThatKeepTheToken() {
-        #expect(Self.verdict(.clientError("timedOut")) == .failed(Self.failure(nil, .clientError("timedOut"))))
-        #expect(Self.verdict(.notSent) == .failed(Self.failure(nil, .notSent)))
+    @Test func clientErrorsAreFailuresThatKeepTheToken() {
+        #expect(Self.verdict(.clientError(.timedOut)) == .failed(Self.failure(nil, .clientError("timedOut"))))
+        #expect(Self.verdict(.clientError(.connectionFailed)) == .failed(Self.failure(nil, .clientError("connectionFailed"))))
         #expect(Self.verdict(.answered(APNsResponse(status: 429, reason: .tooManyRequests))) == .failed(Self.failure(429, .apns(.tooManyRequests))))
         #expect(Self.verdict(.answered(APNsResponse(status: 400, reason: .payloadEmpty))) == .failed(Self.failure(400, .apns(.payloadEmpty))))
+    }
+
+    @Test func whatThisNodeStoppedSendingHasNoVerdict() {
+        // A stop cut it off, before it went or before its answer came: not a failure of the push, sent again later.
+        #expect(Self.verdict(.notSent) == .unsettled)
+        #expect(Self.verdict(.clientError(.cancelled)) == .unsettled)
+        #expect(Self.verdict(.clientError(.shutDown)) == .unsettled)
     }
 
     @Test func aTokenThatWasNeverValidIsDeadAtOnce() {

@@ -34,9 +34,39 @@ struct ChunkLedgerTests {
         // Not marked (the write failed): the closing record has these results, and f's.
         ledger.set(5, .accepted, holdsPermit: true)
         let closing = ledger.close()
-        #expect(closing.progress == PushProgress(accepted: 3, failures: [], pruned: 0, inboxDropped: 0))
+        #expect(closing.closing == .sent(PushProgress(accepted: 3, failures: [], pruned: 0, inboxDropped: 0)))
         #expect(closing.permits == 2)
         #expect(ledger.recordable() == nil)
+    }
+
+    @Test func aChunkWithNotificationsLeftWithoutAResultStaysOpenWithAMarkOfWhatWasAnswered() throws {
+        let ledger = ChunkLedger(keys: ["a", "b", "c", "d"])
+        ledger.set(0, .accepted, holdsPermit: true)
+        ledger.set(2, .failed(Self.failure("c"), pruned: false), holdsPermit: true)
+        // b and d went unsent as the node stopped: no result, and the chunk is not sent.
+        ledger.unsettled(2)
+        ledger.finish()
+        let (closing, permits) = ledger.close()
+        guard case .unfinished(let record, let unsettled) = closing else {
+            Issue.record("an unfinished chunk with a record, not \(closing)")
+            return
+        }
+        #expect(unsettled == 2)
+        #expect(record.mark == ChunkMark(through: "a", runs: [Self.run("c", "c")]), "b and d stay outside the mark: they are sent again")
+        #expect(record.progress == PushProgress(accepted: 1, failures: [Self.failure("c")], pruned: 0, inboxDropped: 0))
+        #expect(permits == 2)
+        #expect(ledger.recordable() == nil, "what the record carries counts as recorded")
+    }
+
+    @Test func aTakenOverChunkLeftWithoutAnyNewResultKeepsTheEarlierHoldersMark() throws {
+        let ledger = ChunkLedger(keys: ["a", "b", "c"], recorded: ["b"])
+        ledger.unsettled(2)
+        guard case .unfinished(let record, 2) = ledger.close().closing else {
+            Issue.record("an unfinished chunk")
+            return
+        }
+        #expect(record.progress == PushProgress(accepted: 0, failures: [], pruned: 0, inboxDropped: 0))
+        #expect(record.mark == ChunkMark(through: nil, runs: [Self.run("b", "b")]), "giving it up must not forget what was recorded")
     }
 
     @Test func aTakenOverChunkSkipsWhatWasRecordedAndKeepsItInItsMark() throws {

@@ -88,6 +88,33 @@ struct LeaseLossTests {
         }
     }
 
+    @Test func aPushUnderWayWhenItsAppsClientIsReplacedIsSentToEveryoneWithoutWaitingForItsLease() async throws {
+        // 40 at 4 in flight, 300 ms each: the chunk is being sent for about three seconds when the operator changes the
+        // app, and the next push asks for a client made from the changed app, which replaces (and shuts down) the one
+        // the chunk is sending through.
+        let devices = 9_301...9_340
+        try await Self.withSlowPush(devices: devices, tag: "replaced", concurrency: 4, latency: 300) { server, id in
+            try await waitUntil("the push's first notifications at the simulator") { try await server.arrivals().count >= 4 }
+            let changed = try await server.admin.patch("/v1/apps/demo", #"{"inboxCap": 10}"#)
+            #expect(changed.status == 200, "\(changed.text)")
+            _ = try await server.register(Fixture.device(9_399), token: Fixture.token(9_399), tags: ["other"])
+            let next = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: #"{"tags": ["other"]}"#))
+            #expect(next.status == 202, "\(next.text)")
+
+            // What the replaced client did not send is neither failed nor left for the lease (15 s) to run out.
+            let started = ContinuousClock.now
+            try await waitUntil("the push to complete", within: 30) {
+                try await server.master.get("/v1/apps/demo/pushes/\(id)").json()["status"]?.string == "completed"
+            }
+            #expect(ContinuousClock.now - started < .seconds(12), "the chunk was given up, not left until its lease ran out")
+            let push = try await server.master.get("/v1/apps/demo/pushes/\(id)").json()
+            #expect(push[path: "counts.accepted"]?.int == devices.count, "\(push)")
+            #expect(push[path: "counts.failed"]?.int == 0, "\(push)")
+            let tokens = Set(devices.map(Fixture.token))
+            #expect(Set(try await server.arrivals().map(\.token)).isSuperset(of: tokens), "every device got the push")
+        }
+    }
+
     /// A server sending one chunk of a push to `devices` (each registered with `tag`), `concurrency` notifications in
     /// flight, the simulator answering each after `latency` ms; on `clock` when given (15 s leases), the system's
     /// otherwise. `body` gets the server and the push's id as soon as the push is accepted; the simulator answers at

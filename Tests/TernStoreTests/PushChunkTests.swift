@@ -1,7 +1,7 @@
 import Foundation
 import TernAPNs
 import Testing
-import TernStore
+@testable import TernStore
 
 /// Delivery in chunks: what nodes claim, renew, record and take over (`claimChunk`, `renewChunks`, `recordChunk`).
 @Suite("Push chunks")
@@ -203,6 +203,35 @@ struct PushChunkTests {
                 == .recorded(pushCompleted: true))
             let push = try #require(try await store.push(app: "demo", id: "p1"))
             #expect(push.counts.accepted == 10, "each of the ten counted once")
+            // Only a node taking over an open chunk reads its runs: a closed chunk keeps none.
+            let runs = try await #require(store as? SQLStore).exclusive { db in
+                try await db.raw("SELECT progress_runs FROM push_chunks WHERE push_id = 'p1'").first()?.decode(column: "progress_runs", as: String?.self)
+            }
+            #expect(runs == nil)
+        }
+    }
+
+    @Test("a chunk given up unfinished is claimable at once, by any node, from its mark", arguments: StoreFactory.all)
+    func aChunkGivenUpIsClaimableAtOnce(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            let chunk = try await tenRecipientsClaimedByNodeA(in: store)
+            let keys = chunk.recipients.map(\.key)
+            // Node a has results for 0-2 and 5, and stopped sending the rest.
+            #expect(try await store.giveUpChunk(
+                pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 4, failures: [], pruned: 0),
+                mark: ChunkMark(through: keys[2], runs: [.init(first: keys[5], last: keys[5])])))
+            // Long before its lease would have run out.
+            let taken = try #require(try await store.claimChunk(node: "b", size: 10, leaseUntil: time(2_500), at: time(1)).chunk)
+            #expect(taken.reclaimed)
+            #expect(taken.recipients.first?.key == keys[3])
+            #expect(taken.recorded == [keys[5]])
+            #expect(try await store.recordChunkProgress(
+                pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 1, failures: [], pruned: 0), mark: ChunkMark(through: keys[3])) == false,
+                "a gave it up: its results are refused")
+            #expect(try await store.recordChunk(
+                pushID: "p1", sequence: 0, node: "b", PushProgress(accepted: 6, failures: [], pruned: 0), at: time(2))
+                == .recorded(pushCompleted: true))
+            #expect(try #require(try await store.push(app: "demo", id: "p1")).counts.accepted == 10)
         }
     }
 

@@ -289,38 +289,62 @@ final class PushDispatcher: Service {
             permits.release(ledger.close().permits)
             return
         }
-        let (progress, held) = ledger.close()
-        // Whether or not the closing record is written below: if it is not, the lease lapses and the chunk's
-        // unrecorded results are sent again by whichever node takes it.
+        let (closing, held) = ledger.close()
+        // Whether or not the record is written below: if it is not, the lease lapses and the chunk's unrecorded
+        // results are sent again by whichever node takes it.
         defer { permits.release(held) }
-        counted(progress)
+        switch closing {
+        case .sent(let progress):
+            counted(progress)
+            await writeWhileTheLeaseLasts(chunk) {
+                switch try await self.store.recordChunk(pushID: push.id, sequence: chunk.sequence, node: self.node, progress, at: self.clocks.wall.now) {
+                case .recorded(pushCompleted: true):
+                    self.pushesCompleted.increment()
+                    self.completions.complete(push.id)
+                    self.logger.info("push delivered", metadata: ["push": "\(push.id)", "app": "\(push.appID)"])
+                case .recorded(pushCompleted: false):
+                    break
+                case .lost:
+                    self.logger.warning(
+                        "another node took over the chunk after its lease ran out; it records the results",
+                        metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)"])
+                }
+            }
+        case .unfinished(let record, let unsettled):
+            // This node stopped sending them before they went or were answered (a stop; the app's client replaced by
+            // an operator's change): not failures. The chunk is given up open, and whichever node claims it next (this
+            // one, at once, if it is not stopping) sends them.
+            logger.warning(
+                "\(unsettled) notifications of a chunk were cut off before they went or were answered; the chunk is left for the next claim to send them",
+                metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)"])
+            counted(record.progress)
+            await writeWhileTheLeaseLasts(chunk) {
+                let held = try await self.store.giveUpChunk(
+                    pushID: push.id, sequence: chunk.sequence, node: self.node, record.progress, mark: record.mark)
+                if !held {
+                    self.logger.warning(
+                        "another node took over the chunk after its lease ran out; it sends what this node did not record",
+                        metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)"])
+                }
+            }
+        }
+    }
 
-        // The database may be briefly away (a restart): try for as long as the lease could last.
+    /// Writes a chunk's last record, trying again while the database is briefly away (a restart) for as long as the
+    /// lease could last.
+    private func writeWhileTheLeaseLasts(_ chunk: PushChunk, _ write: () async throws -> Void) async {
         let deadline = ContinuousClock.now + settings.delivery.chunkLease
         var pause = Duration.milliseconds(250)
         while true {
             do {
-                let recording = try await store.recordChunk(pushID: push.id, sequence: chunk.sequence, node: node, progress, at: clocks.wall.now)
-                switch recording {
-                case .recorded(pushCompleted: true):
-                    pushesCompleted.increment()
-                    completions.complete(push.id)
-                    logger.info("push delivered", metadata: ["push": "\(push.id)", "app": "\(push.appID)"])
-                case .recorded(pushCompleted: false):
-                    break
-                case .lost:
-                    logger.warning(
-                        "another node took over the chunk after its lease ran out; it records the results",
-                        metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)"])
-                }
-                return
+                return try await write()
             } catch {
                 // Cancelled (a stop past its graceful time): the store calls fail at once now, so trying again would
                 // spin until the deadline. The chunk's lease lapses and it is sent again.
                 guard !Task.isCancelled, ContinuousClock.now + pause < deadline else {
                     logger.error(
                         "cannot record a chunk's results; it will be sent again",
-                        metadata: ["push": "\(push.id)", "chunk": "\(chunk.sequence)", "error": "\(error)"])
+                        metadata: ["push": "\(chunk.push.id)", "chunk": "\(chunk.sequence)", "error": "\(error)"])
                     return
                 }
                 try? await Task.sleep(for: pause)
@@ -708,6 +732,8 @@ final class PushDispatcher: Service {
                         let now = self.clocks.wall.now
                         var settled: [(index: Int, outcome: ChunkLedger.Outcome, holdsPermit: Bool)] = []
                         settled.reserveCapacity(results.count)
+                        var unsettled = 0
+                        var unsettledPermits = 0
                         for (item, outcome) in results {
                             let index = batch.recipients[item]
                             // The usual answer, without copying the recipient (five strings) to classify it.
@@ -715,11 +741,17 @@ final class PushDispatcher: Service {
                                 settled.append((index, .accepted, true))
                                 continue
                             }
-                            let result = await self.classify(outcome, recipient: recipients[index], app: app, at: now)
+                            guard let result = await self.classify(outcome, recipient: recipients[index], app: app, at: now) else {
+                                unsettled += 1
+                                if outcome.tookPermit { unsettledPermits += 1 }
+                                continue
+                            }
                             settled.append((index, result, outcome.tookPermit))
                         }
+                        tally.unsettled(unsettled)
                         // A second notification to a recipient that has its result: counted once, its permit back.
-                        self.permits.release(tally.set(settled))
+                        // One without a result never will have one here: its permit back too.
+                        self.permits.release(tally.set(settled) + unsettledPermits)
                     }
                 }
             }
@@ -738,18 +770,21 @@ final class PushDispatcher: Service {
         return uuid.uuidString.lowercased()
     }
 
-    /// What an answer means for the recipient: accepted, or a failure (pruning a dead token on the way).
-    private func classify(_ outcome: BatchOutcome, recipient: Recipient, app: AppRecord, at now: Date) async -> ChunkLedger.Outcome {
+    /// What an answer means for the recipient: accepted, or a failure (pruning a dead token on the way); nil when
+    /// there is no answer to judge (``AnswerVerdict/unsettled``).
+    private func classify(_ outcome: BatchOutcome, recipient: Recipient, app: AppRecord, at now: Date) async -> ChunkLedger.Outcome? {
         // The usual answer first, without building the verdict's inputs.
         if outcome.isAcceptedAnswer { return .accepted }
         let ending: AnswerVerdict.Ending =
             switch outcome {
             case .sent(.success(let delivery)): .answered(delivery.response)
-            case .sent(.failure(let error)): .clientError(error.code.rawValue)
+            case .sent(.failure(let error)): .clientError(error.code)
             case .superseded: .superseded
             case .notSent: .notSent
             }
         switch AnswerVerdict.of(ending, recipient: recipient, at: now) {
+        case .unsettled:
+            return nil
         case .accepted:
             return .accepted
         case .failed(let failure):

@@ -116,15 +116,32 @@ extension SQLStore {
         // Without failures the record is one UPDATE, which the database applies whole by itself: no transaction
         // around it, two statements fewer each time (a fan-out records a few thousand times per million devices).
         let record: @Sendable (any SQLDatabase) async throws -> Bool = { db in
-            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, close: false, db)
+            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .keep, db)
         }
         return try await progress.failures.isEmpty ? exclusive(record) : transaction(record)
     }
 
+    public func giveUpChunk(pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark) async throws -> Bool {
+        try await transaction { db in
+            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .giveUp, db)
+        }
+    }
+
+    /// What becomes of a chunk once a record is added to it.
+    enum ChunkAfterRecord {
+        /// Still held, still being sent.
+        case keep
+        /// Open, and its lease ended: any node may claim it now.
+        case giveUp
+        /// Done: every recipient has its result. Its mark is not needed any more.
+        case close
+    }
+
     /// Adds `progress` to a chunk `node` holds (its counts, failure reasons and failures), replaces its mark if one is
-    /// given, and closes it if asked. - Returns: false if `node` no longer holds it (nothing written).
+    /// given, and keeps, gives up or closes the chunk. - Returns: false if `node` no longer holds it (nothing written).
     static func addToChunk(
-        pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark?, close: Bool, _ db: any SQLDatabase
+        pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark?, then after: ChunkAfterRecord,
+        _ db: any SQLDatabase
     ) async throws -> Bool {
         let held: SQLQueryString = "push_id = \(bind: pushID) AND sequence = \(bind: sequence) AND owner = \(bind: node) AND status = 'claimed'"
         // Failure reasons are merged into the chunk's; with none (the usual record), one statement does it all.
@@ -137,11 +154,15 @@ extension SQLStore {
             }
             reasons = "\(bind: try JSON.encode(failedByReason))"
         }
-        // A new mark replaces the runs; no mark (the closing record) leaves them.
+        // A new mark replaces the runs; a closed chunk keeps none (they could run to kilobytes, and only a node taking
+        // over an open chunk reads them).
         var runs: SQLQueryString = "progress_runs"
         if let mark { runs = mark.runs.isEmpty ? "NULL" : "\(bind: ChunkMark.Run.json(mark.runs))" }
+        if after == .close { runs = "NULL" }
+        let lease: SQLQueryString = after == .giveUp ? "0" : "lease_until"
         guard try await db.raw("""
-            UPDATE push_chunks SET status = \(bind: close ? "done" : "claimed"), accepted = accepted + \(bind: progress.accepted),
+            UPDATE push_chunks SET status = \(bind: after == .close ? "done" : "claimed"), lease_until = \(lease),
+                accepted = accepted + \(bind: progress.accepted),
                 failed = failed + \(bind: progress.failures.count), pruned = pruned + \(bind: progress.pruned),
                 inbox_dropped = inbox_dropped + \(bind: progress.inboxDropped), failed_by_reason = \(reasons),
                 progress_key = COALESCE(\(bind: mark?.through), progress_key),
@@ -158,7 +179,7 @@ extension SQLStore {
         pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date
     ) async throws -> ChunkRecording {
         try await transaction { db in
-            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: nil, close: true, db) else {
+            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: nil, then: .close, db) else {
                 return .lost
             }
             // Only a push handed out in full can be complete; until then the push's row is not read, so recording

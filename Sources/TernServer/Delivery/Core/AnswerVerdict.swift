@@ -1,5 +1,6 @@
 import Foundation
 import TernAPNs
+import TernAPNsClient
 import TernStore
 
 /// What one notification's ending means for its recipient and the push, decided from values alone: the dispatcher
@@ -11,16 +12,19 @@ enum AnswerVerdict: Equatable, Sendable {
     /// `invalidSince` is when it died (nil for a token that was never valid: `BadDeviceToken`,
     /// `DeviceTokenNotForTopic`), `apnsTimestamp` APNs' own time if it gave one.
     case deadToken(PushFailure, reason: TokenDeactivationReason, invalidSince: Date?, apnsTimestamp: Date?)
+    /// No verdict: this node stopped sending before the notification went or was answered (a stop, its client shut
+    /// down). The recipient stays unrecorded, so whichever node takes the chunk up again sends it.
+    case unsettled
 
     /// How a notification ended, as far as the verdict cares.
     enum Ending: Sendable {
         /// APNs answered (accepted or not).
         case answered(APNsResponse)
         /// The client gave up with an error (its code: `timedOut`, `connectionFailed`, …).
-        case clientError(String)
+        case clientError(APNsClientError.Code)
         /// A newer badge-only update for the token replaced it: nothing to deliver, nothing failed.
         case superseded
-        /// It never went (the batch stopped first).
+        /// It never went (the batch stopped first: cancelled, or its client stopped taking work).
         case notSent
     }
 
@@ -32,9 +36,12 @@ enum AnswerVerdict: Equatable, Sendable {
         case .superseded:
             return .accepted
         case .notSent:
-            return .failed(failure(status: nil, reason: .notSent))
+            return .unsettled
+        case .clientError(let code) where code == .cancelled || code == .shutDown:
+            // Cut off by this node's stop, not judged by APNs or by the client's own limits.
+            return .unsettled
         case .clientError(let code):
-            return .failed(failure(status: nil, reason: .clientError(code)))
+            return .failed(failure(status: nil, reason: .clientError(code.rawValue)))
         case .answered(let response) where response.isSuccess:
             return .accepted
         case .answered(let response):

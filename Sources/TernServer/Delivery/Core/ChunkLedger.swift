@@ -17,7 +17,7 @@ final class ChunkLedger: Sendable {
     }
 
     /// A record to write: the results not recorded yet, the mark once they are, and which recipients it covers.
-    struct Record: Sendable {
+    struct Record: Sendable, Equatable {
         var progress: PushProgress
         var mark: ChunkMark
         fileprivate var indices: [Int]
@@ -40,6 +40,8 @@ final class ChunkLedger: Sendable {
         var inboxDroppedRecorded = false
         var answeredSinceRing = 0
         var finished = false
+        /// Notifications that ended without a result (``AnswerVerdict/unsettled``): their recipients stay waiting.
+        var unsettled = 0
     }
 
     let keys: [String]
@@ -123,6 +125,13 @@ final class ChunkLedger: Sendable {
         return unkept
     }
 
+    /// Notifications that ended without a result, this node having stopped sending (``AnswerVerdict/unsettled``):
+    /// their recipients stay waiting, and the chunk will not be closed as sent.
+    func unsettled(_ count: Int) {
+        guard count > 0 else { return }
+        state.withLock { $0.unsettled += count }
+    }
+
     /// The chunk is sent: every result that will come is in.
     func finish() {
         state.withLock { $0.finished = true }
@@ -166,23 +175,44 @@ final class ChunkLedger: Sendable {
         }
     }
 
-    /// Every result not recorded yet, for the chunk's closing record, and the permits they held (to hand back
-    /// whether or not that record is written: the chunk is done with them).
-    func close() -> (progress: PushProgress, permits: Int) {
+    /// How the chunk ends on this node.
+    enum Closing: Sendable, Equatable {
+        /// Every recipient has its result: the chunk's closing record, with the results not recorded yet.
+        case sent(PushProgress)
+        /// Some notifications ended without a result (``unsettled(_:)``): the chunk is given up, open, with the
+        /// results not recorded yet (perhaps none) and a mark of every recipient recorded, so that whoever takes it up
+        /// again sends the rest.
+        case unfinished(Record, unsettled: Int)
+    }
+
+    /// How the chunk ends, and the permits its unrecorded results held (to hand back whether or not the record is
+    /// written: this node is done with them). Those results count as recorded from now on.
+    func close() -> (closing: Closing, permits: Int) {
         state.withLock { state in
+            var indices: [Int] = []
             var outcomes: [Outcome] = []
             var permits = 0
             for index in state.prefix..<state.entries.count {
                 if case .answered(let outcome, let holdsPermit) = state.entries[index] {
+                    indices.append(index)
                     outcomes.append(outcome)
                     if holdsPermit { permits += 1 }
-                    state.entries[index] = .recorded
                 }
             }
             var progress = Self.progress(outcomes)
             if !state.inboxDroppedRecorded { progress.inboxDropped = state.inboxDropped }
             state.inboxDroppedRecorded = true
-            return (progress, permits)
+            let closing: Closing
+            if state.unsettled == 0 {
+                closing = .sent(progress)
+            } else {
+                var including = [Bool](repeating: false, count: state.entries.count)
+                for index in indices { including[index] = true }
+                closing = .unfinished(Record(progress: progress, mark: mark(state, including: including), indices: indices), unsettled: state.unsettled)
+            }
+            for index in indices { state.entries[index] = .recorded }
+            Self.advancePrefix(&state)
+            return (closing, permits)
         }
     }
 
