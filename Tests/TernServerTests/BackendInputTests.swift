@@ -27,6 +27,26 @@ struct BackendInputTests {
         }
     }
 
+    /// "Match all" over 10,000 tags compared each tagged device with every tag, in the claim's transaction: ten such
+    /// pushes held every database call (registrations, inbox reads, /ready) for 30 s, and reached no one, since a device
+    /// carries at most 100 tags.
+    @Test func matchingAllOfMoreTagsThanADeviceCarriesIsRefused() async throws {
+        try await RouterHarness.withServer { server in
+            try await server.register(Fixture.device(1), token: Fixture.token(1), tags: ["t0", "t1"])
+            let many = (0..<101).map { #""t\#($0)""# }.joined(separator: ", ")
+            let refused = try await server.master.post(
+                "/v1/apps/demo/pushes", Fixture.push(audience: #"{"tags": [\#(many)], "match": "all"}"#))
+            #expect(try Self.refusal(refused) == (400, "audience.tags"), "\(refused.text)")
+            // The same tags, any of them: one device.
+            let any = try await server.push(Fixture.push(audience: #"{"tags": [\#(many)]}"#))
+            #expect(any[path: "counts.accepted"]?.int == 1)
+            let hundred = (0..<100).map { #""t\#($0)""# }.joined(separator: ", ")
+            let all = try await server.push(Fixture.push(audience: #"{"tags": [\#(hundred)], "match": "all"}"#))
+            #expect(all["status"]?.string == "completed")
+            #expect(all[path: "counts.targeted"]?.int == 0, "taken, and no device has all of t0…t99")
+        }
+    }
+
     /// An `auto` push falls back to APNs with `tern.id` and `tern.sequence` added; a payload that fits only without
     /// them was taken and then failed `PayloadTooLarge` for every offline device.
     @Test func anAutoPushWhoseFallbackWouldOutgrowAPNsLimitIsRefusedWhenMade() async throws {

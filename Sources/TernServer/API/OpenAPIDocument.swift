@@ -1895,7 +1895,8 @@ enum OpenAPIDocument {
       "enum": [
        "any",
        "all"
-      ]
+      ],
+      "description": "any (the default): devices with any of the tags; all: devices with every one of them, which takes at most 100 tags (what a device can carry)"
      },
      "all": {
       "type": "boolean",

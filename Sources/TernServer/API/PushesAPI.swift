@@ -265,6 +265,12 @@ struct PushesAPI {
             let match = input.match ?? "any"
             guard match == "any" || match == "all" else { throw .badRequest(field: "audience.match", "match is any or all") }
             let valid = try list(tags, "tags") { (try? DevicesAPI.validateTags([$0], field: "tags")) != nil ? $0 : nil }
+            // More than a device can carry matches no one, and the store would compare every tagged device with each.
+            if match == "all", valid.count > DeviceRecord.maximumTags {
+                throw .badRequest(
+                    field: "audience.tags",
+                    "with match all, give at most \(DeviceRecord.maximumTags) tags: a device carries at most \(DeviceRecord.maximumTags), so more match no one")
+            }
             return .tags(valid, all: match == "all")
         }
         guard input.all == true else { throw .badRequest(field: "audience.all", "all must be true") }
