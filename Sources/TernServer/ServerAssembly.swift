@@ -206,7 +206,7 @@ struct ServerAssembly {
             server: HTTPServerBuilder { [deviceChannel] responder in
                 HTTPChannel(
                     responder: responder, devices: deviceChannel, headerLimits: headerLimits, ceiling: ceiling,
-                    requestHeadTimeout: http.requestHeadTimeout, idleTimeout: http.idleTimeout)
+                    requestHeadTimeout: http.requestHeadTimeout, requestBodyTimeout: http.requestBodyTimeout, idleTimeout: http.idleTimeout)
             },
             // A node restarting has its devices connecting back all at once: 256 pending connections (the library's
             // default) overflow, and the kernel's retry of a dropped SYN comes a second or more later. The kernel caps

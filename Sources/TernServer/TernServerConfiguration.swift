@@ -19,6 +19,9 @@ public struct TernServerConfiguration: Sendable {
         /// How long a new connection may take to send its first request's head before it is closed: one that sends
         /// nothing, or a byte at a time, holds a socket for no more than this.
         public var requestHeadTimeout: Duration = .seconds(30)
+        /// How long a request's body may take to arrive after its head before the connection is closed: one sent a
+        /// byte at a time holds a socket for no more than this.
+        public var requestBodyTimeout: Duration = .seconds(30)
         /// How long a connection may wait between requests (keep-alive) before it is closed.
         public var idleTimeout: Duration = .seconds(75)
     }
@@ -149,6 +152,7 @@ public struct TernServerConfiguration: Sendable {
             throw .init("http.maxConnections must be 1-10000000, not \(limit)")
         }
         guard (.seconds(1) ... .seconds(600)).contains(http.requestHeadTimeout) else { throw .init("http.requestHeadTimeout must be 1-600 seconds") }
+        guard (.seconds(1) ... .seconds(600)).contains(http.requestBodyTimeout) else { throw .init("http.requestBodyTimeout must be 1-600 seconds") }
         guard (.seconds(1) ... .seconds(3600)).contains(http.idleTimeout) else { throw .init("http.idleTimeout must be 1-3600 seconds") }
         guard !database.path.isEmpty else { throw .init("database.path must not be empty") }
         if let url = database.url, !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")) {
@@ -202,7 +206,7 @@ public struct TernServerConfigurationError: Error, CustomStringConvertible {
 extension TernServerConfiguration {
     /// The settings from a JSON file (optional) and the environment (`TERN_HTTP_PORT` for `http.port`, …), the
     /// environment winning; what neither sets keeps its default. Keys: `http.host`, `http.port`, `http.maxConnections`,
-    /// `http.requestHeadTimeout` and `http.idleTimeout` (seconds), `database.path`,
+    /// `http.requestHeadTimeout`, `http.requestBodyTimeout` and `http.idleTimeout` (seconds), `database.path`,
     /// `database.url` (PostgreSQL instead of SQLite), `database.connections`, `database.callTimeout` (seconds),
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
@@ -243,6 +247,7 @@ extension TernServerConfiguration {
         read("http.port", into: &configuration.http.port)
         read("http.maxConnections", into: &configuration.http.maxConnections)
         read("http.requestHeadTimeout", into: &configuration.http.requestHeadTimeout, unit: .seconds(1))
+        read("http.requestBodyTimeout", into: &configuration.http.requestBodyTimeout, unit: .seconds(1))
         read("http.idleTimeout", into: &configuration.http.idleTimeout, unit: .seconds(1))
         read("database.path", into: &configuration.database.path)
         readSecret("database.url", into: &configuration.database.url)

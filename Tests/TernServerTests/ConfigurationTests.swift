@@ -83,16 +83,20 @@ struct ConfigurationTests {
         let defaults = TernServerConfiguration()
         #expect(defaults.http.maxConnections == nil)
         #expect(defaults.http.requestHeadTimeout == .seconds(30))
+        #expect(defaults.http.requestBodyTimeout == .seconds(30))
         #expect(defaults.http.idleTimeout == .seconds(75))
         let configuration = try await TernServerConfiguration.load(file: nil, environment: [
-            "TERN_HTTP_MAX_CONNECTIONS": "5000", "TERN_HTTP_REQUEST_HEAD_TIMEOUT": "10", "TERN_HTTP_IDLE_TIMEOUT": "120",
+            "TERN_HTTP_MAX_CONNECTIONS": "5000", "TERN_HTTP_REQUEST_HEAD_TIMEOUT": "10", "TERN_HTTP_REQUEST_BODY_TIMEOUT": "20",
+            "TERN_HTTP_IDLE_TIMEOUT": "120",
         ])
         #expect(configuration.http.maxConnections == 5000)
         #expect(configuration.http.requestHeadTimeout == .seconds(10))
+        #expect(configuration.http.requestBodyTimeout == .seconds(20))
         #expect(configuration.http.idleTimeout == .seconds(120))
         for (key, value, message) in [
             ("TERN_HTTP_MAX_CONNECTIONS", "0", "http.maxConnections must be 1-10000000, not 0"),
             ("TERN_HTTP_REQUEST_HEAD_TIMEOUT", "0", "http.requestHeadTimeout must be 1-600 seconds"),
+            ("TERN_HTTP_REQUEST_BODY_TIMEOUT", "601", "http.requestBodyTimeout must be 1-600 seconds"),
             ("TERN_HTTP_IDLE_TIMEOUT", "7200", "http.idleTimeout must be 1-3600 seconds"),
         ] {
             let loaded = try await TernServerConfiguration.load(file: nil, environment: [key: value])

@@ -111,4 +111,50 @@ struct ConnectionGuardTests {
             try await api.channel.close()
         }
     }
+
+    /// A registration's head, with the app key any copy of the app holds, and the first byte of its 100-byte body.
+    static func startedRegistration(_ server: RunningServer, port: Int) -> String {
+        "PUT /v1/apps/demo/devices/\(UUID().uuidString.lowercased()) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
+            + "Authorization: Bearer \(server.device.bearer ?? "")\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+    }
+
+    @Test func aBodySentAByteAtATimeIsClosedAtItsDeadlineAndOthersAreServed() async throws {
+        try await ServerHarness.withServer(configure: { $0.http.requestBodyTimeout = .seconds(1) }) { server in
+            let port = server.server.boundPort!
+            let slow = try await RawConnection.open(port: port)
+            try await slow.send(Self.startedRegistration(server, port: port))
+            // A byte every 200 ms: never idle, and 20 s to send the whole body.
+            let trickle = Task {
+                for _ in 0..<99 {
+                    try await Task.sleep(for: .milliseconds(200))
+                    try await slow.send(" ")
+                }
+            }
+            defer { trickle.cancel() }
+            try await slow.closedByServer(within: 5, "a body sent a byte at a time to be closed at its deadline")
+            #expect(!slow.text.hasPrefix("HTTP/1.1 2"), "nothing was registered: \(slow.text)")
+
+            let other = try await RawConnection.open(port: port)
+            try await other.send(Self.health(port: port))
+            try await waitUntil("another connection's answer") { other.text.hasPrefix("HTTP/1.1 200") }
+            try await other.channel.close()
+        }
+    }
+
+    @Test func requestsStillArrivingWhenTheServerBeginsToStopDoNotHoldTheStop() async throws {
+        // The default deadlines (30 s): a stop waited for them, while the node went on sending pushes.
+        try await ServerHarness.withServer { server in
+            let port = server.server.boundPort!
+            let head = try await RawConnection.open(port: port)
+            try await head.send("GET /health HT")
+            let body = try await RawConnection.open(port: port)
+            try await body.send(Self.health(port: port))
+            try await waitUntil("the first answer") { body.text.hasPrefix("HTTP/1.1 200") }
+            try await body.send(Self.startedRegistration(server, port: port))
+
+            await server.server.shutdown()
+            try await head.closedByServer(within: 4, "a connection still sending its first head to be closed as the server stops")
+            try await body.closedByServer(within: 4, "a connection still sending a body to be closed as the server stops")
+        }
+    }
 }

@@ -25,8 +25,9 @@ struct ServeCommand: AsyncParsableCommand {
             Keys: http.host, http.port, http.maxConnections (open connections at most,
             devices' included: default the open-files limit less 512),
             http.requestHeadTimeout (seconds a new connection may take to send its first
-            request: default 30), http.idleTimeout (seconds between requests: default
-            75), database.path, database.url (PostgreSQL;
+            request: default 30), http.requestBodyTimeout (seconds a request's body may
+            take after its head: default 30), http.idleTimeout (seconds between
+            requests: default 75), database.path, database.url (PostgreSQL;
             TERN_DATABASE_URL), database.connections, database.callTimeout (seconds a
             PostgreSQL call may take: default 15), admin.token, server.key,
             server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled,

@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOHTTP1
 import Synchronization
 
 /// The node's open HTTP connections (devices' WebSockets included) against a ceiling. Past it a new connection is
@@ -71,8 +72,69 @@ final class RequestHeadDeadline: ChannelInboundHandler, RemovableChannelHandler 
         deadline = nil
     }
 
+    /// The server is stopping: a connection still sending its first head has a moment left (``stoppingGrace``), not
+    /// the whole timeout, so it does not hold the stop.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent {
+            deadline?.cancel()
+            deadline = context.eventLoop.assumeIsolated().scheduleTask(in: stoppingGrace) { context.close(promise: nil) }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
     private func start(_ context: ChannelHandlerContext) {
         guard deadline == nil else { return }
         deadline = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { context.close(promise: nil) }
+    }
+}
+
+/// How long a request still arriving when the server begins to stop may take to finish arriving.
+let stoppingGrace = TimeAmount.seconds(1)
+
+/// Closes a connection whose request's body has not all arrived within `timeout` of its head: a body sent a byte at a
+/// time (the app key, which any copy of the app holds, is enough to start one) holds its socket, and a place under the
+/// connection ceiling, no longer than that. Once the server begins to stop, a request still arriving has
+/// ``stoppingGrace`` left.
+final class RequestBodyDeadline: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    private let timeout: TimeAmount
+    private var deadline: Scheduled<Void>?
+    private var stopping = false
+
+    init(timeout: Duration) {
+        self.timeout = TimeAmount(timeout)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            schedule(context, in: stopping ? stoppingGrace : timeout)
+        case .body:
+            break
+        case .end:
+            deadline?.cancel()
+            deadline = nil
+        }
+        context.fireChannelRead(data)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent {
+            stopping = true
+            if deadline != nil { schedule(context, in: stoppingGrace) }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = nil
+    }
+
+    private func schedule(_ context: ChannelHandlerContext, in amount: TimeAmount) {
+        deadline?.cancel()
+        deadline = context.eventLoop.assumeIsolated().scheduleTask(in: amount) { context.close(promise: nil) }
     }
 }

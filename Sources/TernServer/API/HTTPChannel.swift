@@ -40,6 +40,8 @@ struct HTTPChannel: ServerChildChannel, HTTPChannelHandler {
     let ceiling: ConnectionCeiling
     /// How long a new connection may take to send its first request's head.
     let requestHeadTimeout: Duration
+    /// How long a request's body may take to arrive after its head.
+    let requestBodyTimeout: Duration
     /// How long a connection may wait between requests.
     let idleTimeout: Duration
 
@@ -82,6 +84,7 @@ struct HTTPChannel: ServerChildChannel, HTTPChannelHandler {
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
                     pipeline.removeHandler(headDeadline.value, promise: nil)
+                    try pipeline.addHandler(RequestBodyDeadline(timeout: requestBodyTimeout))
                     try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                     // Between requests only: a request being answered (a push waiting for its outcome) is not idle.
                     try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
