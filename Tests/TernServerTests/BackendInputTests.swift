@@ -146,6 +146,7 @@ struct BackendInputTests {
                 ("/v1/apps/demo/devices?alias=u&tag=t1", "tag"),
                 ("/v1/apps/demo/devices?alias=u&limit=5", "limit"),
                 ("/v1/apps/demo/devices?tag=t1&limit=abc", "limit"),
+                ("/v1/apps/demo/devices?tag=t1&after=zzz", "after"),
                 ("/v1/apps/demo/devices?tag=t1&tag=t2", "tag"),
                 ("/v1/apps/demo/devices?tag=t1&colour=red", "colour"),
                 ("/v1/apps/demo/pushes/\(pushID)?failuresAfter=abc", "failuresAfter"),

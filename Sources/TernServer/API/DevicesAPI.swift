@@ -189,7 +189,11 @@ struct DevicesAPI {
             let tag = query.get("tag") ?? ""
             guard Self.isValidTag(tag) else { throw JSONAPIError.badRequest(field: "tag", Self.tagRule) }
             let limit = try Self.limit(query.get("limit"))
-            let page = try await store.devices(app: app.id, tag: tag, after: query.get("after"), limit: limit)
+            let after = query.get("after")
+            if let after, UUID(apnsText: after) == nil {
+                throw JSONAPIError.badRequest(field: "after", "after is the cursor from the last page (a device id)")
+            }
+            let page = try await store.devices(app: app.id, tag: tag, after: after, limit: limit)
             return DeviceList(devices: page.items.map { DeviceView($0) }, next: page.next)
         }
     }

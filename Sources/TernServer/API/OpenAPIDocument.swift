@@ -382,8 +382,10 @@ enum OpenAPIDocument {
       "name": "after",
       "in": "query",
       "required": false,
+      "description": "the cursor from the last page (next): a device id",
       "schema": {
-       "type": "string"
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
       }
      },
      {

@@ -244,7 +244,7 @@ struct PushContent: Codable, Sendable, Equatable {
                 throw .badRequest(field: "payload.aps", "a background push is aps {\"content-available\": 1} with no alert, sound or badge")
             }
         case .voip, .liveactivity, .complication, .pushtotalk, .widgets, .controls:
-            guard aps != nil else { throw .badRequest(field: "payload.aps", "a \(pushType.rawValue) push needs an aps object") }
+            guard aps != nil else { throw .badRequest(field: "payload.aps", "an apns-push-type \(pushType.rawValue) push needs an aps object") }
         default:
             break
         }

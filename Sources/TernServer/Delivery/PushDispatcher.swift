@@ -301,7 +301,7 @@ final class PushDispatcher: Service {
                 case .recorded(pushCompleted: true):
                     self.pushesCompleted.increment()
                     self.completions.complete(push.id)
-                    self.logger.info("push delivered", metadata: ["push": "\(push.id)", "app": "\(push.appID)"])
+                    self.logger.info("push completed", metadata: ["push": "\(push.id)", "app": "\(push.appID)"])
                 case .recorded(pushCompleted: false):
                     break
                 case .lost:
