@@ -211,6 +211,26 @@ struct PushChunkTests {
         }
     }
 
+    @Test("a completed push keeps no counted badges", arguments: StoreFactory.all)
+    func aCompletedPushKeepsNoCountedBadges(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            let chunk = try await tenRecipientsClaimedByNodeA(in: store)
+            let owners = chunk.recipients.compactMap { $0.deviceID.map { InboxOwner(deviceID: $0, alias: nil) } }
+            #expect(try await store.badges(app: "demo", owners: owners, pushID: "p1", change: .increment(1), at: time(1)).count == 10)
+            let sql = try #require(store as? SQLStore)
+            @Sendable func kept() async throws -> Int? {
+                try await sql.exclusive { db in
+                    try await db.raw("SELECT COUNT(*) AS n FROM push_badges WHERE push_id = 'p1'").first()?.decode(column: "n", as: Int.self)
+                }
+            }
+            #expect(try await kept() == 10, "kept while the push may send a chunk again")
+            #expect(try await store.recordChunk(
+                pushID: "p1", sequence: 0, node: "a", PushProgress(accepted: 10, failures: [], pruned: 0), at: time(2))
+                == .recorded(pushCompleted: true))
+            #expect(try await kept() == 0)
+        }
+    }
+
     @Test("a chunk given up unfinished is claimable at once, by any node, from its mark", arguments: StoreFactory.all)
     func aChunkGivenUpIsClaimableAtOnce(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in

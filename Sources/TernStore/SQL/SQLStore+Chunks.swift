@@ -231,12 +231,17 @@ extension SQLStore {
 
     /// Completes the push if its audience is handed out in full and no chunk is open. - Returns: whether it did.
     static func completeIfDone(pushID: String, at now: Date, _ db: any SQLDatabase) async throws -> Bool {
-        try await db.raw("""
+        guard try await db.raw("""
             UPDATE pushes SET status = 'completed', finished_at = \(bind: now.milliseconds)
             WHERE id = \(bind: pushID) AND handed_out = 1 AND status <> 'completed'
                 AND NOT EXISTS (SELECT 1 FROM push_chunks k WHERE k.push_id = \(bind: pushID) AND k.status = 'claimed')
             RETURNING id
             """).first() != nil
+        else { return false }
+        // Each owner's counted `+N` badge is kept so a chunk sent again counts nothing twice: with no chunk left to
+        // send, it is a row per recipient kept for nothing.
+        try await db.raw("DELETE FROM push_badges WHERE push_id = \(bind: pushID)").run()
+        return true
     }
 
     /// Stores a chunk's failures.
