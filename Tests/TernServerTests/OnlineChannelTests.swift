@@ -240,6 +240,32 @@ struct OnlineChannelTests {
         await answering.close()
     }
 
+    @Test func anAutoPushWaitingForAnAcknowledgementDoesNotHoldAStopAndIsTakenUpAgainAfterIt() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-auto-stop-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (pushID, token, stopAsked) = try await ServerHarness.withServer(folder: folder) { server in
+            let device = try await newDevice(server)
+            let connection = try await connected(server, device)
+            let accepted = try await server.master.post(
+                "/v1/apps/demo/pushes",
+                #"{"audience": {"devices": ["\#(device.id)"]}, "notification": {"title": "unanswered"}, "delivery": "auto", "ackTimeout": 60}"#)
+            #expect(accepted.status == 202, "\(accepted.text)")
+            #expect(try await connection.next()[path: "notification.title"]?.string == "unanswered")
+            // Not acknowledged: the node would wait a minute for it. It stops now; its connections close first.
+            return (try #require(try accepted.json()["id"]?.string), device.token, ContinuousClock.now)
+        }
+        #expect(ContinuousClock.now - stopAsked < .seconds(5), "the stop waited for an acknowledgement that could not come")
+
+        try await ServerHarness.withServer(folder: folder) { server in
+            // Taken up again at the start: the device is not connected now, so the message falls back through APNs, once.
+            try await waitUntil("the push to complete", within: 20) { try await pushView(server, pushID)["status"]?.string == "completed" }
+            let view = try await pushView(server, pushID)
+            #expect(view[path: "counts.fellBackToAPNs"]?.int == 1, "\(view)")
+            #expect(view[path: "counts.failed"]?.int == 0, "\(view)")
+            #expect(try await arrivals(server, token: token).count == 1)
+        }
+    }
+
     @Test func aConnectionDroppedMidBurstLosesNothingAndRepeatsNothingAcknowledged() async throws {
         let server = try await ServerHarness.shared.value
         let device = try await newDevice(server)

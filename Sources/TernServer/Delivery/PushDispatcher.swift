@@ -643,7 +643,20 @@ final class PushDispatcher: Service {
             let waiting = withDevice.filter { connected.contains($0.deviceID) }
             guard !waiting.isEmpty else { return }
             let waitingIDs = waiting.compactMap { messageByDevice[$0.deviceID]?.id }
-            try await waitForAcks(app: app.id, ids: waitingIDs, within: .milliseconds(online.ackTimeoutMilliseconds))
+            if let unacknowledged = try await waitForAcks(app: app.id, ids: waitingIDs, within: .milliseconds(online.ackTimeoutMilliseconds)) {
+                // This node is stopping: neither acknowledged nor late yet. Left unrecorded, each is waited for again
+                // by whichever node takes the chunk up (its device connects there, or it falls back then).
+                var left = 0
+                for entry in waiting {
+                    if let message = messageByDevice[entry.deviceID], unacknowledged.contains(message.id) {
+                        left += 1
+                    } else {
+                        tally.set(entry.index, .accepted)
+                    }
+                }
+                tally.unsettled(left)
+                return
+            }
             let late = try await store.fallBack(app: app.id, ids: waitingIDs, at: clocks.wall.now)
             fallbacks.increment(by: late.count)
             var lateAPNs: [(index: Int, recipient: Recipient, payload: [UInt8]?)] = []
@@ -661,12 +674,17 @@ final class PushDispatcher: Service {
     /// Waits until every one of these messages is acknowledged, or `timeout` has passed. The acknowledgements may
     /// come to any node, so the store is asked, every ``ackCheckInterval``: a chunk whose devices all answer in
     /// milliseconds is done then, not at the end of its `ackTimeout`.
-    private func waitForAcks(app: String, ids: [String], within timeout: Duration) async throws {
+    /// - Returns: the messages still unacknowledged, if the node began to stop first (its connections are closed by
+    ///   then, so no acknowledgement can come to it); nil otherwise.
+    private func waitForAcks(app: String, ids: [String], within timeout: Duration) async throws -> Set<String>? {
         var waiting = ids
+        var stopped = false
         try await Self.poll(on: clocks.timer, every: Self.ackCheckInterval, for: timeout) {
             waiting = Array(try await store.unacknowledged(app: app, ids: waiting))
-            return waiting.isEmpty
+            stopped = self.stopping.load(ordering: .relaxed)
+            return waiting.isEmpty || stopped
         }
+        return stopped && !waiting.isEmpty ? Set(waiting) : nil
     }
 
     /// Asks `done` every `interval` until it says yes or `timeout` has passed on `clock`.
