@@ -188,7 +188,8 @@ public final class TernServer: Sendable {
         let group = ServiceGroup(
             configuration: {
                 var group = ServiceGroupConfiguration(
-                    services: assembly.services + [application], gracefulShutdownSignals: gracefulShutdownSignals, logger: logger)
+                    services: assembly.services + [application, StopNotice(logger: logger, timeout: configuration.server.shutdownTimeout)],
+                    gracefulShutdownSignals: gracefulShutdownSignals, logger: logger)
                 // What has not finished gracefully by then is cancelled.
                 group.maximumGracefulShutdownDuration = configuration.server.shutdownTimeout
                 return group
@@ -213,6 +214,7 @@ public final class TernServer: Sendable {
             // However the services end, the wait for readiness ends with them.
             defer { tasks.cancelAll() }
             try await group.run()
+            logger.info("stopped")
         }
     }
 
@@ -226,5 +228,16 @@ public final class TernServer: Sendable {
         } catch {
             throw .init(configuration.server.key == nil ? "server key \(configuration.server.keyFile): \(error)" : "server.key: \(error)")
         }
+    }
+}
+
+/// Says when a stop begins. Last among the services, it is the first told (a ServiceGroup tells them in reverse).
+private struct StopNotice: Service {
+    let logger: Logger
+    let timeout: Duration
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        logger.info("stopping: no new requests; the chunks in flight are sent and recorded, for at most \(timeout.components.seconds) s")
     }
 }

@@ -244,7 +244,8 @@ import Testing
     @Test func sigtermEndsTheProcessWithinTheShutdownTimeEvenWhileAPNsHoldsEveryAnswer() async throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let serve = try ServeProcess(folder: folder, environment: ["TERN_SERVER_SHUTDOWN_TIMEOUT": "2"])
+        // At info, for the lines that say when the stop began and ended.
+        let serve = try ServeProcess(folder: folder, arguments: ["--log-level", "info"], environment: ["TERN_SERVER_SHUTDOWN_TIMEOUT": "2"])
         let appKey = try #require(serve.value(after: "app key"))
         let master = try #require(serve.value(after: "master secret"))
         let control = try #require(serve.banner.range(of: "control API http://127.0.0.1:").map { Int(serve.banner[$0.upperBound...].prefix(while: \.isNumber)) } ?? nil)
@@ -272,5 +273,8 @@ import Testing
         // The 2 s graceful time, then the embedded simulator's 1 s grace and the rest of the cancellation.
         #expect(took < 2 + 3, "SIGTERM took \(took) s with a 2 s shutdown time")
         #expect(serve.process.terminationStatus == 0)
+        let log = try String(contentsOf: folder.appendingPathComponent("serve.log"), encoding: .utf8)
+        #expect(log.contains("stopping: no new requests; the chunks in flight are sent and recorded, for at most 2 s"), "\(serve.diagnosis())")
+        #expect(log.split(separator: "\n").contains { $0.hasSuffix("] stopped") }, "\(serve.diagnosis())")
     }
 }
