@@ -16,8 +16,9 @@ public struct TernServerConfiguration: Sendable {
         /// Open connections (devices' WebSockets included) this node keeps at most; past it a new one is closed as
         /// soon as it is accepted. Nil: the process's open-files limit less 512 for everything else.
         public var maxConnections: Int?
-        /// How long a new connection may take to send its first request's head before it is closed: one that sends
-        /// nothing, or a byte at a time, holds a socket for no more than this.
+        /// How long a request's head may take to arrive before the connection is closed (a new connection's from its
+        /// opening, a later request's from its first byte): one that sends nothing, or a byte at a time, holds a socket
+        /// for no more than this.
         public var requestHeadTimeout: Duration = .seconds(30)
         /// How long a request's body may take to arrive after its head before the connection is closed: one sent a
         /// byte at a time holds a socket for no more than this.

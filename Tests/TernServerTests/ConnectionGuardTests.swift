@@ -84,7 +84,10 @@ struct ConnectionGuardTests {
     }
 
     @Test func aConnectionThatSendsNoWholeRequestHeadInTimeIsClosedAndOneThatDidLivesOn() async throws {
-        try await ServerHarness.withServer(configure: { $0.http.requestHeadTimeout = .seconds(1) }) { server in
+        try await ServerHarness.withServer(configure: {
+            $0.http.requestHeadTimeout = .seconds(1)
+            $0.http.requestBodyTimeout = .seconds(1)
+        }) { server in
             let port = server.server.boundPort!
             // Opened first, so their deadlines come first: a keep-alive API connection and a device's WebSocket,
             // each past its head.
@@ -138,6 +141,24 @@ struct ConnectionGuardTests {
             try await other.send(Self.health(port: port))
             try await waitUntil("another connection's answer") { other.text.hasPrefix("HTTP/1.1 200") }
             try await other.channel.close()
+        }
+    }
+
+    @Test func aLaterRequestsHeadSentAByteAtATimeIsClosedAtItsDeadline() async throws {
+        try await ServerHarness.withServer(configure: { $0.http.requestHeadTimeout = .seconds(1) }) { server in
+            let port = server.server.boundPort!
+            // No key needed: a first request answered, then the next one's head a byte every 200 ms (never idle).
+            let kept = try await RawConnection.open(port: port)
+            try await kept.send(Self.health(port: port))
+            try await waitUntil("the first answer") { kept.text.hasPrefix("HTTP/1.1 200") }
+            let trickle = Task {
+                for byte in "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: \(String(repeating: "a", count: 200))" {
+                    try await Task.sleep(for: .milliseconds(200))
+                    try await kept.send(String(byte))
+                }
+            }
+            defer { trickle.cancel() }
+            try await kept.closedByServer(within: 5, "a later request's head sent a byte at a time to be closed at its deadline")
         }
     }
 

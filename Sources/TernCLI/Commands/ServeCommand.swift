@@ -24,8 +24,8 @@ struct ServeCommand: AsyncParsableCommand {
                "delivery": {"concurrency": 4000}}
             Keys: http.host, http.port, http.maxConnections (open connections at most,
             devices' included: default the open-files limit less 512),
-            http.requestHeadTimeout (seconds a new connection may take to send its first
-            request: default 30), http.requestBodyTimeout (seconds a request's body may
+            http.requestHeadTimeout (seconds a request's head may take to arrive: default
+            30), http.requestBodyTimeout (seconds a request's body may
             take after its head: default 30), http.idleTimeout (seconds between
             requests: default 75), database.path, database.url (PostgreSQL;
             TERN_DATABASE_URL), database.connections, database.callTimeout (seconds a

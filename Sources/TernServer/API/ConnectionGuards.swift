@@ -47,7 +47,8 @@ final class ConnectionCeiling: Sendable {
 
 /// Closes a connection that has not sent a whole request head within `timeout` of opening: one that sends nothing, or
 /// its head a byte at a time, holds its socket no longer than that. Taken out of the pipeline once the head is in (the
-/// connection then serves the API, whose keep-alive idle time is its own, or is a device's WebSocket, which pings).
+/// connection then serves the API, whose later requests ``RequestDeadlines`` times, or is a device's WebSocket, which
+/// pings).
 final class RequestHeadDeadline: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
 
@@ -91,46 +92,92 @@ final class RequestHeadDeadline: ChannelInboundHandler, RemovableChannelHandler 
 /// How long a request still arriving when the server begins to stop may take to finish arriving.
 let stoppingGrace = TimeAmount.seconds(1)
 
-/// Closes a connection whose request's body has not all arrived within `timeout` of its head: a body sent a byte at a
-/// time (the app key, which any copy of the app holds, is enough to start one) holds its socket, and a place under the
-/// connection ceiling, no longer than that. Once the server begins to stop, a request still arriving has
-/// ``stoppingGrace`` left.
-final class RequestBodyDeadline: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias InboundOut = HTTPServerRequestPart
+/// The deadlines of a kept-alive connection's requests after its first (whose head ``RequestHeadDeadline`` times):
+/// each later request's head must arrive within `headTimeout` of its first byte, and any request's body within
+/// `bodyTimeout` of its head. A head or a body sent a byte at a time (the idle timer restarts at each byte) holds its
+/// socket, and a place under the connection ceiling, no longer than that. Once the server begins to stop, a request
+/// still arriving has ``stoppingGrace`` left. Two handlers share it: one sees the bytes (a request begins), the other
+/// the parsed parts (its head and its end are in).
+final class RequestDeadlines {
+    private enum Phase {
+        /// A request's end is in (it is being answered, or the connection waits for the next): the idle timeout, or
+        /// the answer's own time, is the limit.
+        case between
+        case head
+        case body
+    }
 
-    private let timeout: TimeAmount
+    private let headTimeout: TimeAmount
+    private let bodyTimeout: TimeAmount
+    /// The first request's head is in when these handlers are added.
+    private var phase = Phase.body
     private var deadline: Scheduled<Void>?
     private var stopping = false
 
-    init(timeout: Duration) {
-        self.timeout = TimeAmount(timeout)
+    init(headTimeout: Duration, bodyTimeout: Duration) {
+        self.headTimeout = TimeAmount(headTimeout)
+        self.bodyTimeout = TimeAmount(bodyTimeout)
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head:
-            schedule(context, in: stopping ? stoppingGrace : timeout)
-        case .body:
-            break
-        case .end:
-            deadline?.cancel()
-            deadline = nil
+    /// Watches the bytes: the first after a request has ended begins the next one's head.
+    final class Bytes: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = ByteBuffer
+        let deadlines: RequestDeadlines
+        init(_ deadlines: RequestDeadlines) { self.deadlines = deadlines }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if case .between = deadlines.phase {
+                deadlines.phase = .head
+                deadlines.schedule(context, in: deadlines.stopping ? stoppingGrace : deadlines.headTimeout)
+            }
+            context.fireChannelRead(data)
         }
-        context.fireChannelRead(data)
-    }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is ChannelShouldQuiesceEvent {
-            stopping = true
-            if deadline != nil { schedule(context, in: stoppingGrace) }
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if event is ChannelShouldQuiesceEvent {
+                deadlines.stopping = true
+                switch deadlines.phase {
+                case .head, .body: deadlines.schedule(context, in: stoppingGrace)
+                case .between: break
+                }
+            }
+            context.fireUserInboundEventTriggered(event)
         }
-        context.fireUserInboundEventTriggered(event)
+
+        func handlerRemoved(context: ChannelHandlerContext) {
+            deadlines.deadline?.cancel()
+            deadlines.deadline = nil
+        }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
-        deadline?.cancel()
-        deadline = nil
+    /// Watches the parsed request: its head starts the body's deadline, its end stops it.
+    final class Parts: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias InboundOut = HTTPServerRequestPart
+        let deadlines: RequestDeadlines
+        init(_ deadlines: RequestDeadlines) { self.deadlines = deadlines }
+
+        func handlerAdded(context: ChannelHandlerContext) {
+            // The first request's head has just arrived.
+            deadlines.schedule(context, in: deadlines.bodyTimeout)
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head:
+                deadlines.phase = .body
+                deadlines.schedule(context, in: deadlines.stopping ? stoppingGrace : deadlines.bodyTimeout)
+            case .body:
+                break
+            case .end:
+                // Being answered, or idle: either way, the next byte begins another request (clients send one once
+                // the answer is in; the idle timeout, or the answer's own time, is the limit meanwhile).
+                deadlines.phase = .between
+                deadlines.deadline?.cancel()
+                deadlines.deadline = nil
+            }
+            context.fireChannelRead(data)
+        }
     }
 
     private func schedule(_ context: ChannelHandlerContext, in amount: TimeAmount) {

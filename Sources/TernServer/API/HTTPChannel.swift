@@ -38,7 +38,7 @@ struct HTTPChannel: ServerChildChannel, HTTPChannelHandler {
     let headerLimits: (field: Int, list: Int)
     /// Open connections at most; past it, a new one is closed at once.
     let ceiling: ConnectionCeiling
-    /// How long a new connection may take to send its first request's head.
+    /// How long a request's head may take to arrive (a new connection's first from its opening).
     let requestHeadTimeout: Duration
     /// How long a request's body may take to arrive after its head.
     let requestBodyTimeout: Duration
@@ -84,7 +84,9 @@ struct HTTPChannel: ServerChildChannel, HTTPChannelHandler {
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
                     pipeline.removeHandler(headDeadline.value, promise: nil)
-                    try pipeline.addHandler(RequestBodyDeadline(timeout: requestBodyTimeout))
+                    let deadlines = RequestDeadlines(headTimeout: requestHeadTimeout, bodyTimeout: requestBodyTimeout)
+                    try pipeline.addHandler(RequestDeadlines.Bytes(deadlines), position: .first)
+                    try pipeline.addHandler(RequestDeadlines.Parts(deadlines))
                     try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                     // Between requests only: a request being answered (a push waiting for its outcome) is not idle.
                     try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
