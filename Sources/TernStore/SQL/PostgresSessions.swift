@@ -90,8 +90,9 @@ final class PostgresSessions: SQLSessions {
     private static func runPool(_ pool: Pool) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                // `run()` marks the pool running before it first suspends; the calls let go here reach their lease
-                // after that, having been resumed on another thread.
+                // `run()` marks the pool running before it first suspends, a few instructions from here; the calls let
+                // go resume on other threads and reach their lease after that. (One quicker still would only be warned
+                // of: its lease waits for the pool either way.)
                 pool.started.fire()
                 await pool.client.run()
             }
