@@ -39,6 +39,32 @@ import Testing
         }
     }
 
+    @Test func aPushUnderWayWhenItsLegacyClientIsReplacedIsSentToEveryone() async throws {
+        // Four in flight, each settled after the 2 s replay window: 12 devices take about 6 s, and the operator
+        // changes the app a moment in. The next push asks for a client made from the changed app, which replaces
+        // (and shuts down) the one the chunk is handing its notifications to.
+        try await RouterHarness.withServer(configure: { $0.delivery.concurrency = 4 }) { server in
+            _ = try await Self.useLegacy(server)
+            let devices = 1...12
+            for number in devices { try await server.register(Fixture.device(number), token: Fixture.token(number), tags: ["legacy"]) }
+            let accepted = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: #"{"tags": ["legacy"]}"#))
+            #expect(accepted.status == 202, "\(accepted.text)")
+            let id = try #require(try accepted.json()["id"]?.string)
+            try await waitUntil("the push's first notifications at the gateway") { try await server.arrivals().count >= 4 }
+            let changed = try await server.admin.patch("/v1/apps/demo", #"{"inboxCap": 10}"#)
+            #expect(changed.status == 200, "\(changed.text)")
+            try await server.register(Fixture.device(99), token: Fixture.token(99), tags: ["other"])
+            _ = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: #"{"tags": ["other"]}"#))
+
+            try await waitUntil("the push to complete", within: 60) {
+                try await server.master.get("/v1/apps/demo/pushes/\(id)").json()["status"]?.string == "completed"
+            }
+            let push = try await server.master.get("/v1/apps/demo/pushes/\(id)").json()
+            #expect(push[path: "counts.accepted"]?.int == devices.count, "\(push)")
+            #expect(push[path: "counts.failed"]?.int == 0, "\(push)")
+        }
+    }
+
     @Test func feedbackDeactivatesOnlyTokensNotRegisteredAgainSinceItsTimestamp() async throws {
         try await RouterHarness.withServer { server in
             _ = try await Self.useLegacy(server)
