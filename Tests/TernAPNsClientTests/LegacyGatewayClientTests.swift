@@ -87,6 +87,22 @@ extension ClientFaultTests {
             }
         }
 
+        @Test func whatIsHandedOverAfterShutdownIsNeverWrittenAndSaysSo() async throws {
+            try await Self.withLegacySimulator { simulator, configuration in
+                let client = try LegacyGatewayClient(configuration: configuration)
+                await client.shutdown()
+                #expect(await client.send(Self.notifications(2)) == [.shutDown, .shutDown])
+                #expect(Harness.arrivals(simulator).isEmpty)
+                // In the HTTP/2 client's terms, `shutDown`: a sender tells it from a connection that failed.
+                await client.sendAllBunched(AsyncStream { $0.yield(Harness.notification(0)); $0.finish() }) { results in
+                    let codes = results.map { result -> APNsClientError.Code? in
+                        if case .failure(let error) = result.result { error.code } else { nil }
+                    }
+                    #expect(codes == [.shutDown])
+                }
+            }
+        }
+
         @Test func arrivalsAreLoggedAsLegacyWithTheirIdentifiers() async throws {
             try await Self.withLegacySimulator { simulator, configuration in
                 let client = try LegacyGatewayClient(configuration: configuration)

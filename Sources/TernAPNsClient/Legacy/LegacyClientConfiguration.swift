@@ -83,6 +83,8 @@ public enum LegacyOutcome: Hashable, Sendable {
     case accepted
     /// The gateway's error response for it.
     case rejected(LegacyStatus)
-    /// It could not be sent: it does not encode, no connection could be made, or the client is shut down.
+    /// It could not be sent: it does not encode, or no connection could be made.
     case failed(String)
+    /// Never written: it was handed over after the client began to shut down.
+    case shutDown
 }

@@ -56,8 +56,8 @@ extension LegacyGatewayClient {
             response = APNsResponse(status: 200, apnsID: notification.metadata.apnsID)
         case .rejected(let status):
             response = Self.response(for: status, apnsID: notification.metadata.apnsID)
-        case .failed(let message) where message == APNsClientError.shutDown.message:
-            // Never written: handed over after the client began to shut down (as ``APNsClient`` answers then).
+        case .shutDown:
+            // As ``APNsClient`` answers what it is handed once it is shutting down.
             return .failure(APNsClientError.shutDown)
         case .failed(let message):
             return .failure(APNsClientError.connectionFailed(message))

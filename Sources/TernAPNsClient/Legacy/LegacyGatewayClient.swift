@@ -185,7 +185,7 @@ final class LegacyGatewayCore {
         let batch = Batch(count: notifications.count, done: done)
         let now = NIODeadline.now()
         guard !shuttingDown else {
-            for index in notifications.indices { batch.settle(index, .failed(APNsClientError.shutDown.message)) }
+            for index in notifications.indices { batch.settle(index, .shutDown) }
             return
         }
         for (index, var notification) in notifications.enumerated() {

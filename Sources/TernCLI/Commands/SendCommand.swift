@@ -247,6 +247,9 @@ struct SendCommand: AsyncParsableCommand {
         case .failed(let message):
             printError("error  \(message)")
             throw ExitCode(2)
+        case .shutDown:
+            printError("error  the client is shut down")
+            throw ExitCode(2)
         }
     }
 
