@@ -130,6 +130,42 @@ struct SQLStoreTests {
         }
     }
 
+    @Test(
+        "a transaction whose caller is cancelled midway still ends, committed or rolled back, and the next one begins",
+        arguments: [false, true])
+    func cancelledTransactionEnds(throwsAfterCancel: Bool) async throws {
+        let directory = try TemporaryDirectory()
+        defer { try? directory.remove() }
+        try await Self.withStore(in: directory) { store async throws in
+            // Cancelled between its statements, as a request's task is when the server stops: sqlite-nio skips a
+            // statement whose task is cancelled before it runs, the COMMIT or ROLLBACK among them.
+            let outcome = await Task {
+                try await store.transaction { db in
+                    try await db.raw("INSERT INTO settings (name, value) VALUES ('half', 'written')").run()
+                    withUnsafeCurrentTask { $0?.cancel() }
+                    if throwsAfterCancel { try Task.checkCancellation() }
+                    return "returned"
+                }
+            }.result
+            if throwsAfterCancel {
+                #expect(throws: CancellationError.self) { try outcome.get() }
+            } else {
+                #expect(try outcome.get() == "returned", "a body that returned is committed")
+            }
+            // No transaction is left open on the connection: the next one begins and commits.
+            try await withTimeout(5, "a transaction after the cancelled one") {
+                try await store.transaction { db in
+                    try await db.raw("INSERT INTO settings (name, value) VALUES ('next', 'written')").run()
+                }
+            }
+        }
+        // What each committed is in the file (not in a transaction never ended), and nothing of the rolled back one.
+        try await Self.withStore(in: directory) { store async throws in
+            #expect(try await store.setting("next") == "written")
+            #expect(try await store.setting("half") == (throwsAfterCancel ? nil : "written"))
+        }
+    }
+
     @Test("a failing statement inside a transaction rolls back the statements before it")
     func failingStatementRollsBack() async throws {
         let directory = try TemporaryDirectory()

@@ -389,17 +389,25 @@ extension SQLStore {
             try await db.raw(SQLQueryString(flavor.beginTransaction)).run()
             do {
                 let result = try await body(db)
-                try await db.raw("COMMIT").run()
+                try await end("COMMIT", db)
                 return result
             } catch {
                 // The original error says what went wrong; a failed rollback (the connection is gone) adds nothing.
-                try? await db.raw("ROLLBACK").run()
+                try? await end("ROLLBACK", db)
                 guard flavor.isTransient(error), attempt < transactionAttempts else { throw error }
                 attempt += 1
                 // Random and growing (up to 200 ms), so the transactions that collided do not collide again.
                 try await Task.sleep(for: .milliseconds(Int.random(in: 1...min(200, 2 << min(attempt, 7)))))
             }
         }
+    }
+
+    /// Ends the transaction on `db` with `statement` even when the caller is cancelled. sqlite-nio's async calls skip
+    /// a statement whose task is cancelled before it runs; a COMMIT or ROLLBACK skipped so would leave the one SQLite
+    /// connection inside a transaction, where every later BEGIN fails and every later write waits uncommitted. The
+    /// future-based call runs whatever the task's state (as PostgreSQL's calls do).
+    private static func end(_ statement: String, _ db: any SQLDatabase) async throws {
+        try await db.execute(sql: SQLRaw(statement)) { _ in }.get()
     }
 }
 
