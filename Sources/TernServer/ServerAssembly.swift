@@ -260,9 +260,24 @@ private struct ChannelService: Service {
                 logger.warning("cannot clear the connections a previous run left", metadata: ["error": "\(error)"])
             }
         }
+        await withDiscardingTaskGroup { reports in
+            // The connections' reports, written until the connections are gone, then the last of them: ended, not
+            // cancelled (a cancelled task's statements are skipped on SQLite, and the acknowledgements of the node's
+            // last moments would be lost, their messages sent again).
+            reports.addTask { await recorder.run() }
+            await serveConnections()
+            recorder.finish()
+        }
+        do {
+            try await store.clearPresence(node: connections.node)
+        } catch {
+            logger.warning("cannot clear this node's connections", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The connections' work and the other nodes' wake-ups, until graceful shutdown; then the connections close.
+    private func serveConnections() async {
         await withDiscardingTaskGroup { group in
-            // The connections' reports, written until the connections are gone.
-            group.addTask { await recorder.run() }
             group.addTask { await tasks.serve() }
             if !coordinator.isSoleNode { group.addTask { await sweep() } }
             await cancelWhenGracefulShutdown {
@@ -283,11 +298,6 @@ private struct ChannelService: Service {
             await connections.closeAll()
             tasks.finish()
             group.cancelAll()
-        }
-        do {
-            try await store.clearPresence(node: connections.node)
-        } catch {
-            logger.warning("cannot clear this node's connections", metadata: ["error": "\(error)"])
         }
     }
 

@@ -80,6 +80,10 @@ final class ChannelRecorder: Sendable {
     /// Connections waiting for their presence to be stored; once the recorder stopped, none wait.
     private let arrivals = Mutex<(waiting: [Arrival], stopped: Bool)>(([], false))
     private let doorbell = Doorbell()
+    /// Set by ``finish()``: the batches end with what is reported by then.
+    private let finishing = Atomic<Bool>(false)
+    /// Rung by ``finish()``: a batch waiting to be tried again stops waiting.
+    private let finishBell = Doorbell()
     private let acksCounter = Counter(label: "tern_channel_acks_total")
     private let lateAcks = Counter(label: "tern_channel_acks_after_fallback_total")
     /// Most entries kept waiting: beyond it the oldest reports are dropped (and logged), so memory stays bounded
@@ -131,13 +135,14 @@ final class ChannelRecorder: Sendable {
         doorbell.ring()
     }
 
-    /// Writes batches until cancelled, then what is left.
+    /// Writes batches until ``finish()``, then what is left (tried once); cancelled, it stops after the batch under
+    /// way (on SQLite a cancelled task's statements are skipped, so a last batch could not be written then).
     func run() async {
-        while !Task.isCancelled {
+        while !finishing.load(ordering: .acquiring), !Task.isCancelled {
             await doorbell.wait()
             await flush()
         }
-        await flush()
+        if !Task.isCancelled { await flush() }
         let left = arrivals.withLock { arrivals -> [Arrival] in
             arrivals.stopped = true
             defer { arrivals.waiting.removeAll() }
@@ -146,8 +151,16 @@ final class ChannelRecorder: Sendable {
         for arrival in left { arrival.waiter.resume(returning: true) }
     }
 
+    /// Ends ``run()``: what is reported until then is written (the connections' goodbyes among it), and a batch waiting
+    /// to be tried again is tried once more now.
+    func finish() {
+        finishing.store(true, ordering: .releasing)
+        doorbell.ring()
+        finishBell.ring()
+    }
+
     /// Writes everything reported so far (tests call it to wait for the writes); after a failure, waits and tries
-    /// again while the store stays away, unless cancelled.
+    /// again while the store stays away, unless cancelled or finished.
     func flush() async {
         var backoff = ErrorBackoff(initial: .milliseconds(200), maximum: .seconds(10))
         while true {
@@ -182,9 +195,9 @@ final class ChannelRecorder: Sendable {
                         "error": "\(error)", "retryIn": "\(wait)", "acks": "\(batch.acks.count)", "sent": "\(batch.delivered.count)",
                         "closed": "\(batch.departed.count)",
                     ])
-                guard !Task.isCancelled else { return }
-                try? await Task.sleep(for: wait)
-                if Task.isCancelled { return }
+                guard !Task.isCancelled, !finishing.load(ordering: .acquiring) else { return }
+                await finishBell.wait(upTo: wait)
+                if Task.isCancelled || finishing.load(ordering: .acquiring) { return }
             }
         }
     }
