@@ -57,6 +57,7 @@ let package = Package(
             dependencies: [
                 "TernAPNs",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         // A local APNs: HTTP/2 over TLS, token and certificate auth, scenarios, control API.

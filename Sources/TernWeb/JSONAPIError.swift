@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOCore
 import TernAPNs
 
 /// An error that knows which input field it is about, so an API can name it.
@@ -109,12 +110,7 @@ public enum JSONBody {
         _ type: T.Type, from request: Request, limit: Int = 1 << 20, allowEmpty: Bool = false
     ) async throws -> T? {
         let buffer: ByteBuffer
-        do {
-            buffer = try await request.body.collect(upTo: limit)
-        } catch {
-            throw JSONAPIError(
-                status: .contentTooLarge, error: "payloadTooLarge", message: "the body is larger than \(limit) bytes", field: "body")
-        }
+        buffer = try await collect(request, upTo: limit, what: "the body")
         if buffer.readableBytes == 0 {
             if allowEmpty { return nil }
             throw JSONAPIError.badRequest(field: "body", "a JSON body is required")
@@ -123,6 +119,19 @@ public enum JSONBody {
             return try StrictJSONDecoder().decode(T.self, from: buffer.readableBytesView)
         } catch {
             throw JSONAPIError(decoding: error)
+        }
+    }
+
+    /// The whole body, up to `limit` bytes. - Throws: a 413 naming `body` over the limit; a 400 naming it when the
+    /// body did not arrive whole (its connection ended first: what came is not acted on).
+    public static func collect(_ request: Request, upTo limit: Int, what: String) async throws -> ByteBuffer {
+        do {
+            return try await request.body.collect(upTo: limit)
+        } catch is NIOTooManyBytesError {
+            throw JSONAPIError(
+                status: .contentTooLarge, error: "payloadTooLarge", message: "\(what) is larger than \(limit) bytes", field: "body")
+        } catch {
+            throw JSONAPIError.badRequest(field: "body", "\(what) did not arrive whole: \(error)")
         }
     }
 

@@ -144,6 +144,30 @@ struct ConnectionGuardTests {
         }
     }
 
+    /// A body one byte short of its length, then the client's side closed (FIN, as a client gone or cut off sends):
+    /// the parser refuses the request, and the route must not act on the part that came. The body here is JSON whose
+    /// last byte is a space, so the part is a whole registration; a console form cut so named another user.
+    @Test func aBodyCutShortByItsClientIsNotActedOn() async throws {
+        try await ServerHarness.withServer { server in
+            let port = server.server.boundPort!
+            let deviceID = UUID().uuidString.lowercased()
+            let body = Fixture.registration(token: Fixture.token(7), tags: ["cut-short"]) + "  "
+            let cut = try await RawConnection.open(port: port)
+            try await cut.send(
+                "PUT /v1/apps/demo/devices/\(deviceID) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
+                    + "Authorization: Bearer \(server.device.bearer ?? "")\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: \(body.utf8.count)\r\n\r\n\(body.dropLast())")
+            try await cut.channel.close(mode: .output)
+            try await cut.closedByServer("the cut-short request's connection to close")
+            #expect(cut.text.hasPrefix("HTTP/1.1 400"), "\(cut.text)")
+
+            // Nothing was registered: the master secret finds no such device, and a whole request still registers.
+            #expect(try await server.master.get("/v1/apps/demo/devices/\(deviceID)").status == 404)
+            let whole = try await server.device.put("/v1/apps/demo/devices/\(deviceID)", body)
+            #expect(whole.status == 200 || whole.status == 201, "\(whole.status) \(whole.text)")
+        }
+    }
+
     @Test func aLaterRequestsHeadSentAByteAtATimeIsClosedAtItsDeadline() async throws {
         try await ServerHarness.withServer(configure: { $0.http.requestHeadTimeout = .seconds(1) }) { server in
             let port = server.server.boundPort!

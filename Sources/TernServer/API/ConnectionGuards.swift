@@ -178,10 +178,24 @@ final class RequestDeadlines {
             }
             context.fireChannelRead(data)
         }
+
+        /// The connection ended inside a request's body: a client gone, or one that stopped short of its length and
+        /// closed its side (the parser's refusal is answered by ``ParserErrorResponder``). Hummingbird takes a stream
+        /// of parts that ends for the body's end, and the route would act on the part of the body that came (a form
+        /// cut one byte short named another user); failed, reading the body throws.
+        func channelInactive(context: ChannelHandlerContext) {
+            if case .body = deadlines.phase { context.fireErrorCaught(RequestBodyCutShort()) }
+            context.fireChannelInactive()
+        }
     }
 
     private func schedule(_ context: ChannelHandlerContext, in amount: TimeAmount) {
         deadline?.cancel()
         deadline = context.eventLoop.assumeIsolated().scheduleTask(in: amount) { context.close(promise: nil) }
     }
+}
+
+/// A request's body whose connection ended before the body did.
+struct RequestBodyCutShort: Error, CustomStringConvertible {
+    var description: String { "the connection ended before the request's body did" }
 }

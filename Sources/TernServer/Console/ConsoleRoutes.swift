@@ -398,11 +398,7 @@ struct ConsoleRoutes: Sendable {
     static let csrfHeader = HTTPField.Name("X-CSRF-Token")!
 
     private static func body(_ request: Request) async throws -> String {
-        do {
-            return String(decoding: try await request.body.collect(upTo: formLimit).readableBytesView, as: UTF8.self)
-        } catch {
-            throw JSONAPIError(status: .contentTooLarge, error: "payloadTooLarge", message: "the form is larger than \(formLimit) bytes", field: "body")
-        }
+        String(decoding: try await JSONBody.collect(request, upTo: formLimit, what: "the form").readableBytesView, as: UTF8.self)
     }
 
     /// Whether a POST comes from a page of this origin: its `Origin` (or, without one, its `Referer`) names the host
