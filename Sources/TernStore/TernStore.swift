@@ -22,7 +22,7 @@ public enum StoreError: Error, Equatable, Sendable {
 
 extension Error {
     /// ``StoreError/unavailable(_:)``: the database, not the call, failed.
-    var isStoreUnavailable: Bool {
+    public var isStoreUnavailable: Bool {
         if case .unavailable? = self as? StoreError { return true }
         return false
     }

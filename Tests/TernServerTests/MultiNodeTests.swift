@@ -134,6 +134,38 @@ struct MultiNodeTests {
         }
     }
 
+    @Test("a push whose messages cannot be kept while the database is away keeps its turn: the device gets it before the pushes made after it")
+    func aChunkCutOffByTheDatabaseKeepsItsTurn() async throws {
+        let logs = LogRecorder()
+        // A call unanswered for 2 s fails as the database being away, as calls in flight do while PostgreSQL restarts.
+        try await MultiNode.with(callTimeout: .seconds(2), logs: logs) { cluster in
+            try await cluster.createApp(on: cluster.nodes[0])
+            let secret = try await registerDevice(1, in: cluster, on: 0)
+            let device = connect(1, secret: secret, to: 0, in: cluster)
+            _ = try await online("probe", to: 1, via: 0, in: cluster)
+            #expect(try await device.next()[path: "notification.title"]?.string == "probe")
+
+            // The device's counter locked elsewhere: "two" cannot be numbered, and its call fails at its deadline.
+            let lock = "SELECT 1 FROM device_channels WHERE device_id = '\(Fixture.device(1))' FOR UPDATE"
+            try await PostgresTestServer.holding(lock, database: cluster.databaseURL) {
+                for title in ["two", "three"] {
+                    let answer = try await cluster.master(0).post(
+                        "/v1/apps/shop/pushes",
+                        #"{"audience": {"devices": ["\#(Fixture.device(1))"]}, "notification": {"title": "\#(title)"}, "delivery": "online"}"#)
+                    #expect(answer.status == 202, "\(answer.text)")
+                }
+                try await waitUntil("the call keeping \"two\" to fail", within: 20) {
+                    !logs.messages(containing: "the database is away").isEmpty || !logs.messages(containing: "push chunk not sent").isEmpty
+                }
+            }
+            // Given up, "two" would wait out its lease (15 s) while "three" went first.
+            var titles: [String?] = []
+            for _ in 0..<2 { titles.append(try await device.next(within: 20)[path: "notification.title"]?.string) }
+            #expect(titles == ["two", "three"])
+            await device.close()
+        }
+    }
+
     @Test("when a device's node goes away, the device reconnects to the other and misses nothing; a dead node's devices fall back once")
     func aNodeGoesAwayWithConnections() async throws {
         try await MultiNode.with { cluster in
@@ -260,7 +292,10 @@ struct MultiNode: Sendable {
 
     /// Runs two nodes (chunks of 20, `concurrency` notifications in flight per chunk) on a fresh database and a
     /// simulator, all stopped afterwards.
-    static func with(concurrency: Int = 1000, secondClocks: ServerClocks = .system, _ body: (MultiNode) async throws -> Void) async throws {
+    static func with(
+        concurrency: Int = 1000, secondClocks: ServerClocks = .system, callTimeout: Duration = PostgresTestServer.callTimeout,
+        logs: LogRecorder? = nil, _ body: (MultiNode) async throws -> Void
+    ) async throws {
         let key = APNsSigningKey.generate(keyID: "NODEKEY001", teamID: "NODETEAM01")
         var configuration = try APNsSimulator.Configuration()
         configuration.port = 0
@@ -274,15 +309,15 @@ struct MultiNode: Sendable {
                 let serverKey = Data((0..<32).map { UInt8($0) }).base64EncodedString()
                 let configure = { (settings: inout TernServerConfiguration) in
                     settings.database.url = url
-                    settings.database.callTimeout = PostgresTestServer.callTimeout
+                    settings.database.callTimeout = callTimeout
                     settings.server.key = serverKey
                     settings.simulator.enabled = false
                     settings.demo.enabled = false
                     settings.delivery.chunkSize = 20
                     settings.delivery.concurrency = concurrency
                 }
-                try await ServerHarness.withServer(configure: configure) { first in
-                    try await ServerHarness.withServer(configure: configure, clocks: secondClocks) { second in
+                try await ServerHarness.withServer(configure: configure, logs: logs) { first in
+                    try await ServerHarness.withServer(configure: configure, clocks: secondClocks, logs: logs) { second in
                         try await body(MultiNode(nodes: [first, second], simulator: simulator, key: key, databaseURL: url))
                     }
                 }

@@ -83,6 +83,28 @@ public enum PostgresTestServer {
         }
     }
 
+    /// Runs `statement` (a `SELECT … FOR UPDATE`, say) in a transaction on a connection of its own, and keeps that
+    /// transaction, with the locks it took, open while `body` runs; then rolls it back.
+    public static func holding<T>(_ statement: String, database databaseURL: String, _ body: () async throws -> T) async throws -> T {
+        guard let components = URLComponents(string: databaseURL), let host = components.host else { throw Missing() }
+        let configuration = PostgresConnection.Configuration(
+            host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
+            database: String(components.path.dropFirst()), tls: .disable)
+        let logger = Logger(label: "tern.tests.postgres")
+        let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+        do {
+            try await connection.query("BEGIN", logger: logger)
+            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            let result = try await body()
+            try await connection.query("ROLLBACK", logger: logger)
+            try await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
     public struct Missing: Error, CustomStringConvertible {
         public var description: String { "TERN_TEST_POSTGRES_URL is not set (scripts/test.sh starts a server and sets it)" }
     }

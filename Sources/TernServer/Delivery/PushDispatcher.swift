@@ -244,7 +244,7 @@ final class PushDispatcher: Service {
             let app: AppRecord?
             let content: PushContent
             do {
-                app = try await store.app(push.appID)
+                app = try await whileTheDatabaseIsAway { try await self.store.app(push.appID) }
                 content = try JSONDecoder().decode(PushContent.self, from: Data(push.notification))
             } catch {
                 admission.give(up: place)
@@ -330,6 +330,33 @@ final class PushDispatcher: Service {
         }
     }
 
+    /// Runs `step` again while it fails because the database is away (a restart), for as long as a chunk's lease
+    /// lasts, in the chunk's turn: given up, the chunk would wait out its lease while this node's later pushes went to
+    /// the same devices first (a device got a push after pushes made later). What `step` writes must bear being
+    /// written twice, as a chunk sent again by the node that takes it over writes it again.
+    private func whileTheDatabaseIsAway<T>(_ step: () async throws -> T) async throws -> T {
+        var waited = Duration.zero
+        var pause = Duration.milliseconds(250)
+        var said = false
+        while true {
+            do {
+                return try await step()
+            } catch where error.isStoreUnavailable && waited + pause < settings.delivery.chunkLease
+                && !stopping.load(ordering: .relaxed) && !Task.isCancelled
+            {
+                if !said {
+                    said = true
+                    logger.warning(
+                        "the database is away; a chunk waits in its turn for it, for as long as its lease lasts",
+                        metadata: ["error": "\(error)"])
+                }
+                try await clocks.timer.sleep(for: pause)
+                waited += pause
+                pause = min(pause * 2, .seconds(2))
+            }
+        }
+    }
+
     /// Writes a chunk's last record, trying again while the database is briefly away (a restart) for as long as the
     /// lease could last.
     private func writeWhileTheLeaseLasts(_ chunk: PushChunk, _ write: () async throws -> Void) async {
@@ -401,7 +428,9 @@ final class PushDispatcher: Service {
         // Those an earlier holder of the chunk recorded are done.
         let (clientsByEnvironment, addressed) = await address(tally.pending(), of: recipients, app: app, into: tally)
         let batches = try await admission.admit(place) {
-            try await self.admit(addressed, of: recipients, app: app, content: content, pushID: pushID, into: tally)
+            try await self.whileTheDatabaseIsAway {
+                try await self.admit(addressed, of: recipients, app: app, content: content, pushID: pushID, into: tally)
+            }
         }
         await sendBatches(batches, clients: clientsByEnvironment, recipients: recipients, app: app, into: tally)
     }
@@ -534,6 +563,33 @@ final class PushDispatcher: Service {
 
     // MARK: The online channel
 
+    /// An `online` chunk's messages kept (numbered per device), with its inbox message and badges: in the chunk's
+    /// turn. - Returns: the messages, and each device's badge when the push counts them per recipient.
+    private func keep(
+        _ withDevice: [(index: Int, recipient: Recipient, deviceID: String)], app: AppRecord, content: PushContent,
+        online: OnlineDelivery, pushID: String, at now: Date, into tally: ChunkLedger
+    ) async throws -> ([DeviceMessage], [String: Int]) {
+        let owners = withDevice.map { InboxOwner(deviceID: $0.deviceID, alias: $0.recipient.alias) }
+        let badges = try await keepInboxAndCountBadges(owners, app: app, content: content, pushID: pushID, into: tally)
+        // A per-recipient badge goes into each device's notification; devices with the same badge share one.
+        var notifications: [Int: String?] = [:]
+        var badgeByDevice: [String: Int] = [:]
+        let drafts = zip(withDevice, owners).map { entry, owner in
+            var notification = online.notification
+            if content.badge?.isPerRecipient == true, let badge = badges[owner] {
+                badgeByDevice[entry.deviceID] = badge
+                if notifications[badge] == nil { notifications[badge] = online.notification(badge: badge) }
+                notification = notifications[badge] ?? nil
+            }
+            return DeviceMessageDraft(
+                deviceID: entry.deviceID, id: Self.messageID(pushID: pushID, deviceID: entry.deviceID), notification: notification,
+                data: online.data)
+        }
+        let kept = try await store.keepMessages(
+            drafts, app: app.id, pushID: pushID, at: now, expiresAt: now.addingTimeInterval(TimeInterval(online.ttl)))
+        return (kept, badgeByDevice)
+    }
+
     /// Sends one chunk of a push with `delivery` `online` or `auto` (``OnlineDelivery``).
     ///
     /// In claim order, like the APNs path: the inbox message, the badges, and each device's message, numbered in the
@@ -552,25 +608,9 @@ final class PushDispatcher: Service {
             if let deviceID = recipient.deviceID { withDevice.append((index, recipient, deviceID)) } else { withoutDevice.append((index, recipient)) }
         }
         let (kept, badgeByDevice) = try await admission.admit(place) { () async throws -> ([DeviceMessage], [String: Int]) in
-            let owners = withDevice.map { InboxOwner(deviceID: $0.deviceID, alias: $0.recipient.alias) }
-            let badges = try await keepInboxAndCountBadges(owners, app: app, content: content, pushID: pushID, into: tally)
-            // A per-recipient badge goes into each device's notification; devices with the same badge share one.
-            var notifications: [Int: String?] = [:]
-            var badgeByDevice: [String: Int] = [:]
-            let drafts = zip(withDevice, owners).map { entry, owner in
-                var notification = online.notification
-                if content.badge?.isPerRecipient == true, let badge = badges[owner] {
-                    badgeByDevice[entry.deviceID] = badge
-                    if notifications[badge] == nil { notifications[badge] = online.notification(badge: badge) }
-                    notification = notifications[badge] ?? nil
-                }
-                return DeviceMessageDraft(
-                    deviceID: entry.deviceID, id: Self.messageID(pushID: pushID, deviceID: entry.deviceID), notification: notification,
-                    data: online.data)
+            try await self.whileTheDatabaseIsAway {
+                try await self.keep(withDevice, app: app, content: content, online: online, pushID: pushID, at: now, into: tally)
             }
-            let kept = try await store.keepMessages(
-                drafts, app: app.id, pushID: pushID, at: now, expiresAt: now.addingTimeInterval(TimeInterval(online.ttl)))
-            return (kept, badgeByDevice)
         }
         messagesKept.increment(by: kept.count)
         let messageByDevice = Dictionary(kept.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })

@@ -53,13 +53,14 @@ enum ServerHarness {
         folder given: URL? = nil,
         configure: (inout TernServerConfiguration) -> Void = { _ in },
         clocks: ServerClocks = .system,
+        logs: LogRecorder? = nil,
         _ body: (RunningServer) async throws -> T
     ) async throws -> T {
         let folder = given ?? FileManager.default.temporaryDirectory.appendingPathComponent("tern-server-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         var configuration = configuration(in: folder)
         configure(&configuration)
-        var logger = Logger(label: "tern.test")
+        var logger = logs?.logger ?? Logger(label: "tern.test")
         logger.logLevel = .warning
         let server = TernServer(
             configuration: configuration, metrics: nil, logger: logger, clocks: clocks,
