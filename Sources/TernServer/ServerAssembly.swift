@@ -145,7 +145,17 @@ struct ServerAssembly {
         let pushes = PushesAPI(store: store, apps: cache, dispatcher: dispatcher, clock: clock)
         pushes.register(on: router)
         InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates, clock: clock).register(on: router)
-        let recorder = ChannelRecorder(store: store, clock: clock, logger: logger)
+        let recorder = ChannelRecorder(store: store, clock: clock, logger: logger) { earlier in
+            // A device's newer connection took over from one on another node: that node closes it (this node's own
+            // older connection was closed as the newer one attached).
+            guard !coordinator.isSoleNode else { return }
+            let elsewhere = Dictionary(grouping: earlier.filter { $0.node != connections.node }) { PresenceNodeApp(node: $0.node, app: $0.app) }
+            for (target, entries) in elsewhere {
+                for event in DeviceConnections.replacedEvents(node: target.node, app: target.app, connections: entries.map { ($0.deviceID, $0.connection) }) {
+                    coordinator.announce(event)
+                }
+            }
+        }
         let channelTasks = ChannelTasks()
         let channel = DeviceChannelAPI(
             store: store, apps: cache, gate: gate, connections: connections, recorder: recorder, tasks: channelTasks,
@@ -290,6 +300,8 @@ private struct ChannelService: Service {
                         await connections.disconnect(app: app, deviceIDs: deviceIDs)
                     } else if let app = DeviceConnections.dropAppTarget(of: event) {
                         await connections.disconnect(app: app)
+                    } else if let (app, replaced) = connections.replacedTarget(of: event) {
+                        await connections.closeReplaced(app: app, connections: replaced)
                     }
                 }
             }
@@ -378,4 +390,10 @@ private struct ErrorLoggingMiddleware<Context: RequestContext>: RouterMiddleware
             throw error
         }
     }
+}
+
+/// A node and an app: the events that close a node's replaced connections are per app.
+private struct PresenceNodeApp: Hashable {
+    var node: String
+    var app: String
 }

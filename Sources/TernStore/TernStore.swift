@@ -231,8 +231,10 @@ public protocol TernStore: Sendable {
     func purgeExpiredMessages(before: Date, limit: Int) async throws -> Int
 
     /// Records that each entry's node holds its device's connection now (replacing any earlier entry of the device),
-    /// in one transaction.
-    func setPresence(_ entries: [PresenceEntry], at: Date) async throws
+    /// in one transaction. - Returns: the earlier entries replaced (another connection's), so that their connections
+    /// can be closed wherever they are.
+    @discardableResult
+    func setPresence(_ entries: [PresenceEntry], at: Date) async throws -> [PresenceEntry]
     /// Removes each device's entry if it is still the entry's connection's (a newer connection may have replaced it).
     func clearPresence(_ entries: [PresenceEntry]) async throws
     /// Which of these devices of `app` have a message not acknowledged and not expired at `at`.

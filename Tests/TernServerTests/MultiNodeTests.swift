@@ -2,10 +2,11 @@ import Foundation
 import Logging
 import Synchronization
 import TernAPNs
-import TernServer
 import TernSimulator
 import TernTestSupport
 import Testing
+
+@testable import TernServer
 
 /// Several `tern serve` nodes on one PostgreSQL database, delivering to one simulator (in this process).
 @Suite("Several nodes on one PostgreSQL", .enabled(if: PostgresTestServer.url != nil))
@@ -131,6 +132,26 @@ struct MultiNodeTests {
             #expect(sequences == [2, 3, 4])
             #expect(cluster.arrivals().isEmpty, "an online message went through APNs")
             await device.close()
+        }
+    }
+
+    @Test("a device's newer connection on one node closes its older one on the other (4409)")
+    func aNewerConnectionOnAnotherNodeReplacesTheOlder() async throws {
+        try await MultiNode.with { cluster in
+            try await cluster.createApp(on: cluster.nodes[0])
+            let secret = try await registerDevice(1, in: cluster, on: 0)
+            let older = connect(1, secret: secret, to: 0, in: cluster)
+            _ = try await online("probe", to: 1, via: 0, in: cluster)
+            #expect(try await older.next()[path: "notification.title"]?.string == "probe")
+
+            // The device connects again, to the other node, and the older connection is not closed by the device.
+            let newer = connect(1, secret: secret, to: 1, in: cluster, after: 1)
+            let closed = try await older.closeFrame(within: 10, "the older connection, on the other node")
+            #expect(closed?.closeCode == .unknown(4409))
+            #expect(closed?.reason == ChannelCloseCode.replaced.reason)
+            _ = try await online("after", to: 1, via: 0, in: cluster)
+            #expect(try await newer.next()[path: "notification.title"]?.string == "after")
+            await newer.close()
         }
     }
 

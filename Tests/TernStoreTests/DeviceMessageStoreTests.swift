@@ -116,9 +116,13 @@ struct DeviceMessageStoreTests {
             func entry(_ device: String, _ node: String, _ connection: String) -> PresenceEntry {
                 PresenceEntry(app: "demo", deviceID: device, node: node, connection: connection)
             }
-            try await store.setPresence([entry("d1", "a", "c1")], at: time(1))
-            // In one batch, the device's last entry wins.
-            try await store.setPresence([entry("d3", "a", "c4"), entry("d1", "b", "c2"), entry("d2", "a", "c3"), entry("d3", "b", "c5")], at: time(2))
+            #expect(try await store.setPresence([entry("d1", "a", "c1")], at: time(1)).isEmpty)
+            // In one batch, the device's last entry wins; the entry it replaces is told (to close its connection).
+            let replaced = try await store.setPresence(
+                [entry("d3", "a", "c4"), entry("d1", "b", "c2"), entry("d2", "a", "c3"), entry("d3", "b", "c5")], at: time(2))
+            #expect(replaced == [entry("d1", "a", "c1")])
+            // The same connection's entry again replaces nothing.
+            #expect(try await store.setPresence([entry("d2", "a", "c3")], at: time(2)).isEmpty)
             // The replaced connections' goodbyes leave the newer entries; the last connection's removes its own.
             try await store.clearPresence([entry("d1", "a", "c1"), entry("d3", "a", "c4")])
             #expect(try await store.presence(app: "demo", deviceIDs: ["d3"]) == [DevicePresence(deviceID: "d3", node: "b", connection: "c5")])

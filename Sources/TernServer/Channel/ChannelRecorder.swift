@@ -90,10 +90,14 @@ final class ChannelRecorder: Sendable {
     /// while the database is away.
     static let capacity = 200_000
 
-    init(store: any TernStore, clock: any WallClock, logger: Logger) {
+    /// Told of the earlier connections that connections opening replaced (their entries), to close those elsewhere.
+    private let replaced: @Sendable ([PresenceEntry]) -> Void
+
+    init(store: any TernStore, clock: any WallClock, logger: Logger, replaced: @escaping @Sendable ([PresenceEntry]) -> Void = { _ in }) {
         self.store = store
         self.clock = clock
         self.logger = logger
+        self.replaced = replaced
         self.arrivalFailures = FailureLog(
             "cannot record the devices' connections; they read their messages, but other nodes find them only once they reconnect",
             logger: logger)
@@ -214,7 +218,8 @@ final class ChannelRecorder: Sendable {
         do {
             let now = clock.now
             // Committed before the messages are looked at: a message kept after that look finds the presence.
-            try await store.setPresence(batch.map(\.entry), at: now)
+            let earlier = try await store.setPresence(batch.map(\.entry), at: now)
+            if !earlier.isEmpty { replaced(earlier) }
             var found: Set<PresenceKey> = []
             for (app, entries) in Dictionary(grouping: batch.map(\.entry), by: \.app) {
                 for deviceID in try await store.devicesWithMessages(app: app, deviceIDs: entries.map(\.deviceID), at: now) {

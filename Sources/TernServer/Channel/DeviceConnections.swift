@@ -136,11 +136,23 @@ final class DeviceConnections: Sendable {
         }
     }
 
+    /// Closes these connections on this node (4409), each only if it is still its device's live one here: a newer
+    /// connection of the device, on another node, took over. Returns once the close frames were written.
+    func closeReplaced(app: String, connections replaced: [(deviceID: String, connection: String)]) async {
+        let connections = live.withLock { live in
+            replaced.compactMap { entry in live[Key(app: app, deviceID: entry.deviceID)].flatMap { $0.id == entry.connection ? $0 : nil } }
+        }
+        await withDiscardingTaskGroup { group in
+            for connection in connections { group.addTask { await connection.socket.close(.replaced) } }
+        }
+    }
+
     // MARK: Events between nodes
 
     static let wakePrefix = "wake "
     static let dropPrefix = "drop "
     static let dropAppPrefix = "dropapp "
+    static let replacedPrefix = "replaced "
 
     /// Coordinator events that wake devices connected to `node`, each under PostgreSQL's 8,000-byte NOTIFY payload.
     static func wakeEvents(node: String, app: String, deviceIDs: [String]) -> [String] {
@@ -156,6 +168,20 @@ final class DeviceConnections: Sendable {
     /// Coordinator events that close these devices' connections on whichever node has them (``disconnect(app:deviceIDs:)``).
     static func dropEvents(app: String, deviceIDs: [String]) -> [String] {
         events(dropPrefix, naming: [app], deviceIDs)
+    }
+
+    /// Coordinator events that close these connections of `node`'s (``closeReplaced(app:connections:)``): a newer
+    /// connection of each device opened on another node. A device and its connection are two words, so 75 pairs an event.
+    static func replacedEvents(node: String, app: String, connections: [(deviceID: String, connection: String)]) -> [String] {
+        events(replacedPrefix, naming: [node, app], connections.flatMap { [$0.deviceID, $0.connection] })
+    }
+
+    /// The app and connections of a replaced event meant for this node, or nil (another node's, or not one).
+    func replacedTarget(of event: String) -> (app: String, connections: [(deviceID: String, connection: String)])? {
+        guard let (names, words) = Self.words(of: event, Self.replacedPrefix, names: 2), names[0] == node, words.count % 2 == 0 else {
+            return nil
+        }
+        return (names[1], stride(from: 0, to: words.count, by: 2).map { (words[$0], words[$0 + 1]) })
     }
 
     /// The app and devices of a drop event, or nil (not one).

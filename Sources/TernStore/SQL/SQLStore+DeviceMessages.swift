@@ -280,13 +280,30 @@ extension SQLStore {
 
     // MARK: Presence
 
-    public func setPresence(_ entries: [PresenceEntry], at: Date) async throws {
+    @discardableResult
+    public func setPresence(_ entries: [PresenceEntry], at: Date) async throws -> [PresenceEntry] {
         // One entry per device: the last one given wins, as it would one after another.
         let latest = Dictionary(entries.map { (PresenceKey(app: $0.app, deviceID: $0.deviceID), $0) }, uniquingKeysWith: { _, last in last })
         let unique = Array(latest.values)
-        guard !unique.isEmpty else { return }
-        try await transaction { db in
+        guard !unique.isEmpty else { return [] }
+        return try await transaction { db in
+            var replaced: [PresenceEntry] = []
             for piece in unique.pieces(of: Self.messageSlice) {
+                // Read in the transaction that replaces them (serializable on PostgreSQL, SQLite's one writer), so no
+                // other connection's entry goes unseen between the read and the write.
+                let keys = piece.map { entry -> SQLQueryString in "(\(bind: entry.app), \(bind: entry.deviceID))" }
+                for row in try await db.raw("""
+                    SELECT app_id, device_id, node, connection FROM device_presence
+                    WHERE (app_id, device_id) IN (VALUES \(keys.joined(separator: ", ")))
+                    """).all()
+                {
+                    let earlier = PresenceEntry(
+                        app: try row.decode(column: "app_id", as: String.self), deviceID: try row.decode(column: "device_id", as: String.self),
+                        node: try row.decode(column: "node", as: String.self), connection: try row.decode(column: "connection", as: String.self))
+                    if latest[PresenceKey(app: earlier.app, deviceID: earlier.deviceID)]?.connection != earlier.connection {
+                        replaced.append(earlier)
+                    }
+                }
                 let rows = piece.map { entry -> SQLQueryString in
                     "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.node), \(bind: entry.connection), \(bind: at.milliseconds))"
                 }
@@ -296,6 +313,7 @@ extension SQLStore {
                         SET node = excluded.node, connection = excluded.connection, connected_at = excluded.connected_at
                     """).run()
             }
+            return replaced
         }
     }
 
