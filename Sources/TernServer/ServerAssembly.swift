@@ -197,7 +197,7 @@ struct ServerAssembly {
             store: store, interval: configuration.inbox.sweepInterval, coordinator: coordinator, clocks: clocks, logger: logger))
         services.append(ChannelService(
             store: store, connections: connections, recorder: recorder, tasks: channelTasks, coordinator: coordinator, timer: clocks.timer,
-            logger: logger))
+            clock: clock, nodeTimeout: configuration.channel.nodeTimeout, logger: logger))
         if let consoleActivity { services.append(consoleActivity) }
         services.append(HeapTrimmer(timer: clocks.timer, logger: logger))
         self.services = services
@@ -260,6 +260,10 @@ private struct ChannelService: Service {
     let tasks: ChannelTasks
     let coordinator: any NodeCoordinator
     let timer: any Clock<Duration>
+    /// The dates the nodes compare (the database's, when several share it).
+    let clock: any WallClock
+    /// How long a node sharing the database may go unseen before its connections' entries are removed.
+    let nodeTimeout: Duration
     let logger: Logger
 
     func run() async throws {
@@ -289,7 +293,10 @@ private struct ChannelService: Service {
     private func serveConnections() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await tasks.serve() }
-            if !coordinator.isSoleNode { group.addTask { await sweep() } }
+            if !coordinator.isSoleNode {
+                group.addTask { await sweep() }
+                group.addTask { await keepPresenceHonest() }
+            }
             await cancelWhenGracefulShutdown {
                 for await event in coordinator.events() {
                     if event == CoordinationEvent.resumed {
@@ -310,6 +317,34 @@ private struct ChannelService: Service {
             await connections.closeAll()
             tasks.finish()
             group.cancelAll()
+        }
+    }
+
+    /// Says every sixth of `nodeTimeout` that this node runs, and puts its connections' entries back if they were
+    /// removed while it was unseen (its database calls failed for a while, say); and, holding the job's lease, removes
+    /// the entries of nodes unseen for `nodeTimeout`. Without it a node that crashed, or whose stop was cut short, left
+    /// its entries for ever: its devices counted as connected to it, so an `online` push with `wake` never woke them
+    /// and each `auto` push to them waited out its `ackTimeout`.
+    private func keepPresenceHonest() async {
+        let lease = coordinator.lease("presence-sweeper")
+        let failures = FailureLog("cannot record that this node runs, or sweep the nodes no longer running", logger: logger)
+        while !Task.isCancelled {
+            do {
+                let now = clock.now
+                if try await !store.nodeSeen(connections.node, at: now) {
+                    try await store.restorePresence(connections.entries(), at: now)
+                }
+                if lease.isHeld {
+                    let removed = try await store.clearPresenceOfUnseenNodes(since: now.addingTimeInterval(-nodeTimeout.seconds))
+                    if removed > 0 {
+                        logger.info("removed the connections of nodes no longer running", metadata: ["connections": "\(removed)"])
+                    }
+                }
+                failures.succeeded()
+            } catch {
+                failures.failed(["error": "\(error)"])
+            }
+            do { try await timer.sleep(for: nodeTimeout / 6) } catch { return }
         }
     }
 

@@ -111,6 +111,9 @@ public struct TernServerConfiguration: Sendable {
         /// How often the server pings each device's connection; one that has not answered a ping by the next is
         /// closed (1001), so a device that went silent is dropped within two intervals.
         public var pingInterval: Duration = .seconds(30)
+        /// When several nodes share the database: how long a node may go without saying it runs (it says so every
+        /// sixth of this) before its devices' connections are taken for gone (a crash, a stop cut short).
+        public var nodeTimeout: Duration = .seconds(60)
     }
 
     public struct Console: Sendable {
@@ -181,6 +184,7 @@ public struct TernServerConfiguration: Sendable {
         guard (.milliseconds(100) ... .seconds(3600)).contains(channel.pingInterval) else {
             throw .init("channel.pingInterval must be 100-3600000 ms")
         }
+        guard (.seconds(6) ... .seconds(3600)).contains(channel.nodeTimeout) else { throw .init("channel.nodeTimeout must be 6-3600 seconds") }
         guard (.seconds(60) ... .seconds(86_400)).contains(console.sessionIdleTimeout) else {
             throw .init("console.sessionIdleTimeout must be 60-86400 seconds")
         }
@@ -213,7 +217,7 @@ extension TernServerConfiguration {
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
     /// `delivery.minimumConcurrency`, `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds),
     /// `apns.connections`, `apns.legacyReplayWindow` (milliseconds), `inbox.sweepInterval` (seconds),
-    /// `inbox.badgeUpdateDelay` (milliseconds), `channel.pingInterval` (milliseconds), `feedback.checkInterval` (seconds),
+    /// `inbox.badgeUpdateDelay` (milliseconds), `channel.pingInterval` (milliseconds), `channel.nodeTimeout` (seconds), `feedback.checkInterval` (seconds),
     /// `webhooks.allowPrivateNetworks`, `server.shutdownTimeout` (seconds), `console.enabled`, `console.secureCookies`,
     /// `console.sessionIdleTimeout` and `console.sessionLifetime` (seconds).
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
@@ -274,6 +278,7 @@ extension TernServerConfiguration {
         read("inbox.sweepInterval", into: &configuration.inbox.sweepInterval, unit: .seconds(1))
         read("inbox.badgeUpdateDelay", into: &configuration.inbox.badgeUpdateDelay, unit: .milliseconds(1))
         read("channel.pingInterval", into: &configuration.channel.pingInterval, unit: .milliseconds(1))
+        read("channel.nodeTimeout", into: &configuration.channel.nodeTimeout, unit: .seconds(1))
         read("feedback.checkInterval", into: &configuration.feedback.checkInterval, unit: .seconds(1))
         read("webhooks.allowPrivateNetworks", into: &configuration.webhooks.allowPrivateNetworks)
         read("console.enabled", into: &configuration.console.enabled)

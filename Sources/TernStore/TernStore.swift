@@ -235,6 +235,15 @@ public protocol TernStore: Sendable {
     /// can be closed wherever they are.
     @discardableResult
     func setPresence(_ entries: [PresenceEntry], at: Date) async throws -> [PresenceEntry]
+    /// Records these entries of devices that have none (a node putting back its connections' entries after they were
+    /// removed while it was unseen; a device's newer connection elsewhere keeps its own).
+    func restorePresence(_ entries: [PresenceEntry], at: Date) async throws
+    /// Records that `node` runs at `at`. - Returns: false if it was unknown (new, or removed as unseen: its presence
+    /// entries may have been removed with it).
+    func nodeSeen(_ node: String, at: Date) async throws -> Bool
+    /// Removes the nodes not seen since `since`, and the presence entries of every node not seen since then. - Returns:
+    /// how many entries.
+    func clearPresenceOfUnseenNodes(since: Date) async throws -> Int
     /// Removes each device's entry if it is still the entry's connection's (a newer connection may have replaced it).
     func clearPresence(_ entries: [PresenceEntry]) async throws
     /// Which of these devices of `app` have a message not acknowledged and not expired at `at`.

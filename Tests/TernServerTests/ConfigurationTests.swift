@@ -127,6 +127,18 @@ struct ConfigurationTests {
         }
     }
 
+    @Test func theNodeTimeoutIsReadInSecondsAndChecked() async throws {
+        #expect(TernServerConfiguration().channel.nodeTimeout == .seconds(60))
+        let configuration = try await TernServerConfiguration.load(file: nil, environment: ["TERN_CHANNEL_NODE_TIMEOUT": "30"])
+        #expect(configuration.channel.nodeTimeout == .seconds(30))
+        for timeout in [Duration.seconds(5), .seconds(3601)] {
+            var settings = TernServerConfiguration()
+            settings.channel.nodeTimeout = timeout
+            let error = #expect(throws: TernServerConfigurationError.self) { try settings.validate() }
+            #expect(error?.description == "channel.nodeTimeout must be 6-3600 seconds")
+        }
+    }
+
     @Test func theConsoleIsOnByDefaultAndItsSettingsAreReadAndChecked() async throws {
         let defaults = TernServerConfiguration()
         #expect(defaults.console.enabled)

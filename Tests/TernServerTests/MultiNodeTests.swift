@@ -187,6 +187,35 @@ struct MultiNodeTests {
         }
     }
 
+    @Test("the presence rows of a node that died are removed once it has been unseen for channel.nodeTimeout: its devices are woken through APNs, a live node's rows stay")
+    func aDeadNodesPresenceGoes() async throws {
+        try await MultiNode.with(configure: { $0.channel.nodeTimeout = .seconds(6) }) { cluster in
+            try await cluster.createApp(on: cluster.nodes[0])
+            let live = connect(1, secret: try await registerDevice(1, in: cluster, on: 0), to: 0, in: cluster)
+            _ = try await online("probe", to: 1, via: 0, in: cluster)
+            #expect(try await live.next()[path: "notification.title"]?.string == "probe")
+            // Device 2 was connected to a node that crashed: its row names that node, which never runs again.
+            _ = try await registerDevice(2, in: cluster, on: 0)
+            _ = try await PostgresTestServer.integers("""
+                INSERT INTO device_presence (app_id, device_id, node, connection, connected_at)
+                VALUES ('shop', '\(Fixture.device(2))', 'crashed-node', 'gone', 0) RETURNING 1
+                """, database: cluster.databaseURL)
+
+            try await waitUntil("the crashed node's row to go", within: 30) {
+                try await PostgresTestServer.integers(
+                    "SELECT count(*) FROM device_presence WHERE node = 'crashed-node'", database: cluster.databaseURL) == [0]
+            }
+            #expect(try await PostgresTestServer.integers("SELECT count(*) FROM device_presence", database: cluster.databaseURL) == [1])
+            // Offline now, device 2 is woken through APNs; the live one still gets its message online.
+            _ = try await online("wake up", to: 2, via: 1, in: cluster, extra: #", "wake": true"#)
+            #expect(cluster.arrivals().count == 1, "the silent push that wakes the offline device")
+            _ = try await online("still here", to: 1, via: 1, in: cluster)
+            #expect(try await live.next()[path: "notification.title"]?.string == "still here")
+            #expect(cluster.arrivals().count == 1)
+            await live.close()
+        }
+    }
+
     @Test("when a device's node goes away, the device reconnects to the other and misses nothing; a dead node's devices fall back once")
     func aNodeGoesAwayWithConnections() async throws {
         try await MultiNode.with { cluster in
@@ -315,7 +344,8 @@ struct MultiNode: Sendable {
     /// simulator, all stopped afterwards.
     static func with(
         concurrency: Int = 1000, secondClocks: ServerClocks = .system, callTimeout: Duration = PostgresTestServer.callTimeout,
-        logs: LogRecorder? = nil, _ body: (MultiNode) async throws -> Void
+        logs: LogRecorder? = nil, configure extra: @escaping (inout TernServerConfiguration) -> Void = { _ in },
+        _ body: (MultiNode) async throws -> Void
     ) async throws {
         let key = APNsSigningKey.generate(keyID: "NODEKEY001", teamID: "NODETEAM01")
         var configuration = try APNsSimulator.Configuration()
@@ -336,6 +366,7 @@ struct MultiNode: Sendable {
                     settings.demo.enabled = false
                     settings.delivery.chunkSize = 20
                     settings.delivery.concurrency = concurrency
+                    extra(&settings)
                 }
                 try await ServerHarness.withServer(configure: configure, logs: logs) { first in
                     try await ServerHarness.withServer(configure: configure, clocks: secondClocks, logs: logs) { second in

@@ -136,4 +136,28 @@ struct DeviceMessageStoreTests {
             #expect(try await store.presence(app: "demo", deviceIDs: ["d1", "d2"]).isEmpty)
         }
     }
+
+    @Test("nodes unseen for a while lose their presence entries; a node seen again after that is told, and puts back only the entries no newer connection took", arguments: StoreFactory.all)
+    func unseenNodes(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await prepared(store)
+            func entry(_ device: String, _ node: String, _ connection: String) -> PresenceEntry {
+                PresenceEntry(app: "demo", deviceID: device, node: node, connection: connection)
+            }
+            #expect(try await store.nodeSeen("a", at: time(0)) == false, "a node new to the table")
+            #expect(try await store.nodeSeen("b", at: time(0)) == false)
+            #expect(try await store.nodeSeen("a", at: time(50)) == true)
+            try await store.setPresence([entry("d1", "a", "c1"), entry("d2", "b", "c2")], at: time(50))
+            // b was last seen at 0: unseen since 10, its entry goes, with its row; a's stays.
+            #expect(try await store.clearPresenceOfUnseenNodes(since: time(10)) == 1)
+            #expect(try await store.presence(app: "demo", deviceIDs: ["d1", "d2"]) == [DevicePresence(deviceID: "d1", node: "a", connection: "c1")])
+            #expect(try await store.nodeSeen("b", at: time(60)) == false, "b is told it was taken for gone")
+            // Meanwhile d2 connected to a; b puts back only what no one took.
+            try await store.setPresence([entry("d2", "a", "c3")], at: time(55))
+            try await store.restorePresence([entry("d2", "b", "c2"), entry("d3", "b", "c4")], at: time(60))
+            #expect(try await store.presence(app: "demo", deviceIDs: ["d2", "d3"]).sorted { $0.deviceID < $1.deviceID } == [
+                DevicePresence(deviceID: "d2", node: "a", connection: "c3"), DevicePresence(deviceID: "d3", node: "b", connection: "c4"),
+            ])
+        }
+    }
 }

@@ -43,7 +43,9 @@ struct ServeCommand: AsyncParsableCommand {
             inbox.sweepInterval (seconds), inbox.badgeUpdateDelay (ms:
             reads gathered into one silent badge update), feedback.checkInterval (seconds
             between looks for legacy apps due a feedback read), channel.pingInterval (ms
-            between pings on each device connection: default 30000),
+            between pings on each device connection: default 30000), channel.nodeTimeout
+            (seconds a node sharing the database may go unseen before its devices count
+            as disconnected: default 60),
             webhooks.allowPrivateNetworks, server.shutdownTimeout (seconds),
             console.enabled (the operator's console at /console: default true),
             console.secureCookies (behind a TLS proxy that sends no X-Forwarded-Proto),

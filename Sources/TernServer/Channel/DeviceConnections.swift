@@ -51,6 +51,11 @@ final class DeviceConnections: Sendable {
         return removed
     }
 
+    /// The presence entries of every connection on this node.
+    func entries() -> [PresenceEntry] {
+        live.withLock { live in live.map { PresenceEntry(app: $0.key.app, deviceID: $0.key.deviceID, node: node, connection: $0.value.id) } }
+    }
+
     /// Those of these devices that are connected to this node, as the presence table would list them.
     func presence(app: String, deviceIDs: [String]) -> [DevicePresence] {
         live.withLock { live in

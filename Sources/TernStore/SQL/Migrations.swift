@@ -379,6 +379,11 @@ extension SQLStore {
             Migration(version: 10, name: "webhook secret salt", statements: [
                 "ALTER TABLE apps ADD COLUMN webhook_secret_salt TEXT",
             ]),
+            // When each node sharing the database last said it runs: the presence entries of a node long unseen (it
+            // crashed, or its stop was cut short) are removed, so its devices count as offline, not as connected to it.
+            Migration(version: 11, name: "nodes", statements: [
+                "CREATE TABLE nodes (node TEXT PRIMARY KEY, seen_at BIGINT NOT NULL)",
+            ]),
         ]
     }
 }

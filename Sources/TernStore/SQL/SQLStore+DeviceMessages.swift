@@ -322,6 +322,42 @@ extension SQLStore {
         var deviceID: String
     }
 
+    public func restorePresence(_ entries: [PresenceEntry], at: Date) async throws {
+        guard !entries.isEmpty else { return }
+        try await transaction { db in
+            for piece in entries.pieces(of: Self.messageSlice) {
+                let rows = piece.map { entry -> SQLQueryString in
+                    "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.node), \(bind: entry.connection), \(bind: at.milliseconds))"
+                }
+                try await db.raw("""
+                    INSERT INTO device_presence (app_id, device_id, node, connection, connected_at) VALUES \(rows.joined(separator: ", "))
+                    ON CONFLICT (app_id, device_id) DO NOTHING
+                    """).run()
+            }
+        }
+    }
+
+    public func nodeSeen(_ node: String, at: Date) async throws -> Bool {
+        try await transaction { db in
+            let known = try await db.raw("""
+                UPDATE nodes SET seen_at = \(bind: at.milliseconds) WHERE node = \(bind: node) RETURNING node
+                """).all().count > 0
+            if !known {
+                try await db.raw("INSERT INTO nodes (node, seen_at) VALUES (\(bind: node), \(bind: at.milliseconds))").run()
+            }
+            return known
+        }
+    }
+
+    public func clearPresenceOfUnseenNodes(since: Date) async throws -> Int {
+        try await transaction { db in
+            try await db.raw("DELETE FROM nodes WHERE seen_at < \(bind: since.milliseconds)").run()
+            return try await db.raw("""
+                DELETE FROM device_presence WHERE node NOT IN (SELECT node FROM nodes) RETURNING device_id
+                """).all().count
+        }
+    }
+
     public func clearPresence(_ entries: [PresenceEntry]) async throws {
         guard !entries.isEmpty else { return }
         try await transaction { db in
