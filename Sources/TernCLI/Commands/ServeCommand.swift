@@ -53,8 +53,9 @@ struct ServeCommand: AsyncParsableCommand {
             1800 and 43200).
 
             Ctrl-C (SIGINT) or SIGTERM stops it gracefully: no new requests, the chunks
-            of recipients in flight are delivered and recorded, the rest of a push is
-            sent by the other nodes or resumes at the next start.
+            of recipients in flight are delivered and recorded (not an auto chunk still
+            waiting for acknowledgements: its devices' connections close first), the
+            rest of a push is sent by the other nodes or resumes at the next start.
 
             Examples:
               tern serve
