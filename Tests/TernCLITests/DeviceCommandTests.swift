@@ -90,6 +90,33 @@ struct DeviceCommandTests {
         #expect(counts?["acked"] == .int(0))
     }
 
+    /// The network between the device and the server goes silent (no FIN, no RST: a cut, or a server gone without a
+    /// word): the device's pings go unanswered, so it closes that connection and makes another, which gets the rest.
+    @Test func aConnectionWhoseServerWentSilentIsMadeAgain() async throws {
+        let serve = try ServeProcess(folder: ServeCommandTests.folder())
+        defer { _ = serve.interrupt() }
+        let appKey = try #require(serve.value(after: "app key"))
+        let masterSecret = try #require(serve.value(after: "master secret"))
+        let master = serve.client(bearer: masterSecret)
+        let relay = try await TCPRelay(to: "127.0.0.1", port: serve.port)
+        let running = device([
+            "--url", "http://127.0.0.1:\(relay.port)", "--app-key", appKey, "--tag", "cut", "--messages", "2", "--timeout", "20",
+            "--ping-interval", "0.5",
+        ])
+        try await waitForDevices(tagged: "cut", count: 1, master)
+        for title in ["one", "two"] {
+            let push = try await master.post(
+                "/v1/apps/demo/pushes?wait=10", #"{"audience": {"tags": ["cut"]}, "notification": {"title": "\#(title)"}, "delivery": "online"}"#)
+            #expect([200, 201].contains(push.status), "\(push.text)")
+            // After the first, the connection carries nothing more either way, and closes nothing.
+            if title == "one" { relay.freeze() }
+        }
+        let result = try await running.value
+        #expect(result.status == 0, "the device waited on the silent connection: \(result.stderr)")
+        #expect(result.stdout.contains(#""title":"two""#))
+        await relay.close()
+    }
+
     @Test func devicesRegisteredIntoAFileAreTheSameDevicesWhenRunAgain() async throws {
         let serve = try ServeProcess(folder: ServeCommandTests.folder())
         defer { _ = serve.interrupt() }

@@ -19,7 +19,9 @@ struct DeviceCommand: AsyncParsableCommand {
             WebSocket, and prints each message as it arrives (the frame's JSON, one
             line each), acknowledging it unless --no-ack (then `delivery: auto`
             pushes fall back to APNs after their ackTimeout). A dropped connection is
-            reconnected with back-off, resuming after the last message received.
+            reconnected with back-off, resuming after the last message received; so
+            is one whose server stops answering pings (every --ping-interval
+            seconds), which a network cut or a server gone without a word leaves open.
 
             With --count N it runs N new devices from one process, for load tests,
             and prints a progress line every second instead of the messages.
@@ -95,6 +97,12 @@ struct DeviceCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Stop with status 1 after this many seconds.", valueName: "seconds"))
     var timeout: Double?
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Ping the server this often; a connection with no answer by the next ping is closed and made again.", valueName: "seconds"))
+    var pingInterval = 30.0
+
     @Option(name: .long, help: "Log level for the connections (trace … critical).")
     var logLevel = Logger.Level.error
 
@@ -115,6 +123,7 @@ struct DeviceCommand: AsyncParsableCommand {
         if key == nil { throw ValidationError("--app-key (or TERN_APP_KEY) is required: `tern serve` prints the demo app's") }
         if let messages, messages < 1 { throw ValidationError("--messages must be 1 or more") }
         if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be more than 0 seconds") }
+        guard (0.1...3600).contains(pingInterval) else { throw ValidationError("--ping-interval must be 0.1-3600 seconds") }
         if let after, after < 0 { throw ValidationError("--after must be 0 or more") }
         for tag in tag where tag.isEmpty || tag.utf8.count > 64 { throw ValidationError("--tag must be 1-64 bytes") }
     }
@@ -307,7 +316,10 @@ struct DeviceCommand: AsyncParsableCommand {
         var headers = HTTPFields()
         headers[.authorization] = "Bearer \(key ?? "")"
         headers[HTTPField.Name("X-Tern-Device-Secret")!] = identity.secret
-        let configuration = WebSocketClientConfiguration(maxFrameSize: 1 << 20, additionalHeaders: headers, autoPing: .disabled)
+        // Pings of its own: a server that went silent (a network cut, a process gone without a close) sends nothing
+        // that would end the connection, and the device would wait on it for ever.
+        let configuration = WebSocketClientConfiguration(
+            maxFrameSize: 1 << 20, additionalHeaders: headers, autoPing: .enabled(timePeriod: .milliseconds(Int(pingInterval * 1000))))
         let logger = Logger(label: "tern.device")
         let last = Atomic<Int64>(after ?? 0)
         var pause = Duration.milliseconds(500)
