@@ -331,52 +331,41 @@ final class PushDispatcher: Service {
     }
 
     /// Runs `step` again while it fails because the database is away (a restart), for as long as a chunk's lease
-    /// lasts, in the chunk's turn: given up, the chunk would wait out its lease while this node's later pushes went to
-    /// the same devices first (a device got a push after pushes made later). What `step` writes must bear being
-    /// written twice, as a chunk sent again by the node that takes it over writes it again.
-    private func whileTheDatabaseIsAway<T>(_ step: () async throws -> T) async throws -> T {
-        var waited = Duration.zero
+    /// lasts (by the clock the leases are dated with). A chunk's steps run in its turn: given up, the chunk would wait
+    /// out its lease while this node's later pushes went to the same devices first (a device got a push after pushes
+    /// made later). What `step` writes must bear being written twice, as a chunk sent again by the node that takes it
+    /// over writes it again. A step not yet sent is not tried again once the node stops (the next claim sends it); a
+    /// chunk's record is (`whileStopping`), so that what was sent is not sent again.
+    private func whileTheDatabaseIsAway<T>(whileStopping: Bool = false, _ step: () async throws -> T) async throws -> T {
+        let deadline = clocks.wall.now.addingTimeInterval(leaseSeconds)
         var pause = Duration.milliseconds(250)
         var said = false
         while true {
             do {
                 return try await step()
-            } catch where error.isStoreUnavailable && waited + pause < settings.delivery.chunkLease
-                && !stopping.load(ordering: .relaxed) && !Task.isCancelled
+            } catch where error.isStoreUnavailable && !Task.isCancelled && (whileStopping || !stopping.load(ordering: .relaxed))
+                && clocks.wall.now.addingTimeInterval(pause.seconds) < deadline
             {
                 if !said {
                     said = true
-                    logger.warning(
-                        "the database is away; a chunk waits in its turn for it, for as long as its lease lasts",
-                        metadata: ["error": "\(error)"])
+                    logger.warning("the database is away; a chunk's step is tried again for as long as its lease lasts", metadata: ["error": "\(error)"])
                 }
                 try await clocks.timer.sleep(for: pause)
-                waited += pause
                 pause = min(pause * 2, .seconds(2))
             }
         }
     }
 
-    /// Writes a chunk's last record, trying again while the database is briefly away (a restart) for as long as the
-    /// lease could last.
+    /// Writes a chunk's last record, trying again while the database is briefly away. Not written (cancelled by a stop
+    /// past its graceful time, the lease run out, or an error that is not the database's absence), the chunk's lease
+    /// lapses and its unrecorded recipients are sent again.
     private func writeWhileTheLeaseLasts(_ chunk: PushChunk, _ write: () async throws -> Void) async {
-        let deadline = ContinuousClock.now + settings.delivery.chunkLease
-        var pause = Duration.milliseconds(250)
-        while true {
-            do {
-                return try await write()
-            } catch {
-                // Cancelled (a stop past its graceful time): the store calls fail at once now, so trying again would
-                // spin until the deadline. The chunk's lease lapses and it is sent again.
-                guard !Task.isCancelled, ContinuousClock.now + pause < deadline else {
-                    logger.error(
-                        "cannot record a chunk's results; it will be sent again",
-                        metadata: ["push": "\(chunk.push.id)", "chunk": "\(chunk.sequence)", "error": "\(error)"])
-                    return
-                }
-                try? await Task.sleep(for: pause)
-                pause = min(pause * 2, .seconds(2))
-            }
+        do {
+            try await whileTheDatabaseIsAway(whileStopping: true, write)
+        } catch {
+            logger.error(
+                "cannot record a chunk's results; it will be sent again",
+                metadata: ["push": "\(chunk.push.id)", "chunk": "\(chunk.sequence)", "error": "\(error)"])
         }
     }
 
