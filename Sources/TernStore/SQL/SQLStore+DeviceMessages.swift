@@ -304,17 +304,25 @@ extension SQLStore {
                         replaced.append(earlier)
                     }
                 }
-                let rows = piece.map { entry -> SQLQueryString in
-                    "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.node), \(bind: entry.connection), \(bind: at.milliseconds))"
-                }
-                try await db.raw("""
-                    INSERT INTO device_presence (app_id, device_id, node, connection, connected_at) VALUES \(rows.joined(separator: ", "))
-                    ON CONFLICT (app_id, device_id) DO UPDATE
-                        SET node = excluded.node, connection = excluded.connection, connected_at = excluded.connected_at
-                    """).run()
+                try await Self.insertPresence(piece, at: at, onConflict: """
+                    DO UPDATE SET node = excluded.node, connection = excluded.connection, connected_at = excluded.connected_at
+                    """, db)
             }
             return replaced
         }
+    }
+
+    /// Writes `entries`' rows; a device that has one already gets `onConflict` (replaced, or kept).
+    private static func insertPresence(
+        _ entries: some Collection<PresenceEntry>, at: Date, onConflict: SQLQueryString, _ db: any SQLDatabase
+    ) async throws {
+        let rows = entries.map { entry -> SQLQueryString in
+            "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.node), \(bind: entry.connection), \(bind: at.milliseconds))"
+        }
+        try await db.raw("""
+            INSERT INTO device_presence (app_id, device_id, node, connection, connected_at) VALUES \(rows.joined(separator: ", "))
+            ON CONFLICT (app_id, device_id) \(onConflict)
+            """).run()
     }
 
     private struct PresenceKey: Hashable {
@@ -325,15 +333,7 @@ extension SQLStore {
     public func restorePresence(_ entries: [PresenceEntry], at: Date) async throws {
         guard !entries.isEmpty else { return }
         try await transaction { db in
-            for piece in entries.pieces(of: Self.messageSlice) {
-                let rows = piece.map { entry -> SQLQueryString in
-                    "(\(bind: entry.app), \(bind: entry.deviceID), \(bind: entry.node), \(bind: entry.connection), \(bind: at.milliseconds))"
-                }
-                try await db.raw("""
-                    INSERT INTO device_presence (app_id, device_id, node, connection, connected_at) VALUES \(rows.joined(separator: ", "))
-                    ON CONFLICT (app_id, device_id) DO NOTHING
-                    """).run()
-            }
+            for piece in entries.pieces(of: Self.messageSlice) { try await Self.insertPresence(piece, at: at, onConflict: "DO NOTHING", db) }
         }
     }
 
