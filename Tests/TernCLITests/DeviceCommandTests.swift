@@ -12,6 +12,13 @@ struct DeviceCommandTests {
         Task.detached { try Commands.run(Commands.tern, ["device"] + arguments, timeout: 60) }
     }
 
+    /// The demo app `serve` printed: its app key, and a client with its master secret.
+    private func demoApp(of serve: ServeProcess) throws -> (appKey: String, master: HTTPTestClient) {
+        let appKey = try #require(serve.value(after: "app key"))
+        let masterSecret = try #require(serve.value(after: "master secret"))
+        return (appKey, serve.client(bearer: masterSecret))
+    }
+
     /// Waits until `count` devices carry `tag`.
     private func waitForDevices(tagged tag: String, count: Int, _ api: HTTPTestClient) async throws {
         try await waitUntil("tern device registers", within: 30, every: .milliseconds(100)) {
@@ -23,9 +30,7 @@ struct DeviceCommandTests {
     @Test func itPrintsAndAcknowledgesWhatArrivesOnline() async throws {
         let serve = try ServeProcess(folder: ServeCommandTests.folder())
         defer { _ = serve.interrupt() }
-        let appKey = try #require(serve.value(after: "app key"))
-        let masterSecret = try #require(serve.value(after: "master secret"))
-        let master = serve.client(bearer: masterSecret)
+        let (appKey, master) = try demoApp(of: serve)
         let running = device(["--url", "http://127.0.0.1:\(serve.port)", "--app-key", appKey, "--tag", "cli", "--messages", "2", "--timeout", "50"])
         try await waitForDevices(tagged: "cli", count: 1, master)
         var ids: [String] = []
@@ -70,9 +75,7 @@ struct DeviceCommandTests {
     @Test func withNoAckAnAutoPushFallsBackToAPNs() async throws {
         let serve = try ServeProcess(folder: ServeCommandTests.folder())
         defer { _ = serve.interrupt() }
-        let appKey = try #require(serve.value(after: "app key"))
-        let masterSecret = try #require(serve.value(after: "master secret"))
-        let master = serve.client(bearer: masterSecret)
+        let (appKey, master) = try demoApp(of: serve)
         let running = device([
             "--url", "http://127.0.0.1:\(serve.port)", "--app-key", appKey, "--tag", "quiet", "--no-ack", "--messages", "1", "--timeout", "50",
         ])
@@ -95,9 +98,7 @@ struct DeviceCommandTests {
     @Test func aConnectionWhoseServerWentSilentIsMadeAgain() async throws {
         let serve = try ServeProcess(folder: ServeCommandTests.folder())
         defer { _ = serve.interrupt() }
-        let appKey = try #require(serve.value(after: "app key"))
-        let masterSecret = try #require(serve.value(after: "master secret"))
-        let master = serve.client(bearer: masterSecret)
+        let (appKey, master) = try demoApp(of: serve)
         let relay = try await TCPRelay(to: "127.0.0.1", port: serve.port)
         let running = device([
             "--url", "http://127.0.0.1:\(relay.port)", "--app-key", appKey, "--tag", "cut", "--messages", "2", "--timeout", "20",
@@ -120,9 +121,7 @@ struct DeviceCommandTests {
     @Test func devicesRegisteredIntoAFileAreTheSameDevicesWhenRunAgain() async throws {
         let serve = try ServeProcess(folder: ServeCommandTests.folder())
         defer { _ = serve.interrupt() }
-        let appKey = try #require(serve.value(after: "app key"))
-        let masterSecret = try #require(serve.value(after: "master secret"))
-        let master = serve.client(bearer: masterSecret)
+        let (appKey, master) = try demoApp(of: serve)
         let url = "http://127.0.0.1:\(serve.port)"
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("tern-devices-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: file) }

@@ -109,15 +109,22 @@ struct MultiNodeTests {
         return try answer.json()
     }
 
+    /// Registers device `number` through node 0, connects it to `node`, and waits until a first message ("probe",
+    /// sequence 1) pushed through node 0 arrives: the connection is live. - Returns: the device and its secret.
+    private func liveDevice(_ number: Int, on node: Int, in cluster: MultiNode) async throws -> (device: TestDevice, secret: String) {
+        let secret = try await registerDevice(number, in: cluster, on: 0)
+        let device = connect(number, secret: secret, to: node, in: cluster)
+        _ = try await online("probe", to: number, via: 0, in: cluster)
+        #expect(try await device.next()[path: "notification.title"]?.string == "probe")
+        return (device, secret)
+    }
+
     @Test("a device connected to one node gets, in order, what is pushed on the other, woken over NOTIFY")
     func onlineAcrossNodes() async throws {
         try await MultiNode.with { cluster in
             try await cluster.createApp(on: cluster.nodes[0])
-            let secret = try await registerDevice(1, in: cluster, on: 0)
-            let device = connect(1, secret: secret, to: 1, in: cluster)
-            // Received: the connection is live on node 1.
-            _ = try await online("probe", to: 1, via: 0, in: cluster)
-            #expect(try await device.next()[path: "notification.title"]?.string == "probe")
+            // The connection is live on node 1.
+            let (device, _) = try await liveDevice(1, on: 1, in: cluster)
             // Each of these reaches node 1's connection as a wake event from node 0, well before the connection's own
             // look every 30 s.
             for title in ["a", "b", "c"] { _ = try await online(title, to: 1, via: 0, in: cluster) }
@@ -139,10 +146,7 @@ struct MultiNodeTests {
     func aNewerConnectionOnAnotherNodeReplacesTheOlder() async throws {
         try await MultiNode.with { cluster in
             try await cluster.createApp(on: cluster.nodes[0])
-            let secret = try await registerDevice(1, in: cluster, on: 0)
-            let older = connect(1, secret: secret, to: 0, in: cluster)
-            _ = try await online("probe", to: 1, via: 0, in: cluster)
-            #expect(try await older.next()[path: "notification.title"]?.string == "probe")
+            let (older, secret) = try await liveDevice(1, on: 0, in: cluster)
 
             // The device connects again, to the other node, and the older connection is not closed by the device.
             let newer = connect(1, secret: secret, to: 1, in: cluster, after: 1)
@@ -161,10 +165,7 @@ struct MultiNodeTests {
         // A call unanswered for 2 s fails as the database being away, as calls in flight do while PostgreSQL restarts.
         try await MultiNode.with(callTimeout: .seconds(2), logs: logs) { cluster in
             try await cluster.createApp(on: cluster.nodes[0])
-            let secret = try await registerDevice(1, in: cluster, on: 0)
-            let device = connect(1, secret: secret, to: 0, in: cluster)
-            _ = try await online("probe", to: 1, via: 0, in: cluster)
-            #expect(try await device.next()[path: "notification.title"]?.string == "probe")
+            let (device, _) = try await liveDevice(1, on: 0, in: cluster)
 
             // The device's counter locked elsewhere: "two" cannot be numbered, and its call fails at its deadline.
             let lock = "SELECT 1 FROM device_channels WHERE device_id = '\(Fixture.device(1))' FOR UPDATE"
@@ -191,9 +192,7 @@ struct MultiNodeTests {
     func aDeadNodesPresenceGoes() async throws {
         try await MultiNode.with(configure: { $0.channel.nodeTimeout = .seconds(6) }) { cluster in
             try await cluster.createApp(on: cluster.nodes[0])
-            let live = connect(1, secret: try await registerDevice(1, in: cluster, on: 0), to: 0, in: cluster)
-            _ = try await online("probe", to: 1, via: 0, in: cluster)
-            #expect(try await live.next()[path: "notification.title"]?.string == "probe")
+            let (live, _) = try await liveDevice(1, on: 0, in: cluster)
             // Device 2 was connected to a node that crashed: its row names that node, which never runs again.
             _ = try await registerDevice(2, in: cluster, on: 0)
             _ = try await PostgresTestServer.integers("""

@@ -113,9 +113,6 @@ struct DeviceMessageStoreTests {
     func presence(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
             try await prepared(store)
-            func entry(_ device: String, _ node: String, _ connection: String) -> PresenceEntry {
-                PresenceEntry(app: "demo", deviceID: device, node: node, connection: connection)
-            }
             #expect(try await store.setPresence([entry("d1", "a", "c1")], at: time(1)).isEmpty)
             // In one batch, the device's last entry wins; the entry it replaces is told (to close its connection).
             let replaced = try await store.setPresence(
@@ -141,9 +138,6 @@ struct DeviceMessageStoreTests {
     func unseenNodes(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
             try await prepared(store)
-            func entry(_ device: String, _ node: String, _ connection: String) -> PresenceEntry {
-                PresenceEntry(app: "demo", deviceID: device, node: node, connection: connection)
-            }
             #expect(try await store.nodeSeen("a", at: time(0)) == false, "a node new to the table")
             #expect(try await store.nodeSeen("b", at: time(0)) == false)
             #expect(try await store.nodeSeen("a", at: time(50)) == true)
@@ -160,4 +154,9 @@ struct DeviceMessageStoreTests {
             ])
         }
     }
+}
+
+/// A presence entry of app `demo`.
+private func entry(_ device: String, _ node: String, _ connection: String) -> PresenceEntry {
+    PresenceEntry(app: "demo", deviceID: device, node: node, connection: connection)
 }
