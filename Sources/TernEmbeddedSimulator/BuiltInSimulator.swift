@@ -18,10 +18,16 @@ public struct BuiltInSimulator: EmbeddedAPNs {
         }
     }
 
+    /// - Throws: ``StateDirectoryError`` when the folder or the certificate authority in it cannot be made or read.
     public init(trustedKey: ProviderTokenKey, stateDirectory: URL, logger: Logger) throws {
-        try FileManager.default.createDirectory(at: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        var configuration = APNsSimulator.Configuration(
-            certificateAuthority: try SimulatorCertificateAuthority.loadOrCreate(in: stateDirectory))
+        let authority: SimulatorCertificateAuthority
+        do {
+            try FileManager.default.createDirectory(at: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            authority = try SimulatorCertificateAuthority.loadOrCreate(in: stateDirectory)
+        } catch {
+            throw StateDirectoryError(path: stateDirectory.path, reason: (error as NSError).localizedDescription)
+        }
+        var configuration = APNsSimulator.Configuration(certificateAuthority: authority)
         configuration.host = "127.0.0.1"
         configuration.port = 0
         configuration.controlPort = 0
@@ -47,5 +53,18 @@ public struct BuiltInSimulator: EmbeddedAPNs {
     public func issueLegacyCertificate(topic: String) throws -> (certificatePEM: String, privateKeyPEM: String) {
         let certificate = try simulator.certificateAuthority.issuePushCertificate(bundleID: topic, environments: [.production])
         return (certificate.certificatePEM, certificate.privateKeyPEM)
+    }
+}
+
+extension BuiltInSimulator {
+    /// The simulator's folder (`simulator.stateDirectory`) or its certificate authority there cannot be made or read.
+    public struct StateDirectoryError: Error, CustomStringConvertible {
+        public var path: String
+        /// The system's words ("You don't have permission."), never a stack of error domains.
+        public var reason: String
+
+        public var description: String {
+            "simulator.stateDirectory \(path): cannot keep the simulator's certificate authority there: \(reason)"
+        }
     }
 }

@@ -54,6 +54,24 @@ struct ServerAssembly {
         // On a database that several nodes share, every date is the database's time, whatever this node's clock says.
         let (clocks, clockAlignment) = await DatabaseClockAlignment.start(store: store, clocks: clocks, logger: logger)
         let clock = clocks.wall
+        // What can fail for reasons of its own (the simulator's folder, its certificate authority) is made before the
+        // start stores what it shows only once (the admin token, the demo app's secrets) and then fails.
+        let simulator: (any EmbeddedAPNs)?
+        if configuration.simulator.enabled, let embeddedAPNs {
+            do {
+                simulator = try embeddedAPNs(SimulatorIdentity.trustedKey(serverKey))
+            } catch {
+                throw TernServerConfigurationError("\(error)")
+            }
+        } else {
+            simulator = nil
+        }
+        self.simulator = simulator
+        // Nodes on one PostgreSQL database share it: they send pushes together, and one at a time runs each periodic job.
+        let coordinator: any NodeCoordinator =
+            try configuration.database.url.map { try PostgresCoordinator(url: $0, logger: logger) } ?? LocalCoordinator()
+        let renderer = configuration.console.enabled ? try ConsoleRenderer() : nil
+
         // The first writes of a start: a database that takes no writes (a read-only file, a full disk) is the start's
         // one line, as a schema that cannot be brought up to date is.
         let adminTokenHash: [UInt8]
@@ -66,16 +84,9 @@ struct ServerAssembly {
             throw TernServerConfigurationError("database: cannot store the admin token: \(error)")
         }
 
-        let simulator: (any EmbeddedAPNs)? =
-            if configuration.simulator.enabled, let embeddedAPNs { try embeddedAPNs(SimulatorIdentity.trustedKey(serverKey)) } else { nil }
-        self.simulator = simulator
-
         let clients = ClientDirectory(
             serverKey: serverKey, simulator: nil, connections: configuration.apns.connections,
             legacyReplayWindow: configuration.apns.legacyReplayWindow, logger: logger)
-        // Nodes on one PostgreSQL database share it: they send pushes together, and one at a time runs each periodic job.
-        let coordinator: any NodeCoordinator =
-            try configuration.database.url.map { try PostgresCoordinator(url: $0, logger: logger) } ?? LocalCoordinator()
         let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
         let webhooks = WebhookSender(
             store: store, serverKey: serverKey, policy: webhookPolicy, coordinator: coordinator, clocks: clocks, logger: logger)
@@ -100,29 +111,34 @@ struct ServerAssembly {
                 if !coordinator.isSoleNode { coordinator.announce(DeviceConnections.dropAppEvent(app: app)) }
             })
         var demo: TernServer.DemoSecrets?
-        if configuration.demo.enabled, configuration.simulator.enabled, try await store.apps().isEmpty {
-            let created: AppsAPI.AppView
-            do {
-                created = try await apps.create(
-                    .init(
-                        id: TernServer.demoAppID, topic: TernServer.demoTopic, environment: AppEnvironment.simulator.rawValue,
-                        endpoint: nil, credentials: nil, webhookURL: nil))
-            } catch {
-                throw TernServerConfigurationError("database: cannot create the demo app: \(error)")
+        do {
+            if configuration.demo.enabled, configuration.simulator.enabled, try await store.apps().isEmpty {
+                let created: AppsAPI.AppView
+                do {
+                    created = try await apps.create(
+                        .init(
+                            id: TernServer.demoAppID, topic: TernServer.demoTopic, environment: AppEnvironment.simulator.rawValue,
+                            endpoint: nil, credentials: nil, webhookURL: nil))
+                } catch {
+                    throw TernServerConfigurationError("database: cannot create the demo app: \(error)")
+                }
+                let identitySecret = created.identitySecret!
+                demo = TernServer.DemoSecrets(
+                    appKey: created.appKey!, masterSecret: created.masterSecret!, identitySecret: identitySecret,
+                    aliasToken: AliasToken.mint(
+                        alias: TernServer.demoAlias, app: TernServer.demoAppID, secret: Array(identitySecret.utf8),
+                        expires: clock.now.addingTimeInterval(AliasToken.maximumLifetime)))
             }
-            let identitySecret = created.identitySecret!
-            demo = TernServer.DemoSecrets(
-                appKey: created.appKey!, masterSecret: created.masterSecret!, identitySecret: identitySecret,
-                aliasToken: AliasToken.mint(
-                    alias: TernServer.demoAlias, app: TernServer.demoAppID, secret: Array(identitySecret.utf8),
-                    expires: clock.now.addingTimeInterval(AliasToken.maximumLifetime)))
+            // Apps from before signed user binding keep binding users as they did: say so once, with the way out.
+            for app in try await store.apps() where app.userBinding == .open {
+                logger.warning(
+                    "app \(app.id): any holder of its app key may bind a device to any user (userBinding open); see the README's \"Who may do what\" to switch to signed binding")
+            }
+        } catch {
+            await Self.takeBack(newAdminToken: newAdminToken, demo: demo, from: store, logger: logger)
+            throw error
         }
         self.demo = demo
-        // Apps from before signed user binding keep binding users as they did: say so once, with the way out.
-        for app in try await store.apps() where app.userBinding == .open {
-            logger.warning(
-                "app \(app.id): any holder of its app key may bind a device to any user (userBinding open); see the README's \"Who may do what\" to switch to signed binding")
-        }
 
         let router = Router(context: ServerRequestContext.self)
         let routes = RouteTable()
@@ -164,14 +180,14 @@ struct ServerAssembly {
         deviceChannel = channel
         // The operator's console: pages over the same pieces (apps, pushes, the store), not part of the API's contract.
         var consoleActivity: ConsoleActivity?
-        if configuration.console.enabled {
+        if let renderer {
             let activity = ConsoleActivity(registry: registry, clocks: clocks)
             consoleActivity = activity
             ConsoleRoutes(
                 store: store, apps: apps, cache: cache, pushes: pushes, authorization: Authorization(adminTokenHash: adminTokenHash),
                 sessions: ConsoleSessions(
                     idleTimeout: configuration.console.sessionIdleTimeout, lifetime: configuration.console.sessionLifetime, clock: clock),
-                limiter: SignInLimiter(clock: clock), activity: activity, connections: connections, renderer: try ConsoleRenderer(),
+                limiter: SignInLimiter(clock: clock), activity: activity, connections: connections, renderer: renderer,
                 secureCookies: configuration.console.secureCookies, clock: clock, logger: logger
             ).register(on: router)
         }
@@ -240,6 +256,27 @@ struct ServerAssembly {
         let hash = Data(Secrets.hash(token)).base64EncodedString()
         let stored = try await store.initializeSetting(adminTokenSetting, to: hash)
         return stored == hash ? token : nil
+    }
+
+    /// What this start made to be shown once, taken back when the start ends before its banner showed it: the admin
+    /// token it generated (only its hash is stored, so unshown it would be lost for good and the next start would
+    /// print none) and the demo app (whose secrets the next start would not print either). The next start makes them
+    /// again.
+    func takeBackWhatWasNeverShown(from store: any TernStore) async {
+        await Self.takeBack(newAdminToken: newAdminToken, demo: demo, from: store, logger: logger)
+    }
+
+    private static func takeBack(newAdminToken: String?, demo: TernServer.DemoSecrets?, from store: any TernStore, logger: Logger) async {
+        do {
+            if demo != nil { _ = try await store.deleteApp(TernServer.demoAppID) }
+            if let token = newAdminToken {
+                try await store.removeSetting(adminTokenSetting, ifItIs: Data(Secrets.hash(token)).base64EncodedString())
+            }
+        } catch {
+            logger.error(
+                "the start failed before it showed the admin token and the demo app's secrets, and cannot take them back: set admin.token (TERN_ADMIN_TOKEN) to manage apps",
+                metadata: ["error": "\(error)"])
+        }
     }
 
     private static func adminTokenHash(_ store: any TernStore) async throws -> [UInt8] {

@@ -198,24 +198,33 @@ public final class TernServer: Sendable {
 
         let newAdminToken = assembly.newAdminToken
         let demoSecrets = assembly.demo
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { [configuration] in
-                let simulatorAddress = try await simulator?.waitUntilReady()
-                await listening.wait()
-                // The server ended before it was ready (stopped while starting, or a service failed): no banner.
-                guard !Task.isCancelled else { return }
-                let bound = self.boundPort ?? configuration.http.port
-                let url = "http://\(configuration.http.host):\(bound)"
-                onReady(Banner(
-                    url: url, consoleURL: configuration.console.enabled ? url + ConsoleRoutes.root : nil, newAdminToken: newAdminToken, demo: demoSecrets,
-                    simulator: simulatorAddress.map { ($0.endpoint.port, $0.controlPort) }, databasePath: configuration.databaseDescription,
-                    newServerKeyFile: newKeyFile))
+        // Set as the banner is shown: a start that ends before it takes back what it made to be shown once.
+        let shown = OneTimeSignal()
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { [configuration] in
+                    let simulatorAddress = try await simulator?.waitUntilReady()
+                    await listening.wait()
+                    // The server ended before it was ready (stopped while starting, or a service failed): no banner.
+                    guard !Task.isCancelled else { return }
+                    let bound = self.boundPort ?? configuration.http.port
+                    let url = "http://\(configuration.http.host):\(bound)"
+                    shown.fire()
+                    onReady(Banner(
+                        url: url, consoleURL: configuration.console.enabled ? url + ConsoleRoutes.root : nil, newAdminToken: newAdminToken,
+                        demo: demoSecrets, simulator: simulatorAddress.map { ($0.endpoint.port, $0.controlPort) },
+                        databasePath: configuration.databaseDescription, newServerKeyFile: newKeyFile))
+                }
+                // However the services end, the wait for readiness ends with them.
+                defer { tasks.cancelAll() }
+                try await group.run()
+                logger.info("stopped")
             }
-            // However the services end, the wait for readiness ends with them.
-            defer { tasks.cancelAll() }
-            try await group.run()
-            logger.info("stopped")
+        } catch {
+            if !shown.hasFired { await assembly.takeBackWhatWasNeverShown(from: store) }
+            throw error
         }
+        if !shown.hasFired { await assembly.takeBackWhatWasNeverShown(from: store) }
     }
 
     /// The configured key, or the key file's (made on a first start). (Internal, not private: the router tests load

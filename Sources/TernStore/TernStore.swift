@@ -67,6 +67,8 @@ public protocol TernStore: Sendable {
     func setSetting(_ key: String, to value: String) async throws
     /// Stores `value` unless the key has a value already. - Returns: the value in force afterwards.
     func initializeSetting(_ key: String, to value: String) async throws -> String
+    /// Removes the setting if its value is still `value` (what one start wrote, taken back when that start fails).
+    func removeSetting(_ key: String, ifItIs value: String) async throws
 
     // MARK: Apps
 

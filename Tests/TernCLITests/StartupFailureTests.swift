@@ -205,6 +205,33 @@ import Testing
         #expect(result.stderr.contains("locked"), "SQLite's own words: \(result.stderr)")
     }
 
+    /// A first start that fails after storing the admin token's hash lost the token for good: it is printed once,
+    /// by the banner, and the next start printed none (nor the demo app's secrets). The simulator's folder is made
+    /// before anything is stored now, and a start that ends before its banner takes back what it made to show once.
+    @Test func aFirstStartThatFailsLeavesTheAdminTokenAndTheDemoToTheNextStart() async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // A file where the simulator's folder should be, as in the report (`echo x > notadir`).
+        let blocked = folder.appendingPathComponent("notadir")
+        try Data("x".utf8).write(to: blocked)
+        let files = ["--database", folder.appendingPathComponent("tern.db").path, "--server-key-file", folder.appendingPathComponent("tern.key").path]
+        let result = try Commands.run(
+            Commands.tern, ["serve", "--port", "0"] + files, timeout: 20, environment: ["TERN_SIMULATOR_STATE_DIRECTORY": blocked.path])
+        #expect(result.status != 0)
+        #expect(result.stderr.split(separator: "\n").count == 1, "stderr was:\n\(result.stderr.prefix(2000))")
+        #expect(result.stderr.contains("cannot start: simulator.stateDirectory \(blocked.path)"), "\(result.stderr)")
+        #expect(!result.stderr.contains("NSCocoaErrorDomain"), "\(result.stderr)")
+        #expect(result.stdout.isEmpty)
+
+        try FileManager.default.removeItem(at: blocked)
+        let serve = try ServeProcess(folder: folder, arguments: files, environment: ["TERN_SIMULATOR_STATE_DIRECTORY": blocked.path])
+        defer { _ = serve.interrupt() }
+        let token = try #require(serve.value(after: "admin token"), "no admin token in the banner:\n\(serve.banner)")
+        #expect(serve.value(after: "app key") != nil, "no demo app in the banner:\n\(serve.banner)")
+        let apps = try await serve.client(bearer: token).get("/v1/apps")
+        #expect(apps.status == 200, "the printed admin token does not manage apps: \(apps.status)")
+    }
+
     @Test func anUnreachablePostgreSQLIsOneLineWithoutThePassword() throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }

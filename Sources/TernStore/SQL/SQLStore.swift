@@ -71,6 +71,12 @@ public final class SQLStore: TernStore {
         }
     }
 
+    public func removeSetting(_ key: String, ifItIs value: String) async throws {
+        try await transaction { db in
+            try await db.raw("DELETE FROM settings WHERE name = \(bind: key) AND value = \(bind: value)").run()
+        }
+    }
+
     // MARK: Apps
 
     public func createApp(_ app: AppRecord) async throws {
