@@ -4,6 +4,7 @@ import Logging
 import Synchronization
 import SystemPackage
 import TernAPNs
+import TernWeb
 
 /// Everything `tern serve` can be told, by component; each setting's Swift path is its key (`delivery.concurrency`).
 /// The defaults here are the only ones: they run a working service on a fresh machine (127.0.0.1:8080, SQLite in
@@ -225,27 +226,22 @@ extension TernServerConfiguration {
             EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY", "TERN_DATABASE_URL"]))
                 .prefixKeys(with: "tern")
         ]
-        if let file {
-            guard FileManager.default.fileExists(atPath: file) else { throw TernServerConfigurationError("no configuration file \(file)") }
-            do {
-                providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(file)))
-            } catch {
-                throw TernServerConfigurationError("\(file) is not a JSON configuration: \(error)")
-            }
-        }
+        let fileSettings = try file.map(ConfigurationFile.init(path:))
+        if let fileSettings { providers.append(fileSettings.provider) }
         let unreadable = UnreadableSettings()
         let reader = ConfigReader(providers: providers, accessReporter: unreadable)
         var configuration = TernServerConfiguration()
-        /// Every key read, so what a file or the environment sets besides them is known to be a mistake.
-        var known: Set<String> = []
-        func read(_ key: String, into value: inout String) { known.insert(key); value = reader.string(forKey: .init(key)) ?? value }
-        func read(_ key: String, into value: inout Int) { known.insert(key); value = reader.int(forKey: .init(key)) ?? value }
-        func read(_ key: String, into value: inout Int?) { known.insert(key); value = reader.int(forKey: .init(key)) ?? value }
-        func read(_ key: String, into value: inout Bool) { known.insert(key); value = reader.bool(forKey: .init(key)) ?? value }
-        func readSecret(_ key: String, into value: inout String?) { known.insert(key); value = reader.string(forKey: .init(key), isSecret: true) }
+        /// Every key read, with its type, so what a file or the environment sets besides them is known to be a mistake,
+        /// and a file's value of another type too.
+        var known: [String: ConfigurationFile.ValueType] = [:]
+        func read(_ key: String, into value: inout String) { known[key] = .string; value = reader.string(forKey: .init(key)) ?? value }
+        func read(_ key: String, into value: inout Int) { known[key] = .int; value = reader.int(forKey: .init(key)) ?? value }
+        func read(_ key: String, into value: inout Int?) { known[key] = .int; value = reader.int(forKey: .init(key)) ?? value }
+        func read(_ key: String, into value: inout Bool) { known[key] = .bool; value = reader.bool(forKey: .init(key)) ?? value }
+        func readSecret(_ key: String, into value: inout String?) { known[key] = .string; value = reader.string(forKey: .init(key), isSecret: true) }
         /// A duration given as a number of `unit`s.
         func read(_ key: String, into value: inout Duration, unit: Duration) {
-            known.insert(key)
+            known[key] = .int
             if let count = reader.int(forKey: .init(key)) { value = unit * count }
         }
         read("http.host", into: &configuration.http.host)
@@ -285,26 +281,14 @@ extension TernServerConfiguration {
         read("console.secureCookies", into: &configuration.console.secureCookies)
         read("console.sessionIdleTimeout", into: &configuration.console.sessionIdleTimeout, unit: .seconds(1))
         read("console.sessionLifetime", into: &configuration.console.sessionLifetime, unit: .seconds(1))
-        // A value that is set but is not of its setting's type would otherwise read as unset: the default, silently.
+        // A misspelt key (`"prot"`) would otherwise be ignored, and a value of another type (`"port": true`) read as
+        // something else or as unset: the default, silently.
+        if let fileSettings, let problem = fileSettings.problems(known: known).first { throw TernServerConfigurationError(problem) }
         if let problem = unreadable.problems.first { throw TernServerConfigurationError(problem) }
-        // So would a misspelt key (`"prot"`, `TERN_DELIVERY_CONCURENCY`).
-        if let file, let unknown = unknownKeys(inFile: file, known: known).first {
-            throw TernServerConfigurationError("\(file): no setting \(unknown) (the settings are listed in docs/deployment.md)")
-        }
-        if let unknown = unknownVariables(in: environment, known: known).first {
+        if let unknown = unknownVariables(in: environment, known: Set(known.keys)).first {
             throw TernServerConfigurationError("the environment sets \(unknown), which is no setting (the settings are listed in docs/deployment.md)")
         }
         return configuration
-    }
-
-    /// The keys a JSON configuration file sets (`http.port` for `{"http": {"port": …}}`) that are not in `known`.
-    static func unknownKeys(inFile file: String, known: Set<String>) -> [String] {
-        guard let data = FileManager.default.contents(atPath: file), let root = try? JSONValue(parsing: data), case .object = root else { return [] }
-        func leaves(_ value: JSONValue, _ path: String) -> [String] {
-            guard case .object(let members) = value else { return [path] }
-            return members.keys.sorted().flatMap { leaves(members[$0]!, path.isEmpty ? $0 : "\(path).\($0)") }
-        }
-        return leaves(root, "").filter { !known.contains($0) }
     }
 
     /// The environment variables named as settings of one of Tern's sections (`TERN_HTTP_…`, `TERN_DELIVERY_…`) that
@@ -313,6 +297,84 @@ extension TernServerConfiguration {
         let names = Set(known.map(UnreadableSettings.environmentName(of:)))
         let sections = Set(known.map { "TERN_" + $0.prefix { $0 != "." }.uppercased() + "_" })
         return environment.keys.sorted().filter { name in !names.contains(name) && sections.contains { name.hasPrefix($0) } }
+    }
+}
+
+/// A JSON configuration file, read as strictly as request bodies are (``StrictJSON``: no trailing commas, no key
+/// given twice, no byte-order mark), each value kept with its JSON type. Foundation's reader, under the configuration
+/// library's file provider, took `1` and `0` for `true` and `false` (and `true` for 1), a trailing comma, the last of
+/// two values for one key, and said of a number too large for its setting that the file was not JSON.
+struct ConfigurationFile {
+    enum ValueType: Sendable {
+        case int, bool, string
+
+        var expected: String {
+            switch self {
+            case .int: "a whole number"
+            case .bool: "true or false"
+            case .string: "a string"
+            }
+        }
+    }
+
+    let path: String
+    /// Every value the file sets, by its key's components (`["http", "port"]`), in the file's order.
+    let leaves: [(components: [String], value: StrictJSON.Node)]
+
+    init(path: String) throws(TernServerConfigurationError) {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw FileManager.default.fileExists(atPath: path)
+                ? TernServerConfigurationError("cannot read the configuration file \(path)") : TernServerConfigurationError("no configuration file \(path)")
+        }
+        let root: StrictJSON.Node
+        do {
+            root = try StrictJSON.parse(data)
+        } catch {
+            throw TernServerConfigurationError("\(path) is not valid JSON: \(error)")
+        }
+        guard case .object = root else { throw TernServerConfigurationError("\(path) is not a JSON configuration: it must be one object of settings") }
+        func leaves(_ node: StrictJSON.Node, _ components: [String]) -> [(components: [String], value: StrictJSON.Node)] {
+            guard case .object(let members) = node else { return [(components, node)] }
+            return members.flatMap { leaves($0.value, components + [$0.key]) }
+        }
+        self.path = path
+        self.leaves = leaves(root, [])
+    }
+
+    /// The file's values for the configuration library, each of its own JSON type (what does not match its setting's
+    /// type is found by ``problems(known:)``, which says which setting).
+    var provider: InMemoryProvider {
+        var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        for (components, node) in leaves {
+            let content: ConfigContent
+            switch node {
+            case .bool(let value): content = .bool(value)
+            case .number(let text): content = Int(text).map(ConfigContent.int) ?? .double(Double(text) ?? .nan)
+            case .string(let text): content = .string(text)
+            case .null, .array, .object: continue
+            }
+            values[AbsoluteConfigKey(components)] = ConfigValue(content, isSecret: true)
+        }
+        return InMemoryProvider(name: path, values: values)
+    }
+
+    /// What is wrong with the file, given the settings and their types: a key that is no setting, or a value not of
+    /// its setting's type. Values are never repeated: some are secrets.
+    func problems(known: [String: ValueType]) -> [String] {
+        leaves.compactMap { components, node in
+            let key = components.joined(separator: ".")
+            // A member named "http.port" is not the setting `http.port`, which is nested: {"http": {"port": …}}.
+            guard !components.contains(where: { $0.contains(".") }), let type = known[key] else {
+                return "\(path): no setting \(key) (the settings are listed in docs/deployment.md)"
+            }
+            let fits =
+                switch (type, node) {
+                case (.int, .number(let text)): Int(text) != nil
+                case (.bool, .bool), (.string, .string): true
+                default: false
+                }
+            return fits ? nil : "\(key) must be \(type.expected) (\(path))"
+        }
     }
 }
 

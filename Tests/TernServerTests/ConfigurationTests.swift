@@ -27,9 +27,22 @@ struct ConfigurationTests {
         }
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("tern-config-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: file) }
-        try "{not json".write(to: file, atomically: true, encoding: .utf8)
-        await #expect(throws: TernServerConfigurationError.self) {
-            _ = try await TernServerConfiguration.load(file: file.path, environment: [:])
+        // JSON as request bodies are read: each of these is an error that says where, in the file's own words, not
+        // Foundation's ("Error Domain=NSCocoaErrorDomain Code=3840 …"). A trailing comma and a key given twice were
+        // taken before (the second value silently winning).
+        for (text, expected) in [
+            ("{not json", "is not valid JSON: "),
+            (#"{"http": {"port": 24403,},}"#, "is not valid JSON: "),
+            (#"{"http": {"port": 24404, "port": 24405}}"#, "is not valid JSON: "),
+            ("[1, 2]", "is not a JSON configuration: it must be one object of settings"),
+            ("", "is not valid JSON: "),
+        ] {
+            try text.write(to: file, atomically: true, encoding: .utf8)
+            let error = await #expect(throws: TernServerConfigurationError.self) {
+                _ = try await TernServerConfiguration.load(file: file.path, environment: [:])
+            }
+            let said = error?.description ?? ""
+            #expect(said.hasPrefix(file.path) && said.contains(expected) && !said.contains("NSCocoaErrorDomain"), "\(text): \(said)")
         }
         var configuration = TernServerConfiguration()
         configuration.delivery.concurrency = 0
@@ -53,7 +66,17 @@ struct ConfigurationTests {
         #expect(await message(["TERN_DATABASE_CONNECTIONS": "1.5"])
             == "database.connections must be a whole number (environment TERN_DATABASE_CONNECTIONS)")
         #expect(await message(["TERN_CONSOLE_ENABLED": "maybe"]) == "console.enabled must be true or false (environment TERN_CONSOLE_ENABLED)")
-        #expect(await message(file: #"{"http": {"port": "80"}}"#, [:]) == "http.port must be a whole number (environment TERN_HTTP_PORT)")
+        #expect(await message(file: #"{"http": {"port": "80"}}"#, [:]).hasPrefix("http.port must be a whole number ("))
+        // JSON's own types: Foundation's reader took 1 and 0 for true and false, and true for 1 (a probe started a
+        // node with one notification in flight from `"concurrency": true`), and called a number too large for its
+        // setting "not JSON".
+        #expect(await message(file: #"{"delivery": {"concurrency": true}}"#, [:]).hasPrefix("delivery.concurrency must be a whole number ("))
+        #expect(await message(file: #"{"console": {"enabled": 0}}"#, [:]).hasPrefix("console.enabled must be true or false ("))
+        #expect(await message(file: #"{"http": {"port": 12345678901234567890}}"#, [:]).hasPrefix("http.port must be a whole number ("))
+        #expect(await message(file: #"{"http": {"port": 80.5}}"#, [:]).hasPrefix("http.port must be a whole number ("))
+        #expect(await message(file: #"{"http": {"host": 127}}"#, [:]).hasPrefix("http.host must be a string ("))
+        #expect(await message(file: #"{"http": {"port": null}}"#, [:]).hasPrefix("http.port must be a whole number ("))
+        #expect(await message(file: #"{"admin": {"token": ["s3cr3t-value"]}}"#, [:]).contains("s3cr3t") == false)
         // The value itself is not repeated (an admin token or a database URL could be in the wrong place).
         #expect(await message(["TERN_HTTP_PORT": "s3cr3t-value"]).contains("s3cr3t") == false)
         // Set and readable, or not set at all: no error.
@@ -166,6 +189,8 @@ struct ConfigurationTests {
             (#"{"delivery": {"concurrency": 50, "concurency": 5}}"#, "delivery.concurency"),
             (#"{"bogus": 1}"#, "bogus"),
             (#"{"http": 8080}"#, "http"),
+            // Nested, not dotted: a member named "http.port" is not the setting.
+            (#"{"http.port": 8080}"#, "http.port"),
         ] {
             try json.write(to: file, atomically: true, encoding: .utf8)
             let error = await #expect(throws: TernServerConfigurationError.self) { _ = try await TernServerConfiguration.load(file: file.path, environment: [:]) }
