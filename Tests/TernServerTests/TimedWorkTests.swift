@@ -95,6 +95,34 @@ struct ManualClockTests {
         }
     }
 
+    /// With the database away, the webhook sender logged every look it took (twice a minute for as long as it
+    /// lasted, a probe found); the deployment guide promises a line when it starts and one a minute.
+    @Test func aWebhookSenderWhoseDatabaseIsAwaySaysSoOnceNotAtEveryLook() async throws {
+        let clock = ManualClock()
+        let logs = LogRecorder()
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("tern-timed-\(UUID().uuidString).db").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try await SQLStore.openSQLite(path: path, logger: Self.logger)
+        try await store.migrate()
+        // Closed: every call fails from here on, as while the database is away.
+        try await store.close()
+        let sender = WebhookSender(
+            store: store, serverKey: try ServerKey(bytes: Array(repeating: 7, count: 32)),
+            policy: WebhookAddressPolicy(allowPrivateNetworks: true), clocks: .manual(clock), logger: logs.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await sender.run() }
+            // Each look fails and the sender waits for the next (the back-off's pauses): seven looks.
+            for look in 1...6 {
+                try await waitUntil("look \(look) to fail and the sender to wait") { !clock.sleepers.isEmpty }
+                clock.advance(by: clock.now.duration(to: clock.sleepers[0]))
+            }
+            try await waitUntil("the seventh look") { !clock.sleepers.isEmpty }
+            let said = logs.messages(containing: "cannot read apps for webhooks")
+            #expect(said.count == 1, "\(said)")
+            group.cancelAll()
+        }
+    }
+
     @Test func aFailingWebhookIsRetriedAfterOneSecondThenTwoAndNotBetween() async throws {
         let clock = ManualClock()
         let receiver = WebhookTests.Receiver(failures: 2)

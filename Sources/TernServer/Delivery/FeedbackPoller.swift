@@ -38,6 +38,8 @@ actor FeedbackPoller: Service {
     /// Reads are due by `wall` (their times are stored); the checks are `checkInterval` apart on `timer`.
     private let clocks: ServerClocks
     private let logger: Logger
+    /// The apps' list that cannot be read (the database away): said when it starts, once a minute, and when it ends.
+    private let listFailures: FailureLog
     private var retryAfter: [String: Date] = [:]
     private var reading: Set<String> = []
 
@@ -52,6 +54,7 @@ actor FeedbackPoller: Service {
         self.lease = coordinator.lease("feedback-poller")
         self.onTokensPruned = onTokensPruned
         self.logger = logger
+        listFailures = FailureLog("cannot list apps for the feedback service", logger: logger)
     }
 
     func run() async throws {
@@ -67,8 +70,9 @@ actor FeedbackPoller: Service {
         let apps: [AppRecord]
         do {
             apps = try await store.apps().filter { $0.transport == AppRecord.legacy }
+            listFailures.succeeded()
         } catch {
-            logger.error("cannot list apps for the feedback service", metadata: ["error": "\(error)"])
+            listFailures.failed(["error": "\(error)"])
             return
         }
         for app in apps {

@@ -15,6 +15,9 @@ final class InboxSweeper: Service {
     /// `wall` says what has expired; the sweeps are `interval` apart on `timer`.
     private let clocks: ServerClocks
     private let logger: Logger
+    /// Sweeps that fail (the database away): said when it starts, once a minute, and when it ends.
+    private let inboxFailures: FailureLog
+    private let messageFailures: FailureLog
 
     init(
         store: any TernStore, interval: Duration, coordinator: any NodeCoordinator = LocalCoordinator(), clocks: ServerClocks = .system,
@@ -25,6 +28,8 @@ final class InboxSweeper: Service {
         self.lease = coordinator.lease("inbox-sweeper")
         self.clocks = clocks
         self.logger = logger
+        inboxFailures = FailureLog("cannot sweep expired inbox messages", logger: logger)
+        messageFailures = FailureLog("cannot sweep expired device messages", logger: logger)
     }
 
     func run() async throws {
@@ -46,8 +51,9 @@ final class InboxSweeper: Service {
                 total += deleted
                 if deleted < Self.batch { break }
             }
+            inboxFailures.succeeded()
         } catch {
-            logger.error("cannot sweep expired inbox messages", metadata: ["error": "\(error)"])
+            inboxFailures.failed(["error": "\(error)"])
         }
         if total > 0 { logger.info("expired inbox messages deleted", metadata: ["entries": "\(total)"]) }
         var messages = 0
@@ -57,8 +63,9 @@ final class InboxSweeper: Service {
                 messages += deleted
                 if deleted < Self.batch { break }
             }
+            messageFailures.succeeded()
         } catch {
-            logger.error("cannot sweep expired device messages", metadata: ["error": "\(error)"])
+            messageFailures.failed(["error": "\(error)"])
         }
         if messages > 0 { logger.info("expired device messages deleted", metadata: ["messages": "\(messages)"]) }
         return total

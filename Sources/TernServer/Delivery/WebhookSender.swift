@@ -32,6 +32,8 @@ final class WebhookSender: Service {
     /// Per app: failures in a row and when to try again. By the wall clock, as the feedback poller's retries: a step
     /// of the system's time moves one wait by at most that step, and a test drives it with the same clock it dates by.
     private let backoff = Mutex<[String: (failures: Int, next: Date)]>([:])
+    /// The apps' list that cannot be read (the database away): said when it starts, once a minute, and when it ends.
+    private let readFailures: FailureLog
 
     init(
         store: any TernStore, serverKey: ServerKey, policy: WebhookAddressPolicy, pollInterval: Duration = .seconds(1),
@@ -44,6 +46,7 @@ final class WebhookSender: Service {
         self.pollInterval = pollInterval
         self.lease = coordinator.lease("webhooks")
         self.logger = logger
+        self.readFailures = FailureLog("cannot read apps for webhooks", logger: logger)
     }
 
     /// New events were recorded: look now.
@@ -83,10 +86,11 @@ final class WebhookSender: Service {
                         {
                             await posted.wait(upTo: left)
                         }
-                        if backoff.succeeded() { logger.info("reading apps for webhooks again") }
+                        _ = backoff.succeeded()
+                        readFailures.succeeded()
                     } catch {
                         wait = max(backoff.failed(), pollInterval)
-                        if !Task.isCancelled { logger.error("cannot read apps for webhooks", metadata: ["error": "\(error)", "retryIn": "\(wait)"]) }
+                        if !Task.isCancelled { readFailures.failed(["error": "\(error)"]) }
                     }
                     await doorbell.wait(upTo: wait, on: clocks.timer)
                 }
