@@ -182,6 +182,18 @@ struct DeviceCommandTests {
         let absent = try Commands.run(Commands.tern, ["device", "--app-key", "tak_x", "--url", "http://127.0.0.1:9"])
         #expect(absent.status == 2)
         #expect(absent.stderr.contains("cannot reach"))
+        // A file for new devices that cannot be written is bad input, said before any device is registered (the
+        // absent server is not even tried): found afterwards, the registered devices' secrets were lost.
+        let unwritable = file.path + ".folder/devices.txt"
+        let noFolder = try Commands.run(
+            Commands.tern, ["device", "--app-key", "tak_x", "--url", "http://127.0.0.1:9", "--save-devices", unwritable, "--register-only"])
+        #expect(noFolder.status == 64, "\(noFolder.stderr)")
+        #expect(noFolder.stderr.contains("cannot write \(unwritable): No such file or directory"), "\(noFolder.stderr)")
+        // And a file made for devices that were then not registered is not left behind.
+        let unsaved = file.path + ".unsaved"
+        let refused = try Commands.run(Commands.tern, ["device", "--app-key", "tak_x", "--url", "http://127.0.0.1:9", "--save-devices", unsaved])
+        #expect(refused.status == 2, "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: unsaved))
     }
 }
 

@@ -145,6 +145,16 @@ struct DeviceCommand: AsyncParsableCommand {
                 throw ExitCode(64)
             }
         }
+        // So is a file for the new devices that cannot be written: found after registering, their secrets were lost.
+        var madeSaveFile = false
+        if let saveDevices {
+            do {
+                madeSaveFile = try Self.checkWritable(saveDevices)
+            } catch {
+                printError("Error: \(error.message)")
+                throw ExitCode(64)
+            }
+        }
         let bases = (url.isEmpty ? ["http://127.0.0.1:8080"] : url).map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         let base = bases[0]
         var httpConfiguration = HTTPClient.Configuration()
@@ -164,6 +174,7 @@ struct DeviceCommand: AsyncParsableCommand {
             }
         } catch let error as DeviceCommandError {
             try? await http.shutdown()
+            if madeSaveFile, let saveDevices { try? FileManager.default.removeItem(atPath: saveDevices) }
             printError("Error: \(error.message)")
             throw ExitCode(2)
         }
@@ -247,6 +258,16 @@ struct DeviceCommand: AsyncParsableCommand {
     }
 
     // MARK: Registering
+
+    /// Whether `path` can be written, tried before anything is registered (an existing file is left as it is until the
+    /// devices are saved). - Returns: whether this made the file (empty, owner-only), to remove if nothing is saved.
+    private static func checkWritable(_ path: String) throws(DeviceCommandError) -> Bool {
+        let existed = FileManager.default.fileExists(atPath: path)
+        let descriptor = open(path, O_WRONLY | O_CREAT, 0o600)
+        guard descriptor >= 0 else { throw DeviceCommandError(message: "cannot write \(path): \(String(cString: strerror(errno)))") }
+        close(descriptor)
+        return !existed
+    }
 
     /// Writes "id secret" lines, readable by the owner only (they are the devices' secrets).
     private static func save(_ identities: [(id: String, secret: String)], to path: String) throws(DeviceCommandError) {
