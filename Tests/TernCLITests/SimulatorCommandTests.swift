@@ -1,4 +1,5 @@
 import Foundation
+import TernAPNs
 import Testing
 
 /// `tern simulator` and `tern token` as a user runs them: a real process, real TLS, curl as the client.
@@ -119,6 +120,21 @@ struct SimulatorCommandTests {
         #expect(result.status != 0)
         #expect(result.stderr.contains("not a PEM-encoded P-256 private key"))
         #expect(!result.stderr.contains("c2VjcmV0LXNlY3JldA"))
+    }
+
+    /// `--help` says the ids are 10 characters, as Apple's are; a shorter one was signed into a token that APNs refuses.
+    @Test func tokenRefusesIdsThatAreNotApplesTenCharacters() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey-\(UUID().uuidString).p8")
+        try APNsSigningKey.generate(keyID: "ABC123DEFG", teamID: "TEAM123456").pemRepresentation.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        for (keyID, teamID, option) in [("ABC", "TEAM123456", "--key-id"), ("ABC123DEFG", "TEAM12345678", "--team-id")] {
+            let result = try Commands.run(Commands.tern, ["token", "--key-file", file.path, "--key-id", keyID, "--team-id", teamID])
+            #expect(result.status == 64, "\(keyID) \(teamID): \(result.stdout) \(result.stderr)")
+            #expect(result.stderr.contains(option) && result.stderr.contains("10 letters or digits"), "\(result.stderr)")
+            #expect(result.stdout.isEmpty)
+        }
+        let good = try Commands.run(Commands.tern, ["token", "--key-file", file.path, "--key-id", "ABC123DEFG", "--team-id", "TEAM123456"])
+        #expect(good.status == 0, "\(good.stderr)")
     }
 
     @Test func helpExplainsTheSimulatorWithExamples() throws {

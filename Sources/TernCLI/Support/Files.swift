@@ -44,6 +44,11 @@ func readInputFile(_ path: String, option: String) throws(CommandInputError) -> 
 /// fault and never contains the file's contents.
 func loadSigningKey(file: String, keyID: String, teamID: String) throws(CommandInputError) -> APNsSigningKey {
     let pem = try readInputFile(file, option: "--key-file")
+    // Apple's are 10 letters or digits, and APNs refuses a token naming any other: said here, before anything is sent.
+    for (option, value, what) in [("--key-id", keyID, "key id"), ("--team-id", teamID, "team id")]
+    where value.count != 10 || !value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) {
+        throw CommandInputError(option, "the \(what) is 10 letters or digits (from the developer portal), not '\(value)'")
+    }
     do {
         return try APNsSigningKey(pem: pem, keyID: keyID, teamID: teamID)
     } catch let error as APNsCredentialError {
