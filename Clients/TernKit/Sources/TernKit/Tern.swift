@@ -230,8 +230,17 @@ public final class Tern: Sendable {
                     continue
                 }
                 failures += 1
-                let delay = max(error.retryAfter ?? 0, configuration.registrationBackoff.delay(afterFailures: failures))
-                await registrationBell.wait(upTo: .wait(seconds: delay))
+                let failed = ContinuousClock.now
+                let serverWait = error.retryAfter ?? 0
+                let delay = max(serverWait, configuration.registrationBackoff.delay(afterFailures: failures))
+                // The server's Retry-After is kept whatever rings meanwhile (the call that asked for this
+                // registration rang before it was sent; a newer token is no reason to ask the server sooner than it
+                // said). After it, a newer registration asked for ends the rest of TernKit's own back-off: that one
+                // has not failed yet.
+                await registrationBell.wait(until: failed + .wait(seconds: serverWait))
+                await registrationBell.wait(until: failed + .wait(seconds: delay)) { [wantedRegistration] in
+                    wantedRegistration.withLock { $0 } != wanted
+                }
             }
         }
     }

@@ -53,6 +53,11 @@ public struct TernConfiguration: Sendable {
         public var wakeLimit: TimeInterval = 25
         /// How long opening a connection may take.
         public var connectTimeout: TimeInterval = 20
+        /// How often an open connection is pinged. A connection can go silent without ending (a NAT or a proxy
+        /// forgot it, the network froze): nothing arrives and nothing fails, so only a ping that is not answered
+        /// shows it. One whose pong does not come within this interval is closed and made again. Taken between 1 s
+        /// and 10 minutes.
+        public var pingInterval: TimeInterval = 30
         /// The largest frame accepted from the server.
         public var maximumFrameSize = 1 << 20
 

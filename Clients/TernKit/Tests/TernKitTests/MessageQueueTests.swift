@@ -22,6 +22,19 @@ struct MessageQueueTests {
         #expect(await queue.take()?.id == "m4")
     }
 
+    @Test func aMessageTakenOutAnotherWayFreesItsPlaceForTheChannel() async {
+        let queue = MessageQueue(capacity: 1)
+        queue.append(message(1))
+        async let room = queue.waitForRoom(epoch: queue.epoch)
+        // The user opened its notification: the app has it, so it leaves the buffer (ids in any case, as the
+        // de-duplication reads them).
+        #expect(queue.remove(id: "M1"))
+        #expect(await room)
+        #expect(!queue.remove(id: "m1"))
+        queue.append(message(2))
+        #expect(await queue.take()?.id == "m2")
+    }
+
     @Test func theChannelWaitsForRoomUntilTheAppTakesOne() async throws {
         let queue = MessageQueue(capacity: 1)
         queue.append(message(1))

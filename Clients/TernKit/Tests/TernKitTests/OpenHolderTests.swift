@@ -64,4 +64,29 @@ struct OpenHolderTests {
         tern.opened(later)
         #expect(try await waiting == later)
     }
+
+    /// An `auto` message waits in TernKit's buffer (the app's loop has not taken it) when its APNs copy is opened:
+    /// the app has it through the open, so `messages` must not hand it over as well.
+    @Test func anOpenedMessageThatWaitsInTheBufferIsNotHandedToMessagesAsWell() async throws {
+        let connection = ScriptedConnection()
+        let identity = DeviceIdentity(deviceID: UUID().uuidString.lowercased(), deviceSecret: "tds_x")
+        let http = ScriptedHTTP([], always: ["/opens": .status(204, ""), "/inbox": .status(200, #"{"messages":[],"unread":0}"#)])
+        let tern = Tern(
+            configuration: TernConfiguration(serverURL: URL(string: "http://127.0.0.1:8080")!, appID: "demo", appKey: "tak_x"),
+            identityStore: MemoryIdentityStore(identity), stateStore: MemoryStateStore(),
+            channelTransport: ScriptedChannelTransport([.open(connection)]), httpTransport: http)
+        let runner = Task { await tern.run() }
+        defer { runner.cancel() }
+        tern.setForeground(true)
+        let opened = UUID().uuidString.lowercased()
+        let next = UUID().uuidString.lowercased()
+        connection.deliver(messageFrame(id: opened, sequence: 1, title: "Tap me"))
+        try await waitUntil("the channel buffered the message") { connection.isWaitingForFrames }
+
+        tern.opened(open(["id": .string(opened), "sequence": 1], title: "Tap me"))
+        try await waitUntil("the open is acknowledged") { connection.sent.contains { $0.contains(opened) } }
+        connection.deliver(messageFrame(id: next, sequence: 2, title: "next"))
+        var messages = tern.messages.makeAsyncIterator()
+        #expect(await messages.next()?.id == next)
+    }
 }

@@ -107,3 +107,59 @@ struct MessageDeduplicatorTests {
         #expect(seen.firstSighting(of: "a") == true)
     }
 }
+
+/// The channel carrying out those decisions against scripted connections: the waits it keeps, and a connection that
+/// went silent. (The schedule above decides; these check that nothing cuts a wait short or leaves a dead connection.)
+struct OnlineChannelTests {
+    private let identity = DeviceIdentity(deviceID: UUID().uuidString.lowercased(), deviceSecret: "tds_x")
+
+    private func tern(_ transport: ScriptedChannelTransport, _ http: ScriptedHTTP, pingInterval: TimeInterval = 30) -> Tern {
+        var configuration = TernConfiguration(serverURL: URL(string: "http://127.0.0.1:8080")!, appID: "demo", appKey: "tak_x")
+        configuration.channel.reconnect = RetryBackoff(initial: 0.01, maximum: 0.02)
+        configuration.channel.pingInterval = pingInterval
+        return Tern(
+            configuration: configuration, identityStore: MemoryIdentityStore(identity), stateStore: MemoryStateStore(), channelTransport: transport,
+            httpTransport: http)
+    }
+
+    private static let unread = ScriptedHTTP.Answer.status(200, #"{"messages":[],"unread":0}"#)
+
+    /// A 503 with Retry-After on the upgrade: the ring of coming to the foreground (kept from before the first attempt)
+    /// does not end the wait, and neither does coming to the foreground again (that skips TernKit's own back-off only).
+    @Test func aRetryAfterOnTheUpgradeIsKeptWhenTheAppComesToTheForegroundAgain() async throws {
+        let transport = ScriptedChannelTransport([.refuse, .open(ScriptedConnection())])
+        let http = ScriptedHTTP(
+            [], always: ["/connect": .status(503, #"{"error":"unavailable","message":"try later"}"#, headers: ["Retry-After": "1"]), "/inbox": Self.unread])
+        let tern = tern(transport, http)
+        tern.setForeground(true)
+        let runner = Task { await tern.run() }
+        defer { runner.cancel() }
+        try await waitUntil("the refused upgrade") { http.requests.contains { $0.url?.path.hasSuffix("/connect") == true } }
+        tern.setForeground(true)
+        try await waitUntil("connected after the Retry-After") { await tern.channelState == .connected }
+        let attempts = transport.attempts
+        try #require(attempts.count == 2)
+        #expect(attempts[1] - attempts[0] >= .milliseconds(990), "\(attempts[1] - attempts[0])")
+    }
+
+    /// A connection that says nothing more and never fails (a frozen network): the unanswered ping closes it, and the
+    /// channel connects again and receives there.
+    @Test func aConnectionWhosePongDoesNotComeIsClosedAndMadeAgain() async throws {
+        let silent = ScriptedConnection(answersPings: false)
+        let next = ScriptedConnection()
+        let transport = ScriptedChannelTransport([.open(silent), .open(next)])
+        let tern = tern(transport, ScriptedHTTP([], always: ["/inbox": Self.unread]), pingInterval: 1)
+        let runner = Task { await tern.run() }
+        defer { runner.cancel() }
+        tern.setForeground(true)
+        try await waitUntil("the channel connects and pings") { silent.pings == 1 }
+        try await waitUntil("the silent connection is closed and another made", within: 5) {
+            silent.isClosed && transport.attempts.count == 2
+        }
+        #expect(silent.pings == 1)
+        let id = UUID().uuidString.lowercased()
+        next.deliver(messageFrame(id: id, sequence: 1, title: "after"))
+        var messages = tern.messages.makeAsyncIterator()
+        #expect(await messages.next()?.id == id)
+    }
+}

@@ -129,6 +129,38 @@ struct RegistrarTests {
         try await waitUntil("the badge") { await badge.badges == [2] }
     }
 
+    /// `register(deviceToken:)` rings the registration loop's bell before the first attempt; that ring, kept from
+    /// before the wait, must not cut the server's Retry-After short, and neither may a newer token asked for meanwhile.
+    @Test func aRetryAfterIsKeptWhateverRingsMeanwhile() async throws {
+        let identity = DeviceIdentity(deviceID: UUID().uuidString.lowercased())
+        let http = ScriptedHTTP(
+            [
+                .status(429, #"{"error":"tooManyRequests","message":"slow down"}"#, headers: ["Retry-After": "1"]),
+                answer(identity.deviceID, secret: "tds_new"),
+            ],
+            always: ["/inbox": .status(200, #"{"messages":[],"unread":0}"#)])
+        var configuration = configuration
+        configuration.registrationBackoff = RetryBackoff(initial: 0.01, maximum: 0.02)
+        let tern = Tern(configuration: configuration, identityStore: MemoryIdentityStore(identity), stateStore: MemoryStateStore(), httpTransport: http)
+        tern.register(facts())
+        let runner = Task { await tern.run() }
+        defer { runner.cancel() }
+        var events = tern.events.makeAsyncIterator()
+        guard case .registrationFailed(let failure)? = await events.next() else {
+            Issue.record("the first attempt did not fail")
+            return
+        }
+        #expect(failure.status == 429 && failure.retryAfter == 1)
+        tern.register(facts())
+        guard case .registered? = await events.next() else {
+            Issue.record("no registration after the Retry-After")
+            return
+        }
+        let registrations = zip(http.requests, http.times).filter { $0.0.httpMethod == "PUT" }.map(\.1)
+        try #require(registrations.count == 2)
+        #expect(registrations[1] - registrations[0] >= .milliseconds(990), "\(registrations[1] - registrations[0])")
+    }
+
     @Test func signingInBeforeTheTokenArrivedSaysWhatToDo() async throws {
         let http = ScriptedHTTP([])
         let error = await #expect(throws: TernError.self) {

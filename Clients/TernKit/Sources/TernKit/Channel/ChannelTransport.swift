@@ -28,6 +28,11 @@ public protocol ChannelConnection: AnyObject, Sendable {
     /// Binary frames are skipped: the channel speaks JSON text.
     func receive() async -> ChannelEvent
     func send(_ text: String) async throws
+    /// Sends a ping; returns when its pong arrives; throws once the connection ended (also while it waits: closing
+    /// the connection ends an unanswered ping). The channel pings every `pingInterval` (``TernConfiguration/Channel``)
+    /// and closes a connection whose pong does not come within it: a connection can go silent without ending, and
+    /// only a ping shows it.
+    func ping() async throws
     /// Starts closing with 1000 (normal closure) and returns at once; ``receive()`` then ends with `closed`.
     func close()
 }
@@ -97,6 +102,16 @@ final class URLSessionChannelConnection: ChannelConnection {
 
     func send(_ text: String) async throws {
         try await task.send(.string(text))
+    }
+
+    func ping() async throws {
+        // The handler is called once: with nil when the pong arrives, with an error once the task ended (a cancel
+        // from `close()` included), so a ping on a silent connection ends when the channel closes it.
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            task.sendPing { error in
+                if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+            }
+        }
     }
 
     func close() {

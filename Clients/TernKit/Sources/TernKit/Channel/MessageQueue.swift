@@ -57,6 +57,23 @@ final class MessageQueue: Sendable {
         }
     }
 
+    /// Takes `id` out of the buffer if it waits there: the app has the message another way (the user opened its
+    /// notification), so it must not be handed to `messages` as well. Its place is free for the channel again.
+    /// - Returns: whether it was there.
+    @discardableResult
+    func remove(id: String) -> Bool {
+        let id = id.lowercased()
+        let (removed, room) = state.withLock { state -> (Bool, CheckedContinuation<Bool, Never>?) in
+            guard let index = state.items.firstIndex(where: { $0.id.lowercased() == id }) else { return (false, nil) }
+            state.items.remove(at: index)
+            let room = state.items.count < capacity ? state.roomWaiter : nil
+            if room != nil { state.roomWaiter = nil }
+            return (true, room)
+        }
+        room?.resume(returning: true)
+        return removed
+    }
+
     /// The current epoch: take it before a connection opens, and wait for room with it.
     var epoch: UInt64 { state.withLock { $0.epoch } }
 

@@ -51,6 +51,8 @@ actor OnlineChannel {
     /// The open connection, reachable from the app's synchronous calls to close it.
     private let live = Locked<(any ChannelConnection)?>(nil)
     private let bell = Bell()
+    /// Rung when an acknowledgement waits and there is no connection to send it on (see ``sendingAcks()``).
+    private let ackBell = Bell()
     private var schedule: ReconnectSchedule
     private var seen: MessageDeduplicator
     private var acks: PendingAcks
@@ -65,6 +67,9 @@ actor OnlineChannel {
     /// The app's comings to the foreground seen by the loop.
     private var starts = 0
     private var lastActivity = ContinuousClock.now
+    /// Not before this may the channel connect again: the server's (or a proxy's) `Retry-After` on a refused upgrade.
+    /// Unlike TernKit's own back-off, coming to the foreground again does not skip it: the server asked for it.
+    private var serverRetryAt: ContinuousClock.Instant?
     private(set) var state: TernChannelState = .idle {
         didSet { if state != oldValue { report(.channel(state)) } }
     }
@@ -108,6 +113,7 @@ actor OnlineChannel {
     /// Something the loop waits for changed (the device registered).
     nonisolated func poke() {
         bell.ring()
+        ackBell.ring()
     }
 
     /// A wake push (`{"tern": {"wake": true}}`): connect, fetch until no message came for a moment, then go back to
@@ -144,13 +150,15 @@ actor OnlineChannel {
     }
 
     /// The app has this message another way (the user opened its notification): acknowledge it, and do not hand it
-    /// over again.
+    /// over again, neither when it comes later nor when it already waits in the buffer for the app's loop.
     func handled(_ id: String) async {
         _ = seen.firstSighting(of: id)
+        queue.remove(id: id)
         await acknowledge(id)
     }
 
-    /// The app took `id` from the stream (or opened it): tell the server, now if connected, else on connecting.
+    /// The app took `id` from the stream (or opened it): tell the server, over the connection if there is one, else
+    /// with a request (``sendingAcks()``).
     func acknowledge(_ id: String) async {
         acks.add(id)
         await flushAcks()
@@ -161,39 +169,53 @@ actor OnlineChannel {
     /// Keeps the channel while it is wanted, until cancelled (which closes the connection).
     func run() async {
         await withTaskCancellationHandler {
-            await keep()
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.keep() }
+                group.addTask { await self.sendingAcks() }
+            }
         } onCancel: {
             closeLive()
         }
     }
 
     private func keep() async {
-        var delay: TimeInterval?
+        /// The end of TernKit's own back-off (after a failed attempt, or a connection that ended).
+        var retryAt: ContinuousClock.Instant?
         while !Task.isCancelled {
             let (wanted, stopped, starts) = flags.withLock { ($0.wanted, $0.stopped, $0.starts) }
             if starts != self.starts {
+                // The app came to the foreground again: connect at once whatever failed before (but not before a
+                // server's Retry-After: `serverRetryAt` stays).
                 self.starts = starts
                 schedule.started()
-                delay = nil
+                retryAt = nil
             }
             guard wanted else {
                 state = stopped.map { .stopped($0) } ?? .idle
-                delay = nil
+                retryAt = nil
                 await bell.wait()
                 continue
             }
-            if let wait = delay {
-                delay = nil
-                state = .waiting(retryIn: wait)
-                await bell.wait(upTo: .wait(seconds: wait))
+            if let until = [retryAt, serverRetryAt].compactMap({ $0 }).max(), until > .now {
+                state = .waiting(retryIn: (until - .now).seconds)
+                // What ends a back-off early: the app leaving (nothing to connect for) or coming to the foreground
+                // again (which drops TernKit's own back-off above, and leaves the server's Retry-After). Not a ring
+                // kept from before the wait began, a registration (`poke`) or a wake push: none of those makes the
+                // server (or the network) ready sooner.
+                await bell.wait(until: until) { [flags] in
+                    flags.withLock { !$0.wanted || $0.starts != starts }
+                }
                 continue
             }
+            retryAt = nil
             guard let device = await credentials() else {
                 state = .idle
                 await bell.wait()
                 continue
             }
-            delay = await connectAndRead(device)
+            if let delay = await connectAndRead(device) {
+                retryAt = .now + .wait(seconds: delay)
+            }
         }
         closeLive()
     }
@@ -224,6 +246,9 @@ actor OnlineChannel {
                 refusal = error
             }
             if let refusal { report(.error(refusal)) }
+            if let refusal, refusal.isTemporary, let after = refusal.retryAfter {
+                serverRetryAt = .now + .wait(seconds: after)
+            }
             return await decide(schedule.refused(refusal, unit: random()))
         } catch {
             return follow(schedule.couldNotConnect(unit: random()))
@@ -241,6 +266,12 @@ actor OnlineChannel {
         let opened = ContinuousClock.now
         lastActivity = opened
         await flushAcks()
+        // A connection can go silent without ending (a NAT or a proxy forgot it, the network froze): nothing is read
+        // and nothing fails, so only a ping that is not answered shows it.
+        let interval = pingInterval
+        let watchdog = Task { [queue] in
+            await Self.keepAlive(connection, every: interval) { queue.interrupt() }
+        }
         var end: (code: Int?, reason: String) = (nil, "")
         reading: while true {
             // Back-pressure: no frame is read while the app has a full buffer to take.
@@ -255,12 +286,70 @@ actor OnlineChannel {
             }
         }
         connection.close()
+        watchdog.cancel()
+        if await watchdog.value {
+            end = (nil, "no pong within \(interval)")
+        }
         live.withLock { if $0 === connection { $0 = nil } }
+        // Acknowledgements the app makes from now on, and any this connection could not send, go by request.
+        if !acks.isEmpty { ackBell.ring() }
         // Closed from here (background): no reconnecting.
         guard flags.withLock({ $0.wanted }) else { return nil }
-        let lasted = ContinuousClock.now - opened
-        let seconds = Double(lasted.components.seconds) + Double(lasted.components.attoseconds) / 1e18
-        return follow(schedule.closed(code: end.code, reason: end.reason, lasted: seconds, unit: random()))
+        let lasted = (ContinuousClock.now - opened).seconds
+        return follow(schedule.closed(code: end.code, reason: end.reason, lasted: lasted, unit: random()))
+    }
+
+    /// ``TernConfiguration/Channel/pingInterval``, between 1 s and 10 minutes (NaN: the default).
+    private var pingInterval: Duration {
+        let seconds = configuration.pingInterval
+        return .wait(seconds: seconds.isNaN ? 30 : min(max(seconds, 1), 600))
+    }
+
+    /// Pings `connection` every `interval` until the task is cancelled (the connection ended), and closes it when a
+    /// pong does not come within `interval`: `closing` first (it ends a wait for room in the buffer), then the
+    /// connection (which ends its ``ChannelConnection/receive()`` and the unanswered ping).
+    /// - Returns: true if it closed the connection for want of a pong.
+    private static func keepAlive(
+        _ connection: any ChannelConnection, every interval: Duration, closing: @escaping @Sendable () -> Void
+    ) async -> Bool {
+        enum Outcome: Sendable { case pong, ended, silent, cancelled }
+        while true {
+            do {
+                try await Task.sleep(for: interval)
+            } catch {
+                return false
+            }
+            let outcome = await withTaskGroup(of: Outcome.self) { group in
+                group.addTask {
+                    do {
+                        try await connection.ping()
+                        return .pong
+                    } catch {
+                        return .ended
+                    }
+                }
+                group.addTask {
+                    do {
+                        try await Task.sleep(for: interval)
+                        return .silent
+                    } catch {
+                        return .cancelled
+                    }
+                }
+                let first = await group.next() ?? .cancelled
+                if first == .silent {
+                    closing()
+                    connection.close()
+                }
+                group.cancelAll()
+                return first
+            }
+            switch outcome {
+            case .pong: continue
+            case .silent: return true
+            case .ended, .cancelled: return false
+            }
+        }
     }
 
     private func connect(_ request: URLRequest) async throws -> any ChannelConnection {
@@ -326,7 +415,14 @@ actor OnlineChannel {
     }
 
     private func flushAcks() async {
-        guard let connection = live.withLock({ $0 }), !acks.isEmpty else { return }
+        guard !acks.isEmpty else { return }
+        guard let connection = live.withLock({ $0 }) else {
+            // No connection (the app is in the background, or between connections): a request sends them. Kept in
+            // memory until a connection opened, they would be lost with this object when iOS ends the app, and the
+            // server would send the message again to the next launch.
+            ackBell.ring()
+            return
+        }
         let ids = acks.takeAll()
         for frame in ChannelFrame.acks(ids) {
             do {
@@ -335,6 +431,40 @@ actor OnlineChannel {
                 // Sent again on the next connection (acknowledging twice is harmless).
                 acks.add(contentsOf: ids)
                 return
+            }
+        }
+    }
+
+    /// Sends the acknowledgements made while there is no connection with `POST …/devices/{id}/acks`, as a
+    /// Notification Service Extension's receipt does (no connection is opened for them: the app may be in the
+    /// background). They stay pending until the server took them; while they wait, a connection that opens sends
+    /// them instead.
+    private func sendingAcks() async {
+        var failures = 0
+        while !Task.isCancelled {
+            guard live.withLock({ $0 == nil }), !acks.isEmpty, let device = await credentials() else {
+                await ackBell.wait()
+                continue
+            }
+            let ids = acks.takeAll()
+            var unsent = ids[...]
+            do throws(TernError) {
+                while !unsent.isEmpty {
+                    let chunk = Array(unsent.prefix(ChannelFrame.maximumAckIDs))
+                    try await client.acknowledge(device, messageIDs: chunk)
+                    unsent = unsent.dropFirst(chunk.count)
+                }
+                failures = 0
+            } catch where error.isTemporary {
+                // Kept for the next try, or for a connection that opens meanwhile (acknowledging twice is harmless).
+                acks.add(contentsOf: Array(unsent))
+                failures += 1
+                let delay = max(error.retryAfter ?? 0, configuration.reconnect.delay(afterFailures: failures, unit: random()))
+                await ackBell.wait(until: .now + .wait(seconds: delay))
+            } catch {
+                // Refused for good (asking again would be refused again): dropped. A message the server still holds
+                // comes again on the next connection and is acknowledged then (``handle(_:)``).
+                report(.error(error))
             }
         }
     }

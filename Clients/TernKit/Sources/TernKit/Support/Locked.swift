@@ -56,6 +56,18 @@ final class Bell: Sendable {
         }
     }
 
+    /// A back-off: returns at `deadline`, or earlier only once `ended` says that what the wait is for changed (or the
+    /// task is cancelled). A ring alone does not end it: a ring kept from before the wait began, or one for something
+    /// else the owner of the bell follows, only makes it look at `ended` again. (``wait(upTo:)`` returns for any
+    /// ring, which is right for a loop that looks at everything again, and wrong for a wait a server asked for.)
+    func wait(until deadline: ContinuousClock.Instant, unless ended: @Sendable () -> Bool = { false }) async {
+        while !Task.isCancelled, !ended() {
+            let left = deadline - .now
+            guard left > .zero else { return }
+            await wait(upTo: left)
+        }
+    }
+
     private func waitForRing() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

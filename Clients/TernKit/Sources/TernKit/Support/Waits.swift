@@ -9,3 +9,10 @@ extension Duration {
         return .milliseconds(Int64(min(seconds, TernClient.longestRetryAfter) * 1000))
     }
 }
+
+extension Duration {
+    /// The duration in seconds, for the APIs that take a `TimeInterval`.
+    var seconds: TimeInterval {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}

@@ -26,12 +26,22 @@ struct TernServerTests {
         private let runner: Task<Void, Never>
         private let loop: Task<Void, Never>
 
-        init(_ server: TernServerProcess, identities: MemoryIdentityStore = MemoryIdentityStore(), states: MemoryStateStore = MemoryStateStore()) {
+        /// - Parameters:
+        ///   - relay: the channel connects through it (the HTTP calls go straight to the server).
+        ///   - pingInterval: how often the channel checks that its connection is alive.
+        init(
+            _ server: TernServerProcess, identities: MemoryIdentityStore = MemoryIdentityStore(), states: MemoryStateStore = MemoryStateStore(),
+            relay: FreezingRelay? = nil, pingInterval: TimeInterval = 30
+        ) {
             self.identities = identities
             let forwarding = Forwarding(port: { [server] in server.port })
-            transport = RecordingTransport(testChannelTransport(), forwarding: forwarding)
+            transport = RecordingTransport(
+                testChannelTransport(pingInterval: .milliseconds(Int64(pingInterval * 1000))),
+                forwarding: relay.map { relay in Forwarding(port: { relay.port }) } ?? forwarding)
+            var configuration = server.configuration()
+            configuration.channel.pingInterval = pingInterval
             tern = Tern(
-                configuration: server.configuration(), identityStore: identities, stateStore: states, channelTransport: transport,
+                configuration: configuration, identityStore: identities, stateStore: states, channelTransport: transport,
                 httpTransport: ForwardingHTTP(forwarding: forwarding), badgeSink: badge)
             runner = Task { [tern] in await tern.run() }
             loop = Task { [tern, taken] in
@@ -53,8 +63,8 @@ struct TernServerTests {
         }
 
         /// The next message the app's loop took.
-        func nextMessage(_ what: String) async throws -> TernMessage {
-            try await next(what) { [taken] in await taken.next() }
+        func nextMessage(_ what: String, within seconds: Double = 10) async throws -> TernMessage {
+            try await next(what, within: seconds) { [taken] in await taken.next() }
         }
 
         deinit {
@@ -235,6 +245,27 @@ struct TernServerTests {
         try await waitUntil("the server counts the ack") { try await server.counts(ofPush: after)?["acked"] == .int(1) }
     }
 
+    /// The network goes silent under an open connection (a relay stops forwarding, both ways, and keeps the sockets):
+    /// nothing ends it, so only the unanswered ping shows it. The channel connects again and gets the message sent
+    /// into the silence.
+    @Test func aConnectionThatGoesSilentIsNoticedAndMadeAgain() async throws {
+        let server = try await TernServerProcess.start()
+        let relay = try FreezingRelay(to: { [server] in server.port })
+        defer { relay.stop() }
+        let device = Device(server, relay: relay, pingInterval: 1)
+        let id = try await device.register()
+        try await device.connect()
+        _ = try await server.push(online(id, #"{"title": "before"}"#))
+        #expect(try await device.nextMessage("the first message").sequence == 1)
+
+        relay.freeze()
+        _ = try await server.push(online(id, #"{"title": "into the silence"}"#))
+        let message = try await device.nextMessage("the message sent into the silence", within: 20)
+        #expect(message.notification?.title == "into the silence" && message.sequence == 2)
+        #expect(relay.accepted == 2)
+        #expect(device.transport.urls.last?.query == "after=1")
+    }
+
     @Test func aMessageThatCameThroughAPNsFirstIsNotHandedOverAgainWhenTheChannelBringsIt() async throws {
         let server = try await TernServerProcess.start()
         let device = Device(server)
@@ -255,11 +286,40 @@ struct TernServerTests {
         #expect(message.source == .apns && message.notification?.title == "while away" && message.notification?.badge == 4)
         #expect(try await device.nextMessage("the APNs message").id == message.id)
 
-        // In the foreground the server sends it again (it stays queued): taken already, so acknowledged, not handed over.
+        // Taken, so acknowledged (by request: there is no connection); in the foreground it is not handed over again.
         try await device.connect()
         try await waitUntil("the late ack is counted") { try await server.counts(ofPush: push)?["ackedAfterFallback"] == .int(1) }
         _ = try await server.push(online(id, #"{"title": "next"}"#))
         #expect(try await device.nextMessage("the next message").notification?.title == "next")
+    }
+
+    /// The app takes a message that came through APNs while it has no connection, and iOS ends it; the next launch
+    /// makes its Tern again with the same stores and connects. The acknowledgement went by request, not into memory
+    /// to wait for a connection that this launch never made, so the server does not send the message again.
+    @Test func aMessageTakenThroughAPNsIsNotHandedOverAgainAfterTheAppWasEnded() async throws {
+        let server = try await TernServerProcess.start()
+        let identities = MemoryIdentityStore()
+        let states = MemoryStateStore()
+        var first: Device? = Device(server, identities: identities, states: states)
+        let launched = try #require(first)
+        let id = try await launched.register()
+        let push = try await server.push(online(id, #"{"title": "while away"}"#, delivery: "auto", extra: #", "ackTimeout": 0.2"#))
+        try await waitUntil("the push falls back to APNs") { try await server.counts(ofPush: push)?["fellBackToAPNs"] == .int(1) }
+        let fallback = try #require(try await server.apnsPayloads(token: launched.hexToken).last)
+        guard case .message(let message) = await launched.tern.receive(TernPayload(json: fallback)) else {
+            Issue.record("the fallback was not a new message")
+            return
+        }
+        #expect(try await launched.nextMessage("the APNs message").id == message.id)
+        try await waitUntil("the ack is counted") { try await server.counts(ofPush: push)?["ackedAfterFallback"] == .int(1) }
+        #expect(launched.transport.urls.isEmpty, "a connection was opened for it")
+
+        // iOS ends the app; the next launch.
+        first = nil
+        let again = Device(server, identities: identities, states: states)
+        try await again.connect()
+        _ = try await server.push(online(id, #"{"title": "next"}"#))
+        #expect(try await again.nextMessage("the next message").notification?.title == "next")
     }
 
     @Test func replacedByANewerConnectionItStaysAwayUntilTheAppComesBack() async throws {

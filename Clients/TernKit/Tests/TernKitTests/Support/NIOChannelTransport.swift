@@ -13,14 +13,20 @@ import TernKit
 /// The online channel's transport for the Linux tests: a WebSocket client on SwiftNIO (hummingbird-project's
 /// WSClient), since Foundation's `URLSessionWebSocketTask` fails there ("WebSockets not supported by libcurl").
 /// TernKit's channel logic (reconnecting, resuming, acknowledging, de-duplicating) runs unchanged on top of it.
+///
+/// Liveness: WSClient answers pings and consumes pongs itself, so ``NIOChannelConnection/ping()`` cannot see a pong.
+/// The client's own autoPing does the check instead: it pings every `pingInterval` and closes a connection whose
+/// pong did not come by the next one, which ends `receive()` as any other end does.
 struct NIOChannelTransport: ChannelTransport {
+    var pingInterval: Duration = .seconds(30)
+
     func connect(_ request: URLRequest, maximumFrameSize: Int) async throws -> any ChannelConnection {
         guard let url = request.url?.absoluteString else { throw TestFailure("a channel request without a URL") }
         var headers = HTTPFields()
         for (name, value) in request.allHTTPHeaderFields ?? [:] {
             if let name = HTTPField.Name(name) { headers[name] = value }
         }
-        let configuration = WebSocketClientConfiguration(maxFrameSize: maximumFrameSize, additionalHeaders: headers, autoPing: .disabled)
+        let configuration = WebSocketClientConfiguration(maxFrameSize: maximumFrameSize, additionalHeaders: headers, autoPing: .enabled(timePeriod: pingInterval))
         let connection = NIOChannelConnection()
         // WSClient runs a handler for the connection's life; it runs in a task of its own, which closing ends.
         let client = Task {
@@ -127,6 +133,13 @@ final class NIOChannelConnection: ChannelConnection, @unchecked Sendable {
     func send(_ text: String) async throws {
         guard let outbound = lock.withLock({ outbound }) else { throw TestFailure("not open") }
         try await outbound.write(.text(text))
+    }
+
+    /// Returns at once while the connection is open, and throws once it ended. It sends no ping: WSClient consumes
+    /// pongs itself, so none could be seen; its autoPing (``NIOChannelTransport/pingInterval``) closes a silent
+    /// connection instead, after which this throws.
+    func ping() async throws {
+        guard lock.withLock({ !ended && outbound != nil }) else { throw TestFailure("the connection ended") }
     }
 
     func close() {

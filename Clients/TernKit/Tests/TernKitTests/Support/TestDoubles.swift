@@ -14,7 +14,18 @@ func testChannelTransport() -> any ChannelTransport {
     #endif
 }
 
-/// Answers HTTP requests from a script, and keeps what was asked.
+/// The same, checking that a connection is alive every `pingInterval`: with the NIO client, its own autoPing does it
+/// (see ``NIOChannelTransport``); a URLSession connection is pinged by TernKit at the configuration's `pingInterval`.
+func testChannelTransport(pingInterval: Duration) -> any ChannelTransport {
+    #if canImport(HummingbirdWSClient)
+    NIOChannelTransport(pingInterval: pingInterval)
+    #else
+    URLSessionChannelTransport()
+    #endif
+}
+
+/// Answers HTTP requests from a script, and keeps what was asked. A request whose path ends with a key of `always`
+/// gets that answer every time, without taking one from the script (the badge's refreshes, the channel's refusal).
 final class ScriptedHTTP: HTTPTransport, @unchecked Sendable {
     // @unchecked: all state is behind `lock`.
     enum Answer {
@@ -24,13 +35,18 @@ final class ScriptedHTTP: HTTPTransport, @unchecked Sendable {
 
     private let lock = NSLock()
     private var answers: [Answer]
+    private let always: [String: Answer]
     private var _requests: [URLRequest] = []
+    private var _times: [ContinuousClock.Instant] = []
 
-    init(_ answers: [Answer]) {
+    init(_ answers: [Answer], always: [String: Answer] = [:]) {
         self.answers = answers
+        self.always = always
     }
 
     var requests: [URLRequest] { lock.withLock { _requests } }
+    /// When each request came, in order.
+    var times: [ContinuousClock.Instant] { lock.withLock { _times } }
 
     /// The JSON bodies sent, as objects.
     var bodies: [[String: TernJSON]] {
@@ -43,6 +59,9 @@ final class ScriptedHTTP: HTTPTransport, @unchecked Sendable {
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
         let answer = lock.withLock { () -> Answer? in
             _requests.append(request)
+            _times.append(.now)
+            let path = request.url?.path ?? ""
+            if let answer = always.first(where: { path.hasSuffix($0.key) })?.value { return answer }
             return answers.isEmpty ? nil : answers.removeFirst()
         }
         switch answer {
@@ -85,6 +104,128 @@ final class RecordingTransport: ChannelTransport, @unchecked Sendable {
         lock.withLock { _urls.append(request.url!) }
         return try await base.connect(forwarding?.rewrite(request) ?? request, maximumFrameSize: maximumFrameSize)
     }
+}
+
+/// Opens connections from a script: each `connect` takes the next step (a refused upgrade, or a connection the test
+/// drives), and keeps when it was asked.
+final class ScriptedChannelTransport: ChannelTransport, @unchecked Sendable {
+    // @unchecked: all state is behind `lock`.
+    enum Step {
+        case refuse
+        case open(ScriptedConnection)
+    }
+
+    private let lock = NSLock()
+    private var steps: [Step]
+    private var _attempts: [ContinuousClock.Instant] = []
+
+    init(_ steps: [Step]) {
+        self.steps = steps
+    }
+
+    /// When each connection was asked for, in order.
+    var attempts: [ContinuousClock.Instant] { lock.withLock { _attempts } }
+
+    func connect(_ request: URLRequest, maximumFrameSize: Int) async throws -> any ChannelConnection {
+        let step = lock.withLock { () -> Step? in
+            _attempts.append(.now)
+            return steps.isEmpty ? nil : steps.removeFirst()
+        }
+        switch step {
+        case .refuse?: throw ChannelTransportError.upgradeRefused(status: nil)
+        case .open(let connection)?: return connection
+        case nil: throw TestFailure("no connection scripted")
+        }
+    }
+}
+
+/// A connection the test drives: it hands over the frames the test delivers, keeps what TernKit sends, and answers
+/// pings or (`answersPings: false`, a connection gone silent) leaves them unanswered until it is closed.
+final class ScriptedConnection: ChannelConnection, @unchecked Sendable {
+    // @unchecked: all state is behind `lock`.
+    let answersPings: Bool
+    private let lock = NSLock()
+    private var events: [ChannelEvent] = []
+    private var receiver: CheckedContinuation<ChannelEvent, Never>?
+    private var pingWaiters: [CheckedContinuation<Void, any Error>] = []
+    private var ended = false
+    private var _sent: [String] = []
+    private var _pings = 0
+
+    init(answersPings: Bool = true) {
+        self.answersPings = answersPings
+    }
+
+    /// The text frames TernKit sent.
+    var sent: [String] { lock.withLock { _sent } }
+    var pings: Int { lock.withLock { _pings } }
+    var isClosed: Bool { lock.withLock { ended } }
+    /// Every frame delivered was taken, and TernKit waits for the next (so it handled them).
+    var isWaitingForFrames: Bool { lock.withLock { events.isEmpty && receiver != nil } }
+
+    /// A frame from the server.
+    func deliver(_ text: String) {
+        let waiting = lock.withLock { () -> CheckedContinuation<ChannelEvent, Never>? in
+            guard !ended else { return nil }
+            guard let receiver else {
+                events.append(.text(text))
+                return nil
+            }
+            self.receiver = nil
+            return receiver
+        }
+        waiting?.resume(returning: .text(text))
+    }
+
+    func receive() async -> ChannelEvent {
+        await withCheckedContinuation { continuation in
+            let now = lock.withLock { () -> ChannelEvent? in
+                if !events.isEmpty { return events.removeFirst() }
+                if ended { return .closed(code: 1000, reason: "closed by the client") }
+                receiver = continuation
+                return nil
+            }
+            if let now { continuation.resume(returning: now) }
+        }
+    }
+
+    func send(_ text: String) async throws {
+        try lock.withLock {
+            guard !ended else { throw TestFailure("closed") }
+            _sent.append(text)
+        }
+    }
+
+    func ping() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let answer = lock.withLock { () -> Result<Void, any Error>? in
+                _pings += 1
+                if ended { return .failure(TestFailure("closed")) }
+                if answersPings { return .success(()) }
+                pingWaiters.append(continuation)
+                return nil
+            }
+            if let answer { continuation.resume(with: answer) }
+        }
+    }
+
+    func close() {
+        let (receiver, pings) = lock.withLock { () -> (CheckedContinuation<ChannelEvent, Never>?, [CheckedContinuation<Void, any Error>]) in
+            ended = true
+            defer {
+                self.receiver = nil
+                pingWaiters = []
+            }
+            return (self.receiver, pingWaiters)
+        }
+        receiver?.resume(returning: .closed(code: 1000, reason: "closed by the client"))
+        for ping in pings { ping.resume(throwing: TestFailure("closed")) }
+    }
+}
+
+/// A channel frame of a message, as the server sends it.
+func messageFrame(id: String, sequence: Int64, title: String) -> String {
+    #"{"type":"message","id":"\#(id)","sequence":\#(sequence),"notification":{"title":"\#(title)"},"createdAt":"2026-11-29T00:00:00.000Z"}"#
 }
 
 /// An identity store in memory.
