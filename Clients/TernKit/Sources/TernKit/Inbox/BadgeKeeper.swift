@@ -5,7 +5,7 @@ import Foundation
 ///
 /// Facts arrive out of order (an answer to an older request after a newer message), so each carries its place:
 /// an answer is as new as the moment its request went out, a message as the moment it arrived. The badge follows
-/// the newest fact only. A message's badge is the count when the server sent it; one that arrives late (a backlog
+/// the newest fact only, and an older answer that disagrees with it has the count asked for again. A message's badge is the count when the server sent it; one that arrives late (a backlog
 /// after reconnecting) may be out of date (reads on another device lowered it), so the count is asked for instead.
 public struct BadgeKeeper: Sendable {
     public enum Action: Sendable, Equatable {
@@ -41,9 +41,12 @@ public struct BadgeKeeper: Sendable {
     }
 
     /// The server answered the count (an inbox page, marking messages read). Applied unless something newer was
-    /// applied after the request went out.
+    /// applied after the request went out. Such an answer that disagrees with what the badge shows is not dropped
+    /// either: the two crossed, and which the server counted last cannot be told from here (a read sent first and
+    /// answered last may be the newest state: the badge stayed at 3 after the inbox was read to 0). So the count is
+    /// asked for again, and that answer is newer than both.
     public mutating func countAnswered(_ unread: Int, ticket: Ticket) -> Action {
-        guard ticket.order > shownOrder else { return .none }
+        guard ticket.order > shownOrder else { return max(0, unread) == shown ? .none : .refresh }
         return show(unread, order: ticket.order)
     }
 
