@@ -143,7 +143,7 @@ struct ServerAssembly {
         let router = Router(context: ServerRequestContext.self)
         let routes = RouteTable()
         // Outermost, the shape of every refusal; inside it, the log of what went wrong, which sees the error itself.
-        router.middlewares.add(RequestShapeMiddleware(routes: routes))
+        router.middlewares.add(RequestShapeMiddleware(routes: routes, console: renderer.map(ConsoleRefusals.init)))
         router.middlewares.add(ErrorLoggingMiddleware(failures: FailureLog("request failed", logger: logger)))
         SystemAPI(store: store, registry: registry).register(on: router)
         apps.register(on: router)

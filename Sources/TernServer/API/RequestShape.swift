@@ -45,9 +45,24 @@ final class RouteTable: Sendable {
 /// `//v1//apps` is not `/v1/apps`.
 struct RequestShapeMiddleware<Context: RequestContext>: RouterMiddleware {
     let routes: RouteTable
+    /// The console's way to refuse, for paths under `/console` (nil: no console is served).
+    var console: ConsoleRefusals? = nil
     static var longestTarget: Int { 8192 }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let console, ConsoleRefusals.covers(request.uri.path) else { return try await shape(request, context: context, next: next) }
+        // Typed with a slash at the end: the console's home, not a page saying it is not found.
+        if request.uri.path == ConsoleRoutes.root + "/", request.method == .get || request.method == .head {
+            return Response(status: .seeOther, headers: [.location: ConsoleRoutes.root])
+        }
+        do {
+            return try await shape(request, context: context, next: next)
+        } catch let error as JSONAPIError {
+            return try console.answer(error, to: request)
+        }
+    }
+
+    private func shape(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard request.uri.string.utf8.count <= Self.longestTarget else {
             throw JSONAPIError(status: .uriTooLong, error: "uriTooLong", message: "the path and query are longer than \(Self.longestTarget) bytes")
         }

@@ -58,8 +58,7 @@ struct ConsoleMiddleware: RouterMiddleware {
         do {
             response = try await next(request, context)
         } catch let error as JSONAPIError {
-            if Self.wantsJSON(request) { throw Self.secured(error) }
-            response = errorPage(error.status, error.message, headers: error.headers, retryAfter: error.retryAfter)
+            return try ConsoleRefusals(renderer: renderer).answer(error, to: request)
         } catch let error as HTTPError {
             if Self.wantsJSON(request) { throw error }
             response = errorPage(error.status, error.body ?? error.status.reasonPhrase, headers: [:], retryAfter: nil)
@@ -74,23 +73,44 @@ struct ConsoleMiddleware: RouterMiddleware {
     }
 
     private func errorPage(_ status: HTTPResponse.Status, _ message: String, headers: HTTPFields, retryAfter: Int?) -> Response {
+        ConsoleRefusals(renderer: renderer).page(status, message, headers: headers, retryAfter: retryAfter)
+    }
+
+    fileprivate static func wantsJSON(_ request: Request) -> Bool {
+        request.headers[.accept]?.contains("application/json") == true
+    }
+}
+
+/// A refusal of a request under `/console`, answered as the console answers: a page with the console's headers, or
+/// for a script (which asks for JSON) the API's JSON error with them. The console's own routes refuse this way
+/// (``ConsoleMiddleware``), and so do the router and the request checks before them (``RequestShapeMiddleware``): a
+/// path no page has (`/console/`), a method a page does not take (`GET /console/sign-out`), which answered the
+/// API's JSON without the console's headers.
+struct ConsoleRefusals: Sendable {
+    let renderer: ConsoleRenderer
+
+    static func covers(_ path: String) -> Bool {
+        path == ConsoleRoutes.root || path.hasPrefix(ConsoleRoutes.root + "/")
+    }
+
+    /// The page for `error`; thrown back (with the console's headers) when the request asks for JSON.
+    func answer(_ error: JSONAPIError, to request: Request) throws -> Response {
+        if ConsoleMiddleware.wantsJSON(request) {
+            var error = error
+            for field in ConsoleRenderer.securityHeaders { error.headers[field.name] = field.value }
+            throw error
+        }
+        return page(error.status, error.message, headers: error.headers, retryAfter: error.retryAfter)
+    }
+
+    func page(_ status: HTTPResponse.Status, _ message: String, headers: HTTPFields, retryAfter: Int?) -> Response {
         struct View { var message: String }
         var response = renderer.response(
             "error", ConsolePage(chrome: Chrome(title: status.code == 404 ? "Not found" : "That did not work"), view: View(message: message)),
             status: status)
         for field in headers { response.headers[field.name] = field.value }
         if let retryAfter { response.headers[.retryAfter] = String(retryAfter) }
+        for field in ConsoleRenderer.securityHeaders { response.headers[field.name] = field.value }
         return response
-    }
-
-    private static func wantsJSON(_ request: Request) -> Bool {
-        request.headers[.accept]?.contains("application/json") == true
-    }
-
-    /// The JSON error with the console's headers.
-    private static func secured(_ error: JSONAPIError) -> JSONAPIError {
-        var error = error
-        for field in ConsoleRenderer.securityHeaders { error.headers[field.name] = field.value }
-        return error
     }
 }

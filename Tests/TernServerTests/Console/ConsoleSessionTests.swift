@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Testing
 import TernAPNs
 import TernStore
@@ -27,6 +28,31 @@ struct ConsoleSessionTests {
         #expect(signIn.header("Cache-Control") == "no-store")
         #expect(!signIn.text.contains("<script>"), "no inline script")
         #expect(try await browser.get("/console/nowhere").status == 404)
+    }
+
+    /// What the router refuses before a console page runs (a path with a slash at the end, a method a page does not
+    /// take) answered the API's JSON without the console's headers; it is the console's page now, with them.
+    @Test("what the router refuses under /console is the console's page with its headers, and /console/ goes home")
+    func routerRefusals() async throws {
+        let server = try await RouterHarness.shared.value
+        let browser = ConsoleBrowser(server)
+        let home = try await browser.get("/console/")
+        #expect(home.status == 303)
+        #expect(home.header("Location") == "/console")
+        for (method, path, status) in [
+            (HTTPRequest.Method.get, "/console/apps/", 404), (.get, "/console/static/", 404), (.get, "/console/sign-out", 404),
+            (.post, "/console", 405), (.put, "/console/apps", 405), (.delete, "/console", 405),
+        ] {
+            for accept in ["text/html", "application/json"] {
+                let answer = try await browser.send(method, path, body: nil, headers: [("Accept", accept)])
+                #expect(answer.status == status, "\(method) \(path): \(answer.status)")
+                #expect(answer.header("Content-Security-Policy")?.contains("frame-ancestors 'none'") == true, "\(method) \(path) \(accept)")
+                #expect(answer.header("X-Frame-Options") == "DENY", "\(method) \(path) \(accept)")
+                let isPage = answer.header("Content-Type")?.hasPrefix("text/html") == true
+                #expect(isPage == (accept == "text/html"), "\(method) \(path) \(accept): \(answer.header("Content-Type") ?? "")")
+                if status == 405 { #expect(answer.header("Allow") != nil, "\(method) \(path)") }
+            }
+        }
     }
 
     @Test("without a session a page goes to the sign-in, and a script's call is a 401 in the API's shape")

@@ -62,7 +62,7 @@ final class ConsoleBrowser: Sendable {
         }.joined(separator: "&")
     }
 
-    private func send(_ method: HTTPRequest.Method, _ path: String, body: String?, headers extra: [(String, String)]) async throws -> HTTPTestResponse {
+    func send(_ method: HTTPRequest.Method, _ path: String, body: String?, headers extra: [(String, String)]) async throws -> HTTPTestResponse {
         var fields = HTTPFields()
         for (name, value) in extra { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
         let cookies = jar.withLock { $0.map { "\($0.key)=\($0.value)" }.joined(separator: "; ") }
