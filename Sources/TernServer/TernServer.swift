@@ -208,7 +208,9 @@ public final class TernServer: Sendable {
                     // The server ended before it was ready (stopped while starting, or a service failed): no banner.
                     guard !Task.isCancelled else { return }
                     let bound = self.boundPort ?? configuration.http.port
-                    let url = "http://\(configuration.http.host):\(bound)"
+                    // An IPv6 address goes in brackets in a URL (`http://[::1]:8080`).
+                    let host = configuration.http.host.contains(":") ? "[\(configuration.http.host)]" : configuration.http.host
+                    let url = "http://\(host):\(bound)"
                     shown.fire()
                     onReady(Banner(
                         url: url, consoleURL: configuration.console.enabled ? url + ConsoleRoutes.root : nil, newAdminToken: newAdminToken,

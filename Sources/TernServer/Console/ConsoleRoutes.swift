@@ -405,12 +405,22 @@ struct ConsoleRoutes: Sendable {
     /// the request was sent to. A request with neither (not a browser's) is judged by its CSRF token alone.
     static func isSameOrigin(_ request: Request) -> Bool {
         // HTTP/1.1's Host header is the request's authority here.
-        guard let host = request.head.authority?.lowercased() else { return false }
-        guard let source = request.headers[.origin] ?? request.headers[.referer] else { return true }
-        guard let url = URL(string: source), let scheme = url.scheme, ["http", "https"].contains(scheme), let sourceHost = url.host else {
+        isSameOrigin(authority: request.head.authority, source: request.headers[.origin] ?? request.headers[.referer])
+    }
+
+    /// Whether `source` (an `Origin` or a `Referer`) names `authority` (the `Host` the request was sent to), compared
+    /// as written: `[::1]:8080` too, which Foundation's `URL.host` gives without its brackets (so no form from an IPv6
+    /// address was ever taken, the sign-in's included).
+    static func isSameOrigin(authority: String?, source: String?) -> Bool {
+        guard let host = authority?.lowercased() else { return false }
+        guard let source else { return true }
+        guard let schemeEnd = source.range(of: "://"), ["http", "https"].contains(source[..<schemeEnd.lowerBound].lowercased()) else {
             return false
         }
-        return (url.port.map { "\(sourceHost):\($0)" } ?? sourceHost).lowercased() == host
+        let sourceAuthority = source[schemeEnd.upperBound...].prefix { !"/?#".contains($0) }
+        // A user name in the source (`http://localhost@evil.example/`) is no origin a browser sends.
+        guard !sourceAuthority.isEmpty, !sourceAuthority.contains("@") else { return false }
+        return sourceAuthority.lowercased() == host
     }
 
     static let crossSite = JSONAPIError.forbidden("this form did not come from the console's own pages", field: "Origin")

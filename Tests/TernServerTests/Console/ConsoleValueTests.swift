@@ -8,6 +8,28 @@ import TernWeb
 /// The console's pieces as values: forms into the API's bodies, the activity's minutes, the chart, the page frame.
 @Suite("Console: values")
 struct ConsoleValueTests {
+    @Test("a form's origin is its page's host and port as written, an IPv6 address's brackets included")
+    func sameOrigin() {
+        for (authority, source, same) in [
+            ("localhost:8080", "http://localhost:8080", true),
+            ("localhost:8080", "https://LOCALHOST:8080/console/sign-in?x=1", true),
+            ("[::1]:8080", "http://[::1]:8080", true),
+            ("[::1]:8080", "http://[::1]:8080/console/sign-in", true),
+            ("[2001:db8::1]", "http://[2001:DB8::1]", true),
+            ("localhost:8080", "http://localhost:8081", false),
+            ("localhost:8080", "http://localhost:8080.evil.example", false),
+            ("localhost:8080", "http://localhost:8080@evil.example", false),
+            ("localhost:8080", "null", false),
+            ("localhost:8080", "ftp://localhost:8080", false),
+            ("[::1]:8080", "http://::1:8080", false),
+        ] as [(String, String, Bool)] {
+            #expect(ConsoleRoutes.isSameOrigin(authority: authority, source: source) == same, "\(authority) \(source)")
+        }
+        // No Origin or Referer (not a browser's request): the CSRF token decides; no Host: refused.
+        #expect(ConsoleRoutes.isSameOrigin(authority: "localhost", source: nil))
+        #expect(!ConsoleRoutes.isSameOrigin(authority: nil, source: "http://localhost"))
+    }
+
     @Test("a url-encoded form reads as the browser wrote it")
     func formDecoding() {
         let form = ConsoleForm(urlEncoded: "a=1&b=x+y&b=%C3%A9t%C3%A9&empty=&flag&bad=%zz")
