@@ -11,8 +11,8 @@ import TernAPNs
 /// in with is no longer the principal's: each session keeps that secret's hash, which ``ConsoleRoutes`` compares with
 /// the app's current one on every request, so a rotation or a deletion through the API, or on another node, ends it
 /// too, and an app made again under the same id is not the one signed in to. At most `capacity`
-/// sessions are kept: past that, the expired go, then the least recently used, so memory stays bounded whoever
-/// signs in how often.
+/// sessions are kept: past that, the expired go, then the least recently used of whoever holds the most, so memory
+/// stays bounded whoever signs in how often, and one principal's sign-ins never sign out another.
 ///
 /// Why in memory rather than in the store: a session is worth only a sign-in, and keeping it off the database keeps
 /// the schema (shared with the other nodes' migrations) as it is. Behind a load balancer with several nodes, route
@@ -88,9 +88,16 @@ final class ConsoleSessions: Sendable {
         now.timeIntervalSince(session.lastUsedAt) < idleTimeout && now.timeIntervalSince(session.createdAt) < lifetime
     }
 
+    /// The expired go first; then the principal holding the most sessions gives up its least recently used. Evicting
+    /// the least recently used of all let one app's master secret, signed in ten thousand times in twenty seconds,
+    /// sign out the admin and every other app; now whoever signs in that often pushes out only its own sessions.
     private static func makeRoom(_ sessions: inout [[UInt8]: Session], capacity: Int, isLive: (Session) -> Bool) {
         sessions = sessions.filter { isLive($0.value) }
-        while sessions.count >= capacity, let oldest = sessions.min(by: { $0.value.lastUsedAt < $1.value.lastUsedAt })?.key {
+        while sessions.count >= capacity {
+            let held = sessions.values.reduce(into: [ConsolePrincipal: Int]()) { $0[$1.principal, default: 0] += 1 }
+            guard let busiest = held.max(by: { $0.value < $1.value })?.key,
+                let oldest = sessions.filter({ $0.value.principal == busiest }).min(by: { $0.value.lastUsedAt < $1.value.lastUsedAt })?.key
+            else { return }
             sessions[oldest] = nil
         }
     }

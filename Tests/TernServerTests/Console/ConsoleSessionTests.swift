@@ -294,6 +294,26 @@ struct ConsoleSessionTableTests {
         #expect(sessions.session(id: newest) != nil)
     }
 
+    /// A probe signed in with one app's master secret 10,000 times in 20 s, and the admin was signed out.
+    @Test("one principal signing in over and over pushes out only its own sessions")
+    func noEvictionOfOthers() {
+        let clock = ManualClock()
+        let sessions = ConsoleSessions(idleTimeout: .seconds(600), lifetime: .seconds(6000), capacity: 4, clock: clock.wall)
+        let admin = sessions.start(.admin, credential: [1]).id
+        clock.advance(by: .seconds(1))
+        let other = sessions.start(.master(app: "other"), credential: [3]).id
+        var own: [String] = []
+        for _ in 0..<50 {
+            clock.advance(by: .seconds(1))
+            own.append(sessions.start(.master(app: "demo"), credential: [2]).id)
+        }
+        #expect(sessions.count == 4)
+        #expect(sessions.session(id: admin) != nil, "the admin, least recently used of all, stays")
+        #expect(sessions.session(id: other) != nil)
+        #expect(own.suffix(2).allSatisfy { sessions.session(id: $0) != nil }, "its own newest stay")
+        #expect(sessions.session(id: own[0]) == nil)
+    }
+
     @Test("failed sign-ins are limited per address and per minute")
     func limiter() {
         let clock = ManualClock()
