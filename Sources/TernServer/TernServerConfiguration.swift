@@ -2,7 +2,6 @@ import Configuration
 import Foundation
 import Logging
 import Synchronization
-import SystemPackage
 import TernAPNs
 import TernWeb
 
