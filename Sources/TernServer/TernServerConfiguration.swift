@@ -1,8 +1,6 @@
 import Configuration
 import Foundation
-import Logging
 import Synchronization
-import TernAPNs
 import TernWeb
 
 /// Everything `tern serve` can be told, by component; each setting's Swift path is its key (`delivery.concurrency`).
