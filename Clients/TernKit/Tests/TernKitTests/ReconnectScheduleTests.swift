@@ -106,6 +106,23 @@ struct MessageDeduplicatorTests {
         seen.forget("a")
         #expect(seen.firstSighting(of: "a") == true)
     }
+
+    /// A probe's case: an id forgotten (its APNs copy came while the buffer was full) and seen again (its channel copy)
+    /// left the window when its first slot came round, with two newer ids seen since: the window had shrunk.
+    @Test func anIdSeenAgainAfterItWasForgottenStaysForAWholeWindow() {
+        var seen = MessageDeduplicator(capacity: 3)
+        _ = seen.firstSighting(of: "x")
+        seen.forget("x")
+        #expect(seen.firstSighting(of: "x") == true)
+        for id in ["a", "b"] { #expect(seen.firstSighting(of: id) == true) }
+        #expect(seen.firstSighting(of: "x") == false, "x is among the last three seen")
+        #expect(seen.count == 3)
+        // Its second slot comes round after three more: then it goes, as any id does.
+        for id in ["c", "d", "e"] { _ = seen.firstSighting(of: id) }
+        #expect(!seen.contains("x") && seen.count == 3)
+        for index in 0..<1000 { _ = seen.firstSighting(of: "id-\(index)") }
+        #expect(seen.count == 3)
+    }
 }
 
 /// The channel carrying out those decisions against scripted connections: the waits it keeps, and a connection that

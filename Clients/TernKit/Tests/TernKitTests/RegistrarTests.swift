@@ -129,6 +129,58 @@ struct RegistrarTests {
         try await waitUntil("the badge") { await badge.badges == [2] }
     }
 
+    /// A probe's case: a registration in flight, the app signs in as A (queued), then as B just as the registration
+    /// ends (its state being written). B was sent first and A last, so the device stayed A's: the app's last sign-in
+    /// (or sign-out) lost. The calls go in the order they came now.
+    @Test func theAppsCallsGoInTheOrderTheyCameSoTheLastSignInHolds() async throws {
+        let identity = DeviceIdentity(deviceID: UUID().uuidString.lowercased(), deviceSecret: "tds_x")
+        let states = BlockingStateStore()
+        let http = AliasEchoHTTP()
+        let registrar = Registrar(
+            client: TernClient(configuration: configuration, transport: http), identities: MemoryIdentityStore(identity), states: states,
+            policy: RegistrationPolicy(), now: { noon })
+        _ = try await registrar.register(facts())
+        // A registration the server is slow to answer.
+        http.hold()
+        let registering = Task { try await registrar.register(facts(), force: true) }
+        try await waitUntil("the registration is sent") { http.isHolding }
+        let signingInAsA = Task { try await registrar.signIn(aliasToken: AliasTokenMinter.token(user: "user-a", app: "demo", identitySecret: "x")) }
+        try await waitUntil("signing in as A waits its turn") { await registrar.waiting == 1 }
+        // The registration's answer comes; keeping it holds the registrar (a slow write) while B is asked for.
+        states.blockNextSave()
+        http.release()
+        try await waitUntil("the registration's state is being written") { states.isBlocking }
+        let signingInAsB = Task { try await registrar.signIn(aliasToken: AliasTokenMinter.token(user: "user-b", app: "demo", identitySecret: "x")) }
+        // B's call reaches the registrar while it is held: a moment for its task to get there (not a proof of anything).
+        try await Task.sleep(for: .milliseconds(100))
+        states.unblock()
+        _ = try await registering.value
+        _ = try await signingInAsA.value
+        #expect(try await signingInAsB.value.alias == "user-b")
+        #expect(http.sent == [nil, nil, "user-a", "user-b"])
+        #expect(await registrar.alias() == "user-b")
+    }
+
+    /// The server deleted the device (its owner's backend, or an operator) and made it again at the next registration:
+    /// the user it was bound to is gone, and the app is told to sign in again, as after a lost secret.
+    @Test func aDeviceTheServerMadeAgainSaysTheUserWasLost() async throws {
+        let identity = DeviceIdentity(deviceID: UUID().uuidString.lowercased(), deviceSecret: "tds_before")
+        let identities = MemoryIdentityStore(identity)
+        let states = MemoryStateStore()
+        try states.save(TernState(deviceID: identity.deviceID, alias: "user-5"))
+        // The answer of a registration that made the device: a secret, and no user.
+        let http = ScriptedHTTP([answer(identity.deviceID, secret: "tds_made_again"), answer(identity.deviceID, alias: "user-5")])
+        let again = try await registrar(http, identities, states, at: noon).register(facts(), force: true)
+        #expect(again.outcome == .sent && again.alias == nil)
+        #expect(again.needsSignIn)
+        #expect(try identities.load()?.deviceSecret == "tds_made_again")
+        // An answer without a secret is the same device as before: whatever its user, nothing was lost with it.
+        let states2 = MemoryStateStore()
+        try states2.save(TernState(deviceID: identity.deviceID, alias: "user-5"))
+        let same = try await registrar(http, identities, states2, at: noon).register(facts(), force: true)
+        #expect(!same.needsSignIn && same.alias == "user-5")
+    }
+
     /// `register(deviceToken:)` rings the registration loop's bell before the first attempt; that ring, kept from
     /// before the wait, must not cut the server's Retry-After short, and neither may a newer token asked for meanwhile.
     @Test func aRetryAfterIsKeptWhateverRingsMeanwhile() async throws {
@@ -174,6 +226,76 @@ struct RegistrarTests {
 
 /// Answers a registration's first request with `first`, then each next with a new device named as asked, with a
 /// new secret.
+/// Answers every registration with the alias its body asked for (the server binds what a valid alias token names),
+/// keeps the order the aliases were sent in, and can hold the next registration until released.
+final class AliasEchoHTTP: HTTPTransport, @unchecked Sendable {
+    // @unchecked: state behind `lock`.
+    private let lock = NSLock()
+    private var _sent: [String?] = []
+    private var holdNext = false
+    private var held: CheckedContinuation<Void, Never>?
+
+    /// The alias each registration asked for, in the order they were sent (nil: none).
+    var sent: [String?] { lock.withLock { _sent } }
+    var isHolding: Bool { lock.withLock { held != nil } }
+
+    func hold() { lock.withLock { holdNext = true } }
+
+    func release() {
+        let held = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+            defer { self.held = nil }
+            return self.held
+        }
+        held?.resume()
+    }
+
+    func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let body = request.httpBody.flatMap { try? JSONDecoder().decode([String: TernJSON].self, from: $0) }
+        let alias = body?["alias"]?.stringValue
+        let hold = lock.withLock { () -> Bool in
+            _sent.append(alias)
+            defer { holdNext = false }
+            return holdNext
+        }
+        if hold { await withCheckedContinuation { continuation in lock.withLock { held = continuation } } }
+        let deviceID = request.url!.lastPathComponent
+        let aliasField = alias.map { #","alias":"\#($0)""# } ?? ""
+        let answer = #"{"active":true,"deviceId":"\#(deviceID)","tags":[]\#(aliasField)}"#
+        return (Data(answer.utf8), HTTPURLResponse(url: request.url!, statusCode: 200, httpVersion: nil, headerFields: nil)!)
+    }
+}
+
+/// A state store whose next save blocks its thread until released, as a slow flash write holds the registrar.
+final class BlockingStateStore: StateStore, @unchecked Sendable {
+    // @unchecked: state behind `lock`; the semaphores are thread-safe.
+    private let lock = NSLock()
+    private var state: TernState?
+    private var blockNext = false
+    private let entered = DispatchSemaphore(value: 0)
+    private let gate = DispatchSemaphore(value: 0)
+    private var _blocking = false
+
+    var isBlocking: Bool { lock.withLock { _blocking } }
+
+    func blockNextSave() { lock.withLock { blockNext = true } }
+    func unblock() { gate.signal() }
+
+    func load() throws -> TernState? { lock.withLock { state } }
+
+    func save(_ state: TernState) throws {
+        let block = lock.withLock { () -> Bool in
+            defer { blockNext = false }
+            _blocking = blockNext
+            return blockNext
+        }
+        if block {
+            gate.wait()
+            lock.withLock { _blocking = false }
+        }
+        lock.withLock { self.state = state }
+    }
+}
+
 final class EchoingRegistrationHTTP: HTTPTransport, @unchecked Sendable {
     // @unchecked: state behind `lock`.
     private let lock = NSLock()

@@ -96,39 +96,51 @@ public struct ReconnectSchedule: Sendable {
 /// acknowledged, so this only covers the time an acknowledgement is on its way.)
 public struct MessageDeduplicator: Sendable {
     public let capacity: Int
-    private var seen: Set<String> = []
-    /// The ids in the order they were seen, as a ring of `capacity` slots.
+    /// The ids remembered now: seen, and not forgotten since.
+    private var remembered: Set<String> = []
+    /// The ids in the order they were seen, as a ring of `capacity` slots; an id seen again after it was forgotten
+    /// holds a second slot.
     private var order: [String] = []
     private var oldest = 0
+    /// How many slots of the ring each id holds: an id leaves ``remembered`` when its last slot comes round, not its
+    /// first (forgotten and seen again, its first slot came round early and took the id out of a full window).
+    private var slots: [String: Int] = [:]
 
     public init(capacity: Int) {
         self.capacity = max(1, capacity)
     }
 
     /// How many ids it remembers now.
-    public var count: Int { seen.count }
+    public var count: Int { remembered.count }
 
     /// Whether `id` is new; it is remembered from now on.
     public mutating func firstSighting(of id: String) -> Bool {
         let id = id.lowercased()
-        guard !seen.contains(id) else { return false }
+        guard !remembered.contains(id) else { return false }
         if order.count < capacity {
             order.append(id)
         } else {
-            seen.remove(order[oldest])
+            let leaving = order[oldest]
+            if let held = slots[leaving], held > 1 {
+                slots[leaving] = held - 1
+            } else {
+                slots[leaving] = nil
+                remembered.remove(leaving)
+            }
             order[oldest] = id
             oldest = (oldest + 1) % capacity
         }
-        seen.insert(id)
+        slots[id, default: 0] += 1
+        remembered.insert(id)
         return true
     }
 
     public func contains(_ id: String) -> Bool {
-        seen.contains(id.lowercased())
+        remembered.contains(id.lowercased())
     }
 
     /// Forgets `id` (it was not handed over after all). Its slot in the order stays until it comes round.
     public mutating func forget(_ id: String) {
-        seen.remove(id.lowercased())
+        remembered.remove(id.lowercased())
     }
 }

@@ -18,8 +18,8 @@ public struct Registration: Sendable, Equatable {
     /// The device's tags, when the server was asked.
     public var tags: [String]?
     public var outcome: Outcome
-    /// The device was bound to a user and lost the binding with its old id: have the backend mint a new alias token
-    /// and call ``Tern/signIn(aliasToken:)``.
+    /// The device was bound to a user and lost the binding (with its old id, or because the server deleted the
+    /// device and made it again): have the backend mint a new alias token and call ``Tern/signIn(aliasToken:)``.
     public var needsSignIn: Bool
 }
 
@@ -38,6 +38,8 @@ actor Registrar {
     private(set) var latestFacts: RegistrationFacts?
     private var busy = false
     private var queue: [CheckedContinuation<Void, Never>] = []
+    /// Calls waiting for their turn (for the tests: a call is queued once this counts it).
+    var waiting: Int { queue.count }
 
     init(client: TernClient, identities: any IdentityStore, states: any StateStore, policy: RegistrationPolicy, now: @escaping @Sendable () -> Date) {
         self.client = client
@@ -135,7 +137,10 @@ actor Registrar {
         do throws(TernError) {
             let device = try await client.register(
                 deviceID: identity.deviceID, secret: identity.deviceSecret, facts: facts, alias: alias, aliasToken: aliasToken)
-            return try keep(device, identity: identity, facts: facts, outcome: .sent, hadAlias: nil)
+            // A secret in the answer to a device that had one: the server made the device again (it had deleted it),
+            // and the user it was bound to is gone with it.
+            let madeAgain = identity.deviceSecret != nil && device.deviceSecret != nil
+            return try keep(device, identity: identity, facts: facts, outcome: .sent, hadAlias: madeAgain ? state?.alias : nil)
         } catch where error.isWrongDeviceSecret {
             // The server knows this id under a secret this installation does not have (the keychain lost it, or the
             // first answer was never stored). The way back is a new id: the server moves the token there and the old
@@ -202,15 +207,18 @@ actor Registrar {
         }
     }
 
-    /// Runs `body` when no other registration runs (an actor alone would let two interleave at their awaits).
+    /// Runs `body` when no other registration runs (an actor alone would let two interleave at their awaits), in the
+    /// order the calls came: the call ending hands its turn to the first waiting, which runs without giving it up. (It
+    /// marked itself not busy and woke the waiter, and a call arriving before the waiter was back in the actor went
+    /// first: an app's sign-in, or its sign-out, could be sent before an earlier call's and be undone by it.)
     private func exclusively<Result>(_ body: () async throws(TernError) -> Result) async throws(TernError) -> Result {
-        while busy {
+        if busy {
             await withCheckedContinuation { queue.append($0) }
+        } else {
+            busy = true
         }
-        busy = true
         defer {
-            busy = false
-            if !queue.isEmpty { queue.removeFirst().resume() }
+            if queue.isEmpty { busy = false } else { queue.removeFirst().resume() }
         }
         return try await body()
     }
