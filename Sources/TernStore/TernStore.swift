@@ -185,7 +185,8 @@ public protocol TernStore: Sendable {
     /// - Returns: how many messages the cap deleted.
     func deliverToInbox(_ message: InboxMessage, owners: [InboxOwner], cap: Int, at: Date) async throws -> Int
     /// The badge each owner's devices get for push `pushID`, in one transaction:
-    /// - `.unread`: the owner's unread, unexpired messages at `at`, at most ``BadgeChange/largest``;
+    /// - `.unread`: the owner's unread, unexpired messages at `at`, at most ``BadgeChange/largest``, stored as the
+    ///   owner's counter (the next increment counts on from what the devices show);
     /// - `.increment(n)`: the owner's counter plus n, at most ``BadgeChange/largest``, stored; once per push and owner
     ///   (asked again, the same value);
     /// - `.set(n)`: n, stored as the owner's counter.

@@ -149,7 +149,8 @@ import Testing
             // "unread": each device shows its user's unread messages, this one included.
             _ = try await server.push(Self.inboxPush(alias: "user-1", title: "a", badge: #""unread""#))
             _ = try await server.push(Self.inboxPush(alias: "user-1", title: "b", badge: #""unread""#))
-            // "+N" counts on from the stored counter, once per push for the user (both devices see the same value).
+            // "+N" counts on from the stored counter, once per push for the user (both devices see the same value):
+            // the badge they were last given, here the unread count 2.
             _ = try await server.push(Fixture.push(audience: #"{"aliases": ["user-1"]}"#, extra: "").replacingOccurrences(
                 of: #""body": "from Tern"}"#, with: #""body": "from Tern", "badge": "+3"}"#))
             _ = try await server.push(Fixture.push(audience: #"{"aliases": ["user-1"]}"#).replacingOccurrences(
@@ -161,7 +162,7 @@ import Testing
             let arrivals = try await server.arrivals()
             for token in [Fixture.token(1), Fixture.token(2)] {
                 let badges = try arrivals.filter { $0.token == token }.map(Self.badge)
-                #expect(badges == [1, 2, 3, 7, 8, 9], "device \(token.suffix(2))")
+                #expect(badges == [1, 2, 5, 7, 8, 9], "device \(token.suffix(2))")
             }
         }
     }
@@ -198,6 +199,38 @@ import Testing
             let payload = try JSONValue(parsing: Data(last.payload.utf8))
             #expect(payload[path: "aps.content-available"]?.int == 1)
             #expect(payload[path: "aps.alert"] == nil)
+        }
+    }
+
+    /// A probe's case: "+1" pushes with inbox messages, reads between them. Each read's silent update showed the
+    /// unread count, and the next "+1" counted on from the old counter (1, 2, 3, then 2, 4, then 0, 5): after a read the
+    /// icon never matched the inbox again. The counter is now what the devices were last shown.
+    @Test func aReadSetsTheCounterThatTheNextIncrementCountsOnFrom() async throws {
+        let clock = ManualClock()
+        let delay = Duration.seconds(1)
+        try await RouterHarness.withServer(configure: { $0.inbox.badgeUpdateDelay = delay }, clocks: .manual(clock)) { server in
+            try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
+            var ids: [String] = []
+            for title in ["a", "b", "c"] {
+                ids.append(try #require(try await server.push(Self.inboxPush(alias: "user-1", title: title, badge: #""+1""#))["id"]?.string))
+            }
+            /// Reads `read`, and waits for the silent update it sends (the clock moved past the gathering delay).
+            func read(_ read: [String], arrivals count: Int) async throws {
+                let ids = read.map { #""\#($0)""# }.joined(separator: ", ")
+                #expect(try await server.master.post("/v1/apps/demo/inbox/read?alias=user-1", #"{"ids": [\#(ids)]}"#).status == 200)
+                let due = clock.now.advanced(by: delay)
+                try await withTimeout(10, "the badge update to gather") { await clock.waitUntilSleeping(until: due) }
+                clock.advance(by: delay)
+                try await waitUntil("the badge update") { try await server.arrivals().count == count }
+            }
+            try await read([ids[0]], arrivals: 4)
+            let d = try #require(try await server.push(Self.inboxPush(alias: "user-1", title: "d", badge: #""+1""#))["id"]?.string)
+            try await read(ids + [d], arrivals: 6)
+            _ = try await server.push(Self.inboxPush(alias: "user-1", title: "e", badge: #""+1""#))
+            let badges = try await server.arrivals().map(Self.badge)
+            #expect(badges == [1, 2, 3, 2, 3, 0, 1])
+            let unread = try await server.master.get("/v1/apps/demo/inbox?alias=user-1").json()["unread"]?.int
+            #expect(unread == 1, "the icon shows the inbox's unread count")
         }
     }
 

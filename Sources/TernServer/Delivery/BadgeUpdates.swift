@@ -81,7 +81,11 @@ final class BadgeUpdates: Service {
     }
 
     private func update(_ owner: InboxOwner, app: AppRecord) async throws {
-        let unread = try await store.unreadCount(app: app.id, owner: owner, at: clocks.wall.now)
+        let now = clocks.wall.now
+        let unread = try await store.unreadCount(app: app.id, owner: owner, at: now)
+        // What the devices are about to show is what the next `"+N"` counts on from: left at the counter's old value,
+        // a read brought the icon to the unread count and the next "+1" took it past it again, for good.
+        _ = try await store.badges(app: app.id, owners: [owner], pushID: "", change: .set(min(unread, BadgeChange.largest)), at: now)
         let devices: [DeviceRecord]
         switch owner {
         case .alias(let alias): devices = try await store.devices(app: app.id, alias: alias)

@@ -99,6 +99,13 @@ extension SQLStore {
                         values[try row.decode(column: "owner", as: String.self)] = min(
                             try row.decode(column: "unread", as: Int.self), BadgeChange.largest)
                     }
+                    // The stored counter is what the devices were last given: `"+N"` counts on from the unread count
+                    // they show, as from a number set.
+                    let rows = slice.map { owner -> SQLQueryString in "(\(bind: app), \(bind: owner), 0, \(bind: values[owner] ?? 0))" }
+                    try await db.raw("""
+                        INSERT INTO inbox_owners (app_id, owner, last_sequence, badge) VALUES \(rows.joined(separator: ", "))
+                        ON CONFLICT (app_id, owner) DO UPDATE SET badge = excluded.badge
+                        """).run()
                 case .increment(let step):
                     // Counted already for this push (a page sent again): the same value.
                     for row in try await db.raw("""
