@@ -151,7 +151,7 @@ struct InboxStoreTests {
         }
     }
 
-    @Test("badges: unread counts, +N once per push and owner, a number sets the counter", arguments: StoreFactory.all)
+    @Test("badges: unread counts and sets the counter, +N once per push and owner, a number sets the counter", arguments: StoreFactory.all)
     func badgeModes(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
             try await store.createApp(makeApp())
@@ -161,9 +161,10 @@ struct InboxStoreTests {
             _ = try await store.markRead(app: "demo", owner: alice, upTo: "m1", ids: [], at: time(1))
             #expect(try await store.badges(app: "demo", owners: [alice, bob], pushID: "p1", change: .unread, at: time(2)) == [alice: 1, bob: 0])
 
-            #expect(try await store.badges(app: "demo", owners: [alice, bob], pushID: "p1", change: .increment(2), at: time(3)) == [alice: 2, bob: 2])
-            #expect(try await store.badges(app: "demo", owners: [alice], pushID: "p1", change: .increment(2), at: time(4)) == [alice: 2], "same push: same value")
-            #expect(try await store.badges(app: "demo", owners: [alice], pushID: "p2", change: .increment(1), at: time(5)) == [alice: 3])
+            // The unread count given is the counter an increment counts on from (alice 1, bob 0).
+            #expect(try await store.badges(app: "demo", owners: [alice, bob], pushID: "p1", change: .increment(2), at: time(3)) == [alice: 3, bob: 2])
+            #expect(try await store.badges(app: "demo", owners: [alice], pushID: "p1", change: .increment(2), at: time(4)) == [alice: 3], "same push: same value")
+            #expect(try await store.badges(app: "demo", owners: [alice], pushID: "p2", change: .increment(1), at: time(5)) == [alice: 4])
             #expect(try await store.badges(app: "demo", owners: [alice], pushID: "p3", change: .set(10), at: time(6)) == [alice: 10])
             #expect(try await store.badges(app: "demo", owners: [alice, bob], pushID: "p4", change: .increment(1), at: time(7)) == [alice: 11, bob: 3])
             // A counter stops at the largest badge: a payload checked with that badge's width never outgrows APNs' limit.
