@@ -90,7 +90,7 @@ struct ServerAssembly {
         let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
         let webhooks = WebhookSender(
             store: store, serverKey: serverKey, policy: webhookPolicy, coordinator: coordinator, clocks: clocks, logger: logger)
-        let connections = DeviceConnections(node: UUID().uuidString.lowercased())
+        let connections = DeviceConnections(node: UUID.random().uuidString.lowercased())
         self.connections = connections
         let dispatcher = PushDispatcher(
             store: store, clients: clients,

@@ -3,6 +3,23 @@ import TernAPNs
 import Testing
 
 @Suite struct UUIDTextTests {
+    /// Push, node and connection ids come from the system's generator (`getrandom`), not from Foundation's `UUID()`,
+    /// which reads `/dev/urandom` and gave the all-zero id once the process had no descriptor left (a probe's push was
+    /// stored under it, and every later push refused).
+    @Test func randomIdsAreVersionFourAndDistinct() {
+        var seen: Set<UUID> = []
+        for _ in 0..<10_000 {
+            let id = UUID.random()
+            let text = id.uuidString.lowercased()
+            #expect(text.count == 36)
+            #expect(Array(text)[14] == "4", "version 4: \(text)")
+            #expect("89ab".contains(Array(text)[19]), "variant 10: \(text)")
+            #expect(!text.hasPrefix("00000000-0000"), "\(text)")
+            seen.insert(id)
+        }
+        #expect(seen.count == 10_000)
+    }
+
     @Test func formattingMatchesFoundationInLowercase() {
         for _ in 0..<1000 {
             let uuid = UUID()

@@ -22,7 +22,7 @@ public struct APNsRequestMetadata: Hashable, Sendable {
         priority: APNsPriority? = nil,
         expiration: APNsExpiration = .none,
         collapseID: String? = nil,
-        apnsID: UUID = UUID()
+        apnsID: UUID = .random()
     ) {
         self.topic = topic
         self.pushType = pushType

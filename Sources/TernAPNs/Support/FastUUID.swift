@@ -39,3 +39,16 @@ public struct FastUUIDGenerator: Sendable {
         return UUID(high: high, low: low)
     }
 }
+
+extension UUID {
+    /// A random version-4 UUID from the system's generator (`getrandom(2)`), which needs no file descriptor: the ids
+    /// that must not repeat (a push's, a node's, a connection's). Foundation's `UUID()` reads `/dev/urandom`, and with
+    /// every descriptor of the process in use it returned the all-zero id (but for its version and variant bits): a
+    /// push was stored under it, and every later push was refused as existing already.
+    public static func random() -> UUID {
+        var generator = SystemRandomNumberGenerator()
+        let high = (generator.next() & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000  // version 4
+        let low = (generator.next() & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000  // variant 10
+        return UUID(high: high, low: low)
+    }
+}

@@ -160,7 +160,7 @@ struct PushesAPI {
     /// - Returns: the stored push, and false when its idempotency key named an earlier one (then nothing is stored).
     func create(_ body: PushRequest, app: AppRecord) async throws -> (push: PushRecord, created: Bool) {
         let audience = try Self.audience(body.audience)
-        let id = UUID().apnsString
+        let id = UUID.random().apnsString
         let content = try Self.content(body, app: app, pushID: id)
         let record = PushRecord(
             id: id, appID: app.id, idempotencyKey: body.idempotencyKey, audience: audience,

@@ -231,7 +231,7 @@ final class DeviceConnection: Sendable {
     let app: String
     let deviceID: String
     /// Unique per connection: the presence table's entry is removed only by the connection that wrote it.
-    let id = UUID().uuidString.lowercased()
+    let id = UUID.random().uuidString.lowercased()
     let socket: DeviceSocket
     private let sending: Mutex<SendingState>
     private let startSender: @Sendable (DeviceConnection) -> Void

@@ -44,7 +44,7 @@ final class PushDispatcher: Service {
     /// The devices connected to this node (the online channel), rung when their messages are kept.
     private let connections: DeviceConnections
     /// This process's name on the chunks it claims.
-    private let node = UUID().uuidString.lowercased()
+    private let node = UUID.random().uuidString.lowercased()
     private let onTokensPruned: @Sendable () -> Void
     private let logger: Logger
     private let doorbell = Doorbell()
@@ -82,7 +82,7 @@ final class PushDispatcher: Service {
     /// - Parameter onTokensPruned: called after a chunk that deactivated tokens (the webhook sender looks then).
     init(
         store: any TernStore, clients: ClientDirectory, settings: Settings, coordinator: any NodeCoordinator = LocalCoordinator(),
-        connections: DeviceConnections = DeviceConnections(node: UUID().uuidString.lowercased()),
+        connections: DeviceConnections = DeviceConnections(node: UUID.random().uuidString.lowercased()),
         clocks: ServerClocks = .system, onTokensPruned: @escaping @Sendable () -> Void = {}, logger: Logger
     ) {
         self.connections = connections

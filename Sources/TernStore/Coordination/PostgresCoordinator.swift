@@ -22,7 +22,7 @@ public final class PostgresCoordinator: NodeCoordinator {
     private let subscribers = Mutex<[AsyncStream<String>.Continuation]>([])
     private let connection = Mutex<PostgresConnection?>(nil)
     /// This process, in the payloads it sends.
-    private let node = UUID().uuidString
+    private let node = UUID.random().uuidString
     /// Events to announce, sent one after another by ``run()``; a burst beyond 64 keeps the newest (the others
     /// look for work on their own anyway).
     private let announcements = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(64))
