@@ -112,16 +112,22 @@ extension ClientFaultTests {
 
         @Test func aServerCertificateTheClientDoesNotTrustEndsSendsNamingTheTLSFailure() async throws {
             let otherAuthority = try SimulatorCertificateAuthority.generate(commonName: "Some Other CA")
-            try await Harness.withSimulatorAndClient(configureClient: {
-                $0.endpoint.trustRootsPEM = otherAuthority.certificatePEM
-                $0.sendTimeout = .seconds(2)
-            }) { simulator, client in
+            let logs = LogRecorder()
+            try await Harness.withSimulatorAndClient(
+                configureClient: {
+                    $0.endpoint.trustRootsPEM = otherAuthority.certificatePEM
+                    $0.sendTimeout = .seconds(2)
+                }, logs: logs
+            ) { simulator, client in
                 let outcome = await Harness.sendConcurrently(client, [Harness.notification(1)])[0]
                 let error = try #require(outcome.clientError, "\(outcome.result)")
                 #expect(error.code == .timedOut)
                 #expect(error.message.contains("127.0.0.1:\(simulator.port)"), "\(error.message)")
                 #expect(error.message.lowercased().contains("certificate"), "\(error.message)")
                 #expect(simulator.state.stats().requests == 0)
+                // And the log says so, as it says a refused connection: a probe's app with the wrong CA had every push
+                // time out with no line in the log.
+                #expect(!logs.messages(containing: "APNs connection failed before its first answer").isEmpty)
             }
         }
     }

@@ -308,7 +308,12 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     }
 
     func connection(_ id: Int, failedWith error: any Error) {
-        state.withLock { $0.machine.setupFailed(id, description: "\(error)") }
+        // A TLS handshake refused (a CA that is not the server's, a certificate it will not take) is said as a refused
+        // connect is: otherwise each of the app's notifications timed out with nothing in the log to say why.
+        guard state.withLock({ $0.machine.setupFailed(id, description: "\(error)") }) else { return }
+        logger.warning(
+            "APNs connection failed before its first answer",
+            metadata: ["endpoint": "\(configuration.endpoint.host):\(configuration.endpoint.port)", "error": "\(error)"])
     }
 
     func connectionDraining(_ id: Int) {

@@ -222,9 +222,13 @@ struct ConnectionPoolStateMachine<Lease> {
 
     /// TLS or HTTP/2 failed and the connection is about to close. Nothing to do yet: for a connection that has not
     /// answered, the reason is kept for the error of callers that time out, and the close that follows decides.
-    mutating func setupFailed(_ connectionID: Int, description: String) {
-        guard connections[connectionID]?.answered == false else { return }
+    /// - Returns: whether it is the connection's first failure before an answer (the pool says so in the log, once).
+    @discardableResult
+    mutating func setupFailed(_ connectionID: Int, description: String) -> Bool {
+        guard connections[connectionID]?.answered == false else { return false }
+        let first = connections[connectionID]?.setupFailure == nil
         connections[connectionID]?.setupFailure = description
+        return first
     }
 
     /// The connection still is not ready at the end of its setup time: close it, which gives its slot back.

@@ -46,11 +46,13 @@ enum Harness {
     static func withSimulatorAndClient<T: Sendable>(
         configureSimulator: (inout APNsSimulator.Configuration) -> Void = { _ in },
         configureClient: (inout APNsClientConfiguration) -> Void = { _ in },
+        logs: LogRecorder? = nil,
         _ body: (APNsSimulator, APNsClient) async throws -> T
     ) async throws -> T {
         try await withSimulator(configure: configureSimulator) { simulator in
             var configuration = clientConfiguration(for: simulator)
             configureClient(&configuration)
+            if let logs { return try await APNsClient.withClient(configuration, logger: logs.logger) { client in try await body(simulator, client) } }
             return try await APNsClient.withClient(configuration) { client in try await body(simulator, client) }
         }
     }
