@@ -84,7 +84,7 @@ struct ConsoleMiddleware: RouterMiddleware {
 /// A refusal of a request under `/console`, answered as the console answers: a page with the console's headers, or
 /// for a script (which asks for JSON) the API's JSON error with them. The console's own routes refuse this way
 /// (``ConsoleMiddleware``), and so do the router and the request checks before them (``RequestShapeMiddleware``): a
-/// path no page has (`/console/`), a method a page does not take (`GET /console/sign-out`), which answered the
+/// path no page has (`/console/apps/`), a method a page does not take (`POST /console`), which answered the
 /// API's JSON without the console's headers.
 struct ConsoleRefusals: Sendable {
     let renderer: ConsoleRenderer
