@@ -22,9 +22,12 @@ public struct FastUUIDGenerator: Sendable {
 
     /// The next id's 128 bits, `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`.
     public mutating func nextWords() -> (high: UInt64, low: UInt64) {
-        let high = (nextWord() & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000  // version 4
-        let low = (nextWord() & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000  // variant 10
-        return (high, low)
+        Self.version4(high: nextWord(), low: nextWord())
+    }
+
+    /// 128 random bits as a version-4 UUID's: the version and variant bits set.
+    static func version4(high: UInt64, low: UInt64) -> (high: UInt64, low: UInt64) {
+        ((high & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000, (low & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000)
     }
 
     /// A new id in APNs' lowercase form.
@@ -47,8 +50,7 @@ extension UUID {
     /// push was stored under it, and every later push was refused as existing already.
     public static func random() -> UUID {
         var generator = SystemRandomNumberGenerator()
-        let high = (generator.next() & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000  // version 4
-        let low = (generator.next() & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000  // variant 10
+        let (high, low) = FastUUIDGenerator.version4(high: generator.next(), low: generator.next())
         return UUID(high: high, low: low)
     }
 }
