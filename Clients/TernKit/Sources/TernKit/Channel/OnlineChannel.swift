@@ -269,6 +269,9 @@ actor OnlineChannel {
         // A connection can go silent without ending (a NAT or a proxy forgot it, the network froze): nothing is read
         // and nothing fails, so only a ping that is not answered shows it.
         let interval = pingInterval
+        // A task of its own rather than a group's child: the reading loop below runs on this actor and awaits it, and
+        // a group's body would have to leave the actor for every frame. It is bounded all the same: cancelled and
+        // awaited once the loop ends, which closing the connection (or `closeLive()` on cancellation) ensures.
         let watchdog = Task { [queue] in
             await Self.keepAlive(connection, every: interval) { queue.interrupt() }
         }
