@@ -109,6 +109,56 @@ struct DeliveryOrderTests {
         #expect(order.tokensInFlight == 0)
     }
 
+    @Test func aPlaceGivenBackLeavesItsLineBeforeItsTurnAndHandsTheTurnOnAfterIt() async throws {
+        let order = DeliveryOrder()
+        _ = order.enqueue(token("a"))
+        let unused = order.enqueue(token("a"))
+        let third = order.enqueue(token("a"))
+        // Given back while it waits: out of its line, and told so if anyone waits on it.
+        order.giveBack([unused])
+        #expect(await order.turn(unused) == .cancelled)
+        order.finish(token("a"))
+        #expect(third.goesNow, "the place given back does not hold the line")
+        // Given back once its turn has come: the turn goes to the next in line.
+        let fourth = order.enqueue(token("a"))
+        order.giveBack([third])
+        #expect(fourth.goesNow)
+        // One whose turn came as it was queued, given back with another token's waiting place.
+        let other = order.enqueue(token("b"))
+        let otherNext = order.enqueue(token("b"))
+        let fifth = order.enqueue(token("a"))
+        order.giveBack([fourth, other])
+        #expect(fifth.goesNow && otherNext.goesNow)
+        order.finish([token("a"), token("b")])
+        #expect(order.tokensInFlight == 0)
+    }
+
+    @Test func heldPlacesTakeOnePerTokenInOrderAndGiveBackWhatIsNotUsed() async throws {
+        let order = DeliveryOrder()
+        let hex = { (byte: UInt8) in String(repeating: String(format: "%02x", byte), count: 32) }
+        let busy = order.enqueue(try DeviceToken(hex: hex(1)))
+        // Recipients 0 and 2 share a token; recipient 3's is not hex.
+        let held = HeldPlaces([(0, hex(1)), (1, hex(2)), (2, hex(1)), (3, "not hex")], order: order)
+        #expect(held.count == 2)
+        #expect(order.tokensInFlight == 2)
+        let waiting = try #require(held.take(0))
+        #expect(!waiting.goesNow, "behind the notification already in flight to its token")
+        #expect(held.take(2) == nil && held.take(3) == nil)
+        // Recipient 1 turned out not to need APNs: its line is free again at once.
+        held.giveBack([1, 5])
+        #expect(order.tokensInFlight == 1 && held.count == 0)
+        order.finish([busy])
+        #expect(waiting.goesNow)
+        order.finish([waiting])
+        #expect(order.tokensInFlight == 0)
+
+        // What is still held at the end goes back with the rest.
+        let rest = HeldPlaces([(0, hex(3)), (1, hex(4))], order: order)
+        #expect(order.tokensInFlight == 2)
+        rest.giveBackAll()
+        #expect(order.tokensInFlight == 0 && rest.count == 0)
+    }
+
     @Test func aWaitingBadgeUpdateIsReplacedByANewerOneButNotByAlerts() async throws {
         let order = DeliveryOrder()
         let alert = order.enqueue(token("a"))

@@ -215,6 +215,49 @@ struct MultiNodeTests {
         }
     }
 
+    @Test("auto pushes fall back to a device in the order they were made, however long each one's fallback takes to mark: offline, or connected and silent")
+    func autoFallbacksKeepTheirOrder() async throws {
+        try await MultiNode.with { cluster in
+            try await cluster.createApp(on: cluster.nodes[0])
+            try await cluster.register(2, on: cluster.nodes[0])
+            // Device 0 is offline. Device 1 looks connected to a node that died: its pushes wait for their ackTimeout,
+            // then fall back.
+            _ = try await PostgresTestServer.integers(
+                "INSERT INTO device_presence (app_id, device_id, node, connection, connected_at) "
+                    + "VALUES ('shop', '\(Fixture.device(1))', 'dead-node', 'gone', 0) RETURNING 1",
+                database: cluster.databaseURL)
+            // The first fallback marked takes 1.5 s (a slow database call): the push made after it is marked first.
+            for statement in [
+                "CREATE SEQUENCE fallbacks_marked",
+                """
+                CREATE FUNCTION slow_first_fallback() RETURNS trigger AS $$
+                BEGIN
+                    IF NEW.fallback_at IS NOT NULL AND OLD.fallback_at IS NULL AND nextval('fallbacks_marked') = 1 THEN
+                        PERFORM pg_sleep(1.5);
+                    END IF;
+                    RETURN NEW;
+                END $$ LANGUAGE plpgsql
+                """,
+                "CREATE TRIGGER slow_first_fallback BEFORE UPDATE ON device_messages FOR EACH ROW EXECUTE FUNCTION slow_first_fallback()",
+            ] {
+                _ = try await PostgresTestServer.integers(statement, database: cluster.databaseURL)
+            }
+
+            let audience = #""\#(Fixture.device(0))", "\#(Fixture.device(1))""#
+            for title in ["first", "second"] {
+                let answer = try await cluster.master(0).post(
+                    "/v1/apps/shop/pushes",
+                    #"{"audience": {"devices": [\#(audience)]}, "notification": {"title": "\#(title)"}, "delivery": "auto", "ackTimeout": 0.3}"#)
+                #expect(answer.status == 202, "\(answer.text)")
+            }
+            let arrivals = try await cluster.arrivals(count: 4)
+            for number in 0..<2 {
+                let titles = try MultiNode.titles(in: arrivals, for: Fixture.token(number))
+                #expect(titles == ["first", "second"], "device \(number) saw \(titles)")
+            }
+        }
+    }
+
     @Test("when a device's node goes away, the device reconnects to the other and misses nothing; a dead node's devices fall back once")
     func aNodeGoesAwayWithConnections() async throws {
         try await MultiNode.with { cluster in

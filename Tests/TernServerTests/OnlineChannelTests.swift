@@ -240,6 +240,38 @@ struct OnlineChannelTests {
         await answering.close()
     }
 
+    @Test func anAutoPushHoldsAConnectedDevicesAPNsLineOnlyUntilItAcknowledges() async throws {
+        let server = try await ServerHarness.shared.value
+        let quick = try await newDevice(server)
+        let silent = try await newDevice(server)
+        let answering = connect(server, quick)
+        let quiet = connect(server, silent)
+        for (device, connection) in [(quick, answering), (silent, quiet)] {
+            _ = try await pushOnline(server, to: device.id, title: "probe")
+            connection.ack([try #require(try await connection.next()["id"]?.string)])
+        }
+        // One auto push to both: its place in each device's APNs line is taken in its turn, in case it falls back.
+        let auto = try await server.master.post(
+            "/v1/apps/demo/pushes",
+            #"{"audience": {"devices": ["\#(quick.id)", "\#(silent.id)"]}, "notification": {"title": "auto"}, "delivery": "auto", "ackTimeout": 30}"#)
+        #expect(auto.status == 202, "\(auto.text)")
+        answering.ack([try #require(try await answering.next()["id"]?.string)])
+        let waiting = try await quiet.next()
+
+        // The quick device's place is given back once its ack is seen, not when the silent one's 30 s are over.
+        _ = try await server.push(#"{"audience": {"devices": ["\#(quick.id)"]}, "notification": {"title": "after"}, "delivery": "apns"}"#)
+        try await waitUntil("the APNs push to the device that acknowledged", within: 15) {
+            try await arrivals(server, token: quick.token).count == 1
+        }
+        quiet.ack([try #require(waiting["id"]?.string)])
+        let autoID = try #require(try auto.json()["id"]?.string)
+        try await waitUntil("the auto push completes", within: 15) { try await pushView(server, autoID)["status"]?.string == "completed" }
+        #expect(try await pushView(server, autoID)[path: "counts.fellBackToAPNs"]?.int == 0)
+        #expect(try await arrivals(server, token: silent.token).isEmpty)
+        await answering.close()
+        await quiet.close()
+    }
+
     @Test func anAutoPushWaitingForAnAcknowledgementDoesNotHoldAStopAndIsTakenUpAgainAfterIt() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-auto-stop-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -582,10 +582,11 @@ final class PushDispatcher: Service {
     /// Sends one chunk of a push with `delivery` `online` or `auto` (``OnlineDelivery``).
     ///
     /// In claim order, like the APNs path: the inbox message, the badges, and each device's message, numbered in the
-    /// device's order. Then the devices' connections are rung, here or on the node that holds them (the presence
-    /// table says which). What goes through APNs: for `online` with `wake`, a silent push to each offline device; for
-    /// `auto`, the push itself to each device that is offline, or that has not acknowledged within the timeout,
-    /// marked in the store first so it falls back once.
+    /// device's order; which devices are connected, here or on another node (the presence table says which); and, for
+    /// `auto`, a place in each recipient's APNs line (``HeldPlaces``). Then the devices' connections are rung. What goes
+    /// through APNs: for `online` with `wake`, a silent push to each offline device; for `auto`, the push itself to
+    /// each device that is offline, or that has not acknowledged within the timeout, marked in the store first so it
+    /// falls back once.
     private func sendOnline(
         _ recipients: [Recipient], app: AppRecord, content: PushContent, online: OnlineDelivery, pushID: String, place: UInt64,
         into tally: ChunkLedger, handedOver: @Sendable () -> Void
@@ -596,20 +597,30 @@ final class PushDispatcher: Service {
         for (index, recipient) in recipients.enumerated() where tally.needsSending(index) {
             if let deviceID = recipient.deviceID { withDevice.append((index, recipient, deviceID)) } else { withoutDevice.append((index, recipient)) }
         }
-        let (kept, badgeByDevice) = try await admission.admit(place) { () async throws -> ([DeviceMessage], [String: Int]) in
-            try await self.whileTheDatabaseIsAway {
-                try await self.keep(withDevice, app: app, content: content, online: online, pushID: pushID, at: now, into: tally)
+        let (kept, badgeByDevice, presence, held) = try await admission.admit(place) {
+            () async throws -> ([DeviceMessage], [String: Int], [DevicePresence], HeldPlaces?) in
+            let (kept, badges, presence) = try await self.whileTheDatabaseIsAway {
+                let (kept, badges) = try await self.keep(withDevice, app: app, content: content, online: online, pushID: pushID, at: now, into: tally)
+                // A sole node knows its connections without asking the database (whose one SQLite connection is busy
+                // with the acknowledgements coming back meanwhile).
+                let presence =
+                    self.coordinator.isSoleNode
+                    ? self.connections.presence(app: app.id, deviceIDs: kept.map(\.deviceID))
+                    : try await self.store.presence(app: app.id, deviceIDs: kept.map(\.deviceID))
+                return (kept, badges, presence)
             }
+            // Last, once nothing is left to fail and be tried again: each place is taken once.
+            guard online.mode == .auto, self.settings.delivery.ordering else { return (kept, badges, presence, nil) }
+            let held = HeldPlaces(
+                withoutDevice.map { ($0.index, $0.recipient.token) } + withDevice.map { ($0.index, $0.recipient.token) }, order: self.order)
+            return (kept, badges, presence, held)
         }
+        // Whatever happens below, no place is left holding a device's line.
+        defer { held?.giveBackAll() }
         messagesKept.increment(by: kept.count)
         let messageByDevice = Dictionary(kept.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
 
-        // Ring the connections, wherever they are. A sole node knows them without asking the database (whose one
-        // SQLite connection is busy with the acknowledgements coming back meanwhile).
-        let presence =
-            coordinator.isSoleNode
-            ? connections.presence(app: app.id, deviceIDs: kept.map(\.deviceID))
-            : try await store.presence(app: app.id, deviceIDs: kept.map(\.deviceID))
+        // Ring the connections, wherever they are.
         let connected = Set(presence.map(\.deviceID))
         var remote: [String: [String]] = [:]
         var local: [String] = []
@@ -666,13 +677,22 @@ final class PushDispatcher: Service {
                     tally.set(entry.index, .accepted)
                 }
             }
-            if !throughAPNs.isEmpty { try await sendThroughAPNs(throughAPNs, of: recipients, template: template, app: app, into: tally) }
+            if !throughAPNs.isEmpty {
+                try await sendThroughAPNs(throughAPNs, of: recipients, template: template, app: app, into: tally, held: held)
+            }
+            held?.giveBack(withoutDevice.map(\.index) + offline.map(\.index))
 
-            // Connected: what is not acknowledged in time goes through APNs.
+            // Connected: what is not acknowledged in time goes through APNs. Each device's place is given back as its
+            // acknowledgement is seen, so the device's later notifications wait for nothing more.
             let waiting = withDevice.filter { connected.contains($0.deviceID) }
             guard !waiting.isEmpty else { return }
             let waitingIDs = waiting.compactMap { messageByDevice[$0.deviceID]?.id }
-            if let unacknowledged = try await waitForAcks(app: app.id, ids: waitingIDs, within: .milliseconds(online.ackTimeoutMilliseconds)) {
+            let recipientByMessage = Dictionary(
+                waiting.compactMap { entry in messageByDevice[entry.deviceID].map { ($0.id, entry.index) } }, uniquingKeysWith: { first, _ in first })
+            let unacknowledged = try await waitForAcks(app: app.id, ids: waitingIDs, within: .milliseconds(online.ackTimeoutMilliseconds)) {
+                held?.giveBack($0.compactMap { recipientByMessage[$0] })
+            }
+            if let unacknowledged {
                 // This node is stopping: neither acknowledged nor late yet. Left unrecorded, each is waited for again
                 // by whichever node takes the chunk up (its device connects there, or it falls back then).
                 var left = 0
@@ -696,20 +716,25 @@ final class PushDispatcher: Service {
                     tally.set(entry.index, .accepted)
                 }
             }
-            if !lateAPNs.isEmpty { try await sendThroughAPNs(lateAPNs, of: recipients, template: template, app: app, into: tally) }
+            if !lateAPNs.isEmpty { try await sendThroughAPNs(lateAPNs, of: recipients, template: template, app: app, into: tally, held: held) }
         }
     }
 
-    /// Waits until every one of these messages is acknowledged, or `timeout` has passed. The acknowledgements may
-    /// come to any node, so the store is asked, every ``ackCheckInterval``: a chunk whose devices all answer in
-    /// milliseconds is done then, not at the end of its `ackTimeout`.
+    /// Waits until every one of these messages is acknowledged, or `timeout` has passed, telling `acknowledged` the ones
+    /// seen acknowledged at each look. The acknowledgements may come to any node, so the store is asked, every
+    /// ``ackCheckInterval``: a chunk whose devices all answer in milliseconds is done then, not at the end of its
+    /// `ackTimeout`.
     /// - Returns: the messages still unacknowledged, if the node began to stop first (its connections are closed by
     ///   then, so no acknowledgement can come to it); nil otherwise.
-    private func waitForAcks(app: String, ids: [String], within timeout: Duration) async throws -> Set<String>? {
+    private func waitForAcks(
+        app: String, ids: [String], within timeout: Duration, acknowledged: ([String]) -> Void
+    ) async throws -> Set<String>? {
         var waiting = ids
         var stopped = false
         try await Self.poll(on: clocks.timer, every: Self.ackCheckInterval, for: timeout) {
-            waiting = Array(try await store.unacknowledged(app: app, ids: waiting))
+            let left = try await store.unacknowledged(app: app, ids: waiting)
+            acknowledged(waiting.filter { !left.contains($0) })
+            waiting = Array(left)
             stopped = self.stopping.load(ordering: .relaxed)
             return waiting.isEmpty || stopped
         }
@@ -733,23 +758,31 @@ final class PushDispatcher: Service {
     static let ackCheckInterval: Duration = .milliseconds(100)
 
     /// Sends these recipients' notifications through APNs, one per token at a time, and classifies the results.
-    /// `items` name the chunk's `recipients` by index.
+    /// `items` name the chunk's `recipients` by index. Their places in line are taken now, or were taken in the chunk's
+    /// turn (`held`; what they do not use is given back).
     private func sendThroughAPNs(
         _ items: [(index: Int, recipient: Recipient, payload: [UInt8]?)], of recipients: [Recipient], template: NotificationTemplate,
-        app: AppRecord, into tally: ChunkLedger
+        app: AppRecord, into tally: ChunkLedger, held: HeldPlaces? = nil
     ) async throws {
         var payloads: [Int: [UInt8]] = [:]
         for item in items { if let payload = item.payload { payloads[item.index] = payload } }
         let (clientsByEnvironment, addressed) = await address(items.map(\.index), of: recipients, app: app, into: tally)
         var seen: Set<DeviceToken> = []
         let unique = addressed.filter { seen.insert($0.token).inserted }
-        let tickets = places(unique)
+        let tickets: [DeliveryOrder.Ticket?]?
+        if let held {
+            tickets = unique.map { held.take($0.index) }
+            // Not addressed (no client, a token that is not hex) or a token twice: nothing of theirs goes.
+            held.giveBack(items.map(\.index))
+        } else {
+            tickets = places(unique)
+        }
         var batches: [APNsEnvironment?: Batch] = [:]
         var ids = FastUUIDGenerator()
         for (position, (index, token)) in unique.enumerated() {
             let environment = recipients[index].environment ?? app.environment.apnsEnvironment
             batches[environment, default: Batch()].append(
-                QueuedNotification(notification: template.notification(to: token, payload: payloads[index], ids: &ids), ticket: tickets?[position]),
+                QueuedNotification(notification: template.notification(to: token, payload: payloads[index], ids: &ids), ticket: tickets?[position] ?? nil),
                 recipient: index)
         }
         await sendBatches(batches, clients: clientsByEnvironment, recipients: recipients, app: app, into: tally)

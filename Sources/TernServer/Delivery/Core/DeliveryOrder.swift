@@ -229,6 +229,30 @@ final class DeliveryOrder: Sendable {
         if lines.withLock({ $0.withdraw(waiter, token: key) }) { waiter.decide(.cancelled) }
     }
 
+    /// Gives places back unused: a ticket still waiting leaves its line, and one whose turn has come hands the turn
+    /// on. For places taken before it is known whether they are needed (an `auto` push's, for its fallbacks); each is
+    /// given back once, and never after its notification went (``finish(_:)`` hands the turn on then). Not for
+    /// badge-only tickets, which a newer update may have taken out of their line already.
+    func giveBack(_ tickets: some Sequence<Ticket>) {
+        var withdrawn: [Waiter] = []
+        let next = lines.withLock { lines -> [Waiter] in
+            var next: [Waiter] = []
+            for ticket in tickets {
+                assert(ticket.waiter?.badgeOnly != true, "a badge-only ticket is not given back")
+                // Out of its line before its turn: nothing to hand on.
+                if let waiter = ticket.waiter, lines.withdraw(waiter, token: ticket.key) {
+                    withdrawn.append(waiter)
+                } else if let waiter = lines.finish(ticket.key) {
+                    next.append(waiter)
+                }
+            }
+            lines.sweepIfMostlyIdle()
+            return next
+        }
+        for waiter in withdrawn { waiter.decide(.cancelled) }
+        for waiter in next { waiter.decide(.go) }
+    }
+
     /// The token's notification in flight is answered: the next one in its line goes.
     func finish(_ token: DeviceToken) {
         finish(keys: [LineKey(token)])
