@@ -133,6 +133,25 @@ struct DeliveryOrderTests {
         #expect(order.tokensInFlight == 0)
     }
 
+    @Test func aPlaceThatLeftItsLineAlreadyIsPassedOverWhenGivenBack() async throws {
+        let order = DeliveryOrder()
+        _ = order.enqueue(token("a"))
+        let cancelled = order.enqueue(token("a"))
+        let replaced = order.enqueue(token("a"), badgeOnly: true)
+        let newest = order.enqueue(token("a"), badgeOnly: true)
+        let waiting = Task { await order.turn(cancelled) }
+        waiting.cancel()
+        #expect(await waiting.value == .cancelled)
+        #expect(await order.turn(replaced) == .superseded)
+        // Neither is in the line any more: giving them back hands on no one's turn.
+        order.giveBack([cancelled, replaced])
+        #expect(!newest.goesNow, "the notification in flight still holds the line")
+        order.finish(token("a"))
+        #expect(newest.goesNow)
+        order.finish(token("a"))
+        #expect(order.tokensInFlight == 0)
+    }
+
     @Test func heldPlacesTakeOnePerTokenInOrderAndGiveBackWhatIsNotUsed() async throws {
         let order = DeliveryOrder()
         let hex = { (byte: UInt8) in String(repeating: String(format: "%02x", byte), count: 32) }

@@ -1,16 +1,18 @@
+import Synchronization
 import TernAPNs
 
-/// An `auto` chunk's places in its tokens' lines (``DeliveryOrder``), by recipient (an index into the chunk).
+/// An `online` or `auto` chunk's places in its tokens' lines (``DeliveryOrder``), by recipient (an index into the
+/// chunk).
 ///
-/// An `auto` chunk learns which of its recipients go through APNs only after its admission turn: a device is found
+/// Such a chunk learns which of its recipients go through APNs only after its admission turn: a device is found
 /// offline, or does not acknowledge in time. Its places are taken in the turn all the same, so that a device's
-/// fallbacks leave in the order its pushes were counted, however long the steps in between take on each chunk (a
-/// presence lookup, the fallback marks: database calls that two chunks can finish in either order). Each place is
-/// used when its recipient goes through APNs (``take(_:)``), or given back once it is known not to: none is left
-/// holding a device's line. Used by one chunk's task only.
-final class HeldPlaces {
+/// fallbacks and channel messages leave in the order its pushes were counted, however long the steps in between take
+/// on each chunk (a presence lookup, the fallback marks: database calls that two chunks can finish in either order).
+/// Each place is used when its recipient goes through APNs (``take(_:)``), or given back once it is known not to: none
+/// is left holding a device's line.
+final class HeldPlaces: Sendable {
     private let order: DeliveryOrder
-    private var byRecipient: [Int: DeliveryOrder.Ticket]
+    private let byRecipient: Mutex<[Int: DeliveryOrder.Ticket]>
 
     /// Takes a place in each recipient's token line, in the chunk's order and under one lock; a token that is not
     /// hex (refused later, like APNs would) takes none, nor does a token a recipient before it took one for.
@@ -24,27 +26,34 @@ final class HeldPlaces {
             indices.append(index)
             keys.append(DeliveryOrder.LineKey(token))
         }
-        byRecipient = Dictionary(uniqueKeysWithValues: zip(indices, order.enqueue(keys: keys)))
+        byRecipient = Mutex(Dictionary(uniqueKeysWithValues: zip(indices, order.enqueue(keys: keys))))
+    }
+
+    /// The recipient's place, left held (to wait for its turn); nil if it holds none.
+    func peek(_ recipient: Int) -> DeliveryOrder.Ticket? {
+        byRecipient.withLock { $0[recipient] }
     }
 
     /// The recipient's place, for its notification (which hands the turn on once answered); nil if it holds none.
     func take(_ recipient: Int) -> DeliveryOrder.Ticket? {
-        byRecipient.removeValue(forKey: recipient)
+        byRecipient.withLock { $0.removeValue(forKey: recipient) }
     }
 
     /// Gives back the places these recipients still hold: they do not go through APNs.
     func giveBack(_ recipients: some Sequence<Int>) {
-        let tickets = recipients.compactMap { byRecipient.removeValue(forKey: $0) }
+        let tickets = byRecipient.withLock { held in recipients.compactMap { held.removeValue(forKey: $0) } }
         if !tickets.isEmpty { order.giveBack(tickets) }
     }
 
     /// Gives back every place still held: the chunk is done with APNs.
     func giveBackAll() {
-        guard !byRecipient.isEmpty else { return }
-        order.giveBack(Array(byRecipient.values))
-        byRecipient = [:]
+        let tickets = byRecipient.withLock { held in
+            defer { held = [:] }
+            return Array(held.values)
+        }
+        if !tickets.isEmpty { order.giveBack(tickets) }
     }
 
     /// How many places are still held (for tests).
-    var count: Int { byRecipient.count }
+    var count: Int { byRecipient.withLock { $0.count } }
 }

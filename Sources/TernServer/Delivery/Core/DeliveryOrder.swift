@@ -46,13 +46,29 @@ final class DeliveryOrder: Sendable {
             state.withLock { if case .decided(.go) = $0 { true } else { false } }
         }
 
-        func decide(_ turn: Turn) {
-            let waiter = state.withLock { state -> CheckedContinuation<Turn, Never>? in
+        /// Its turn, once decided.
+        var decision: Turn? {
+            state.withLock { if case .decided(let turn) = $0 { turn } else { nil } }
+        }
+
+        /// Decides its turn, under the lines' lock as it leaves its line, so that a waiter is in its line exactly
+        /// while it has no turn. - Returns: the task waiting for it, to resume once the lines' lock is let go.
+        func decide(_ turn: Turn) -> Resumption? {
+            state.withLock { state -> Resumption? in
                 guard case .waiting(let waiter) = state else { return nil }
                 state = .decided(turn)
-                return waiter
+                return waiter.map { Resumption(task: $0, turn: turn) }
             }
-            waiter?.resume(returning: turn)
+        }
+    }
+
+    /// A task waiting for a turn that was decided: resumed once the lines' lock is let go.
+    fileprivate struct Resumption {
+        let task: CheckedContinuation<Turn, Never>
+        let turn: Turn
+
+        static func resume(_ resumptions: [Resumption]) {
+            for resumption in resumptions { resumption.task.resume(returning: resumption.turn) }
         }
     }
 
@@ -197,11 +213,14 @@ final class DeliveryOrder: Sendable {
     /// Takes the next place in each key's line, in order, under one lock. A caller makes each key where its token lies
     /// (`items.map { LineKey($0.token) }`): a copy of the token on the way would retain and release its references.
     func enqueue(keys: [LineKey], badgeOnly: Bool = false) -> [Ticket] {
-        var superseded: [Waiter] = []
+        var resumptions: [Resumption] = []
         let waiters = lines.withLock { lines -> [Waiter?] in
-            keys.map { lines.enqueue($0, badgeOnly: badgeOnly, superseded: &superseded) }
+            var superseded: [Waiter] = []
+            let waiters = keys.map { lines.enqueue($0, badgeOnly: badgeOnly, superseded: &superseded) }
+            resumptions = superseded.compactMap { $0.decide(.superseded) }
+            return waiters
         }
-        for old in superseded { old.decide(.superseded) }
+        Resumption.resume(resumptions)
         return zip(keys, waiters).map { Ticket(key: $0, waiter: $1) }
     }
 
@@ -226,31 +245,36 @@ final class DeliveryOrder: Sendable {
 
     /// Takes a waiting ticket out of its line; one whose turn came is left as it is.
     private func withdraw(_ waiter: Waiter, key: LineKey) {
-        if lines.withLock({ $0.withdraw(waiter, token: key) }) { waiter.decide(.cancelled) }
+        let resumption = lines.withLock { $0.withdraw(waiter, token: key) ? waiter.decide(.cancelled) : nil }
+        Resumption.resume(resumption.map { [$0] } ?? [])
     }
 
     /// Gives places back unused: a ticket still waiting leaves its line, and one whose turn has come hands the turn
-    /// on. For places taken before it is known whether they are needed (an `auto` push's, for its fallbacks); each is
-    /// given back once, and never after its notification went (``finish(_:)`` hands the turn on then). Not for
-    /// badge-only tickets, which a newer update may have taken out of their line already.
+    /// on; one that left its line already (cancelled, or a badge-only update replaced) is passed over. For places
+    /// taken before it is known whether they are needed (an `online` or `auto` push's, for its fallbacks and channel
+    /// messages); each is given back once, and never after its notification went (``finish(_:)`` hands the turn on
+    /// then).
     func giveBack(_ tickets: some Sequence<Ticket>) {
-        var withdrawn: [Waiter] = []
-        let next = lines.withLock { lines -> [Waiter] in
-            var next: [Waiter] = []
+        var resumptions: [Resumption] = []
+        lines.withLock { lines in
             for ticket in tickets {
-                assert(ticket.waiter?.badgeOnly != true, "a badge-only ticket is not given back")
-                // Out of its line before its turn: nothing to hand on.
-                if let waiter = ticket.waiter, lines.withdraw(waiter, token: ticket.key) {
-                    withdrawn.append(waiter)
-                } else if let waiter = lines.finish(ticket.key) {
-                    next.append(waiter)
+                if let waiter = ticket.waiter {
+                    switch waiter.decision {
+                    case .cancelled, .superseded:
+                        continue
+                    case .go:
+                        break
+                    case nil:
+                        // Still in its line: out of it, with nothing to hand on.
+                        if lines.withdraw(waiter, token: ticket.key), let resumption = waiter.decide(.cancelled) { resumptions.append(resumption) }
+                        continue
+                    }
                 }
+                if let next = lines.finish(ticket.key), let resumption = next.decide(.go) { resumptions.append(resumption) }
             }
             lines.sweepIfMostlyIdle()
-            return next
         }
-        for waiter in withdrawn { waiter.decide(.cancelled) }
-        for waiter in next { waiter.decide(.go) }
+        Resumption.resume(resumptions)
     }
 
     /// The token's notification in flight is answered: the next one in its line goes.
@@ -269,15 +293,14 @@ final class DeliveryOrder: Sendable {
     }
 
     private func finish(keys: [LineKey]) {
-        let next = lines.withLock { lines -> [Waiter] in
-            var next: [Waiter] = []
+        var resumptions: [Resumption] = []
+        lines.withLock { lines in
             for key in keys {
-                if let waiter = lines.finish(key) { next.append(waiter) }
+                if let next = lines.finish(key), let resumption = next.decide(.go) { resumptions.append(resumption) }
             }
             lines.sweepIfMostlyIdle()
-            return next
         }
-        for waiter in next { waiter.decide(.go) }
+        Resumption.resume(resumptions)
     }
 
     /// Tokens with a notification in flight (for tests and metrics).
