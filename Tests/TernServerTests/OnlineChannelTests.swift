@@ -272,29 +272,6 @@ struct OnlineChannelTests {
         await quiet.close()
     }
 
-    @Test(arguments: ["online", "auto"])
-    func aChannelMessageWaitsForTheAPNsNotificationPushedBeforeIt(delivery: String) async throws {
-        try await ServerHarness.withServer { server in
-            let device = try await newDevice(server)
-            let connection = try await connected(server, device)
-            // APNs answers after a second; the simulator logs a notification as its answer goes.
-            _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 1000}"#)
-            for (title, path) in [("first", "apns"), ("second", delivery)] {
-                let answer = try await server.master.post(
-                    "/v1/apps/demo/pushes",
-                    #"{"audience": {"devices": ["\#(device.id)"]}, "notification": {"title": "\#(title)"}, "delivery": "\#(path)"}"#)
-                #expect(answer.status == 202, "\(answer.text)")
-            }
-            let frame = try await connection.next()
-            // Read at once: APNs had answered the first push when the second came over the channel.
-            let sent = try await arrivals(server, token: device.token)
-            #expect(frame[path: "notification.title"]?.string == "second")
-            #expect(sent.count == 1, "the channel message came before APNs answered the push made before it")
-            connection.ack([try #require(frame["id"]?.string)])
-            await connection.close()
-        }
-    }
-
     @Test func anAutoPushWaitingForAnAcknowledgementDoesNotHoldAStopAndIsTakenUpAgainAfterIt() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-auto-stop-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }

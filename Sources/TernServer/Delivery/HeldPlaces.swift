@@ -1,15 +1,14 @@
 import Synchronization
 import TernAPNs
 
-/// An `online` or `auto` chunk's places in its tokens' lines (``DeliveryOrder``), by recipient (an index into the
-/// chunk).
+/// An `auto` chunk's places in its tokens' lines (``DeliveryOrder``), by recipient (an index into the chunk).
 ///
-/// Such a chunk learns which of its recipients go through APNs only after its admission turn: a device is found
+/// An `auto` chunk learns which of its recipients go through APNs only after its admission turn: a device is found
 /// offline, or does not acknowledge in time. Its places are taken in the turn all the same, so that a device's
-/// fallbacks and channel messages leave in the order its pushes were counted, however long the steps in between take
-/// on each chunk (a presence lookup, the fallback marks: database calls that two chunks can finish in either order).
-/// Each place is used when its recipient goes through APNs (``take(_:)``), or given back once it is known not to: none
-/// is left holding a device's line.
+/// fallbacks leave in the order its pushes were counted, however long the steps in between take on each chunk (a
+/// presence lookup, the fallback marks: database calls that two chunks can finish in either order). Each place is
+/// used when its recipient goes through APNs (``take(_:)``), or given back once it is known not to: none is left
+/// holding a device's line.
 final class HeldPlaces: Sendable {
     private let order: DeliveryOrder
     private let byRecipient: Mutex<[Int: DeliveryOrder.Ticket]>
@@ -27,11 +26,6 @@ final class HeldPlaces: Sendable {
             keys.append(DeliveryOrder.LineKey(token))
         }
         byRecipient = Mutex(Dictionary(uniqueKeysWithValues: zip(indices, order.enqueue(keys: keys))))
-    }
-
-    /// The recipient's place, left held (to wait for its turn); nil if it holds none.
-    func peek(_ recipient: Int) -> DeliveryOrder.Ticket? {
-        byRecipient.withLock { $0[recipient] }
     }
 
     /// The recipient's place, for its notification (which hands the turn on once answered); nil if it holds none.

@@ -609,30 +609,33 @@ final class PushDispatcher: Service {
                     : try await self.store.presence(app: app.id, deviceIDs: kept.map(\.deviceID))
                 return (kept, badges, presence)
             }
-            // Last, once nothing is left to fail and be tried again: each place is taken once. A place for each recipient
-            // that may use its device's line: its message over the channel (which waits for the device's APNs
-            // notification in flight), or a notification through APNs (for `auto`, any; for `online`, a wake-up).
-            guard self.settings.delivery.ordering else { return (kept, badges, presence, nil) }
-            let connected = Set(presence.map(\.deviceID))
-            let using =
-                online.mode == .auto
-                ? withoutDevice.map { ($0.index, $0.recipient.token) } + withDevice.map { ($0.index, $0.recipient.token) }
-                : withDevice.filter { online.wake || connected.contains($0.deviceID) }.map { ($0.index, $0.recipient.token) }
-            return (kept, badges, presence, HeldPlaces(using, order: self.order))
+            // Last, once nothing is left to fail and be tried again: each place is taken once.
+            guard online.mode == .auto, self.settings.delivery.ordering else { return (kept, badges, presence, nil) }
+            let held = HeldPlaces(
+                withoutDevice.map { ($0.index, $0.recipient.token) } + withDevice.map { ($0.index, $0.recipient.token) }, order: self.order)
+            return (kept, badges, presence, held)
         }
         // Whatever happens below, no place is left holding a device's line.
         defer { held?.giveBackAll() }
         messagesKept.increment(by: kept.count)
         let messageByDevice = Dictionary(kept.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
-        let nodeByDevice = Dictionary(presence.map { ($0.deviceID, $0.node) }, uniquingKeysWith: { first, _ in first })
-        let connected = Set(nodeByDevice.keys)
 
-        // The connected devices' messages, beside what goes through APNs: an `auto` push keeps each place for the
-        // device's fallback, an `online` push gives it back once the message is handed over.
-        let onChannel = withDevice.filter { connected.contains($0.deviceID) }.map { (index: $0.index, deviceID: $0.deviceID) }
-        async let channel: Void = handOverInTurn(
-            onChannel, messages: messageByDevice, nodeByDevice: nodeByDevice, app: app.id, keptAt: now, held: held,
-            keepingPlaces: online.mode == .auto)
+        // Ring the connections, wherever they are.
+        let connected = Set(presence.map(\.deviceID))
+        var remote: [String: [String]] = [:]
+        var local: [String] = []
+        for entry in presence {
+            if entry.node == connections.node { local.append(entry.deviceID) } else { remote[entry.node, default: []].append(entry.deviceID) }
+        }
+        // Messages kept now go to this node's connections directly (which wakes them); one kept by an earlier holder
+        // of the chunk may have been acknowledged since, so those connections are only woken, to read the store.
+        let localDevices = Set(local)
+        let handed = kept.filter { localDevices.contains($0.deviceID) && $0.createdAt == now }
+        connections.handOver(handed)
+        connections.ring(app: app.id, deviceIDs: localDevices.subtracting(handed.map(\.deviceID)))
+        for (node, devices) in remote {
+            for event in DeviceConnections.wakeEvents(node: node, app: app.id, deviceIDs: devices) { coordinator.announce(event) }
+        }
 
         var throughAPNs: [(index: Int, recipient: Recipient, payload: [UInt8]?)] = []
         switch online.mode {
@@ -648,15 +651,11 @@ final class PushDispatcher: Service {
                     tally.set(entry.index, .accepted)
                 }
             }
-            guard !throughAPNs.isEmpty else {
-                await channel
-                return handedOver()
-            }
+            guard !throughAPNs.isEmpty else { return handedOver() }
             let wake = NotificationTemplate(
                 metadata: APNsRequestMetadata(topic: app.topic, pushType: .background, priority: .throttled, collapseID: "tern-wake"),
                 payload: OnlineDelivery.wakePayload)
-            try await sendThroughAPNs(throughAPNs, of: recipients, template: wake, app: app, into: tally, held: held)
-            await channel
+            try await sendThroughAPNs(throughAPNs, of: recipients, template: wake, app: app, into: tally)
 
         case .auto:
             let template = content.template(topic: app.topic, pushID: pushID)
@@ -683,10 +682,8 @@ final class PushDispatcher: Service {
             }
             held?.giveBack(withoutDevice.map(\.index) + offline.map(\.index))
 
-            // Connected: what is not acknowledged in time (from when the last message was handed over) goes through
-            // APNs. Each device's place is given back as its acknowledgement is seen, so the device's later
-            // notifications wait for nothing more.
-            await channel
+            // Connected: what is not acknowledged in time goes through APNs. Each device's place is given back as its
+            // acknowledgement is seen, so the device's later notifications wait for nothing more.
             let waiting = withDevice.filter { connected.contains($0.deviceID) }
             guard !waiting.isEmpty else { return }
             let waitingIDs = waiting.compactMap { messageByDevice[$0.deviceID]?.id }
@@ -720,61 +717,6 @@ final class PushDispatcher: Service {
                 }
             }
             if !lateAPNs.isEmpty { try await sendThroughAPNs(lateAPNs, of: recipients, template: template, app: app, into: tally, held: held) }
-        }
-    }
-
-    /// Gives the connected devices their messages, each once its APNs line is free: a channel message never overtakes
-    /// an earlier push's APNs notification to the device. Nearly always at once; a device with a notification in
-    /// flight gets its message when that is answered. Each place is given back then, unless `keepingPlaces` (an `auto`
-    /// push's, for the device's fallback). Cancelled, a device still waiting gets nothing (the chunk is sent again).
-    private func handOverInTurn(
-        _ devices: [(index: Int, deviceID: String)], messages: [String: DeviceMessage], nodeByDevice: [String: String], app: String,
-        keptAt now: Date, held: HeldPlaces?, keepingPlaces: Bool
-    ) async {
-        var ready: [(index: Int, deviceID: String)] = []
-        var waiting: [(index: Int, deviceID: String, ticket: DeliveryOrder.Ticket)] = []
-        for device in devices {
-            if let ticket = held?.peek(device.index), !ticket.goesNow {
-                waiting.append((device.index, device.deviceID, ticket))
-            } else {
-                ready.append(device)
-            }
-        }
-        ring(ready.map(\.deviceID), messages: messages, nodeByDevice: nodeByDevice, app: app, keptAt: now)
-        if !keepingPlaces { held?.giveBack(ready.map(\.index)) }
-        guard !waiting.isEmpty else { return }
-        await withDiscardingTaskGroup { group in
-            for device in waiting {
-                group.addTask {
-                    guard case .go = await self.order.turn(device.ticket) else { return }
-                    self.ring([device.deviceID], messages: messages, nodeByDevice: nodeByDevice, app: app, keptAt: now)
-                    if !keepingPlaces { held?.giveBack([device.index]) }
-                }
-            }
-        }
-    }
-
-    /// Rings these devices' connections, wherever they are (`nodeByDevice`). A message kept now goes to this node's
-    /// connection directly (which wakes it); one kept by an earlier holder of the chunk may have been acknowledged
-    /// since, so its connection is only woken, to read the store.
-    private func ring(_ deviceIDs: [String], messages: [String: DeviceMessage], nodeByDevice: [String: String], app: String, keptAt now: Date) {
-        var handed: [DeviceMessage] = []
-        var woken: Set<String> = []
-        var remote: [String: [String]] = [:]
-        for deviceID in deviceIDs {
-            guard let node = nodeByDevice[deviceID] else { continue }
-            if node != connections.node {
-                remote[node, default: []].append(deviceID)
-            } else if let message = messages[deviceID], message.createdAt == now {
-                handed.append(message)
-            } else {
-                woken.insert(deviceID)
-            }
-        }
-        connections.handOver(handed)
-        if !woken.isEmpty { connections.ring(app: app, deviceIDs: woken) }
-        for (node, devices) in remote {
-            for event in DeviceConnections.wakeEvents(node: node, app: app, deviceIDs: devices) { coordinator.announce(event) }
         }
     }
 

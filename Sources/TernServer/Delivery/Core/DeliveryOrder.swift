@@ -251,9 +251,8 @@ final class DeliveryOrder: Sendable {
 
     /// Gives places back unused: a ticket still waiting leaves its line, and one whose turn has come hands the turn
     /// on; one that left its line already (cancelled, or a badge-only update replaced) is passed over. For places
-    /// taken before it is known whether they are needed (an `online` or `auto` push's, for its fallbacks and channel
-    /// messages); each is given back once, and never after its notification went (``finish(_:)`` hands the turn on
-    /// then).
+    /// taken before it is known whether they are needed (an `auto` push's, for its fallbacks); each is given back
+    /// once, and never after its notification went (``finish(_:)`` hands the turn on then).
     func giveBack(_ tickets: some Sequence<Ticket>) {
         var resumptions: [Resumption] = []
         lines.withLock { lines in
