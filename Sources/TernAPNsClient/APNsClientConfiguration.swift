@@ -77,6 +77,9 @@ public struct APNsClientConfiguration: Sendable {
     /// PING a connection after this long without traffic; close it if the PING is not answered in `pingTimeout`.
     public var idlePingInterval: Duration = .seconds(60)
     public var pingTimeout: Duration = .seconds(10)
+    /// A connection that has carried no notification for this long (up to twice it) is closed; the next
+    /// notification opens one again. At least 1 second.
+    public var idleTimeout: Duration = .seconds(600)
     /// Age at which the provider token is replaced (20…55 minutes; APNs rejects tokens older than an hour).
     public var tokenRefreshInterval: TimeInterval = 50 * 60
     /// Wall-clock time for provider tokens and expirations.
@@ -90,6 +93,7 @@ public struct APNsClientConfiguration: Sendable {
     func validate() throws {
         guard (1...64).contains(connections) else { throw APNsClientError.invalidConfiguration("connections must be 1…64") }
         guard maxAttempts >= 1 else { throw APNsClientError.invalidConfiguration("maxAttempts must be 1 or more") }
+        guard idleTimeout >= .seconds(1) else { throw APNsClientError.invalidConfiguration("idleTimeout must be 1 second or more") }
         guard sendTimeout > .zero, attemptTimeout > .zero else {
             throw APNsClientError.invalidConfiguration("timeouts must be positive")
         }

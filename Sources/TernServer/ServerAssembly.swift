@@ -85,7 +85,7 @@ struct ServerAssembly {
         }
 
         let clients = ClientDirectory(
-            serverKey: serverKey, simulator: nil, connections: configuration.apns.connections,
+            serverKey: serverKey, simulator: nil, connections: configuration.apns.connections, idleTimeout: configuration.apns.idleTimeout,
             legacyReplayWindow: configuration.apns.legacyReplayWindow, logger: logger)
         let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
         let webhooks = WebhookSender(

@@ -86,6 +86,10 @@ public struct TernServerConfiguration: Sendable {
         /// HTTP/2 connections per app and APNs environment, opened as the load needs them (APNs takes up to 1,000
         /// streams on each: enough for `delivery.concurrency` 4,000).
         public var connections = 4
+        /// How long a connection may carry no notification (up to twice it) before it is closed; the app's next
+        /// notification opens one again. An app that sends nothing keeps no connection, so a node with many apps
+        /// holds descriptors only for the busy ones.
+        public var idleTimeout: Duration = .seconds(600)
         /// How long a notification written to a legacy binary gateway waits for an error response before it counts
         /// as accepted (the protocol answers only errors). Longer makes each legacy push settle later; shorter
         /// risks counting as accepted a token the gateway rejects late, under load.
@@ -172,6 +176,9 @@ public struct TernServerConfiguration: Sendable {
         guard (.milliseconds(10) ... .seconds(60)).contains(apns.legacyReplayWindow) else {
             throw .init("apns.legacyReplayWindow must be 10-60000 ms")
         }
+        guard (.seconds(10) ... .seconds(86_400)).contains(apns.idleTimeout) else {
+            throw .init("apns.idleTimeout must be 10-86400 seconds")
+        }
         guard (1...1024).contains(delivery.pushes) else { throw .init("delivery.pushes must be 1-1024") }
         guard (.seconds(2) ... .seconds(3600)).contains(delivery.chunkLease) else { throw .init("delivery.chunkLease must be 2-3600 seconds") }
         guard (.seconds(1) ... .seconds(86_400)).contains(inbox.sweepInterval) else { throw .init("inbox.sweepInterval must be 1-86400 seconds") }
@@ -214,7 +221,7 @@ extension TernServerConfiguration {
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
     /// `delivery.minimumConcurrency`, `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds),
-    /// `apns.connections`, `apns.legacyReplayWindow` (milliseconds), `inbox.sweepInterval` (seconds),
+    /// `apns.connections`, `apns.idleTimeout` (seconds), `apns.legacyReplayWindow` (milliseconds), `inbox.sweepInterval` (seconds),
     /// `inbox.badgeUpdateDelay` (milliseconds), `channel.pingInterval` (milliseconds), `channel.nodeTimeout` (seconds), `feedback.checkInterval` (seconds),
     /// `webhooks.allowPrivateNetworks`, `server.shutdownTimeout` (seconds), `console.enabled`, `console.secureCookies`,
     /// `console.sessionIdleTimeout` and `console.sessionLifetime` (seconds).
@@ -267,6 +274,7 @@ extension TernServerConfiguration {
         read("delivery.pushes", into: &configuration.delivery.pushes)
         read("delivery.chunkLease", into: &configuration.delivery.chunkLease, unit: .seconds(1))
         read("apns.connections", into: &configuration.apns.connections)
+        read("apns.idleTimeout", into: &configuration.apns.idleTimeout, unit: .seconds(1))
         read("apns.legacyReplayWindow", into: &configuration.apns.legacyReplayWindow, unit: .milliseconds(1))
         read("inbox.sweepInterval", into: &configuration.inbox.sweepInterval, unit: .seconds(1))
         read("inbox.badgeUpdateDelay", into: &configuration.inbox.badgeUpdateDelay, unit: .milliseconds(1))

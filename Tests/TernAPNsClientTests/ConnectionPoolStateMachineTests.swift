@@ -191,6 +191,35 @@ import Testing
         #expect(full.connections.count == 2)
     }
 
+    @Test func aConnectionLentNothingForAWholeIdlePeriodIsClosedAndTheNextCallerOpensOneAgain() throws {
+        var machine = Self.machine(connections: 2)
+        // Two connections: one opened for caller 1, a second while it was busy (caller 2); caller 2 still holds a stream.
+        Self.open(&machine, machine.acquire(1).connect)
+        Self.open(&machine, machine.acquire(2).connect)
+        _ = machine.acquire(3)
+        _ = machine.release(1)
+        _ = machine.release(1)
+        #expect(machine.connections[1]?.inFlight == 0 && machine.connections[2]?.inFlight == 1)
+
+        // The first look after they were lent closes nothing: each was lent since the one before.
+        #expect(machine.sweepIdle() == .none)
+        // Caller 4 is lent connection 1 (the least loaded) and gives it back; connection 2's stream is still out.
+        #expect(machine.acquire(4).lend == [Self.lend(4, 1)])
+        _ = machine.release(1)
+        #expect(machine.sweepIdle() == .none, "connection 1 was lent since the last look; connection 2 has a stream out")
+        _ = machine.release(2)
+        // A whole period with nothing lent: both idle, both closed; not failed connects, though neither answered.
+        let sweep = machine.sweepIdle()
+        #expect(sweep.drain == [FakeLease(connectionID: 1), FakeLease(connectionID: 2)])
+        let next = machine.acquire(5)
+        #expect(next.lend.isEmpty, "a draining connection is not lent")
+        #expect(next.connect?.delay == .zero, "the next caller opens a connection at once, with no back-off")
+        _ = machine.closed(1)
+        _ = machine.closed(2)
+        #expect(machine.consecutiveFailures == 0, "closed by choice, not failed connects")
+        #expect(machine.sweepIdle() == .none, "nothing ready to look at")
+    }
+
     @Test func waitersAreServedInOrderAsStreamsFreeUp() {
         var machine = Self.machine(connections: 1)
         let first = machine.acquire(1)

@@ -150,6 +150,18 @@ struct ConfigurationTests {
         }
     }
 
+    @Test func theAPNsIdleTimeoutIsReadInSecondsAndChecked() async throws {
+        #expect(TernServerConfiguration().apns.idleTimeout == .seconds(600))
+        let configuration = try await TernServerConfiguration.load(file: nil, environment: ["TERN_APNS_IDLE_TIMEOUT": "120"])
+        #expect(configuration.apns.idleTimeout == .seconds(120))
+        for timeout in [Duration.seconds(5), .seconds(86_401)] {
+            var settings = TernServerConfiguration()
+            settings.apns.idleTimeout = timeout
+            let error = #expect(throws: TernServerConfigurationError.self) { try settings.validate() }
+            #expect(error?.description == "apns.idleTimeout must be 10-86400 seconds")
+        }
+    }
+
     @Test func theNodeTimeoutIsReadInSecondsAndChecked() async throws {
         #expect(TernServerConfiguration().channel.nodeTimeout == .seconds(60))
         let configuration = try await TernServerConfiguration.load(file: nil, environment: ["TERN_CHANNEL_NODE_TIMEOUT": "30"])

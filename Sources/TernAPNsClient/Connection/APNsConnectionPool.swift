@@ -100,6 +100,8 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     private let logger: Logger
     private let metrics: APNsClientMetrics
     private let state: Mutex<State>
+    /// The look for idle connections, every ``APNsClientConfiguration/idleTimeout``; cancelled at shutdown.
+    private let idleSweep = Mutex<RepeatedTask?>(nil)
 
     init(
         configuration: APNsClientConfiguration, sslContext: NIOSSLContext, eventLoopGroup: any EventLoopGroup,
@@ -115,6 +117,16 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         self.state = Mutex(State(machine: StateMachine(
             poolSize: configuration.connections, loops: self.loops.count, backoff: configuration.reconnectBackoff,
             endpoint: "\(configuration.endpoint.host):\(configuration.endpoint.port)")))
+        let every = configuration.idleTimeout.timeAmount
+        let sweep = self.loops[0].scheduleRepeatedTask(initialDelay: every, delay: every) { [weak self] _ in
+            guard let self else { return }
+            let work = self.decide { $0.sweepIdle() }
+            if !work.drain.isEmpty {
+                self.logger.debug("closing idle APNs connections", metadata: ["connections": "\(work.drain.count)"])
+            }
+            self.run(work)
+        }
+        idleSweep.withLock { $0 = sweep }
     }
 
     // MARK: Leasing
@@ -328,6 +340,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
 
     /// Stops lending, fails waiters, lets in-flight streams finish and closes every connection.
     func shutdown() async {
+        idleSweep.withLock { $0?.cancel() }
         let work = decide { $0.shutdown() }
         run(work)
         for lease in work.drain {

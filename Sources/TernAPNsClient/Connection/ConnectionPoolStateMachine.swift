@@ -42,6 +42,8 @@ struct ConnectionPoolStateMachine<Lease> {
         var failureCounted = false
         /// Why the connection failed before it answered, for the error of callers that time out waiting.
         var setupFailure: String?
+        /// Lent a stream since the last look for idle connections (``sweepIdle()``); a new connection counts as lent.
+        var lentSinceSweep = true
 
         /// Ready once connected and the server's first SETTINGS said how many streams it takes, in either order.
         mutating func becomeReadyIfComplete() -> Bool {
@@ -262,6 +264,30 @@ struct ConnectionPoolStateMachine<Lease> {
         return replaceIfWaited()
     }
 
+    /// A look for idle connections, once every idle timeout: a ready connection with nothing in flight that was lent
+    /// no stream since the previous look has carried nothing for at least that long, and is closed (the pool shrinks
+    /// to none for an app that sends nothing; its next notification opens one again). The others are marked for the
+    /// next look. An APNs connection costs the provider a file descriptor and a TLS session, and APNs' advice is to keep
+    /// one open across notifications, not across hours of silence: at most one connect per idle timeout is far from
+    /// the rapid reconnecting it treats as an attack.
+    mutating func sweepIdle() -> Action {
+        guard !isShutDown else { return .none }
+        var action = Action()
+        for id in connections.keys.sorted() {
+            guard var connection = connections[id], connection.state == .ready else { continue }
+            if connection.inFlight == 0, !connection.lentSinceSweep, let lease = connection.lease {
+                connection.state = .draining
+                // Closed by choice: not a failed connect, whether or not it ever answered.
+                connection.failureCounted = true
+                action.drain.append(lease)
+            } else {
+                connection.lentSinceSweep = false
+            }
+            connections[id] = connection
+        }
+        return action
+    }
+
     // MARK: Shutdown
 
     /// Fails every waiter and drains every connection; from now on acquires fail and planned connects do nothing.
@@ -307,6 +333,7 @@ struct ConnectionPoolStateMachine<Lease> {
         }
         guard let best, let lease = connections.values[best.index].lease else { return nil }
         connections.values[best.index].inFlight += 1
+        connections.values[best.index].lentSinceSweep = true
         return (best.id, lease)
     }
 

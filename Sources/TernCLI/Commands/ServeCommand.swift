@@ -38,7 +38,8 @@ struct ServeCommand: AsyncParsableCommand {
             delivery.pushes, delivery.ordering (one notification per
             device in flight, so badges never jump: default true), delivery.chunkLease
             (seconds before a dead node's chunks go to another node: default 15),
-            apns.connections, apns.legacyReplayWindow (ms a legacy gateway notification
+            apns.connections, apns.idleTimeout (seconds an APNs connection may carry
+            nothing before it is closed: default 600), apns.legacyReplayWindow (ms a legacy gateway notification
             waits for an error before it counts as accepted: default 500),
             inbox.sweepInterval (seconds), inbox.badgeUpdateDelay (ms:
             reads gathered into one silent badge update), feedback.checkInterval (seconds

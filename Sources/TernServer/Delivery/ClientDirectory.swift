@@ -34,14 +34,20 @@ actor ClientDirectory {
     private let serverKey: ServerKey
     private var simulator: SimulatorPorts?
     private let connections: Int
+    /// How long an HTTP/2 connection may carry nothing before it is closed.
+    private let idleTimeout: Duration
     /// How long a legacy gateway notification waits for an error response before it counts as accepted.
     private let legacyReplayWindow: Duration
     private let logger: Logger
 
-    init(serverKey: ServerKey, simulator: SimulatorPorts?, connections: Int, legacyReplayWindow: Duration = .milliseconds(500), logger: Logger) {
+    init(
+        serverKey: ServerKey, simulator: SimulatorPorts?, connections: Int, idleTimeout: Duration = .seconds(600),
+        legacyReplayWindow: Duration = .milliseconds(500), logger: Logger
+    ) {
         self.serverKey = serverKey
         self.simulator = simulator
         self.connections = connections
+        self.idleTimeout = idleTimeout
         self.legacyReplayWindow = legacyReplayWindow
         self.logger = logger
     }
@@ -70,6 +76,7 @@ actor ClientDirectory {
         } else {
             var configuration = APNsClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
             configuration.connections = connections
+            configuration.idleTimeout = idleTimeout
             client = HTTP2Sender(client: try APNsClient(configuration: configuration, logger: clientLogger))
         }
         clients[key] = (app.updatedAt, client)
