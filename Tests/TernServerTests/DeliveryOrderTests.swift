@@ -178,6 +178,38 @@ struct DeliveryOrderTests {
         #expect(order.tokensInFlight == 0 && rest.count == 0)
     }
 
+    @Test func aChannelMessageWaitsOnlyForANotificationSentOnlyThroughAPNs() async throws {
+        let order = DeliveryOrder()
+        let keys = ["idle", "held", "apns", "heldThenAPNs"].map { DeliveryOrder.LineKey(token($0)) }
+        // "held": an auto push's place (channel-backed); "apns": an apns push's notification in flight;
+        // "heldThenAPNs": an auto push's place with an apns push's notification waiting behind it.
+        let held = order.enqueueChannelBacked(keys: [keys[1], keys[3]])
+        #expect(held.map(\.behindNotification) == [false, false] && held.allSatisfy { $0.ticket.goesNow })
+        _ = order.enqueue(token("apns"))
+        let queued = order.enqueue(token("heldThenAPNs"))
+        #expect(!queued.goesNow)
+
+        // An online push's channel messages: a place only where a notification sent only through APNs is in line.
+        let online = order.enqueueBehindNotifications(keys: keys)
+        #expect(online.map { $0 != nil } == [false, false, true, true])
+        #expect(order.tokensInFlight == 3, "no place taken in an idle line")
+        // An auto push's places: every line, each saying whether such a notification is ahead.
+        let auto = order.enqueueChannelBacked(keys: keys)
+        #expect(auto.map(\.behindNotification) == [false, false, true, true])
+
+        // The apns notification behind the held place goes when the held place is given back; the channel places
+        // behind it, once it is answered.
+        order.giveBack([held[1].ticket])
+        #expect(queued.goesNow)
+        #expect(online[3]?.goesNow == false)
+        order.finish([queued])
+        #expect(online[3]?.goesNow == true)
+        order.finish(token("apns"))
+        #expect(online[2]?.goesNow == true)
+        order.giveBack(online.compactMap { $0 } + auto.map(\.ticket) + [held[0].ticket])
+        #expect(order.tokensInFlight == 0)
+    }
+
     @Test func aWaitingBadgeUpdateIsReplacedByANewerOneButNotByAlerts() async throws {
         let order = DeliveryOrder()
         let alert = order.enqueue(token("a"))

@@ -272,6 +272,49 @@ struct OnlineChannelTests {
         await quiet.close()
     }
 
+    @Test(arguments: ["online", "auto"])
+    func aChannelMessageWaitsForTheAPNsNotificationPushedBeforeIt(delivery: String) async throws {
+        try await ServerHarness.withServer { server in
+            let device = try await newDevice(server)
+            let connection = try await connected(server, device)
+            // APNs answers after a second; the simulator logs a notification as its answer goes.
+            _ = try await server.simulator.put("/scenario/latency", #"{"fixedMilliseconds": 1000}"#)
+            for (title, path) in [("first", "apns"), ("second", delivery)] {
+                let answer = try await server.master.post(
+                    "/v1/apps/demo/pushes",
+                    #"{"audience": {"devices": ["\#(device.id)"]}, "notification": {"title": "\#(title)"}, "delivery": "\#(path)"}"#)
+                #expect(answer.status == 202, "\(answer.text)")
+            }
+            let frame = try await connection.next()
+            // Read at once: APNs had answered the first push when the second came over the channel.
+            let sent = try await arrivals(server, token: device.token)
+            #expect(frame[path: "notification.title"]?.string == "second")
+            #expect(sent.count == 1, "the channel message came before APNs answered the push made before it")
+            connection.ack([try #require(frame["id"]?.string)])
+            await connection.close()
+        }
+    }
+
+    @Test func anAutoPushsChannelMessageDoesNotWaitForTheAcknowledgementOfTheOneBeforeIt() async throws {
+        let server = try await ServerHarness.shared.value
+        let device = try await newDevice(server)
+        let connection = try await connected(server, device)
+        // The first waits 30 s for an acknowledgement that does not come; its place in the line is held meanwhile.
+        for title in ["first", "second"] {
+            let answer = try await server.master.post(
+                "/v1/apps/demo/pushes",
+                #"{"audience": {"devices": ["\#(device.id)"]}, "notification": {"title": "\#(title)"}, "delivery": "auto", "ackTimeout": 30}"#)
+            #expect(answer.status == 202, "\(answer.text)")
+        }
+        // Both come over the channel at once, in order: the second does not wait for the first's place.
+        let first = try await connection.next(within: 10)
+        let second = try await connection.next(within: 10)
+        #expect(first[path: "notification.title"]?.string == "first")
+        #expect(second[path: "notification.title"]?.string == "second")
+        connection.ack([try #require(first["id"]?.string), try #require(second["id"]?.string)])
+        await connection.close()
+    }
+
     @Test func anAutoPushWaitingForAnAcknowledgementDoesNotHoldAStopAndIsTakenUpAgainAfterIt() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-auto-stop-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -11,7 +11,7 @@ import TernAPNs
 /// holding a device's line.
 final class HeldPlaces: Sendable {
     private let order: DeliveryOrder
-    private let byRecipient: Mutex<[Int: DeliveryOrder.Ticket]>
+    private let byRecipient: Mutex<[Int: (ticket: DeliveryOrder.Ticket, behindNotification: Bool)]>
 
     /// Takes a place in each recipient's token line, in the chunk's order and under one lock; a token that is not
     /// hex (refused later, like APNs would) takes none, nor does a token a recipient before it took one for.
@@ -25,17 +25,28 @@ final class HeldPlaces: Sendable {
             indices.append(index)
             keys.append(DeliveryOrder.LineKey(token))
         }
-        byRecipient = Mutex(Dictionary(uniqueKeysWithValues: zip(indices, order.enqueue(keys: keys))))
+        // Channel-backed: the device's channel carries the push's message in order by itself, so a later push's
+        // channel message does not wait for these places.
+        byRecipient = Mutex(Dictionary(uniqueKeysWithValues: zip(indices, order.enqueueChannelBacked(keys: keys))))
+    }
+
+    /// The recipient's place, if a notification the device gets only through APNs was ahead of it in line and its
+    /// turn has not come: the device's channel message waits for that turn. Nil otherwise (the message goes now).
+    func channelWait(_ recipient: Int) -> DeliveryOrder.Ticket? {
+        byRecipient.withLock { held in
+            guard let place = held[recipient], place.behindNotification, !place.ticket.goesNow else { return nil }
+            return place.ticket
+        }
     }
 
     /// The recipient's place, for its notification (which hands the turn on once answered); nil if it holds none.
     func take(_ recipient: Int) -> DeliveryOrder.Ticket? {
-        byRecipient.withLock { $0.removeValue(forKey: recipient) }
+        byRecipient.withLock { $0.removeValue(forKey: recipient)?.ticket }
     }
 
     /// Gives back the places these recipients still hold: they do not go through APNs.
     func giveBack(_ recipients: some Sequence<Int>) {
-        let tickets = byRecipient.withLock { held in recipients.compactMap { held.removeValue(forKey: $0) } }
+        let tickets = byRecipient.withLock { held in recipients.compactMap { held.removeValue(forKey: $0)?.ticket } }
         if !tickets.isEmpty { order.giveBack(tickets) }
     }
 
@@ -43,7 +54,7 @@ final class HeldPlaces: Sendable {
     func giveBackAll() {
         let tickets = byRecipient.withLock { held in
             defer { held = [:] }
-            return Array(held.values)
+            return held.values.map(\.ticket)
         }
         if !tickets.isEmpty { order.giveBack(tickets) }
     }

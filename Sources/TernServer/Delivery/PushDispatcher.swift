@@ -597,8 +597,8 @@ final class PushDispatcher: Service {
         for (index, recipient) in recipients.enumerated() where tally.needsSending(index) {
             if let deviceID = recipient.deviceID { withDevice.append((index, recipient, deviceID)) } else { withoutDevice.append((index, recipient)) }
         }
-        let (kept, badgeByDevice, presence, held) = try await admission.admit(place) {
-            () async throws -> ([DeviceMessage], [String: Int], [DevicePresence], HeldPlaces?) in
+        let (kept, badgeByDevice, presence, held, waitsForNotification) = try await admission.admit(place) {
+            () async throws -> ([DeviceMessage], [String: Int], [DevicePresence], HeldPlaces?, [Int: DeliveryOrder.Ticket]) in
             let (kept, badges, presence) = try await self.whileTheDatabaseIsAway {
                 let (kept, badges) = try await self.keep(withDevice, app: app, content: content, online: online, pushID: pushID, at: now, into: tally)
                 // A sole node knows its connections without asking the database (whose one SQLite connection is busy
@@ -609,33 +609,39 @@ final class PushDispatcher: Service {
                     : try await self.store.presence(app: app.id, deviceIDs: kept.map(\.deviceID))
                 return (kept, badges, presence)
             }
-            // Last, once nothing is left to fail and be tried again: each place is taken once.
-            guard online.mode == .auto, self.settings.delivery.ordering else { return (kept, badges, presence, nil) }
-            let held = HeldPlaces(
-                withoutDevice.map { ($0.index, $0.recipient.token) } + withDevice.map { ($0.index, $0.recipient.token) }, order: self.order)
-            return (kept, badges, presence, held)
+            // Last, once nothing is left to fail and be tried again: each place is taken once. An `auto` push takes a
+            // place for each recipient, which may fall back; an `online` push one for each connected device whose
+            // line holds a notification it gets only through APNs (an earlier `apns` push's), for its channel message
+            // to wait for.
+            guard self.settings.delivery.ordering else { return (kept, badges, presence, nil, [:]) }
+            if online.mode == .auto {
+                let held = HeldPlaces(
+                    withoutDevice.map { ($0.index, $0.recipient.token) } + withDevice.map { ($0.index, $0.recipient.token) }, order: self.order)
+                return (kept, badges, presence, held, [:])
+            }
+            let connected = Set(presence.map(\.deviceID))
+            let onChannel = withDevice.compactMap { entry -> (index: Int, key: DeliveryOrder.LineKey)? in
+                guard connected.contains(entry.deviceID), let token = try? DeviceToken(hex: entry.recipient.token) else { return nil }
+                return (entry.index, DeliveryOrder.LineKey(token))
+            }
+            let places = self.order.enqueueBehindNotifications(keys: onChannel.map(\.key))
+            var waits: [Int: DeliveryOrder.Ticket] = [:]
+            for (entry, place) in zip(onChannel, places) { if let place { waits[entry.index] = place } }
+            return (kept, badges, presence, nil, waits)
         }
         // Whatever happens below, no place is left holding a device's line.
         defer { held?.giveBackAll() }
         messagesKept.increment(by: kept.count)
         let messageByDevice = Dictionary(kept.map { ($0.deviceID, $0) }, uniquingKeysWith: { first, _ in first })
+        let nodeByDevice = Dictionary(presence.map { ($0.deviceID, $0.node) }, uniquingKeysWith: { first, _ in first })
+        let connected = Set(nodeByDevice.keys)
 
-        // Ring the connections, wherever they are.
-        let connected = Set(presence.map(\.deviceID))
-        var remote: [String: [String]] = [:]
-        var local: [String] = []
-        for entry in presence {
-            if entry.node == connections.node { local.append(entry.deviceID) } else { remote[entry.node, default: []].append(entry.deviceID) }
-        }
-        // Messages kept now go to this node's connections directly (which wakes them); one kept by an earlier holder
-        // of the chunk may have been acknowledged since, so those connections are only woken, to read the store.
-        let localDevices = Set(local)
-        let handed = kept.filter { localDevices.contains($0.deviceID) && $0.createdAt == now }
-        connections.handOver(handed)
-        connections.ring(app: app.id, deviceIDs: localDevices.subtracting(handed.map(\.deviceID)))
-        for (node, devices) in remote {
-            for event in DeviceConnections.wakeEvents(node: node, app: app.id, deviceIDs: devices) { coordinator.announce(event) }
-        }
+        // The connected devices' messages, beside what goes through APNs: at once, or once the device's APNs
+        // notification pushed before it is answered.
+        let onChannel = withDevice.filter { connected.contains($0.deviceID) }.map { (index: $0.index, deviceID: $0.deviceID) }
+        async let channel: Void = handOverInTurn(
+            onChannel, messages: messageByDevice, nodeByDevice: nodeByDevice, app: app.id, keptAt: now,
+            waitFor: { held?.channelWait($0) ?? waitsForNotification[$0] }, giveBack: held == nil)
 
         var throughAPNs: [(index: Int, recipient: Recipient, payload: [UInt8]?)] = []
         switch online.mode {
@@ -651,11 +657,15 @@ final class PushDispatcher: Service {
                     tally.set(entry.index, .accepted)
                 }
             }
-            guard !throughAPNs.isEmpty else { return handedOver() }
+            guard !throughAPNs.isEmpty else {
+                await channel
+                return handedOver()
+            }
             let wake = NotificationTemplate(
                 metadata: APNsRequestMetadata(topic: app.topic, pushType: .background, priority: .throttled, collapseID: "tern-wake"),
                 payload: OnlineDelivery.wakePayload)
             try await sendThroughAPNs(throughAPNs, of: recipients, template: wake, app: app, into: tally)
+            await channel
 
         case .auto:
             let template = content.template(topic: app.topic, pushID: pushID)
@@ -682,8 +692,10 @@ final class PushDispatcher: Service {
             }
             held?.giveBack(withoutDevice.map(\.index) + offline.map(\.index))
 
-            // Connected: what is not acknowledged in time goes through APNs. Each device's place is given back as its
-            // acknowledgement is seen, so the device's later notifications wait for nothing more.
+            // Connected: what is not acknowledged in time (from when the last message was handed over) goes through
+            // APNs. Each device's place is given back as its acknowledgement is seen, so the device's later
+            // notifications wait for nothing more.
+            await channel
             let waiting = withDevice.filter { connected.contains($0.deviceID) }
             guard !waiting.isEmpty else { return }
             let waitingIDs = waiting.compactMap { messageByDevice[$0.deviceID]?.id }
@@ -717,6 +729,59 @@ final class PushDispatcher: Service {
                 }
             }
             if !lateAPNs.isEmpty { try await sendThroughAPNs(lateAPNs, of: recipients, template: template, app: app, into: tally, held: held) }
+        }
+    }
+
+    /// Gives the connected devices their messages: a channel message never overtakes an APNs notification pushed
+    /// before it to the device and sent only through APNs (an `apns` push's). Nearly always at once; a device whose
+    /// line holds such a notification (`waitFor` gives its place) gets its message once that place's turn comes,
+    /// and the place is given back then if `giveBack` (an `online` push's; an `auto` push keeps its places for the
+    /// fallbacks). Cancelled, a device still waiting gets nothing (the chunk is sent again).
+    private func handOverInTurn(
+        _ devices: [(index: Int, deviceID: String)], messages: [String: DeviceMessage], nodeByDevice: [String: String], app: String,
+        keptAt now: Date, waitFor: (Int) -> DeliveryOrder.Ticket?, giveBack: Bool
+    ) async {
+        var ready: [String] = []
+        var waiting: [(deviceID: String, ticket: DeliveryOrder.Ticket)] = []
+        for device in devices {
+            if let ticket = waitFor(device.index) { waiting.append((device.deviceID, ticket)) } else { ready.append(device.deviceID) }
+        }
+        ring(ready, messages: messages, nodeByDevice: nodeByDevice, app: app, keptAt: now)
+        guard !waiting.isEmpty else { return }
+        await withDiscardingTaskGroup { group in
+            for device in waiting {
+                group.addTask {
+                    let turn = await self.order.turn(device.ticket)
+                    if case .go = turn {
+                        self.ring([device.deviceID], messages: messages, nodeByDevice: nodeByDevice, app: app, keptAt: now)
+                    }
+                    if giveBack { self.order.giveBack([device.ticket]) }
+                }
+            }
+        }
+    }
+
+    /// Rings these devices' connections, wherever they are (`nodeByDevice`). A message kept now goes to this node's
+    /// connection directly (which wakes it); one kept by an earlier holder of the chunk may have been acknowledged
+    /// since, so its connection is only woken, to read the store.
+    private func ring(_ deviceIDs: [String], messages: [String: DeviceMessage], nodeByDevice: [String: String], app: String, keptAt now: Date) {
+        var handed: [DeviceMessage] = []
+        var woken: Set<String> = []
+        var remote: [String: [String]] = [:]
+        for deviceID in deviceIDs {
+            guard let node = nodeByDevice[deviceID] else { continue }
+            if node != connections.node {
+                remote[node, default: []].append(deviceID)
+            } else if let message = messages[deviceID], message.createdAt == now {
+                handed.append(message)
+            } else {
+                woken.insert(deviceID)
+            }
+        }
+        connections.handOver(handed)
+        if !woken.isEmpty { connections.ring(app: app, deviceIDs: woken) }
+        for (node, devices) in remote {
+            for event in DeviceConnections.wakeEvents(node: node, app: app, deviceIDs: devices) { coordinator.announce(event) }
         }
     }
 

@@ -36,10 +36,13 @@ final class DeliveryOrder: Sendable {
         }
 
         let badgeOnly: Bool
+        /// An `online` or `auto` push's place, whose message also goes over the device's channel (``Kind``).
+        let channelBacked: Bool
         let state = Mutex(State.waiting(nil))
 
-        init(badgeOnly: Bool) {
+        init(badgeOnly: Bool, channelBacked: Bool) {
             self.badgeOnly = badgeOnly
+            self.channelBacked = channelBacked
         }
 
         var goesNow: Bool {
@@ -81,13 +84,30 @@ final class DeliveryOrder: Sendable {
         case cancelled
     }
 
+    /// What a place is for, as a device's channel sees it.
+    enum Kind: Sendable {
+        /// A notification the device gets only through APNs: an `apns` push's, a wake-up, a badge update. A channel
+        /// message of a later push waits for it.
+        case notification
+        /// A place of an `online` or `auto` push, which keeps its message for the device's channel too: the channel
+        /// carries those messages in order by itself, so a later channel message does not wait for it.
+        case channelBacked
+    }
+
     /// A token's line.
     private enum Line {
         /// Nothing in flight. An answered token stays in the table like this until the next sweep: taking it out
         /// at once cost more than the answer's hash (a removal from Swift's dictionary rehashes its neighbours).
         case idle
-        /// A notification in flight, and who waits behind it.
-        case busy([Waiter])
+        /// A place whose turn has come (a notification in flight), whether it is channel-backed, and who waits
+        /// behind it.
+        case busy(headChannelBacked: Bool, [Waiter])
+
+        /// Whether a notification the device gets only through APNs is in the line.
+        var holdsNotification: Bool {
+            guard case .busy(let headChannelBacked, let waiters) = self else { return false }
+            return !headChannelBacked || waiters.contains { !$0.channelBacked }
+        }
     }
 
     /// A token as the table's key: a 32-byte token (every token APNs has handed out so far) held inline as four
@@ -134,23 +154,33 @@ final class DeliveryOrder: Sendable {
         var busy = 0
 
         /// Takes the next place in the token's line: nil when nothing was in flight (it goes now), else its waiter.
-        mutating func enqueue(_ token: LineKey, badgeOnly: Bool, superseded: inout [Waiter]) -> Waiter? {
+        /// `behindNotification` says whether a notification the device gets only through APNs was in the line.
+        /// With `onlyBehindNotification`, a line without one is left as it is (and nil returned).
+        mutating func enqueue(
+            _ token: LineKey, badgeOnly: Bool, kind: Kind, onlyBehindNotification: Bool = false, superseded: inout [Waiter],
+            behindNotification: inout Bool
+        ) -> Waiter? {
             var becameBusy = false
+            let channelBacked = kind == .channelBacked
             // One hash for a token with nothing in flight, the fan-out's case: found or added, and marked busy.
             func join(_ line: inout Line) -> Waiter? {
-                guard case .busy(var waiters) = line else {
-                    line = .busy([])
-                    becameBusy = true
+                behindNotification = line.holdsNotification
+                guard case .busy(let headChannelBacked, var waiters) = line else {
+                    if !onlyBehindNotification {
+                        line = .busy(headChannelBacked: channelBacked, [])
+                        becameBusy = true
+                    }
                     return nil
                 }
+                if onlyBehindNotification, !behindNotification { return nil }
                 line = .idle  // the array is then referenced once, and changes in place
                 if badgeOnly {
                     superseded += waiters.filter(\.badgeOnly)
                     waiters.removeAll(where: \.badgeOnly)
                 }
-                let waiter = Waiter(badgeOnly: badgeOnly)
+                let waiter = Waiter(badgeOnly: badgeOnly, channelBacked: channelBacked)
                 waiters.append(waiter)
-                line = .busy(waiters)
+                line = .busy(headChannelBacked: headChannelBacked, waiters)
                 return waiter
             }
             let waiter = join(&byToken[token, default: .idle])
@@ -160,25 +190,25 @@ final class DeliveryOrder: Sendable {
 
         /// The token's notification in flight is answered. - Returns: the waiter whose turn it is now, if any.
         mutating func finish(_ token: LineKey) -> Waiter? {
-            guard let index = byToken.index(forKey: token), case .busy(var waiters) = byToken.values[index] else { return nil }
+            guard let index = byToken.index(forKey: token), case .busy(_, var waiters) = byToken.values[index] else { return nil }
             byToken.values[index] = .idle
             guard !waiters.isEmpty else {
                 busy -= 1
                 return nil
             }
             let next = waiters.removeFirst()
-            byToken.values[index] = .busy(waiters)
+            byToken.values[index] = .busy(headChannelBacked: next.channelBacked, waiters)
             return next
         }
 
         /// Takes a waiting ticket out of its line. - Returns: false if it is in none (its turn came).
         mutating func withdraw(_ waiter: Waiter, token: LineKey) -> Bool {
-            guard let index = byToken.index(forKey: token), case .busy(var waiters) = byToken.values[index],
+            guard let index = byToken.index(forKey: token), case .busy(let headChannelBacked, var waiters) = byToken.values[index],
                 let position = waiters.firstIndex(where: { $0 === waiter })
             else { return false }
             byToken.values[index] = .idle
             waiters.remove(at: position)
-            byToken.values[index] = .busy(waiters)
+            byToken.values[index] = .busy(headChannelBacked: headChannelBacked, waiters)
             return true
         }
 
@@ -206,22 +236,53 @@ final class DeliveryOrder: Sendable {
     init() {}
 
     /// Takes the next place in the token's line; the ticket goes at once if nothing is in flight for the token.
-    func enqueue(_ token: DeviceToken, badgeOnly: Bool = false) -> Ticket {
-        enqueue(keys: [LineKey(token)], badgeOnly: badgeOnly)[0]
+    func enqueue(_ token: DeviceToken, badgeOnly: Bool = false, kind: Kind = .notification) -> Ticket {
+        enqueue(keys: [LineKey(token)], badgeOnly: badgeOnly, kind: kind)[0]
     }
 
     /// Takes the next place in each key's line, in order, under one lock. A caller makes each key where its token lies
     /// (`items.map { LineKey($0.token) }`): a copy of the token on the way would retain and release its references.
-    func enqueue(keys: [LineKey], badgeOnly: Bool = false) -> [Ticket] {
+    func enqueue(keys: [LineKey], badgeOnly: Bool = false, kind: Kind = .notification) -> [Ticket] {
         var resumptions: [Resumption] = []
         let waiters = lines.withLock { lines -> [Waiter?] in
             var superseded: [Waiter] = []
-            let waiters = keys.map { lines.enqueue($0, badgeOnly: badgeOnly, superseded: &superseded) }
+            var behind = false
+            let waiters = keys.map { lines.enqueue($0, badgeOnly: badgeOnly, kind: kind, superseded: &superseded, behindNotification: &behind) }
             resumptions = superseded.compactMap { $0.decide(.superseded) }
             return waiters
         }
         Resumption.resume(resumptions)
         return zip(keys, waiters).map { Ticket(key: $0, waiter: $1) }
+    }
+
+    /// Channel-backed places in each key's line, in order, under one lock, each with whether a notification the device
+    /// gets only through APNs is ahead of it: the device's channel message waits for that place's turn, while one
+    /// with none ahead goes at once (an `auto` push's places, kept for its fallbacks).
+    func enqueueChannelBacked(keys: [LineKey]) -> [(ticket: Ticket, behindNotification: Bool)] {
+        lines.withLock { lines in
+            var superseded: [Waiter] = []
+            return keys.map { key in
+                var behind = false
+                let waiter = lines.enqueue(key, badgeOnly: false, kind: .channelBacked, superseded: &superseded, behindNotification: &behind)
+                return (Ticket(key: key, waiter: waiter), behind)
+            }
+        }
+    }
+
+    /// A channel-backed place in each key's line that holds a notification the device gets only through APNs, and
+    /// none in the others (nil): an `online` push's channel message waits for such a notification pushed before it,
+    /// and for nothing else. Under one lock, in order.
+    func enqueueBehindNotifications(keys: [LineKey]) -> [Ticket?] {
+        lines.withLock { lines in
+            var superseded: [Waiter] = []
+            return keys.map { key in
+                var behind = false
+                let waiter = lines.enqueue(
+                    key, badgeOnly: false, kind: .channelBacked, onlyBehindNotification: true, superseded: &superseded,
+                    behindNotification: &behind)
+                return waiter.map { Ticket(key: key, waiter: $0) }
+            }
+        }
     }
 
     /// Waits until the ticket's turn comes, a newer badge-only update replaces it, or the task is cancelled (the
