@@ -149,10 +149,12 @@ public protocol TernStore: Sendable {
     // MARK: Delivery in chunks
 
     /// Claims the next chunk of work for `node`, in one transaction, until `leaseUntil`: a chunk whose node's lease
-    /// ran out (taken over as it was), or else the next `size` recipients of an unfinished push. Pushes go in the
-    /// order they were stored (never by a node's clock), and any number of nodes may claim chunks of one push. A node claims from a later push of an app only
-    /// when every earlier unfinished push of that app is handed out in full and its open chunks are this node's, so
-    /// a device's notifications from one app are sent in the order the pushes were made, whichever nodes send them.
+    /// ran out (taken over as it was), or else the next `size` recipients of an unfinished push. An app's pushes go in
+    /// the order they were stored (never by a node's clock), and any number of nodes may claim chunks of one push. A
+    /// node claims from a later push of an app only when every earlier unfinished push of that app is handed out in
+    /// full and its open chunks are this node's, so a device's notifications from one app are sent in the order the
+    /// pushes were made, whichever nodes send them. Between apps, the push with the fewest chunks being sent goes
+    /// first (then the oldest): another app's small push does not wait for a large one to be handed out.
     func claimChunk(node: String, size: Int, leaseUntil: Date, at now: Date) async throws -> ChunkClaim
     /// Extends `node`'s lease on the given chunks (those it is still sending; one it gave up lapses, and any node
     /// may then claim it again). - Returns: how many of them it still holds.

@@ -94,12 +94,13 @@ struct PushChunkTests {
 
             let first = try #require(try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(40)).chunk)
             #expect(first.push.id == "p1")
-            // p1 has audience left: node b gets more of p1, not p2; then another app's push.
+            // Another app's push, with no chunk being sent, comes first; then p1 has audience left: node b gets more of
+            // p1, not p2.
             let second = try #require(try await store.claimChunk(node: "b", size: 10, leaseUntil: Self.lease, at: time(41)).chunk)
-            #expect(second.push.id == "p1")
-            #expect(second.recipients.count == 5)
+            #expect(second.push.id == "q1")
             let third = try #require(try await store.claimChunk(node: "b", size: 10, leaseUntil: Self.lease, at: time(42)).chunk)
-            #expect(third.push.id == "q1", "p2 waits while node a holds part of p1")
+            #expect(third.push.id == "p1", "p2 waits while node a holds part of p1")
+            #expect(third.recipients.count == 5)
             #expect(try await store.claimChunk(node: "b", size: 10, leaseUntil: Self.lease, at: time(43)) == .idle)
             #expect(try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(43)) == .idle,
                 "p2 waits while node b holds part of p1")
@@ -304,101 +305,38 @@ struct PushChunkTests {
                 statuses[id] = try await store.push(app: app, id: id)?.status
             }
             #expect(statuses == ["p0": .completed, "p1": .sending, "p2": .pending, "p3": .pending])
-            // Node b gets the rest of p1; then p2 waits behind p1's open chunks, and another app's p3 comes next.
-            #expect(try await store.claimChunk(node: "b", size: 1, leaseUntil: Self.lease, at: time(51)).chunk?.push.id == "p1")
-            #expect(try await store.claimChunk(node: "b", size: 1, leaseUntil: Self.lease, at: time(52)).chunk?.push.id == "p3")
+            // Another app's p3, with no chunk being sent, goes before the rest of p1; then node b gets the rest of p1,
+            // and p2 waits behind p1's open chunks.
+            #expect(try await store.claimChunk(node: "b", size: 1, leaseUntil: Self.lease, at: time(51)).chunk?.push.id == "p3")
+            #expect(try await store.claimChunk(node: "b", size: 1, leaseUntil: Self.lease, at: time(52)).chunk?.push.id == "p1")
+            #expect(try await store.claimChunk(node: "b", size: 1, leaseUntil: Self.lease, at: time(53)).chunk == nil)
         }
     }
 
-    @Test("failures are stored with the chunks' results and page completely", arguments: StoreFactory.all)
-    func failurePaging(_ factory: StoreFactory) async throws {
+    @Test("apps take turns: the push with the fewest chunks being sent goes first, and each app's pushes keep their order", arguments: StoreFactory.all)
+    func appsTakeTurns(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
             try await store.createApp(makeApp())
-            try await registerDevices(4, in: store)
-            _ = try await store.createPush(makePush("p1", at: time(1)))
-            _ = try await store.createApp(makeApp("other"))
-            _ = try await store.register(registration("solo", token: "solo-token"), app: "other", at: time(0))
-            _ = try await store.createPush(makePush("p2", app: "other", at: time(2)))
-            let recorded = (0..<250).map { (n: Int) -> PushFailure in
-                let deviceID: String? = n % 3 == 0 ? nil : "device-\(n)"
-                let status: Int? = n % 5 == 0 ? nil : 410
-                let reason: DeliveryFailureReason = n % 2 == 0 ? .apns(.unregistered) : .apns(.badDeviceToken)
-                return PushFailure(deviceID: deviceID, token: "token-\(n)", status: status, reason: reason, at: time(Int64(n)))
+            try await store.createApp(makeApp("other"))
+            try await registerDevices(30, in: store)
+            for number in 1...3 {
+                _ = try await store.register(registration("other-\(number)", token: "other-token-\(number)"), app: "other", at: time(0))
             }
-            var chunks: [PushChunk] = []
-            while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 1, leaseUntil: Self.lease, at: time(3)) {
-                chunks.append(chunk)
+            _ = try await store.createPush(makePush("large", at: time(1)))
+            #expect(try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(2)).chunk?.push.id == "large")
+            // Made while the large push is being sent: another app's two pushes.
+            _ = try await store.createPush(makePush("small", app: "other", at: time(3)))
+            _ = try await store.createPush(makePush("later", app: "other", at: time(4)))
+            var claimed: [String] = []
+            for moment in Int64(5)...10 {
+                guard let chunk = try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(moment)).chunk else { break }
+                claimed.append(chunk.push.id)
             }
-            let ofP1 = chunks.filter { $0.push.id == "p1" }.map(\.sequence)
-            #expect(ofP1.count == 4)
-            // A chunk with more than one insert's worth, then smaller ones.
-            for (sequence, batch) in zip(ofP1, [recorded[0..<180], recorded[180..<200], recorded[200..<250], recorded[250..<250]]) {
-                let progress = PushProgress(accepted: 0, failures: Array(batch), pruned: 0)
-                #expect(try await store.recordChunk(pushID: "p1", sequence: sequence, node: "a", progress, at: time(4)) != .lost)
-            }
-            let elsewhere = PushProgress(accepted: 0, failures: [failure("elsewhere")], pruned: 0)
-            #expect(try await store.recordChunk(pushID: "p2", sequence: 0, node: "a", elsewhere, at: time(4)) == .recorded(pushCompleted: true))
-
-            var pages: [Page<PushFailure>] = []
-            var cursor: String?
-            repeat {
-                let page = try await store.failures(pushID: "p1", after: cursor, limit: 100)
-                pages.append(page)
-                cursor = page.next
-            } while cursor != nil && pages.count < 10
-
-            #expect(pages.map(\.items.count) == [100, 100, 50])
-            #expect(pages.last?.next == nil)
-            #expect(pages.flatMap(\.items) == recorded)
-            #expect(try await store.push(app: "demo", id: "p1")?.counts.failed == 250)
-            #expect(try await store.failures(pushID: "ghost", after: nil, limit: 10).items.isEmpty)
+            // Oldest push first, they would wait for the large push's last chunk: large, large, small, later.
+            #expect(claimed == ["small", "later", "large", "large"])
         }
     }
 
-    @Test("results for a chunk nobody holds change nothing", arguments: StoreFactory.all)
-    func unknownChunk(_ factory: StoreFactory) async throws {
-        try await factory.withStore { store in
-            try await store.createApp(makeApp())
-            _ = try await store.createPush(makePush("p1"))
-            let before = try await store.push(app: "demo", id: "p1")
-            let progress = PushProgress(accepted: 1, failures: [failure("t1")], pruned: 1)
-            #expect(try await store.recordChunk(pushID: "ghost", sequence: 0, node: "a", progress, at: time(1)) == .lost)
-            #expect(try await store.recordChunk(pushID: "p1", sequence: 0, node: "a", progress, at: time(1)) == .lost)
-            #expect(try await store.failures(pushID: "ghost", after: nil, limit: 10).items.isEmpty)
-            #expect(try await store.failures(pushID: "p1", after: nil, limit: 10).items.isEmpty)
-            #expect(try await store.push(app: "demo", id: "p1") == before)
-        }
-    }
-
-    @Test("chunks recorded concurrently lose no count", arguments: StoreFactory.all)
-    func concurrentRecording(_ factory: StoreFactory) async throws {
-        try await factory.withStore { store in
-            try await store.createApp(makeApp())
-            try await registerDevices(50, in: store)
-            _ = try await store.createPush(makePush("p1"))
-            var sequences: [Int] = []
-            while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 1, leaseUntil: Self.lease, at: time(1)) {
-                sequences.append(chunk.sequence)
-            }
-            #expect(sequences.count == 50)
-            let completions = try await withThrowingTaskGroup(of: ChunkRecording.self) { group in
-                for n in sequences {
-                    group.addTask {
-                        try await store.recordChunk(pushID: "p1", sequence: n, node: "a", PushProgress(
-                            accepted: 1, failures: [failure("t\(n)", reason: .clientError(n % 2 == 0 ? "even" : "odd"))], pruned: 1
-                        ), at: time(2))
-                    }
-                }
-                return try await group.reduce(into: [ChunkRecording]()) { $0.append($1) }
-            }
-            #expect(completions.filter { $0 == .recorded(pushCompleted: true) }.count == 1, "exactly one completes the push")
-            let push = try #require(try await store.push(app: "demo", id: "p1"))
-            #expect(push.status == .completed)
-            #expect(push.counts == PushCounts(targeted: 100, accepted: 50, failed: 50, pruned: 50, failedByReason: ["even": 25, "odd": 25]))
-        }
-    }
-
-    /// Push p1 to ten devices, all in one chunk that node a claimed at 0 with a lease to 1 s.
     private func tenRecipientsClaimedByNodeA(in store: any TernStore) async throws -> PushChunk {
         try await store.createApp(makeApp())
         try await registerDevices(10, in: store)

@@ -12,12 +12,12 @@ import TernStore
 /// chunk ended.
 ///
 /// The dispatcher claims chunks from the store (``TernStore/claimChunk(node:size:leaseUntil:at:)``): `chunkSize`
-/// consecutive recipients of an unfinished push, oldest push first, leased to this node and renewed while it sends
-/// them. It keeps up to twice its in-flight limit's worth of recipients and `pushes` chunks in flight
-/// (``ClaimRoom``). For each chunk it keeps the inbox message and works out badges, sends the notifications through the app's APNs
-/// clients with at most `concurrency` sent and not recorded across all chunks (one per device token at a time, in
-/// order, unless `ordering` is off), applies the pruning rule to dead tokens, records the results as they come, and
-/// records the rest and closes the chunk in one transaction.
+/// consecutive recipients of an unfinished push (an app's pushes in order, apps taking turns), leased to this node
+/// and renewed while it sends them. It keeps up to twice its in-flight limit's worth of recipients and `pushes`
+/// chunks in flight (``ClaimRoom``). For each chunk it keeps the inbox message and works out badges, sends the
+/// notifications through the app's APNs clients with at most `concurrency` sent and not recorded across all chunks
+/// (one per device token at a time, in order, unless `ordering` is off), applies the pruning rule to dead tokens,
+/// records the results as they come, and records the rest and closes the chunk in one transaction.
 ///
 /// Any number of nodes on one database do this together. A node that dies or loses the database stops renewing,
 /// and when its leases run out (`chunkLease`) another node sends its open chunks again, skipping the recipients
@@ -582,11 +582,13 @@ final class PushDispatcher: Service {
     /// Sends one chunk of a push with `delivery` `online` or `auto` (``OnlineDelivery``).
     ///
     /// In claim order, like the APNs path: the inbox message, the badges, and each device's message, numbered in the
-    /// device's order; which devices are connected, here or on another node (the presence table says which); and, for
-    /// `auto`, a place in each recipient's APNs line (``HeldPlaces``). Then the devices' connections are rung. What goes
-    /// through APNs: for `online` with `wake`, a silent push to each offline device; for `auto`, the push itself to
-    /// each device that is offline, or that has not acknowledged within the timeout, marked in the store first so it
-    /// falls back once.
+    /// device's order; which devices are connected, here or on another node (the presence table says which); and places
+    /// in the devices' APNs lines: for `auto`, each recipient's (``HeldPlaces``), for `online`, a connected device's
+    /// whose line holds an earlier `apns` push's notification. Then the connected devices get their messages, each
+    /// once that notification is answered, if there is one
+    /// (``handOverInTurn(_:messages:nodeByDevice:app:keptAt:waitFor:giveBack:)``). What goes through APNs: for `online`
+    /// with `wake`, a silent push to each offline device; for `auto`, the push itself to each device that is offline,
+    /// or that has not acknowledged within the timeout, marked in the store first so it falls back once.
     private func sendOnline(
         _ recipients: [Recipient], app: AppRecord, content: PushContent, online: OnlineDelivery, pushID: String, place: UInt64,
         into tally: ChunkLedger, handedOver: @Sendable () -> Void

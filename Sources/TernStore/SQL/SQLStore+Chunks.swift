@@ -12,15 +12,19 @@ extension SQLStore {
         let lock = flavor.lockSkippingLocked
         let size = max(size, 1)
         return try await transaction { db in
-            // Pushes with audience left to hand out, or with a chunk whose lease ran out.
-            let candidates = try await db.raw("""
-                SELECT \(unsafeRaw: Columns.push), ordinal, chunks, handed_out FROM pushes p
+            // Pushes with audience left to hand out, or with a chunk whose lease ran out, with how many of their chunks
+            // are being sent now.
+            let stored = try await db.raw("""
+                SELECT \(unsafeRaw: Columns.push), ordinal, chunks, handed_out,
+                    (SELECT COUNT(*) FROM push_chunks k WHERE k.push_id = p.id AND k.status = 'claimed') AS open_chunks
+                FROM pushes p
                 WHERE status <> 'completed' AND (handed_out = 0 OR EXISTS (
                     SELECT 1 FROM push_chunks k WHERE k.push_id = p.id AND k.status = 'claimed'
                         AND k.lease_until < \(bind: now.milliseconds)))
                 ORDER BY ordinal
                 LIMIT \(bind: Self.claimScan)
                 """).all()
+            let candidates = try Self.fairly(stored)
             var looked = Set<String>()
             var retrySoon = false
             for row in candidates {
@@ -88,6 +92,23 @@ extension SQLStore {
             }
             return retrySoon ? .retrySoon : .idle
         }
+    }
+
+    /// The candidates in the order they are looked at: each app's pushes together, in the order they were made, and
+    /// the apps by how many chunks their first push has being sent now, fewest first (then by age). A small push of
+    /// one app is claimed as soon as a chunk's room frees up, not after a large push of another app has been handed
+    /// out in full; two large pushes of different apps take turns. An app's own pushes keep their order.
+    static func fairly(_ rows: [any SQLRow]) throws -> [any SQLRow] {
+        var firstOfApp: [String: (open: Int, ordinal: Int64)] = [:]
+        var keyed: [(app: (open: Int, ordinal: Int64), ordinal: Int64, row: any SQLRow)] = []
+        keyed.reserveCapacity(rows.count)
+        for row in rows {
+            let app = try row.decode(column: "app_id", as: String.self)
+            let ordinal = try row.decode(column: "ordinal", as: Int64.self)
+            if firstOfApp[app] == nil { firstOfApp[app] = (try row.decode(column: "open_chunks", as: Int.self), ordinal) }
+            keyed.append((firstOfApp[app]!, ordinal, row))
+        }
+        return keyed.sorted { ($0.app.open, $0.app.ordinal, $0.ordinal) < ($1.app.open, $1.app.ordinal, $1.ordinal) }.map(\.row)
     }
 
     @discardableResult
