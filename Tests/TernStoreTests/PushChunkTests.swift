@@ -337,6 +337,95 @@ struct PushChunkTests {
         }
     }
 
+    @Test("failures are stored with the chunks' results and page completely", arguments: StoreFactory.all)
+    func failurePaging(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(4, in: store)
+            _ = try await store.createPush(makePush("p1", at: time(1)))
+            _ = try await store.createApp(makeApp("other"))
+            _ = try await store.register(registration("solo", token: "solo-token"), app: "other", at: time(0))
+            _ = try await store.createPush(makePush("p2", app: "other", at: time(2)))
+            let recorded = (0..<250).map { (n: Int) -> PushFailure in
+                let deviceID: String? = n % 3 == 0 ? nil : "device-\(n)"
+                let status: Int? = n % 5 == 0 ? nil : 410
+                let reason: DeliveryFailureReason = n % 2 == 0 ? .apns(.unregistered) : .apns(.badDeviceToken)
+                return PushFailure(deviceID: deviceID, token: "token-\(n)", status: status, reason: reason, at: time(Int64(n)))
+            }
+            var chunks: [PushChunk] = []
+            while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 1, leaseUntil: Self.lease, at: time(3)) {
+                chunks.append(chunk)
+            }
+            let ofP1 = chunks.filter { $0.push.id == "p1" }.map(\.sequence)
+            #expect(ofP1.count == 4)
+            // A chunk with more than one insert's worth, then smaller ones.
+            for (sequence, batch) in zip(ofP1, [recorded[0..<180], recorded[180..<200], recorded[200..<250], recorded[250..<250]]) {
+                let progress = PushProgress(accepted: 0, failures: Array(batch), pruned: 0)
+                #expect(try await store.recordChunk(pushID: "p1", sequence: sequence, node: "a", progress, at: time(4)) != .lost)
+            }
+            let elsewhere = PushProgress(accepted: 0, failures: [failure("elsewhere")], pruned: 0)
+            #expect(try await store.recordChunk(pushID: "p2", sequence: 0, node: "a", elsewhere, at: time(4)) == .recorded(pushCompleted: true))
+
+            var pages: [Page<PushFailure>] = []
+            var cursor: String?
+            repeat {
+                let page = try await store.failures(pushID: "p1", after: cursor, limit: 100)
+                pages.append(page)
+                cursor = page.next
+            } while cursor != nil && pages.count < 10
+
+            #expect(pages.map(\.items.count) == [100, 100, 50])
+            #expect(pages.last?.next == nil)
+            #expect(pages.flatMap(\.items) == recorded)
+            #expect(try await store.push(app: "demo", id: "p1")?.counts.failed == 250)
+            #expect(try await store.failures(pushID: "ghost", after: nil, limit: 10).items.isEmpty)
+        }
+    }
+
+    @Test("results for a chunk nobody holds change nothing", arguments: StoreFactory.all)
+    func unknownChunk(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            _ = try await store.createPush(makePush("p1"))
+            let before = try await store.push(app: "demo", id: "p1")
+            let progress = PushProgress(accepted: 1, failures: [failure("t1")], pruned: 1)
+            #expect(try await store.recordChunk(pushID: "ghost", sequence: 0, node: "a", progress, at: time(1)) == .lost)
+            #expect(try await store.recordChunk(pushID: "p1", sequence: 0, node: "a", progress, at: time(1)) == .lost)
+            #expect(try await store.failures(pushID: "ghost", after: nil, limit: 10).items.isEmpty)
+            #expect(try await store.failures(pushID: "p1", after: nil, limit: 10).items.isEmpty)
+            #expect(try await store.push(app: "demo", id: "p1") == before)
+        }
+    }
+
+    @Test("chunks recorded concurrently lose no count", arguments: StoreFactory.all)
+    func concurrentRecording(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(50, in: store)
+            _ = try await store.createPush(makePush("p1"))
+            var sequences: [Int] = []
+            while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 1, leaseUntil: Self.lease, at: time(1)) {
+                sequences.append(chunk.sequence)
+            }
+            #expect(sequences.count == 50)
+            let completions = try await withThrowingTaskGroup(of: ChunkRecording.self) { group in
+                for n in sequences {
+                    group.addTask {
+                        try await store.recordChunk(pushID: "p1", sequence: n, node: "a", PushProgress(
+                            accepted: 1, failures: [failure("t\(n)", reason: .clientError(n % 2 == 0 ? "even" : "odd"))], pruned: 1
+                        ), at: time(2))
+                    }
+                }
+                return try await group.reduce(into: [ChunkRecording]()) { $0.append($1) }
+            }
+            #expect(completions.filter { $0 == .recorded(pushCompleted: true) }.count == 1, "exactly one completes the push")
+            let push = try #require(try await store.push(app: "demo", id: "p1"))
+            #expect(push.status == .completed)
+            #expect(push.counts == PushCounts(targeted: 100, accepted: 50, failed: 50, pruned: 50, failedByReason: ["even": 25, "odd": 25]))
+        }
+    }
+
+    /// Push p1 to ten devices, all in one chunk that node a claimed at 0 with a lease to 1 s.
     private func tenRecipientsClaimedByNodeA(in store: any TernStore) async throws -> PushChunk {
         try await store.createApp(makeApp())
         try await registerDevices(10, in: store)
