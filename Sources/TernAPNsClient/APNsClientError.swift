@@ -39,6 +39,13 @@ public struct APNsClientError: Error, Hashable, Sendable, CustomStringConvertibl
             message: "no answer from APNs in time after \(attempts) attempt(s)" + (lastProblem.map { "; last problem: \($0)" } ?? ""))
     }
 
+    static func unreachable(lastConnectError: String?) -> APNsClientError {
+        APNsClientError(
+            code: .connectionFailed,
+            message: "no connection to APNs has worked for longer than a send may wait"
+                + (lastConnectError.map { "; last connect error: \($0)" } ?? ""))
+    }
+
     static func connectionFailed(_ message: String) -> APNsClientError {
         APNsClientError(code: .connectionFailed, message: message)
     }

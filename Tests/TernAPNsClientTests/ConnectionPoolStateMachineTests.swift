@@ -369,6 +369,29 @@ import Testing
         #expect(next?.delay == .zero)
     }
 
+    @Test func aCallerFailsAtOnceOnlyOnceNoConnectionHasWorkedForLongerThanASendMayWait() throws {
+        var machine = Machine(poolSize: 2, backoff: Self.backoff, endpoint: "apns.test:443", failFastAfter: .seconds(30))
+        let start = ContinuousClock.now
+        let plan = try #require(machine.acquire(1, now: start).connect)
+        _ = machine.startConnect(plan.connectionID)
+        let replacement = try #require(machine.connectFailed(plan.connectionID, description: "connection refused").connect)
+        // Found failing at second 1: it waits, as callers do through a short outage.
+        #expect(machine.acquire(2, now: start + .seconds(1)).startDeadline == 2)
+        #expect(machine.acquire(3, now: start + .seconds(31)).startDeadline == 3, "30 s since it was found failing, not more")
+        // Past 30 s: fails at once, with the connect error; the callers already waiting keep waiting.
+        let late = machine.acquire(4, now: start + .seconds(32))
+        #expect(late.fail == [Machine.Failure(waiterID: 4, reason: .unreachable(lastConnectError: "apns.test:443: connection refused"))])
+        #expect(late.startDeadline == nil)
+        #expect(machine.waiters.elementsEqual([1, 2, 3]))
+
+        // The replacement connect works: the waiting callers are served, and later callers are lent streams again.
+        let (_, settings) = Self.open(&machine, replacement)
+        #expect(settings.lend.map(\.waiterID) == [1, 2, 3])
+        machine.answered(replacement.connectionID)
+        #expect(machine.unreachableSince == nil)
+        #expect(machine.acquire(5, now: start + .seconds(90)).lend.map(\.waiterID) == [5])
+    }
+
     @Test func aFailedConnectWithNobodyWaitingPlansNoRetry() throws {
         var machine = Self.machine(connections: 1)
         let plan = try #require(machine.acquire(1).connect)

@@ -64,6 +64,32 @@ extension ClientFaultTests {
             }
         }
 
+        @Test func onceNoConnectionHasWorkedForASendsWholeTimeSendsFailAtOnceNamingTheConnectError() async throws {
+            try await Harness.withClosedPort { port in
+                var configuration = APNsClientConfiguration(
+                    authentication: .token(Harness.key), endpoint: .init(host: "127.0.0.1", port: port))
+                configuration.sendTimeout = .seconds(1)
+                try await APNsClient.withClient(configuration, logger: LogRecorder().logger) { client in
+                    // The first sends wait out their second each (an outage shorter than that is waited out), until
+                    // the endpoint has been unreachable for longer than a send may wait.
+                    var codes: [APNsClientError.Code] = []
+                    for number in 0..<4 {
+                        let outcome = await Harness.send(client, Harness.notification(number))
+                        codes.append(try #require(outcome.clientError, "\(outcome.result)").code)
+                        if codes.last == .connectionFailed { break }
+                    }
+                    #expect(codes.first == .timedOut)
+                    #expect(codes.last == .connectionFailed, "\(codes)")
+                    // From then on a send fails at once, not at its deadline, and says why.
+                    let next = await Harness.send(client, Harness.notification(9))
+                    let error = try #require(next.clientError, "\(next.result)")
+                    #expect(error.code == .connectionFailed)
+                    #expect(error.message.contains("127.0.0.1:\(port)") && error.message.lowercased().contains("refused"), "\(error.message)")
+                    #expect(next.elapsed < .milliseconds(500))
+                }
+            }
+        }
+
         @Test func aServerThatHangsUpAtOnceIsNotReconnectedInATightLoopNorAfterShutdown() async throws {
             let accepted = Counter()
             let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)

@@ -116,7 +116,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         self.metrics = metrics
         self.state = Mutex(State(machine: StateMachine(
             poolSize: configuration.connections, loops: self.loops.count, backoff: configuration.reconnectBackoff,
-            endpoint: "\(configuration.endpoint.host):\(configuration.endpoint.port)")))
+            endpoint: "\(configuration.endpoint.host):\(configuration.endpoint.port)", failFastAfter: configuration.sendTimeout)))
         let every = configuration.idleTimeout.timeAmount
         let sweep = self.loops[0].scheduleRepeatedTask(initialDelay: every, delay: every) { [weak self] _ in
             guard let self else { return }
@@ -146,7 +146,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             if let (_, lease, connect) = state.machine.lendAtOnce() { return .lent(lease, connect: connect) }
             // Registered before the machine hears of it, so a lend or failure it decides now finds the handler.
             state.waiters[waiterID] = Waiter(onLease: onLease, deadline: deadline)
-            let action = state.machine.acquire(waiterID)
+            let action = state.machine.acquire(waiterID, now: .now)
             return .work(resolve(action, &state), waits: action.startDeadline == waiterID)
         }
         switch decision {
@@ -212,6 +212,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         switch reason {
         case .shutDown: APNsClientError.shutDown
         case .timedOut(let lastConnectError): APNsClientError.timedOut(waitingForConnection: lastConnectError)
+        case .unreachable(let lastConnectError): APNsClientError.unreachable(lastConnectError: lastConnectError)
         case .cancelled: CancellationError()
         }
     }

@@ -59,6 +59,9 @@ struct ConnectionPoolStateMachine<Lease> {
         /// Its deadline passed; carries the last connect error, because "timed out" alone hides a refused
         /// connection or a bad certificate.
         case timedOut(lastConnectError: String?)
+        /// No connection has worked for longer than a caller may wait (``failFastAfter``): it is not queued to wait
+        /// out its own deadline as well. Carries the last connect error.
+        case unreachable(lastConnectError: String?)
         case cancelled
     }
 
@@ -103,6 +106,11 @@ struct ConnectionPoolStateMachine<Lease> {
     }
 
     let poolSize: Int
+    /// Once connects have failed and no connection has worked for this long (a caller's whole send time), a caller
+    /// that would have to wait fails at once instead. A brief outage is waited out; a long one does not keep every
+    /// caller waiting out its deadline (holding whatever it holds meanwhile: the server's in-flight permits, shared
+    /// by every app). Nil: callers always wait.
+    let failFastAfter: Duration?
     /// The event loops the connections are spread over.
     let loops: Int
     let backoff: APNsClientConfiguration.Backoff
@@ -114,13 +122,16 @@ struct ConnectionPoolStateMachine<Lease> {
     private(set) var waiters: Deque<Int> = []
     private(set) var consecutiveFailures = 0
     private(set) var lastConnectError: String?
+    /// When a caller first found connects failing and no connection ready; cleared once a connection works.
+    private(set) var unreachableSince: ContinuousClock.Instant?
     /// One connect at a time: a burst of callers must not open `poolSize` connections to a host that is down.
     private(set) var connectScheduled = false
     private(set) var isShutDown = false
     private var nextConnectionID = 1
 
-    init(poolSize: Int, loops: Int = 1, backoff: APNsClientConfiguration.Backoff, endpoint: String) {
+    init(poolSize: Int, loops: Int = 1, backoff: APNsClientConfiguration.Backoff, endpoint: String, failFastAfter: Duration? = nil) {
         self.poolSize = poolSize
+        self.failFastAfter = failFastAfter
         self.loops = max(1, loops)
         self.backoff = backoff
         self.endpoint = endpoint
@@ -131,11 +142,20 @@ struct ConnectionPoolStateMachine<Lease> {
 
     // MARK: Callers
 
-    /// A caller wants a stream: lent at once if one is free, else it waits (and the pool may grow).
-    mutating func acquire(_ waiterID: Int) -> Action {
+    /// A caller wants a stream: lent at once if one is free, else it waits (and the pool may grow), or, when the
+    /// endpoint has been unreachable for longer than ``failFastAfter`` at `now`, fails at once (a connect is still
+    /// planned, after its back-off, to find the endpoint back).
+    mutating func acquire(_ waiterID: Int, now: ContinuousClock.Instant? = nil) -> Action {
         if isShutDown { return Action(fail: [Failure(waiterID: waiterID, reason: .shutDown)]) }
         if let (id, lease, connect) = lendAtOnce() {
             return Action(lend: [Lend(waiterID: waiterID, connectionID: id, lease: lease)], connect: connect)
+        }
+        if let now, let failFastAfter, consecutiveFailures > 0, !connections.values.contains(where: { $0.state == .ready }) {
+            let since = unreachableSince ?? now
+            unreachableSince = since
+            if since.duration(to: now) > failFastAfter {
+                return Action(fail: [Failure(waiterID: waiterID, reason: .unreachable(lastConnectError: lastConnectError))], connect: planConnect())
+            }
         }
         waiters.append(waiterID)
         return Action(startDeadline: waiterID, connect: planConnect())
@@ -387,6 +407,7 @@ struct ConnectionPoolStateMachine<Lease> {
     /// The connection works: the back-off starts over and old connect errors no longer apply.
     private mutating func connectionWorks() {
         consecutiveFailures = 0
+        unreachableSince = nil
         lastConnectError = nil
     }
 }
