@@ -12,6 +12,10 @@ import TernAPNs
 /// A badge-only update that is still waiting is replaced by a newer one for the same token: a burst of reads sends
 /// the latest count once.
 ///
+/// The online channel's pushes take places here too (``Kind/channelBacked``): an `auto` push for the fallbacks it may
+/// send, and a channel message behind a notification the device gets only through APNs, so that it does not overtake
+/// it. Such a place that sends nothing after all is given back (``giveBack(_:)``).
+///
 /// A fan-out puts every one of its notifications through here, nearly all of them to a token with nothing in
 /// flight: lines are keyed by the token's bytes, a whole chunk is queued and a bunch of answers handed on under one
 /// lock each, and only a notification that has to wait gets an object to wait on.
@@ -236,18 +240,20 @@ final class DeliveryOrder: Sendable {
     init() {}
 
     /// Takes the next place in the token's line; the ticket goes at once if nothing is in flight for the token.
-    func enqueue(_ token: DeviceToken, badgeOnly: Bool = false, kind: Kind = .notification) -> Ticket {
-        enqueue(keys: [LineKey(token)], badgeOnly: badgeOnly, kind: kind)[0]
+    func enqueue(_ token: DeviceToken, badgeOnly: Bool = false) -> Ticket {
+        enqueue(keys: [LineKey(token)], badgeOnly: badgeOnly)[0]
     }
 
     /// Takes the next place in each key's line, in order, under one lock. A caller makes each key where its token lies
     /// (`items.map { LineKey($0.token) }`): a copy of the token on the way would retain and release its references.
-    func enqueue(keys: [LineKey], badgeOnly: Bool = false, kind: Kind = .notification) -> [Ticket] {
+    func enqueue(keys: [LineKey], badgeOnly: Bool = false) -> [Ticket] {
         var resumptions: [Resumption] = []
         let waiters = lines.withLock { lines -> [Waiter?] in
             var superseded: [Waiter] = []
             var behind = false
-            let waiters = keys.map { lines.enqueue($0, badgeOnly: badgeOnly, kind: kind, superseded: &superseded, behindNotification: &behind) }
+            let waiters = keys.map {
+                lines.enqueue($0, badgeOnly: badgeOnly, kind: .notification, superseded: &superseded, behindNotification: &behind)
+            }
             resumptions = superseded.compactMap { $0.decide(.superseded) }
             return waiters
         }
@@ -312,8 +318,9 @@ final class DeliveryOrder: Sendable {
 
     /// Gives places back unused: a ticket still waiting leaves its line, and one whose turn has come hands the turn
     /// on; one that left its line already (cancelled, or a badge-only update replaced) is passed over. For places
-    /// taken before it is known whether they are needed (an `auto` push's, for its fallbacks); each is given back
-    /// once, and never after its notification went (``finish(_:)`` hands the turn on then).
+    /// that send nothing through APNs after all (an `auto` push's, kept for fallbacks that were not needed; an
+    /// `online` push's, once its channel message is handed over); each is given back once, and never after its
+    /// notification went (``finish(_:)`` hands the turn on then).
     func giveBack(_ tickets: some Sequence<Ticket>) {
         var resumptions: [Resumption] = []
         lines.withLock { lines in
