@@ -193,6 +193,11 @@ struct DeliveryOrderTests {
         let online = order.enqueueBehindNotifications(keys: keys)
         #expect(online.map { $0 != nil } == [false, false, true, true])
         #expect(order.tokensInFlight == 3, "no place taken in an idle line")
+        #expect(order.linesKept == 3, "a token with no line is not added to the table")
+        // Pure channel traffic to many devices leaves nothing in the table (nothing would sweep it).
+        let many = (0..<1_000).map { index in withUnsafeBytes(of: UInt32(index).bigEndian) { DeliveryOrder.LineKey(try! DeviceToken(bytes: Array($0))) } }
+        #expect(order.enqueueBehindNotifications(keys: many).allSatisfy { $0 == nil })
+        #expect(order.linesKept == 3)
         // An auto push's places: every line, each saying whether such a notification is ahead.
         let auto = order.enqueueChannelBacked(keys: keys)
         #expect(auto.map(\.behindNotification) == [false, false, true, true])

@@ -159,10 +159,8 @@ final class DeliveryOrder: Sendable {
 
         /// Takes the next place in the token's line: nil when nothing was in flight (it goes now), else its waiter.
         /// `behindNotification` says whether a notification the device gets only through APNs was in the line.
-        /// With `onlyBehindNotification`, a line without one is left as it is (and nil returned).
         mutating func enqueue(
-            _ token: LineKey, badgeOnly: Bool, kind: Kind, onlyBehindNotification: Bool = false, superseded: inout [Waiter],
-            behindNotification: inout Bool
+            _ token: LineKey, badgeOnly: Bool, kind: Kind, superseded: inout [Waiter], behindNotification: inout Bool
         ) -> Waiter? {
             var becameBusy = false
             let channelBacked = kind == .channelBacked
@@ -170,13 +168,10 @@ final class DeliveryOrder: Sendable {
             func join(_ line: inout Line) -> Waiter? {
                 behindNotification = line.holdsNotification
                 guard case .busy(let headChannelBacked, var waiters) = line else {
-                    if !onlyBehindNotification {
-                        line = .busy(headChannelBacked: channelBacked, [])
-                        becameBusy = true
-                    }
+                    line = .busy(headChannelBacked: channelBacked, [])
+                    becameBusy = true
                     return nil
                 }
-                if onlyBehindNotification, !behindNotification { return nil }
                 line = .idle  // the array is then referenced once, and changes in place
                 if badgeOnly {
                     superseded += waiters.filter(\.badgeOnly)
@@ -190,6 +185,12 @@ final class DeliveryOrder: Sendable {
             let waiter = join(&byToken[token, default: .idle])
             if becameBusy { busy += 1 }
             return waiter
+        }
+
+        /// Whether the token's line holds a notification the device gets only through APNs; a token with no line
+        /// is not added to the table.
+        func holdsNotification(_ token: LineKey) -> Bool {
+            byToken[token]?.holdsNotification ?? false
         }
 
         /// The token's notification in flight is answered. - Returns: the waiter whose turn it is now, if any.
@@ -282,10 +283,11 @@ final class DeliveryOrder: Sendable {
         lines.withLock { lines in
             var superseded: [Waiter] = []
             return keys.map { key in
+                // Looked up first: a channel message to a device with nothing in its line, the usual case, leaves no
+                // line behind in the table (pure channel traffic never answers a notification, which sweeps it).
+                guard lines.holdsNotification(key) else { return nil }
                 var behind = false
-                let waiter = lines.enqueue(
-                    key, badgeOnly: false, kind: .channelBacked, onlyBehindNotification: true, superseded: &superseded,
-                    behindNotification: &behind)
+                let waiter = lines.enqueue(key, badgeOnly: false, kind: .channelBacked, superseded: &superseded, behindNotification: &behind)
                 return waiter.map { Ticket(key: key, waiter: $0) }
             }
         }
@@ -372,4 +374,7 @@ final class DeliveryOrder: Sendable {
 
     /// Tokens with a notification in flight (for tests and metrics).
     var tokensInFlight: Int { lines.withLock { $0.busy } }
+
+    /// Tokens in the table, busy or not yet swept (for tests).
+    var linesKept: Int { lines.withLock { $0.byToken.count } }
 }
