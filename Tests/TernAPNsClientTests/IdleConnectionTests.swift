@@ -32,5 +32,13 @@ extension ClientFaultTests {
                 #expect(simulator.state.stats().connectionsOpened == opened + 1)
             }
         }
+
+        @Test func anIdleTimeoutUnderASecondIsRefusedNamingIt() throws {
+            var configuration = APNsClientConfiguration(authentication: .token(Harness.key), endpoint: .init(host: "127.0.0.1", port: 443))
+            configuration.idleTimeout = .milliseconds(500)
+            let error = #expect(throws: APNsClientError.self) { try APNsClient(configuration: configuration) }
+            #expect(error?.code == .invalidConfiguration)
+            #expect(error?.message.contains("idleTimeout") == true, "\(String(describing: error))")
+        }
     }
 }
