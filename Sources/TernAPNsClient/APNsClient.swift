@@ -108,6 +108,30 @@ public final class APNsClient: Service, Sendable {
     /// The event loop of each open connection, in no order (for tests: how the pool spreads over the group).
     var openConnectionEventLoops: [any EventLoop] { pool.openConnectionEventLoops }
 
+    /// Waits until a connection to APNs is ready, opening one if none is, and sends nothing. Returns at once while a
+    /// connection is ready. A sender with much to send asks first, so that it commits nothing (the permits a server
+    /// shares between its apps, say) to an endpoint it cannot reach.
+    /// - Parameter onWaiting: called before the wait when no connection is ready yet, and not at all otherwise.
+    /// - Throws: ``APNsClientError`` when no connection is ready within the send timeout (`timedOut`, with the last
+    ///   connect error), at once when the endpoint has been unreachable for longer than that (`connectionFailed`), or
+    ///   when the client is shut down; `CancellationError` when the task is cancelled while it waits.
+    public func waitForConnection(onWaiting: () -> Void = {}) async throws {
+        if Task.isCancelled { throw CancellationError() }
+        let id = context.nextOperationID()
+        let deadline = NIODeadline.now() + configuration.sendTimeout.timeAmount
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let waits = pool.awaitConnection(id: id, deadline: deadline) { continuation.resume(with: $0) }
+                guard waits else { return }
+                onWaiting()
+                // Cancelled before it joined the waiters: the handler below found nothing to end.
+                if Task.isCancelled { pool.cancelWaiter(id) }
+            }
+        } onCancel: {
+            pool.cancelWaiter(id)
+        }
+    }
+
     // MARK: Sending
 
     /// Sends one notification and returns APNs' final answer.

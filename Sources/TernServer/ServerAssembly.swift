@@ -86,6 +86,7 @@ struct ServerAssembly {
 
         let clients = ClientDirectory(
             serverKey: serverKey, simulator: nil, connections: configuration.apns.connections, idleTimeout: configuration.apns.idleTimeout,
+            sendTimeout: configuration.apns.sendTimeout,
             legacyReplayWindow: configuration.apns.legacyReplayWindow, logger: logger)
         let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
         let webhooks = WebhookSender(

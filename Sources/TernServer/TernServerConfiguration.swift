@@ -90,6 +90,11 @@ public struct TernServerConfiguration: Sendable {
         /// notification opens one again. An app that sends nothing keeps no connection, so a node with many apps
         /// holds descriptors only for the busy ones.
         public var idleTimeout: Duration = .seconds(600)
+        /// How long one notification may take from the moment it is handed to an APNs client to APNs' answer, waits for
+        /// a connection and retries included; past it, it fails as timed out. It is also how long an endpoint may be
+        /// unreachable before its notifications fail at once, and what a chunk waits, at most, for its endpoint to
+        /// have a connection (holding none of the node's in-flight permits meanwhile).
+        public var sendTimeout: Duration = .seconds(30)
         /// How long a notification written to a legacy binary gateway waits for an error response before it counts
         /// as accepted (the protocol answers only errors). Longer makes each legacy push settle later; shorter
         /// risks counting as accepted a token the gateway rejects late, under load.
@@ -179,6 +184,7 @@ public struct TernServerConfiguration: Sendable {
         guard (.seconds(10) ... .seconds(86_400)).contains(apns.idleTimeout) else {
             throw .init("apns.idleTimeout must be 10-86400 seconds")
         }
+        guard (.seconds(1) ... .seconds(600)).contains(apns.sendTimeout) else { throw .init("apns.sendTimeout must be 1-600 seconds") }
         guard (1...1024).contains(delivery.pushes) else { throw .init("delivery.pushes must be 1-1024") }
         guard (.seconds(2) ... .seconds(3600)).contains(delivery.chunkLease) else { throw .init("delivery.chunkLease must be 2-3600 seconds") }
         guard (.seconds(1) ... .seconds(86_400)).contains(inbox.sweepInterval) else { throw .init("inbox.sweepInterval must be 1-86400 seconds") }
@@ -221,7 +227,7 @@ extension TernServerConfiguration {
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
     /// `delivery.minimumConcurrency`, `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds),
-    /// `apns.connections`, `apns.idleTimeout` (seconds), `apns.legacyReplayWindow` (milliseconds), `inbox.sweepInterval` (seconds),
+    /// `apns.connections`, `apns.idleTimeout` (seconds), `apns.sendTimeout` (seconds), `apns.legacyReplayWindow` (milliseconds), `inbox.sweepInterval` (seconds),
     /// `inbox.badgeUpdateDelay` (milliseconds), `channel.pingInterval` (milliseconds), `channel.nodeTimeout` (seconds), `feedback.checkInterval` (seconds),
     /// `webhooks.allowPrivateNetworks`, `server.shutdownTimeout` (seconds), `console.enabled`, `console.secureCookies`,
     /// `console.sessionIdleTimeout` and `console.sessionLifetime` (seconds).
@@ -275,6 +281,7 @@ extension TernServerConfiguration {
         read("delivery.chunkLease", into: &configuration.delivery.chunkLease, unit: .seconds(1))
         read("apns.connections", into: &configuration.apns.connections)
         read("apns.idleTimeout", into: &configuration.apns.idleTimeout, unit: .seconds(1))
+        read("apns.sendTimeout", into: &configuration.apns.sendTimeout, unit: .seconds(1))
         read("apns.legacyReplayWindow", into: &configuration.apns.legacyReplayWindow, unit: .milliseconds(1))
         read("inbox.sweepInterval", into: &configuration.inbox.sweepInterval, unit: .seconds(1))
         read("inbox.badgeUpdateDelay", into: &configuration.inbox.badgeUpdateDelay, unit: .milliseconds(1))

@@ -154,8 +154,9 @@ public protocol TernStore: Sendable {
     /// node claims from a later push of an app only when every earlier unfinished push of that app is handed out in
     /// full and its open chunks are this node's, so a device's notifications from one app are sent in the order the
     /// pushes were made, whichever nodes send them. Between apps, the push with the fewest chunks being sent goes
-    /// first (then the oldest): another app's small push does not wait for a large one to be handed out.
-    func claimChunk(node: String, size: Int, leaseUntil: Date, at now: Date) async throws -> ChunkClaim
+    /// first (then the oldest): another app's small push does not wait for a large one to be handed out. Apps in
+    /// `passingOver` get no chunk from this claim (the node is waiting for their APNs endpoint with one already).
+    func claimChunk(node: String, size: Int, leaseUntil: Date, at now: Date, passingOver: Set<String>) async throws -> ChunkClaim
     /// Extends `node`'s lease on the given chunks (those it is still sending; one it gave up lapses, and any node
     /// may then claim it again). - Returns: how many of them it still holds.
     @discardableResult
@@ -277,5 +278,10 @@ extension TernStore {
         delivered: [(app: String, deviceID: String, sequence: Int64)], acks: [(app: String, deviceID: String, id: String)], at: Date
     ) async throws -> (acked: Int, afterFallback: Int) {
         try await recordChannel(delivered: delivered, acks: acks, deliveredAndAcked: [], at: at)
+    }
+
+    /// ``claimChunk(node:size:leaseUntil:at:passingOver:)`` passing over no app.
+    public func claimChunk(node: String, size: Int, leaseUntil: Date, at now: Date) async throws -> ChunkClaim {
+        try await claimChunk(node: node, size: size, leaseUntil: leaseUntil, at: now, passingOver: [])
     }
 }

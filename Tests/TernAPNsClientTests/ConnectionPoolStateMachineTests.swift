@@ -550,6 +550,87 @@ import Testing
         #expect(machine.waiters.isEmpty)
     }
 
+    // MARK: Waiting for a connection, without a stream
+
+    @Test func aCallerWaitingForAConnectionIsToldWhenOneIsReadyAndTakesNoStream() throws {
+        var machine = Self.machine(connections: 2)
+        let first = machine.awaitConnection(1)
+        #expect(first.connected.isEmpty)
+        #expect(first.startDeadline == 1)
+        let plan = try #require(first.connect)
+        #expect(machine.connectionWaiters == [1])
+        let stream = machine.acquire(2)
+        #expect(stream.connect == nil, "one connect at a time")
+        let (connected, settings) = Self.open(&machine, plan)
+        #expect(connected.connected.isEmpty, "not ready before the server's SETTINGS")
+        #expect(settings.connected == [1])
+        #expect(settings.lend == [Self.lend(2, plan.connectionID)])
+        #expect(machine.connections[plan.connectionID]?.inFlight == 1, "only the caller that asked for a stream took one")
+        // Asked again with a connection ready: told at once; nothing waits, nothing is planned.
+        let again = machine.awaitConnection(3)
+        #expect(again == Machine.Action(connected: [3]))
+        #expect(machine.connectionWaiters.isEmpty)
+    }
+
+    @Test func aCallerWaitingForAConnectionKeepsConnectsGoingAndEndsAtItsDeadlineOrShutdownOrWhenCancelled() throws {
+        var machine = Self.machine(connections: 1)
+        let plan = try #require(machine.awaitConnection(1).connect)
+        _ = machine.startConnect(plan.connectionID)
+        let failed = machine.connectFailed(plan.connectionID, description: "connection refused")
+        #expect(failed.connect?.afterFailures == 1, "someone waits for a connection: the connect is tried again, backing off")
+        _ = machine.awaitConnection(2)
+        _ = machine.awaitConnection(3)
+        let cancelled = machine.waiterCancelled(2)
+        let timedOut = machine.waiterTimedOut(1)
+        #expect(cancelled == Self.fail(2, .cancelled))
+        #expect(timedOut == Self.fail(1, .timedOut(lastConnectError: "apns.test:443: connection refused")))
+        let shutdown = machine.shutdown()
+        #expect(shutdown.fail == [Machine.Failure(waiterID: 3, reason: .shutDown)])
+        #expect(machine.connectionWaiters.isEmpty)
+        let afterShutdown = machine.awaitConnection(4)
+        #expect(afterShutdown == Self.fail(4, .shutDown))
+    }
+
+    @Test func onceACallerWaitedItsWholeDeadlineWhileConnectsFailedOthersFailAtOnceUntilAConnectionWorks() throws {
+        var machine = Machine(poolSize: 2, backoff: Self.backoff, endpoint: "apns.test:443", failFastAfter: .seconds(30))
+        let start = ContinuousClock.now
+        let plan = try #require(machine.awaitConnection(1, now: start).connect)
+        _ = machine.startConnect(plan.connectionID)
+        let retry = try #require(machine.connectFailed(plan.connectionID, description: "connection refused").connect)
+        // Found failing only now: by the clock alone, a caller would wait 30 s more.
+        #expect(machine.acquire(2, now: start + .seconds(5)).startDeadline == 2)
+        // The first caller's deadline (a whole send time) passes with no connection ready.
+        _ = machine.waiterTimedOut(1)
+        #expect(machine.waitedInVain)
+        let unreachable = Machine.WaiterFailure.unreachable(lastConnectError: "apns.test:443: connection refused")
+        let waiting = machine.awaitConnection(3, now: start + .seconds(6))
+        let sending = machine.acquire(4, now: start + .seconds(6))
+        #expect(waiting.fail == [Machine.Failure(waiterID: 3, reason: unreachable)])
+        #expect(sending.fail == [Machine.Failure(waiterID: 4, reason: unreachable)])
+        // The retry connects: the caller still waiting is served, and with a connection ready nobody fails fast.
+        let (_, settings) = Self.open(&machine, retry)
+        #expect(settings.lend.map(\.waiterID) == [2])
+        let ready = machine.awaitConnection(5, now: start + .seconds(7))
+        #expect(ready.connected == [5])
+        machine.answered(retry.connectionID)
+        #expect(!machine.waitedInVain)
+    }
+
+    @Test func aCallerThatTimesOutWaitingForABusyReadyConnectionMakesNobodyFailFast() throws {
+        var machine = Machine(poolSize: 1, backoff: Self.backoff, endpoint: "apns.test:443", failFastAfter: .seconds(30))
+        let start = ContinuousClock.now
+        let plan = try #require(machine.acquire(1, now: start).connect)
+        _ = machine.startConnect(plan.connectionID)
+        let retry = try #require(machine.connectFailed(plan.connectionID, description: "connection refused").connect)
+        let (_, settings) = Self.open(&machine, retry, maxStreams: 1)
+        #expect(settings.lend.map(\.waiterID) == [1])
+        // The only stream is busy: the next caller waits, and times out, while a connection is ready.
+        #expect(machine.acquire(2, now: start + .seconds(1)).startDeadline == 2)
+        _ = machine.waiterTimedOut(2)
+        #expect(!machine.waitedInVain)
+        #expect(machine.acquire(3, now: start + .seconds(2)).startDeadline == 3)
+    }
+
     // MARK: Shutdown
 
     @Test func shutdownFailsWaitersDrainsConnectionsAndRefusesNewAcquires() {

@@ -36,7 +36,7 @@ extension ClientFaultTests {
         }
 
         @Test func withNoServerSendsTimeOutNamingTheConnectError() async throws {
-            try await Harness.withClosedPort { port in
+            try await withClosedPort { port in
                 var configuration = APNsClientConfiguration(
                     authentication: .token(Harness.key), endpoint: .init(host: "127.0.0.1", port: port))
                 configuration.sendTimeout = .seconds(3)
@@ -65,7 +65,7 @@ extension ClientFaultTests {
         }
 
         @Test func onceNoConnectionHasWorkedForASendsWholeTimeSendsFailAtOnceNamingTheConnectError() async throws {
-            try await Harness.withClosedPort { port in
+            try await withClosedPort { port in
                 var configuration = APNsClientConfiguration(
                     authentication: .token(Harness.key), endpoint: .init(host: "127.0.0.1", port: port))
                 configuration.sendTimeout = .seconds(1)
@@ -86,6 +86,61 @@ extension ClientFaultTests {
                     #expect(error.code == .connectionFailed)
                     #expect(error.message.contains("127.0.0.1:\(port)") && error.message.lowercased().contains("refused"), "\(error.message)")
                     #expect(next.elapsed < .milliseconds(500))
+                }
+            }
+        }
+
+        @Test func waitingForAConnectionOpensOneAndSendsNothing() async throws {
+            try await Harness.withSimulatorAndClient { simulator, client in
+                let waited = Counter()
+                try await withTimeout(10, "the first connection") { try await client.waitForConnection { waited.increment() } }
+                #expect(waited.value == 1, "no connection was open: it waited")
+                #expect(client.openConnections == 1)
+                // A connection is ready now: at once, without waiting.
+                try await client.waitForConnection { waited.increment() }
+                #expect(waited.value == 1)
+                #expect(simulator.state.stats().requests == 0, "nothing was sent")
+                #expect(simulator.state.stats().connectionsOpened == 1)
+            }
+        }
+
+        @Test func waitingForAConnectionToAnEndpointThatIsDownEndsAtTheSendTimeoutAndThenSendsFailAtOnce() async throws {
+            try await withClosedPort { port in
+                var configuration = APNsClientConfiguration(
+                    authentication: .token(Harness.key), endpoint: .init(host: "127.0.0.1", port: port))
+                configuration.sendTimeout = .seconds(1)
+                try await APNsClient.withClient(configuration, logger: LogRecorder().logger) { client in
+                    let started = ContinuousClock.now
+                    let waitError = await #expect(throws: APNsClientError.self) { try await client.waitForConnection() }
+                    #expect(waitError?.code == .timedOut)
+                    #expect(waitError?.message.lowercased().contains("refused") == true, "\(String(describing: waitError))")
+                    #expect(ContinuousClock.now - started >= .milliseconds(900))
+                    // It waited a whole send time in vain: the endpoint counts as unreachable, and a send fails at once
+                    // (it does not wait out its own second as well), as a second wait does.
+                    let send = await Harness.send(client, Harness.notification(1))
+                    let sendError = try #require(send.clientError, "\(send.result)")
+                    #expect(sendError.code == .connectionFailed)
+                    #expect(send.elapsed < .milliseconds(500))
+                    let again = ContinuousClock.now
+                    let secondError = await #expect(throws: APNsClientError.self) { try await client.waitForConnection() }
+                    #expect(secondError?.code == .connectionFailed)
+                    #expect(ContinuousClock.now - again < .milliseconds(500))
+                }
+            }
+        }
+
+        @Test func aCancelledWaitForAConnectionEndsAtOnce() async throws {
+            try await withClosedPort { port in
+                var configuration = APNsClientConfiguration(
+                    authentication: .token(Harness.key), endpoint: .init(host: "127.0.0.1", port: port))
+                configuration.sendTimeout = .seconds(30)
+                try await APNsClient.withClient(configuration, logger: LogRecorder().logger) { client in
+                    let waiting = OneTimeSignal()
+                    let wait = Task { try await client.waitForConnection { waiting.fire() } }
+                    await waiting.wait()
+                    wait.cancel()
+                    let result = try await withTimeout(5, "the cancelled wait") { await wait.result }
+                    #expect(throws: CancellationError.self) { try result.get() }
                 }
             }
         }

@@ -2,6 +2,7 @@ import Foundation
 import TernAPNs
 import TernAPNsClient
 import TernSimulator
+import TernTestSupport
 import Testing
 
 extension ClientFaultTests {
@@ -140,7 +141,7 @@ extension ClientFaultTests {
         }
 
         @Test func anUnreachableGatewayFailsTheSendsAfterBackingOff() async throws {
-            try await Harness.withClosedPort { port in
+            try await withClosedPort { port in
                 let authority = try SimulatorCertificateAuthority.generate()
                 let certificate = try authority.issuePushCertificate(bundleID: Self.bundleID)
                 var configuration = LegacyClientConfiguration(

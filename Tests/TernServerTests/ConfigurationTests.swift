@@ -150,27 +150,42 @@ struct ConfigurationTests {
         }
     }
 
-    @Test func theAPNsIdleTimeoutIsReadInSecondsAndChecked() async throws {
-        #expect(TernServerConfiguration().apns.idleTimeout == .seconds(600))
-        let configuration = try await TernServerConfiguration.load(file: nil, environment: ["TERN_APNS_IDLE_TIMEOUT": "120"])
-        #expect(configuration.apns.idleTimeout == .seconds(120))
-        for timeout in [Duration.seconds(5), .seconds(86_401)] {
-            var settings = TernServerConfiguration()
-            settings.apns.idleTimeout = timeout
-            let error = #expect(throws: TernServerConfigurationError.self) { try settings.validate() }
-            #expect(error?.description == "apns.idleTimeout must be 10-86400 seconds")
-        }
+    /// A setting in seconds: its default, read from its variable, and refused outside its range, naming it.
+    struct SecondsSetting: Sendable, CustomTestStringConvertible {
+        var key: String
+        var variable: String
+        var path: WritableKeyPath<TernServerConfiguration, Duration> & Sendable
+        var defaultValue: Duration
+        var given: Duration
+        var outOfRange: [Duration]
+        var range: String
+
+        var testDescription: String { key }
     }
 
-    @Test func theNodeTimeoutIsReadInSecondsAndChecked() async throws {
-        #expect(TernServerConfiguration().channel.nodeTimeout == .seconds(60))
-        let configuration = try await TernServerConfiguration.load(file: nil, environment: ["TERN_CHANNEL_NODE_TIMEOUT": "30"])
-        #expect(configuration.channel.nodeTimeout == .seconds(30))
-        for timeout in [Duration.seconds(5), .seconds(3601)] {
+    static let secondsSettings = [
+        SecondsSetting(
+            key: "apns.idleTimeout", variable: "TERN_APNS_IDLE_TIMEOUT", path: \.apns.idleTimeout, defaultValue: .seconds(600),
+            given: .seconds(120), outOfRange: [.seconds(5), .seconds(86_401)], range: "10-86400"),
+        SecondsSetting(
+            key: "apns.sendTimeout", variable: "TERN_APNS_SEND_TIMEOUT", path: \.apns.sendTimeout, defaultValue: .seconds(30),
+            given: .seconds(90), outOfRange: [.zero, .seconds(601)], range: "1-600"),
+        SecondsSetting(
+            key: "channel.nodeTimeout", variable: "TERN_CHANNEL_NODE_TIMEOUT", path: \.channel.nodeTimeout, defaultValue: .seconds(60),
+            given: .seconds(30), outOfRange: [.seconds(5), .seconds(3601)], range: "6-3600"),
+    ]
+
+    @Test(arguments: secondsSettings)
+    func aSettingInSecondsIsReadAndChecked(_ setting: SecondsSetting) async throws {
+        #expect(TernServerConfiguration()[keyPath: setting.path] == setting.defaultValue)
+        let seconds = setting.given.components.seconds
+        let configuration = try await TernServerConfiguration.load(file: nil, environment: [setting.variable: "\(seconds)"])
+        #expect(configuration[keyPath: setting.path] == setting.given)
+        for value in setting.outOfRange {
             var settings = TernServerConfiguration()
-            settings.channel.nodeTimeout = timeout
+            settings[keyPath: setting.path] = value
             let error = #expect(throws: TernServerConfigurationError.self) { try settings.validate() }
-            #expect(error?.description == "channel.nodeTimeout must be 6-3600 seconds")
+            #expect(error?.description == "\(setting.key) must be \(setting.range) seconds")
         }
     }
 

@@ -1,9 +1,68 @@
 import Foundation
+import TernAPNs
 import TernTestSupport
 import Testing
 
-/// Several apps on one node: one app's large push does not hold up another app's small one.
+/// Several apps on one node: one app's large push, or an app whose endpoint is down, does not hold up another app.
 struct FairnessTests {
+    @Test func anAppWhoseEndpointIsDownHoldsUpNoOtherApp() async throws {
+        try await withClosedPort { port in
+            // Chunks of 10, two at a time, 20 in flight: the down app's first two chunks would take every chunk slot
+            // and every permit until the send timeout.
+            try await RouterHarness.withServer(configure: {
+                $0.delivery.chunkSize = 10
+                $0.delivery.pushes = 2
+                $0.delivery.concurrency = 20
+                $0.delivery.minimumConcurrency = 20
+                $0.apns.sendTimeout = .seconds(10)
+            }) { server in
+                let key = APNsSigningKey.generate(keyID: "ABCDE12345", teamID: "TEAM123456")
+                let pem = key.pemRepresentation.replacingOccurrences(of: "\n", with: "\\n")
+                let created = try await server.admin.post("/v1/apps", """
+                    {"id": "down", "topic": "com.example.down", "environment": "custom", "endpoint": {"host": "127.0.0.1", "port": \(port)},
+                     "credentials": {"type": "token", "keyPEM": "\(pem)", "keyID": "ABCDE12345", "teamID": "TEAM123456"}}
+                    """)
+                #expect(created.status == 201, "\(created.text)")
+                let app = try created.json()
+                let appKey = try #require(app["appKey"]?.string)
+                let downMaster = server.master.with(bearer: try #require(app["masterSecret"]?.string))
+                let devices = 50
+                for number in 0..<devices {
+                    let registered = try await server.device.with(bearer: appKey)
+                        .put("/v1/apps/down/devices/\(Fixture.device(number))", Fixture.registration(token: Fixture.token(number)))
+                    #expect(registered.status == 200, "\(registered.text)")
+                }
+                _ = try await server.register(Fixture.device(100), token: Fixture.token(100))
+
+                let stuck = try await downMaster.post("/v1/apps/down/pushes", Fixture.push(audience: #"{"all": true}"#, title: "stuck"))
+                #expect(stuck.status == 202, "\(stuck.text)")
+                let stuckID = try #require(try stuck.json()["id"]?.string)
+                try await waitUntil("the down app's push to be claimed", within: 10) {
+                    try await downMaster.get("/v1/apps/down/pushes/\(stuckID)").json()["status"]?.string == "sending"
+                }
+                let started = ContinuousClock.now
+                let other = try await server.master.post(
+                    "/v1/apps/demo/pushes?wait=30", Fixture.push(audience: #"{"devices": ["\#(Fixture.device(100))"]}"#, title: "other"))
+                let waited = ContinuousClock.now - started
+                #expect(other.status == 201, "\(other.text)")
+                #expect(try other.json()[path: "counts.accepted"]?.int == 1)
+                // Its chunks waited for a connection holding no room and no permit: the other app's push did not wait
+                // for the down app's send timeout (10 s).
+                #expect(waited < .seconds(5), "the other app's push took \(waited)")
+                #expect(try await downMaster.get("/v1/apps/down/pushes/\(stuckID)").json()["status"]?.string == "sending")
+
+                // Then the down app's push ends: once its first chunk waited a whole send time, each notification fails
+                // at once, naming the connect error, and the later chunks do not wait again.
+                try await waitUntil("the down app's push to complete", within: 40) {
+                    try await downMaster.get("/v1/apps/down/pushes/\(stuckID)").json()["status"]?.string == "completed"
+                }
+                let ended = try await downMaster.get("/v1/apps/down/pushes/\(stuckID)").json()
+                #expect(ended[path: "counts.failed"]?.int == devices)
+                #expect(ended[path: "counts.failedByReason.connectionFailed"]?.int == devices, "\(ended)")
+            }
+        }
+    }
+
     @Test func anotherAppsSmallPushGoesOutWhileALargePushIsSentNotAfterIt() async throws {
         // Chunks of 20 and 20 in flight: a node holds about three chunks of the large push at a time.
         try await RouterHarness.withServer(configure: {

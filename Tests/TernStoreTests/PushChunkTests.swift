@@ -337,6 +337,29 @@ struct PushChunkTests {
         }
     }
 
+    @Test("a claim passes over the apps it is told to, taken over chunks and all", arguments: StoreFactory.all)
+    func claimsPassOverApps(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await store.createApp(makeApp("other"))
+            try await registerDevices(30, in: store)
+            _ = try await store.register(registration("other-1", token: "other-token-1"), app: "other", at: time(0))
+            _ = try await store.createPush(makePush("large", at: time(1)))
+            let first = try #require(try await store.claimChunk(node: "a", size: 10, leaseUntil: time(3), at: time(2)).chunk)
+            #expect(first.push.id == "large")
+            // The large push's app passed over: nothing of it, neither its next chunk nor (once its lease ran out) the
+            // first one again, while there is nothing else to claim.
+            #expect(try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(2), passingOver: [first.push.appID]) == .idle)
+            #expect(try await store.claimChunk(node: "b", size: 10, leaseUntil: Self.lease, at: time(4), passingOver: [first.push.appID]) == .idle)
+            _ = try await store.createPush(makePush("small", app: "other", at: time(5)))
+            let other = try await store.claimChunk(node: "b", size: 10, leaseUntil: Self.lease, at: time(6), passingOver: [first.push.appID])
+            #expect(other.chunk?.push.id == "small")
+            // Not passed over, the app's chunks are claimed again: the one whose lease ran out first.
+            let taken = try #require(try await store.claimChunk(node: "b", size: 10, leaseUntil: Self.lease, at: time(7)).chunk)
+            #expect(taken.push.id == "large" && taken.sequence == first.sequence && taken.reclaimed)
+        }
+    }
+
     @Test("failures are stored with the chunks' results and page completely", arguments: StoreFactory.all)
     func failurePaging(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in

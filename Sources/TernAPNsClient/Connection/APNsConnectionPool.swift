@@ -67,9 +67,23 @@ final class ConnectionOutbox: Sendable {
 final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     typealias StateMachine = ConnectionPoolStateMachine<ConnectionLease>
     typealias LeaseHandler = @Sendable (Result<ConnectionLease, any Error>) -> Void
+    typealias ConnectionHandler = @Sendable (Result<Void, any Error>) -> Void
+
+    /// What a waiter is told: a stream, or only that a connection is ready (``awaitConnection(id:deadline:_:)``).
+    private enum Handler: Sendable {
+        case lease(LeaseHandler)
+        case connection(ConnectionHandler)
+
+        func fail(_ error: any Error) {
+            switch self {
+            case .lease(let handler): handler(.failure(error))
+            case .connection(let handler): handler(.failure(error))
+            }
+        }
+    }
 
     private struct Waiter {
-        var onLease: LeaseHandler
+        var handler: Handler
         var deadline: NIODeadline
         /// Fails the waiter at its deadline; cancelled when it is served, so served waiters leave no timers behind.
         var deadlineTimer: Scheduled<Void>?
@@ -84,7 +98,8 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
     /// An action with its waiters' handlers looked up, to run once the lock is released.
     private struct Work: Sendable {
         var served: [(LeaseHandler, ConnectionLease)] = []
-        var failed: [(LeaseHandler, any Error)] = []
+        var connected: [ConnectionHandler] = []
+        var failed: [(Handler, any Error)] = []
         var cancelTimers: [Scheduled<Void>] = []
         var connect: StateMachine.ConnectPlan?
         var opened: ConnectionLease?
@@ -145,7 +160,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             // A free stream, the usual case: no waiter to register, no timer, no arrays.
             if let (_, lease, connect) = state.machine.lendAtOnce() { return .lent(lease, connect: connect) }
             // Registered before the machine hears of it, so a lend or failure it decides now finds the handler.
-            state.waiters[waiterID] = Waiter(onLease: onLease, deadline: deadline)
+            state.waiters[waiterID] = Waiter(handler: .lease(onLease), deadline: deadline)
             let action = state.machine.acquire(waiterID, now: .now)
             return .work(resolve(action, &state), waits: action.startDeadline == waiterID)
         }
@@ -158,6 +173,22 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             run(work)
             return waits
         }
+    }
+
+    /// Calls `onConnection` once a connection to the endpoint is ready, without taking a stream: at once when one
+    /// is, else when one becomes ready (connecting if none is on its way), or with an error as ``acquire(id:deadline:_:)``
+    /// fails (its deadline, shutdown, ``cancelWaiter(_:)``, or at once when the endpoint has been unreachable for a
+    /// whole send time). A caller with much to send asks this first, so that it commits nothing to an endpoint it
+    /// cannot reach. - Returns: whether the caller waits (`onConnection` not called yet).
+    @discardableResult
+    func awaitConnection(id waiterID: Int, deadline: NIODeadline, _ onConnection: @escaping ConnectionHandler) -> Bool {
+        let (work, waits) = state.withLock { state -> (Work, Bool) in
+            state.waiters[waiterID] = Waiter(handler: .connection(onConnection), deadline: deadline)
+            let action = state.machine.awaitConnection(waiterID, now: .now)
+            return (resolve(action, &state), action.startDeadline == waiterID)
+        }
+        run(work)
+        return waits
     }
 
     /// Ends a waiting ``acquire(id:deadline:_:)`` with `CancellationError`; nothing happens when it is not waiting.
@@ -193,12 +224,19 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         for lend in action.lend {
             guard let waiter = state.waiters.removeValue(forKey: lend.waiterID) else { continue }
             if let timer = waiter.deadlineTimer { work.cancelTimers.append(timer) }
-            work.served.append((waiter.onLease, lend.lease))
+            guard case .lease(let onLease) = waiter.handler else { continue }
+            work.served.append((onLease, lend.lease))
+        }
+        for waiterID in action.connected {
+            guard let waiter = state.waiters.removeValue(forKey: waiterID) else { continue }
+            if let timer = waiter.deadlineTimer { work.cancelTimers.append(timer) }
+            guard case .connection(let onConnection) = waiter.handler else { continue }
+            work.connected.append(onConnection)
         }
         for failure in action.fail {
             guard let waiter = state.waiters.removeValue(forKey: failure.waiterID) else { continue }
             if let timer = waiter.deadlineTimer { work.cancelTimers.append(timer) }
-            work.failed.append((waiter.onLease, Self.error(failure.reason)))
+            work.failed.append((waiter.handler, Self.error(failure.reason)))
         }
         if let waiterID = action.startDeadline, let deadline = state.waiters[waiterID]?.deadline {
             state.waiters[waiterID]?.deadlineTimer = eventLoopGroup.any().scheduleTask(deadline: deadline) { [self] in
@@ -226,7 +264,8 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
         }
         for lease in work.close { lease.channel.close(promise: nil) }
         for (onLease, lease) in work.served { onLease(.success(lease)) }
-        for (onLease, error) in work.failed { onLease(.failure(error)) }
+        for onConnection in work.connected { onConnection(.success(())) }
+        for (handler, error) in work.failed { handler.fail(error) }
     }
 
     // MARK: Connecting

@@ -92,6 +92,8 @@ struct ConnectionPoolStateMachine<Lease> {
     struct Action {
         /// Waiters that get a stream now, in the order they asked.
         var lend: [Lend] = []
+        /// Waiters of ``awaitConnection(_:now:)`` told that a connection is ready (they take no stream).
+        var connected: [Int] = []
         var fail: [Failure] = []
         /// The waiter that asked and now waits: start the timer for its deadline.
         var startDeadline: Int?
@@ -120,10 +122,15 @@ struct ConnectionPoolStateMachine<Lease> {
     private(set) var connections: [Int: Connection] = [:]
     /// Waiter ids in the order they asked; the first gets the next free stream.
     private(set) var waiters: Deque<Int> = []
+    /// Callers of ``awaitConnection(_:now:)`` waiting for any connection to be ready.
+    private(set) var connectionWaiters: [Int] = []
     private(set) var consecutiveFailures = 0
     private(set) var lastConnectError: String?
     /// When a caller first found connects failing and no connection ready; cleared once a connection works.
     private(set) var unreachableSince: ContinuousClock.Instant?
+    /// A caller waited its whole deadline while connects failed and no connection was ready: the endpoint has been
+    /// unreachable for a caller's whole send time, whenever the pool first noticed. Cleared once a connection works.
+    private(set) var waitedInVain = false
     /// One connect at a time: a burst of callers must not open `poolSize` connections to a host that is down.
     private(set) var connectScheduled = false
     private(set) var isShutDown = false
@@ -150,16 +157,40 @@ struct ConnectionPoolStateMachine<Lease> {
         if let (id, lease, connect) = lendAtOnce() {
             return Action(lend: [Lend(waiterID: waiterID, connectionID: id, lease: lease)], connect: connect)
         }
-        if let now, let failFastAfter, consecutiveFailures > 0, !connections.values.contains(where: { $0.state == .ready }) {
-            let since = unreachableSince ?? now
-            unreachableSince = since
-            if since.duration(to: now) > failFastAfter {
-                return Action(fail: [Failure(waiterID: waiterID, reason: .unreachable(lastConnectError: lastConnectError))], connect: planConnect())
-            }
+        if failsFast(now: now) {
+            return Action(fail: [Failure(waiterID: waiterID, reason: .unreachable(lastConnectError: lastConnectError))], connect: planConnect())
         }
         waiters.append(waiterID)
         return Action(startDeadline: waiterID, connect: planConnect())
     }
+
+    /// A caller wants to know that the endpoint can be reached before it commits work to it, without taking a
+    /// stream: told at once when a connection is ready, else when one becomes ready (a connect is planned if none is
+    /// on its way), or failed like ``acquire(_:now:)`` at its deadline, at shutdown, or at once when the endpoint has
+    /// been unreachable for longer than ``failFastAfter``.
+    mutating func awaitConnection(_ waiterID: Int, now: ContinuousClock.Instant? = nil) -> Action {
+        if isShutDown { return Action(fail: [Failure(waiterID: waiterID, reason: .shutDown)]) }
+        if hasReadyConnection { return Action(connected: [waiterID]) }
+        if failsFast(now: now) {
+            return Action(fail: [Failure(waiterID: waiterID, reason: .unreachable(lastConnectError: lastConnectError))], connect: planConnect())
+        }
+        connectionWaiters.append(waiterID)
+        return Action(startDeadline: waiterID, connect: planConnect())
+    }
+
+    /// Whether a caller that would have to wait fails at once instead: connects fail, no connection is ready, and
+    /// that has lasted longer than ``failFastAfter`` since the pool first noticed at `now`, or a caller already
+    /// waited its whole deadline for a connection in vain.
+    private mutating func failsFast(now: ContinuousClock.Instant?) -> Bool {
+        guard let failFastAfter, consecutiveFailures > 0, !hasReadyConnection else { return false }
+        if waitedInVain { return true }
+        guard let now else { return false }
+        let since = unreachableSince ?? now
+        unreachableSince = since
+        return since.duration(to: now) > failFastAfter
+    }
+
+    private var hasReadyConnection: Bool { connections.values.contains { $0.state == .ready } }
 
     /// The part of ``acquire(_:)`` for a caller that can have a stream at once, which is nearly every caller of a
     /// busy client, told without the arrays of an ``Action`` or a waiter id: the least loaded ready connection, and
@@ -188,7 +219,10 @@ struct ConnectionPoolStateMachine<Lease> {
     }
 
     mutating func waiterTimedOut(_ waiterID: Int) -> Action {
-        failWaiter(waiterID, .timedOut(lastConnectError: lastConnectError))
+        let action = failWaiter(waiterID, .timedOut(lastConnectError: lastConnectError))
+        // It waited its whole deadline, and no connection was ready in that time (it would have been served).
+        if !action.fail.isEmpty, consecutiveFailures > 0, !hasReadyConnection { waitedInVain = true }
+        return action
     }
 
     mutating func waiterCancelled(_ waiterID: Int) -> Action {
@@ -214,7 +248,10 @@ struct ConnectionPoolStateMachine<Lease> {
         let ready = connection.becomeReadyIfComplete()
         connections[connectionID] = connection
         var action = Action(opened: lease)
-        if ready { action.lend = serveWaiters() }
+        if ready {
+            action.lend = serveWaiters()
+            action.connected = tellConnectionWaiters()
+        }
         return action
     }
 
@@ -230,9 +267,9 @@ struct ConnectionPoolStateMachine<Lease> {
         guard var connection = connections[connectionID] else { return .none }
         connection.maxStreams = maxStreams
         connection.settingsReceived = true
-        _ = connection.becomeReadyIfComplete()
+        let ready = connection.becomeReadyIfComplete()
         connections[connectionID] = connection
-        return Action(lend: serveWaiters())
+        return Action(lend: serveWaiters(), connected: ready ? tellConnectionWaiters() : [])
     }
 
     /// The first answer on `connectionID`: the connection works, so the back-off starts over.
@@ -313,8 +350,9 @@ struct ConnectionPoolStateMachine<Lease> {
     /// Fails every waiter and drains every connection; from now on acquires fail and planned connects do nothing.
     mutating func shutdown() -> Action {
         isShutDown = true
-        let failed = waiters.map { Failure(waiterID: $0, reason: .shutDown) }
+        let failed = (Array(waiters) + connectionWaiters).map { Failure(waiterID: $0, reason: .shutDown) }
         waiters.removeAll()
+        connectionWaiters.removeAll()
         let open = connections.keys.sorted().compactMap { connections[$0]?.lease }
         return Action(fail: failed, drain: open)
     }
@@ -323,9 +361,20 @@ struct ConnectionPoolStateMachine<Lease> {
 
     private mutating func failWaiter(_ waiterID: Int, _ reason: WaiterFailure) -> Action {
         // Not waiting any more (served, failed, or never here): the timer or the cancel lost a race, nothing to do.
-        guard let index = waiters.firstIndex(of: waiterID) else { return .none }
-        waiters.remove(at: index)
+        if let index = waiters.firstIndex(of: waiterID) {
+            waiters.remove(at: index)
+        } else if let index = connectionWaiters.firstIndex(of: waiterID) {
+            connectionWaiters.remove(at: index)
+        } else {
+            return .none
+        }
         return Action(fail: [Failure(waiterID: waiterID, reason: reason)])
+    }
+
+    /// Every caller of ``awaitConnection(_:now:)`` still waiting, told now that a connection is ready.
+    private mutating func tellConnectionWaiters() -> [Int] {
+        defer { connectionWaiters.removeAll() }
+        return connectionWaiters
     }
 
     /// The ready connection with the fewest streams in flight and one free (the lowest id among equals), for `waiterID`.
@@ -373,7 +422,7 @@ struct ConnectionPoolStateMachine<Lease> {
 
     /// A connection gone or going: open another only for callers that wait, not for an idle pool.
     private mutating func replaceIfWaited() -> Action {
-        waiters.isEmpty ? .none : Action(connect: planConnect())
+        waiters.isEmpty && connectionWaiters.isEmpty ? .none : Action(connect: planConnect())
     }
 
     private mutating func planConnect() -> ConnectPlan? {
@@ -408,6 +457,7 @@ struct ConnectionPoolStateMachine<Lease> {
     private mutating func connectionWorks() {
         consecutiveFailures = 0
         unreachableSince = nil
+        waitedInVain = false
         lastConnectError = nil
     }
 }

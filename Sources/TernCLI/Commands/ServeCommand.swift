@@ -39,7 +39,9 @@ struct ServeCommand: AsyncParsableCommand {
             device in flight, so badges never jump: default true), delivery.chunkLease
             (seconds before a dead node's chunks go to another node: default 15),
             apns.connections, apns.idleTimeout (seconds an APNs connection may carry
-            nothing before it is closed: default 600), apns.legacyReplayWindow (ms a legacy gateway notification
+            nothing before it is closed: default 600), apns.sendTimeout (seconds a
+            notification may take to be answered, and an endpoint be unreachable before
+            its notifications fail at once: default 30), apns.legacyReplayWindow (ms a legacy gateway notification
             waits for an error before it counts as accepted: default 500),
             inbox.sweepInterval (seconds), inbox.badgeUpdateDelay (ms:
             reads gathered into one silent badge update), feedback.checkInterval (seconds

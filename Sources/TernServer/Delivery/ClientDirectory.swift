@@ -36,14 +36,17 @@ actor ClientDirectory {
     private let connections: Int
     /// How long an HTTP/2 connection may carry nothing before it is closed.
     private let idleTimeout: Duration
+    /// How long one HTTP/2 notification may take, and an endpoint be unreachable before its sends fail at once.
+    private let sendTimeout: Duration
     /// How long a legacy gateway notification waits for an error response before it counts as accepted.
     private let legacyReplayWindow: Duration
     private let logger: Logger
 
     init(
         serverKey: ServerKey, simulator: SimulatorPorts?, connections: Int, idleTimeout: Duration = .seconds(600),
-        legacyReplayWindow: Duration = .milliseconds(500), logger: Logger
+        sendTimeout: Duration = .seconds(30), legacyReplayWindow: Duration = .milliseconds(500), logger: Logger
     ) {
+        self.sendTimeout = sendTimeout
         self.serverKey = serverKey
         self.simulator = simulator
         self.connections = connections
@@ -77,6 +80,7 @@ actor ClientDirectory {
             var configuration = APNsClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
             configuration.connections = connections
             configuration.idleTimeout = idleTimeout
+            configuration.sendTimeout = sendTimeout
             client = HTTP2Sender(client: try APNsClient(configuration: configuration, logger: clientLogger))
         }
         clients[key] = (app.updatedAt, client)

@@ -11,6 +11,12 @@ protocol NotificationSender: Sendable {
         _ notifications: NotificationFeed, concurrency: Int,
         onResults: @escaping @Sendable ([APNsBatchResult]) async -> Void
     ) async throws
+    /// Returns once the endpoint has a connection ready, or once it is known not to get one in time: then
+    /// ``sendAll(_:concurrency:onResults:)`` answers each notification with a classified failure, at once when the
+    /// endpoint has been unreachable for a whole send time. Before then, nothing is committed to the endpoint: a chunk
+    /// asks this before its notifications take any of the node's permits, which every app shares. `onWaiting` is
+    /// called before it waits, only when no connection is ready yet.
+    func waitForConnection(onWaiting: () -> Void) async
     func shutdown() async
 }
 
@@ -22,6 +28,11 @@ struct HTTP2Sender: NotificationSender {
         onResults: @escaping @Sendable ([APNsBatchResult]) async -> Void
     ) async throws {
         try await client.sendAllBunched(notifications, concurrency: concurrency, onResults: onResults)
+    }
+
+    func waitForConnection(onWaiting: () -> Void) async {
+        // Whatever the answer: the sends that follow fail with the same error, each classified for its recipient.
+        try? await client.waitForConnection(onWaiting: onWaiting)
     }
 
     func shutdown() async { await client.shutdown() }
@@ -36,6 +47,10 @@ struct LegacySender: NotificationSender {
     ) async throws {
         await client.sendAllBunched(notifications, onResults: onResults)
     }
+
+    /// At once: the gateway client holds one connection per app, opened by the first send, and bounds what it has out
+    /// by its replay buffer, not by waiting for streams.
+    func waitForConnection(onWaiting: () -> Void) async {}
 
     func shutdown() async { await client.shutdown() }
 }

@@ -12,12 +12,14 @@ import TernStore
 /// chunk ended.
 ///
 /// The dispatcher claims chunks from the store (``TernStore/claimChunk(node:size:leaseUntil:at:)``): `chunkSize`
-/// consecutive recipients of an unfinished push (an app's pushes in order, apps taking turns), leased to this node
-/// and renewed while it sends them. It keeps up to twice its in-flight limit's worth of recipients and `pushes`
-/// chunks in flight (``ClaimRoom``). For each chunk it keeps the inbox message and works out badges, sends the
-/// notifications through the app's APNs clients with at most `concurrency` sent and not recorded across all chunks
-/// (one per device token at a time, in order, unless `ordering` is off), applies the pruning rule to dead tokens,
-/// records the results as they come, and records the rest and closes the chunk in one transaction.
+/// consecutive recipients of an unfinished push (an app's pushes in order, apps taking turns), leased to this node and
+/// renewed while it sends them. It keeps up to twice its in-flight limit's worth of recipients and `pushes` chunks in
+/// flight (``ClaimRoom``); a chunk waiting for its app's APNs endpoint to have a connection takes none of that room and
+/// no permit, and the app's other chunks wait in the store meanwhile (``InFlightChunks``), so an app whose endpoint is
+/// down holds up no other app. For each chunk it keeps the inbox message and works out badges, sends the notifications
+/// through the app's APNs clients with at most `concurrency` sent and not recorded across all chunks (one per device
+/// token at a time, in order, unless `ordering` is off), applies the pruning rule to dead tokens, records the results
+/// as they come, and records the rest and closes the chunk in one transaction.
 ///
 /// Any number of nodes on one database do this together. A node that dies or loses the database stops renewing,
 /// and when its leases run out (`chunkLease`) another node sends its open chunks again, skipping the recipients
@@ -58,9 +60,8 @@ final class PushDispatcher: Service {
     /// Notifications sent and not yet recorded, across all chunks: at most `concurrency`, so a crash sends at most
     /// that many again, and fewer while more would only queue (the limit follows APNs' round trips).
     private let permits: InFlightLimit
-    /// The chunks being sent now, with their recipient counts, by a number of this node's own (a chunk this node
-    /// gave up and claimed again can be in flight twice for a moment).
-    private let inFlight = Mutex<(next: UInt64, chunks: [UInt64: (id: ChunkID, recipients: Int)])>((0, [:]))
+    /// The chunks being sent now (``InFlightChunks``).
+    private let inFlight = Mutex(InFlightChunks())
     private let stopping = Atomic<Bool>(false)
     /// Waits after failed claims (the store away), so the loop does not spin: at most 2 s, so that the pushes in
     /// flight go on within 2 s of the store's return. The log says so through ``claimFailures``: the first failure,
@@ -140,19 +141,22 @@ final class PushDispatcher: Service {
                 // Cancelled (another service failed, e.g. the API could not bind its port): stop claiming at once.
                 while !stopping.load(ordering: .relaxed), !Task.isCancelled {
                     let pause = await claimWhileThereIsRoom { chunk, place in
-                        let number = inFlight.withLock { inFlight in
-                            defer { inFlight.next += 1 }
-                            inFlight.chunks[inFlight.next] = (chunk.id, chunk.recipients.count)
-                            return inFlight.next
-                        }
+                        let number = inFlight.withLock { $0.add(chunk.id, app: chunk.push.appID, recipients: chunk.recipients.count) }
                         group.addTask {
-                            await self.deliver(chunk, place: place) {
-                                // Handed to the devices' connections, with nothing for APNs: its recipients no longer
-                                // take room, so the next chunk is claimed and kept while this one is recorded.
-                                self.inFlight.withLock { $0.chunks[number]?.recipients = 0 }
-                                self.doorbell.ring()
-                            }
-                            _ = self.inFlight.withLock { $0.chunks.removeValue(forKey: number) }
+                            let signals = ChunkSignals(
+                                handedOver: {
+                                    // Handed to the devices' connections, with nothing for APNs: its recipients no
+                                    // longer take room, so the next chunk is claimed and kept while this one is recorded.
+                                    self.inFlight.withLock { $0.handedOver(number) }
+                                    self.doorbell.ring()
+                                },
+                                waitingForEndpoint: { waits in
+                                    self.inFlight.withLock { $0.waitingForEndpoint(number, waits) }
+                                    // The room it leaves goes to other apps' chunks now.
+                                    if waits { self.doorbell.ring() }
+                                })
+                            await self.deliver(chunk, place: place, signals: signals)
+                            self.inFlight.withLock { $0.remove(number) }
                             self.doorbell.ring()
                         }
                     }
@@ -172,9 +176,7 @@ final class PushDispatcher: Service {
     /// reserved in claim order. - Returns: how long to wait before looking again (unless woken).
     private func claimWhileThereIsRoom(start: (PushChunk, UInt64) -> Void) async -> Duration {
         while !stopping.load(ordering: .relaxed), !Task.isCancelled {
-            let room = inFlight.withLock { inFlight in
-                ClaimRoom(chunks: inFlight.chunks.count, recipients: inFlight.chunks.values.reduce(0) { $0 + $1.recipients })
-            }
+            let (room, waitingApps) = inFlight.withLock { ($0.room, $0.appsWaitingForEndpoint) }
             let hasRoom = room.hasRoom(inFlightLimit: permits.limit, chunkSize: settings.delivery.chunkSize, pushes: settings.delivery.pushes)
             // A finishing chunk rings the doorbell.
             guard hasRoom else { return settings.pollInterval }
@@ -182,7 +184,8 @@ final class PushDispatcher: Service {
             do {
                 let now = clocks.wall.now
                 claim = try await store.claimChunk(
-                    node: node, size: settings.delivery.chunkSize, leaseUntil: now.addingTimeInterval(leaseSeconds), at: now)
+                    node: node, size: settings.delivery.chunkSize, leaseUntil: now.addingTimeInterval(leaseSeconds), at: now,
+                    passingOver: waitingApps)
             } catch {
                 let wait = claimBackoff.withLock { $0.failed() }
                 claimFailures.failed(["error": "\(error)"])
@@ -191,7 +194,7 @@ final class PushDispatcher: Service {
             if claimBackoff.withLock({ $0.succeeded() }) { claimFailures.succeeded() }
             switch claim {
             case .chunk(let chunk):
-                if chunk.reclaimed, inFlight.withLock({ $0.chunks.values.contains { $0.id == chunk.id } }) {
+                if chunk.reclaimed, inFlight.withLock({ $0.contains(chunk.id) }) {
                     // This node's own chunk, still being sent: its lease only looked run out (this node's clock was set
                     // forward, or its renewal came late), and the claim has renewed it. Sent again, its recipients not
                     // yet recorded would get the push twice.
@@ -223,7 +226,7 @@ final class PushDispatcher: Service {
     private func renewLeases() async {
         while !Task.isCancelled {
             try? await clocks.timer.sleep(for: settings.delivery.chunkLease / 3)
-            let chunks = inFlight.withLock { Array(Set($0.chunks.values.map(\.id))) }
+            let chunks = inFlight.withLock { $0.ids }
             guard !chunks.isEmpty else { continue }
             do {
                 try await store.renewChunks(node: node, chunks, until: clocks.wall.now.addingTimeInterval(leaseSeconds))
@@ -233,9 +236,9 @@ final class PushDispatcher: Service {
         }
     }
 
-    /// Sends one chunk and records its results. `place` is its place in the admission queue; `handedOver` is called
-    /// when an `online` chunk is with the connections and sends nothing through APNs.
-    func deliver(_ chunk: PushChunk, place: UInt64, handedOver: @escaping @Sendable () -> Void = {}) async {
+    /// Sends one chunk and records its results. `place` is its place in the admission queue; `signals` tell the claim
+    /// loop what room the chunk takes as it goes.
+    func deliver(_ chunk: PushChunk, place: UInt64, signals: ChunkSignals = ChunkSignals()) async {
         let push = chunk.push
         // Recorded often enough that the permits come back before the others wait long for them.
         let ledger = ChunkLedger(
@@ -256,9 +259,10 @@ final class PushDispatcher: Service {
                         if let online = content.online {
                             try await self.sendOnline(
                                 chunk.recipients, app: app, content: content, online: online, pushID: push.id, place: place, into: ledger,
-                                handedOver: handedOver)
+                                signals: signals)
                         } else {
-                            try await self.send(chunk.recipients, app: app, content: content, pushID: push.id, place: place, into: ledger)
+                            try await self.send(
+                                chunk.recipients, app: app, content: content, pushID: push.id, place: place, into: ledger, signals: signals)
                         }
                         ledger.finish()
                     }
@@ -412,7 +416,8 @@ final class PushDispatcher: Service {
     /// badges are worked out, and every notification takes its place in its token's line. Taken together, that
     /// makes a device's notifications leave in the order their badges were counted. Then the chunk is sent.
     private func send(
-        _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, place: UInt64, into tally: ChunkLedger
+        _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, place: UInt64, into tally: ChunkLedger,
+        signals: ChunkSignals
     ) async throws {
         // Those an earlier holder of the chunk recorded are done.
         let (clientsByEnvironment, addressed) = await address(tally.pending(), of: recipients, app: app, into: tally)
@@ -421,7 +426,7 @@ final class PushDispatcher: Service {
                 try await self.admit(addressed, of: recipients, app: app, content: content, pushID: pushID, into: tally)
             }
         }
-        await sendBatches(batches, clients: clientsByEnvironment, recipients: recipients, app: app, into: tally)
+        await sendBatches(batches, clients: clientsByEnvironment, recipients: recipients, app: app, into: tally, signals: signals)
     }
 
     /// A chunk's notifications for one APNs environment, with the recipient (its index in the chunk) of each.
@@ -591,7 +596,7 @@ final class PushDispatcher: Service {
     /// or that has not acknowledged within the timeout, marked in the store first so it falls back once.
     private func sendOnline(
         _ recipients: [Recipient], app: AppRecord, content: PushContent, online: OnlineDelivery, pushID: String, place: UInt64,
-        into tally: ChunkLedger, handedOver: @Sendable () -> Void
+        into tally: ChunkLedger, signals: ChunkSignals
     ) async throws {
         let now = clocks.wall.now
         var withDevice: [(index: Int, recipient: Recipient, deviceID: String)] = []
@@ -661,12 +666,12 @@ final class PushDispatcher: Service {
             }
             guard !throughAPNs.isEmpty else {
                 await channel
-                return handedOver()
+                return signals.handedOver()
             }
             let wake = NotificationTemplate(
                 metadata: APNsRequestMetadata(topic: app.topic, pushType: .background, priority: .throttled, collapseID: "tern-wake"),
                 payload: OnlineDelivery.wakePayload)
-            try await sendThroughAPNs(throughAPNs, of: recipients, template: wake, app: app, into: tally)
+            try await sendThroughAPNs(throughAPNs, of: recipients, template: wake, app: app, into: tally, signals: signals)
             await channel
 
         case .auto:
@@ -690,7 +695,7 @@ final class PushDispatcher: Service {
                 }
             }
             if !throughAPNs.isEmpty {
-                try await sendThroughAPNs(throughAPNs, of: recipients, template: template, app: app, into: tally, held: held)
+                try await sendThroughAPNs(throughAPNs, of: recipients, template: template, app: app, into: tally, held: held, signals: signals)
             }
             held?.giveBack(withoutDevice.map(\.index) + offline.map(\.index))
 
@@ -730,7 +735,9 @@ final class PushDispatcher: Service {
                     tally.set(entry.index, .accepted)
                 }
             }
-            if !lateAPNs.isEmpty { try await sendThroughAPNs(lateAPNs, of: recipients, template: template, app: app, into: tally, held: held) }
+            if !lateAPNs.isEmpty {
+                try await sendThroughAPNs(lateAPNs, of: recipients, template: template, app: app, into: tally, held: held, signals: signals)
+            }
         }
     }
 
@@ -829,7 +836,7 @@ final class PushDispatcher: Service {
     /// turn (`held`; what they do not use is given back).
     private func sendThroughAPNs(
         _ items: [(index: Int, recipient: Recipient, payload: [UInt8]?)], of recipients: [Recipient], template: NotificationTemplate,
-        app: AppRecord, into tally: ChunkLedger, held: HeldPlaces? = nil
+        app: AppRecord, into tally: ChunkLedger, held: HeldPlaces? = nil, signals: ChunkSignals
     ) async throws {
         var payloads: [Int: [UInt8]] = [:]
         for item in items { if let payload = item.payload { payloads[item.index] = payload } }
@@ -852,7 +859,7 @@ final class PushDispatcher: Service {
                 QueuedNotification(notification: template.notification(to: token, payload: payloads[index], ids: &ids), ticket: tickets?[position] ?? nil),
                 recipient: index)
         }
-        await sendBatches(batches, clients: clientsByEnvironment, recipients: recipients, app: app, into: tally)
+        await sendBatches(batches, clients: clientsByEnvironment, recipients: recipients, app: app, into: tally, signals: signals)
     }
 
     /// Every token's place in its line, in the chunk's order and under one lock (nil when ordering is off). Each key is
@@ -864,14 +871,24 @@ final class PushDispatcher: Service {
     /// Sends each environment's batch through its client (``OrderedBatch``) and classifies every result into the
     /// chunk's ledger, a bunch of results at a time; each batch says whose each notification is (an index into
     /// `recipients`, which is the ledger's).
+    ///
+    /// A batch takes none of the node's permits before its endpoint has a connection ready: while it waits for one, the
+    /// chunk takes no room and no more of the app's chunks are claimed (`signals`), so an app whose endpoint is down
+    /// holds up no other app. It waits a send's time at most; then its notifications fail, each with the connect error.
     private func sendBatches(
         _ batches: [APNsEnvironment?: Batch], clients: [APNsEnvironment?: any NotificationSender], recipients: [Recipient],
-        app: AppRecord, into tally: ChunkLedger
+        app: AppRecord, into tally: ChunkLedger, signals: ChunkSignals
     ) async {
         await withTaskGroup(of: Void.self) { group in
             for (environment, batch) in batches {
                 guard let client = clients[environment] else { continue }
                 group.addTask {
+                    var waited = false
+                    await client.waitForConnection {
+                        waited = true
+                        signals.waitingForEndpoint(true)
+                    }
+                    if waited { signals.waitingForEndpoint(false) }
                     await OrderedBatch.send(
                         batch.notifications, client: client, order: self.order, concurrency: self.settings.delivery.concurrency,
                         permits: self.permits

@@ -8,7 +8,9 @@ extension SQLStore {
     /// How many unfinished pushes one claim looks at, in the order they were stored.
     static let claimScan = 64
 
-    public func claimChunk(node: String, size: Int, leaseUntil: Date, at now: Date) async throws -> ChunkClaim {
+    public func claimChunk(
+        node: String, size: Int, leaseUntil: Date, at now: Date, passingOver: Set<String>
+    ) async throws -> ChunkClaim {
         let lock = flavor.lockSkippingLocked
         let size = max(size, 1)
         return try await transaction { db in
@@ -30,7 +32,7 @@ extension SQLStore {
             for row in candidates {
                 var push = try PushRecord(row: row)
                 // An app's first candidate only: a later one waits at least until this one is handed out in full.
-                guard looked.insert(push.appID).inserted else { continue }
+                guard looked.insert(push.appID).inserted, !passingOver.contains(push.appID) else { continue }
                 let ordinal = try row.decode(column: "ordinal", as: Int64.self)
                 guard try await !Self.waitsForEarlierPushes(push, ordinal: ordinal, node: node, db) else { continue }
 
