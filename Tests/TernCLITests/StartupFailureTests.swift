@@ -24,6 +24,21 @@ import Testing
         #expect(result.stdout.isEmpty, "\(arguments): printed a banner: \(result.stdout.prefix(500))")
     }
 
+    /// `tern sevre --help` printed the overview and exited 0, as if the mistyped word were not there.
+    @Test func aFirstWordThatIsNoCommandIsAnErrorEvenBeforeHelp() throws {
+        for arguments in [["sevre"], ["sevre", "--help"]] {
+            let result = try Commands.run(Commands.tern, arguments)
+            #expect(result.status == 64, "\(arguments): exit status \(result.status)")
+            #expect(result.stderr.contains("'sevre' is not a tern command (see tern --help)"), "\(arguments): \(result.stderr)")
+        }
+        // The commands, their help, `help` and the overview still answer.
+        for arguments in [["serve", "--help"], ["help", "serve"], ["--help"], ["simulator", "run", "--help"]] {
+            let result = try Commands.run(Commands.tern, arguments)
+            #expect(result.status == 0, "\(arguments): exit status \(result.status): \(result.stderr)")
+            #expect(result.stdout.contains("USAGE: tern"), "\(arguments): \(result.stdout)")
+        }
+    }
+
     @Test func aPortInUseIsOneLineAndAFailingExitNotALogFlood() throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }
