@@ -37,9 +37,7 @@ extension ClientFaultTests {
 
         @Test func withNoServerSendsTimeOutNamingTheConnectError() async throws {
             try await withClosedPort { port in
-                var configuration = APNsClientConfiguration(
-                    authentication: .token(Harness.key), endpoint: .init(host: "127.0.0.1", port: port))
-                configuration.sendTimeout = .seconds(3)
+                var configuration = Harness.configuration(port: port, sendTimeout: .seconds(3))
                 configuration.reconnectBackoff = .init(initial: .milliseconds(200), maximum: .seconds(30))
                 let log = LogRecorder()
                 try await APNsClient.withClient(configuration, logger: log.logger) { client in
@@ -66,9 +64,7 @@ extension ClientFaultTests {
 
         @Test func onceNoConnectionHasWorkedForASendsWholeTimeSendsFailAtOnceNamingTheConnectError() async throws {
             try await withClosedPort { port in
-                var configuration = APNsClientConfiguration(
-                    authentication: .token(Harness.key), endpoint: .init(host: "127.0.0.1", port: port))
-                configuration.sendTimeout = .seconds(1)
+                let configuration = Harness.configuration(port: port, sendTimeout: .seconds(1))
                 try await APNsClient.withClient(configuration, logger: LogRecorder().logger) { client in
                     // The first sends wait out their second each (an outage shorter than that is waited out), until
                     // the endpoint has been unreachable for longer than a send may wait.
@@ -106,9 +102,7 @@ extension ClientFaultTests {
 
         @Test func waitingForAConnectionToAnEndpointThatIsDownEndsAtTheSendTimeoutAndThenSendsFailAtOnce() async throws {
             try await withClosedPort { port in
-                var configuration = APNsClientConfiguration(
-                    authentication: .token(Harness.key), endpoint: .init(host: "127.0.0.1", port: port))
-                configuration.sendTimeout = .seconds(1)
+                let configuration = Harness.configuration(port: port, sendTimeout: .seconds(1))
                 try await APNsClient.withClient(configuration, logger: LogRecorder().logger) { client in
                     let started = ContinuousClock.now
                     let waitError = await #expect(throws: APNsClientError.self) { try await client.waitForConnection() }
@@ -131,9 +125,7 @@ extension ClientFaultTests {
 
         @Test func aCancelledWaitForAConnectionEndsAtOnce() async throws {
             try await withClosedPort { port in
-                var configuration = APNsClientConfiguration(
-                    authentication: .token(Harness.key), endpoint: .init(host: "127.0.0.1", port: port))
-                configuration.sendTimeout = .seconds(30)
+                let configuration = Harness.configuration(port: port, sendTimeout: .seconds(30))
                 try await APNsClient.withClient(configuration, logger: LogRecorder().logger) { client in
                     let waiting = OneTimeSignal()
                     let wait = Task { try await client.waitForConnection { waiting.fire() } }
@@ -157,9 +149,7 @@ extension ClientFaultTests {
                 .bind(host: "127.0.0.1", port: 0).get()
             let port = try #require(server.localAddress?.port)
             do {
-                var configuration = APNsClientConfiguration(
-                    authentication: .token(Harness.key), endpoint: .init(host: "127.0.0.1", port: port))
-                configuration.sendTimeout = .seconds(3)
+                var configuration = Harness.configuration(port: port, sendTimeout: .seconds(3))
                 configuration.reconnectBackoff = .init(initial: .milliseconds(200), maximum: .seconds(1))
                 let client = try APNsClient(configuration: configuration, logger: LogRecorder().logger)
                 let notifications = (0..<20).map { Harness.notification($0) }

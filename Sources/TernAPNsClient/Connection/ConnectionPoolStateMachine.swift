@@ -2,10 +2,11 @@ import DequeModule
 
 /// Every decision of ``APNsConnectionPool``, as a value with no I/O: no channels, locks, clocks or timers.
 ///
-/// The pool feeds it what happened (a caller asks for a stream, a stream comes back, a connect succeeds or fails,
-/// the server's SETTINGS or GOAWAY arrive, a connection closes, a waiter's deadline passes, shutdown) and gets an
-/// ``Action`` back that says what to do about it: lend connections to waiters, fail waiters, time a new waiter,
-/// open a connection after a back-off, drain or close connections. The pool runs those actions after it lets go of
+/// The pool feeds it what happened (a caller asks for a stream, or only for a connection to be ready, a stream comes
+/// back, a connect succeeds or fails, the server's SETTINGS or GOAWAY arrive, a connection closes, a waiter's deadline
+/// passes, shutdown) and gets an ``Action`` back that says what to do about it: lend connections to waiters, tell
+/// waiters a connection is ready, fail waiters, time a new waiter, open a connection after a back-off, drain or close
+/// connections. The pool runs those actions after it lets go of
 /// its lock, so no callback ever runs under it, and the decisions can be tested without sockets or sleeping.
 ///
 /// Connections stay here from the moment a connect is planned until they close:

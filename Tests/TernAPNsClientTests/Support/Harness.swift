@@ -106,6 +106,13 @@ enum Harness {
         }
     }
 
+    /// A client's configuration for 127.0.0.1:`port` with a token key, giving up on each send after `sendTimeout`.
+    static func configuration(port: Int, sendTimeout: Duration) -> APNsClientConfiguration {
+        var configuration = APNsClientConfiguration(authentication: .token(key), endpoint: .init(host: "127.0.0.1", port: port))
+        configuration.sendTimeout = sendTimeout
+        return configuration
+    }
+
     /// How often each token arrived.
     static func arrivalsByToken(_ simulator: APNsSimulator) -> [String: Int] {
         arrivals(simulator).reduce(into: [:]) { counts, entry in counts[entry.token, default: 0] += 1 }
