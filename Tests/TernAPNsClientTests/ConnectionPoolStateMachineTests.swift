@@ -15,8 +15,14 @@ import Testing
 
     static let backoff = APNsClientConfiguration.Backoff(initial: .milliseconds(200), maximum: .seconds(30))
 
-    static func machine(connections: Int = 2, loops: Int = 1) -> Machine {
-        Machine(poolSize: connections, loops: loops, backoff: backoff, endpoint: "apns.test:443")
+    static func machine(connections: Int = 2, loops: Int = 1, failFastAfter: Duration? = nil) -> Machine {
+        Machine(poolSize: connections, loops: loops, backoff: backoff, endpoint: "apns.test:443", failFastAfter: failFastAfter)
+    }
+
+    /// Plays a connect of the planned connection `plan` that the server refuses, and returns the machine's action.
+    static func refuse(_ machine: inout Machine, _ plan: Machine.ConnectPlan) -> Machine.Action {
+        _ = machine.startConnect(plan.connectionID)
+        return machine.connectFailed(plan.connectionID, description: "connection refused")
     }
 
     /// Plays a successful connect of the planned connection `plan` (socket, then SETTINGS) and returns both actions.
@@ -344,8 +350,7 @@ import Testing
         #expect(plan.delay == .zero)
 
         for failures in 1...4 {
-            _ = machine.startConnect(plan.connectionID)
-            let action = machine.connectFailed(plan.connectionID, description: "connection refused")
+            let action = Self.refuse(&machine, plan)
             let next = try #require(action.connect, "a waiting caller causes another connect")
             #expect(next.afterFailures == failures)
             // Full jitter between half the initial wait and initial × 2^(failures-1).
@@ -370,11 +375,10 @@ import Testing
     }
 
     @Test func aCallerFailsAtOnceOnlyOnceNoConnectionHasWorkedForLongerThanASendMayWait() throws {
-        var machine = Machine(poolSize: 2, backoff: Self.backoff, endpoint: "apns.test:443", failFastAfter: .seconds(30))
+        var machine = Self.machine(failFastAfter: .seconds(30))
         let start = ContinuousClock.now
         let plan = try #require(machine.acquire(1, now: start).connect)
-        _ = machine.startConnect(plan.connectionID)
-        let replacement = try #require(machine.connectFailed(plan.connectionID, description: "connection refused").connect)
+        let replacement = try #require(Self.refuse(&machine, plan).connect)
         // Found failing at second 1: it waits, as callers do through a short outage.
         #expect(machine.acquire(2, now: start + .seconds(1)).startDeadline == 2)
         #expect(machine.acquire(3, now: start + .seconds(31)).startDeadline == 3, "30 s since it was found failing, not more")
@@ -468,8 +472,7 @@ import Testing
         var machine = Self.machine(connections: 1)
         var plan = try #require(machine.acquire(1).connect)
         for _ in 1...3 {
-            _ = machine.startConnect(plan.connectionID)
-            plan = try #require(machine.connectFailed(plan.connectionID, description: "connection refused").connect)
+            plan = try #require(Self.refuse(&machine, plan).connect)
         }
         Self.open(&machine, plan)
         machine.answered(plan.connectionID)
@@ -575,8 +578,7 @@ import Testing
     @Test func aCallerWaitingForAConnectionKeepsConnectsGoingAndEndsAtItsDeadlineOrShutdownOrWhenCancelled() throws {
         var machine = Self.machine(connections: 1)
         let plan = try #require(machine.awaitConnection(1).connect)
-        _ = machine.startConnect(plan.connectionID)
-        let failed = machine.connectFailed(plan.connectionID, description: "connection refused")
+        let failed = Self.refuse(&machine, plan)
         #expect(failed.connect?.afterFailures == 1, "someone waits for a connection: the connect is tried again, backing off")
         _ = machine.awaitConnection(2)
         _ = machine.awaitConnection(3)
@@ -592,11 +594,10 @@ import Testing
     }
 
     @Test func onceACallerWaitedItsWholeDeadlineWhileConnectsFailedOthersFailAtOnceUntilAConnectionWorks() throws {
-        var machine = Machine(poolSize: 2, backoff: Self.backoff, endpoint: "apns.test:443", failFastAfter: .seconds(30))
+        var machine = Self.machine(failFastAfter: .seconds(30))
         let start = ContinuousClock.now
         let plan = try #require(machine.awaitConnection(1, now: start).connect)
-        _ = machine.startConnect(plan.connectionID)
-        let retry = try #require(machine.connectFailed(plan.connectionID, description: "connection refused").connect)
+        let retry = try #require(Self.refuse(&machine, plan).connect)
         // Found failing only now: by the clock alone, a caller would wait 30 s more.
         #expect(machine.acquire(2, now: start + .seconds(5)).startDeadline == 2)
         // The first caller's deadline (a whole send time) passes with no connection ready.
@@ -617,11 +618,10 @@ import Testing
     }
 
     @Test func aCallerThatTimesOutWaitingForABusyReadyConnectionMakesNobodyFailFast() throws {
-        var machine = Machine(poolSize: 1, backoff: Self.backoff, endpoint: "apns.test:443", failFastAfter: .seconds(30))
+        var machine = Self.machine(connections: 1, failFastAfter: .seconds(30))
         let start = ContinuousClock.now
         let plan = try #require(machine.acquire(1, now: start).connect)
-        _ = machine.startConnect(plan.connectionID)
-        let retry = try #require(machine.connectFailed(plan.connectionID, description: "connection refused").connect)
+        let retry = try #require(Self.refuse(&machine, plan).connect)
         let (_, settings) = Self.open(&machine, retry, maxStreams: 1)
         #expect(settings.lend.map(\.waiterID) == [1])
         // The only stream is busy: the next caller waits, and times out, while a connection is ready.
