@@ -210,8 +210,9 @@ struct ServerAssembly {
         services.append(badgeUpdates)
         services.append(webhooks)
         services.append(feedback)
-        services.append(InboxSweeper(
-            store: store, interval: configuration.inbox.sweepInterval, coordinator: coordinator, clocks: clocks, logger: logger))
+        services.append(RetentionSweeper(
+            store: store, interval: configuration.inbox.sweepInterval, pushRetention: configuration.delivery.pushRetention,
+            coordinator: coordinator, clocks: clocks, logger: logger))
         services.append(ChannelService(
             store: store, connections: connections, recorder: recorder, tasks: channelTasks, coordinator: coordinator, timer: clocks.timer,
             clock: clock, nodeTimeout: configuration.channel.nodeTimeout, logger: logger))

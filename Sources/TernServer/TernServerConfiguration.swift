@@ -80,6 +80,9 @@ public struct TernServerConfiguration: Sendable {
         /// How long a node's claim on a chunk lasts without renewal (renewed every third of it). When a node dies,
         /// its chunks go to the other nodes after this long.
         public var chunkLease: Duration = .seconds(15)
+        /// How long a completed push (its counts, failures and chunks) is kept after it finished; then it is deleted
+        /// (by the sweeps of `inbox.sweepInterval`). Zero keeps every push until its app is deleted.
+        public var pushRetention: Duration = .seconds(30 * 86_400)
     }
 
     public struct APNs: Sendable {
@@ -102,7 +105,7 @@ public struct TernServerConfiguration: Sendable {
     }
 
     public struct Inbox: Sendable {
-        /// How often expired inbox messages are deleted.
+        /// How often expired inbox messages and device messages, and pushes past `delivery.pushRetention`, are deleted.
         public var sweepInterval: Duration = .seconds(60)
         /// How long reads are gathered before the silent badge update they cause: a burst of reads within it makes
         /// one update per device.
@@ -187,6 +190,9 @@ public struct TernServerConfiguration: Sendable {
         guard (.seconds(1) ... .seconds(600)).contains(apns.sendTimeout) else { throw .init("apns.sendTimeout must be 1-600 seconds") }
         guard (1...1024).contains(delivery.pushes) else { throw .init("delivery.pushes must be 1-1024") }
         guard (.seconds(2) ... .seconds(3600)).contains(delivery.chunkLease) else { throw .init("delivery.chunkLease must be 2-3600 seconds") }
+        guard delivery.pushRetention == .zero || (.seconds(86_400) ... .seconds(3650 * 86_400)).contains(delivery.pushRetention) else {
+            throw .init("delivery.pushRetention must be 1-3650 days, or 0 to keep every push")
+        }
         guard (.seconds(1) ... .seconds(86_400)).contains(inbox.sweepInterval) else { throw .init("inbox.sweepInterval must be 1-86400 seconds") }
         guard (.zero ... .seconds(60)).contains(inbox.badgeUpdateDelay) else { throw .init("inbox.badgeUpdateDelay must be 0-60000 ms") }
         guard (.seconds(1) ... .seconds(86_400)).contains(feedback.checkInterval) else {
@@ -226,7 +232,7 @@ extension TernServerConfiguration {
     /// `database.url` (PostgreSQL instead of SQLite), `database.connections`, `database.callTimeout` (seconds),
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
-    /// `delivery.minimumConcurrency`, `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds),
+    /// `delivery.minimumConcurrency`, `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds), `delivery.pushRetention` (days),
     /// `apns.connections`, `apns.idleTimeout` (seconds), `apns.sendTimeout` (seconds), `apns.legacyReplayWindow` (milliseconds), `inbox.sweepInterval` (seconds),
     /// `inbox.badgeUpdateDelay` (milliseconds), `channel.pingInterval` (milliseconds), `channel.nodeTimeout` (seconds), `feedback.checkInterval` (seconds),
     /// `webhooks.allowPrivateNetworks`, `server.shutdownTimeout` (seconds), `console.enabled`, `console.secureCookies`,
@@ -279,6 +285,7 @@ extension TernServerConfiguration {
         read("delivery.ordering", into: &configuration.delivery.ordering)
         read("delivery.pushes", into: &configuration.delivery.pushes)
         read("delivery.chunkLease", into: &configuration.delivery.chunkLease, unit: .seconds(1))
+        read("delivery.pushRetention", into: &configuration.delivery.pushRetention, unit: .seconds(86_400))
         read("apns.connections", into: &configuration.apns.connections)
         read("apns.idleTimeout", into: &configuration.apns.idleTimeout, unit: .seconds(1))
         read("apns.sendTimeout", into: &configuration.apns.sendTimeout, unit: .seconds(1))

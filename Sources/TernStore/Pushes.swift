@@ -113,6 +113,20 @@ public struct PushFailure: Sendable, Equatable {
     }
 }
 
+/// What one ``TernStore/purgeFinishedPushes(before:limit:)`` deleted.
+public struct PushPurge: Sendable, Equatable {
+    public var pushes: Int
+    public var failures: Int
+    /// Whether a call may find more to delete: it deleted as many rows of one kind as it was allowed.
+    public var more: Bool
+
+    public init(pushes: Int, failures: Int, more: Bool) {
+        self.pushes = pushes
+        self.failures = failures
+        self.more = more
+    }
+}
+
 /// Why a notification was not delivered (``PushFailure/reason``): APNs' answer, or what kept it from getting one.
 ///
 /// Its ``rawValue`` is what the API and the database show: APNs' reason (`BadDeviceToken`, `Unregistered`, …), the

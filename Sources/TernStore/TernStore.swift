@@ -179,6 +179,11 @@ public protocol TernStore: Sendable {
     func releaseChunks() async throws -> Int
     /// A push's failures, `limit` at a time; the cursor is opaque.
     func failures(pushID: String, after cursor: String?, limit: Int) async throws -> Page<PushFailure>
+    /// Deletes pushes that completed before `before`, oldest first, with their failures and chunks, in one
+    /// transaction of at most `limit` failures or else `limit` pushes: a push's failures go before the push, over as
+    /// many calls as they take. A push whose device messages are still kept for the online channel stays until they
+    /// expire.
+    func purgeFinishedPushes(before: Date, limit: Int) async throws -> PushPurge
 
     // MARK: Inbox and badges
 

@@ -150,6 +150,20 @@ struct ConfigurationTests {
         }
     }
 
+    @Test func thePushRetentionIsReadInDaysAndZeroKeepsEveryPush() async throws {
+        #expect(TernServerConfiguration().delivery.pushRetention == .seconds(30 * 86_400))
+        let configuration = try await TernServerConfiguration.load(file: nil, environment: ["TERN_DELIVERY_PUSH_RETENTION": "7"])
+        #expect(configuration.delivery.pushRetention == .seconds(7 * 86_400))
+        let keeping = try await TernServerConfiguration.load(file: nil, environment: ["TERN_DELIVERY_PUSH_RETENTION": "0"])
+        #expect(keeping.delivery.pushRetention == .zero)
+        try keeping.validate()
+        for days in [-1, 3651] {
+            let settings = try await TernServerConfiguration.load(file: nil, environment: ["TERN_DELIVERY_PUSH_RETENTION": "\(days)"])
+            let error = #expect(throws: TernServerConfigurationError.self) { try settings.validate() }
+            #expect(error?.description == "delivery.pushRetention must be 1-3650 days, or 0 to keep every push")
+        }
+    }
+
     /// A setting in seconds: its default, read from its variable, and refused outside its range, naming it.
     struct SecondsSetting: Sendable, CustomTestStringConvertible {
         var key: String

@@ -284,29 +284,3 @@ struct DeliveryOrderTests {
         try await withTimeout(10, "a later place") { try await queue.admit {} }
     }
 }
-
-/// The inbox sweeper on a real SQLite file.
-struct InboxSweeperTests {
-    @Test func theSweeperDeletesEverythingExpiredInBatchesAndKeepsTheRest() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("tern-sweeper-\(UUID().uuidString).db").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let store = try await SQLStore.openSQLite(path: path, logger: Logger(label: "test"))
-        try await store.migrate()
-        let now = Date()
-        try await store.createApp(AppRecord(
-            id: "demo", topic: "com.example.demo", environment: .production, endpoint: nil, sealedCredentials: [1],
-            appKeyHash: [2], masterSecretHash: [3], webhookURL: nil, createdAt: now, updatedAt: now))
-        let owners = (0..<1_500).map { InboxOwner.alias("user-\($0)") }
-        let expired = InboxMessage(id: "old", appID: "demo", title: "old", body: nil, data: nil, createdAt: now.addingTimeInterval(-20), expiresAt: now.addingTimeInterval(-10))
-        let current = InboxMessage(id: "new", appID: "demo", title: "new", body: nil, data: nil, createdAt: now, expiresAt: now.addingTimeInterval(3600))
-        _ = try await store.deliverToInbox(expired, owners: owners, cap: 10, at: now.addingTimeInterval(-20))
-        _ = try await store.deliverToInbox(current, owners: [owners[0]], cap: 10, at: now)
-
-        let sweeper = InboxSweeper(store: store, interval: .seconds(60), logger: Logger(label: "test"))
-        #expect(await sweeper.sweep(now: now) == 1_500, "more than one batch of \(InboxSweeper.batch)")
-        #expect(await sweeper.sweep(now: now) == 0)
-        let left = try await store.inbox(app: "demo", owner: owners[0], after: nil, limit: 10, at: now.addingTimeInterval(-30))
-        #expect(left.items.map(\.message.id) == ["new"])
-        try await store.close()
-    }
-}

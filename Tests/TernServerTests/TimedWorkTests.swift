@@ -77,7 +77,7 @@ struct ManualClockTests {
                 try await store.inbox(app: "demo", owner: owner, after: nil, limit: 10, at: start).items.map(\.message.id)
             }
 
-            let sweeper = InboxSweeper(store: store, interval: .seconds(60), clocks: .manual(clock), logger: Self.logger)
+            let sweeper = RetentionSweeper(store: store, interval: .seconds(60), clocks: .manual(clock), logger: Self.logger)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await sweeper.run() }
                 // Its first sweep, at the start, finds nothing expired; then it waits a whole interval.

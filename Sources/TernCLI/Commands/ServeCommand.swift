@@ -38,12 +38,15 @@ struct ServeCommand: AsyncParsableCommand {
             delivery.pushes, delivery.ordering (one notification per
             device in flight, so badges never jump: default true), delivery.chunkLease
             (seconds before a dead node's chunks go to another node: default 15),
+            delivery.pushRetention (days a completed push, with its failures, is kept:
+            default 30; 0 keeps every push),
             apns.connections, apns.idleTimeout (seconds an APNs connection may carry
             nothing before it is closed: default 600), apns.sendTimeout (seconds a
             notification may take to be answered, and an endpoint be unreachable before
             its notifications fail at once: default 30), apns.legacyReplayWindow (ms a legacy gateway notification
             waits for an error before it counts as accepted: default 500),
-            inbox.sweepInterval (seconds), inbox.badgeUpdateDelay (ms:
+            inbox.sweepInterval (seconds between deletions of what expired or passed
+            its retention: default 60), inbox.badgeUpdateDelay (ms:
             reads gathered into one silent badge update), feedback.checkInterval (seconds
             between looks for legacy apps due a feedback read), channel.pingInterval (ms
             between pings on each device connection: default 30000), channel.nodeTimeout

@@ -384,6 +384,10 @@ extension SQLStore {
             Migration(version: 11, name: "nodes", statements: [
                 "CREATE TABLE nodes (node TEXT PRIMARY KEY, seen_at BIGINT NOT NULL)",
             ]),
+            // Completed pushes are deleted once `delivery.pushRetention` has passed since they finished, oldest first.
+            Migration(version: 12, name: "push retention", statements: [
+                "CREATE INDEX pushes_finished ON pushes (finished_at) WHERE status = 'completed'",
+            ]),
         ]
     }
 }

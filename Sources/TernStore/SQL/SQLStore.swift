@@ -365,6 +365,31 @@ public final class SQLStore: TernStore {
             return Page(items: try page.map(PushFailure.init(row:)), next: next)
         }
     }
+
+    public func purgeFinishedPushes(before: Date, limit: Int) async throws -> PushPurge {
+        let limit = max(limit, 1)
+        // Pushes past retention (found by the index of completed pushes' finish) whose device messages are gone.
+        let past: SQLQueryString = """
+            p.status = 'completed' AND p.finished_at < \(bind: before.milliseconds)
+                AND NOT EXISTS (SELECT 1 FROM device_messages m WHERE m.push_id = p.id)
+            """
+        return try await transaction { db in
+            // A large push's failures (a row per recipient that failed) take several calls, each a short transaction;
+            // its row goes once they are gone.
+            let failures = try await db.raw("""
+                DELETE FROM push_failures WHERE id IN (
+                    SELECT f.id FROM pushes p JOIN push_failures f ON f.push_id = p.id WHERE \(past) LIMIT \(bind: limit))
+                RETURNING id
+                """).all().count
+            guard failures < limit else { return PushPurge(pushes: 0, failures: failures, more: true) }
+            // Their chunks go with them (a push has one per `delivery.chunkSize` recipients: 500 for a million).
+            let pushes = try await db.raw("""
+                DELETE FROM pushes WHERE id IN (SELECT p.id FROM pushes p WHERE \(past) ORDER BY p.finished_at LIMIT \(bind: limit))
+                RETURNING id
+                """).all().count
+            return PushPurge(pushes: pushes, failures: failures, more: pushes == limit)
+        }
+    }
 }
 
 // MARK: - Sessions and transactions

@@ -1,0 +1,106 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import TernStore
+
+/// Deletes what Tern keeps only for a while, every `interval`, in batches: expired inbox messages, the online
+/// channel's expired device messages, and pushes that completed longer than `pushRetention` ago. Listings and
+/// connections leave expired messages out the moment they expire; this only frees the space. Pushes are deleted
+/// with their failures and chunks, oldest first; one whose device messages are still kept stays until they expire.
+final class RetentionSweeper: Service {
+    static let batch = 1000
+
+    private let store: any TernStore
+    private let interval: Duration
+    /// Zero keeps every push.
+    private let pushRetention: Duration
+    /// One node sweeps at a time. The lease keeps its name from before pushes were swept too, so that nodes of both
+    /// versions share it during a rolling upgrade.
+    private let lease: JobLease
+    /// `wall` says what has expired; the sweeps are `interval` apart on `timer`.
+    private let clocks: ServerClocks
+    private let logger: Logger
+    /// Sweeps that fail (the database away): said when it starts, once a minute, and when it ends.
+    private let inboxFailures: FailureLog
+    private let messageFailures: FailureLog
+    private let pushFailures: FailureLog
+
+    init(
+        store: any TernStore, interval: Duration, pushRetention: Duration = .zero, coordinator: any NodeCoordinator = LocalCoordinator(),
+        clocks: ServerClocks = .system, logger: Logger
+    ) {
+        self.store = store
+        self.interval = interval
+        self.pushRetention = pushRetention
+        self.lease = coordinator.lease("inbox-sweeper")
+        self.clocks = clocks
+        self.logger = logger
+        inboxFailures = FailureLog("cannot sweep expired inbox messages", logger: logger)
+        messageFailures = FailureLog("cannot sweep expired device messages", logger: logger)
+        pushFailures = FailureLog("cannot delete pushes past delivery.pushRetention", logger: logger)
+    }
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            if lease.isHeld { await sweep() }
+            try? await cancelWhenGracefulShutdown { [interval, timer = clocks.timer] in try await timer.sleep(for: interval) }
+        }
+    }
+
+    /// What one sweep deleted.
+    struct Swept: Equatable {
+        var inboxEntries = 0
+        var deviceMessages = 0
+        var pushes = 0
+        var pushFailures = 0
+    }
+
+    /// Deletes everything that expired by `now` (the wall clock's, unless given), and the pushes that completed
+    /// `pushRetention` before it.
+    @discardableResult
+    func sweep(now given: Date? = nil) async -> Swept {
+        let now = given ?? clocks.wall.now
+        var swept = Swept()
+        do {
+            while true {
+                let deleted = try await store.purgeExpiredInbox(before: now, limit: Self.batch)
+                swept.inboxEntries += deleted
+                if deleted < Self.batch { break }
+            }
+            inboxFailures.succeeded()
+        } catch {
+            inboxFailures.failed(["error": "\(error)"])
+        }
+        if swept.inboxEntries > 0 { logger.info("expired inbox messages deleted", metadata: ["entries": "\(swept.inboxEntries)"]) }
+        do {
+            while true {
+                let deleted = try await store.purgeExpiredMessages(before: now, limit: Self.batch)
+                swept.deviceMessages += deleted
+                if deleted < Self.batch { break }
+            }
+            messageFailures.succeeded()
+        } catch {
+            messageFailures.failed(["error": "\(error)"])
+        }
+        if swept.deviceMessages > 0 { logger.info("expired device messages deleted", metadata: ["messages": "\(swept.deviceMessages)"]) }
+        guard pushRetention > .zero else { return swept }
+        let cutoff = now.addingTimeInterval(-Double(pushRetention.components.seconds))
+        do {
+            while true {
+                let purge = try await store.purgeFinishedPushes(before: cutoff, limit: Self.batch)
+                swept.pushes += purge.pushes
+                swept.pushFailures += purge.failures
+                if !purge.more { break }
+            }
+            pushFailures.succeeded()
+        } catch {
+            pushFailures.failed(["error": "\(error)"])
+        }
+        if swept.pushes > 0 || swept.pushFailures > 0 {
+            logger.info(
+                "pushes past delivery.pushRetention deleted",
+                metadata: ["pushes": "\(swept.pushes)", "failures": "\(swept.pushFailures)"])
+        }
+        return swept
+    }
+}

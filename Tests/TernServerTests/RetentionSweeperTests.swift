@@ -1,0 +1,91 @@
+import Foundation
+import Logging
+import TernStore
+import Testing
+@testable import TernServer
+
+/// The retention sweeper on a real SQLite file: expired inbox messages, and pushes past `delivery.pushRetention`.
+struct RetentionSweeperTests {
+    @Test func theSweeperDeletesEverythingExpiredInBatchesAndKeepsTheRest() async throws {
+        try await withStore { store, now in
+            let owners = (0..<1_500).map { InboxOwner.alias("user-\($0)") }
+            let expired = InboxMessage(id: "old", appID: "demo", title: "old", body: nil, data: nil, createdAt: now.addingTimeInterval(-20), expiresAt: now.addingTimeInterval(-10))
+            let current = InboxMessage(id: "new", appID: "demo", title: "new", body: nil, data: nil, createdAt: now, expiresAt: now.addingTimeInterval(3600))
+            _ = try await store.deliverToInbox(expired, owners: owners, cap: 10, at: now.addingTimeInterval(-20))
+            _ = try await store.deliverToInbox(current, owners: [owners[0]], cap: 10, at: now)
+
+            let sweeper = RetentionSweeper(store: store, interval: .seconds(60), logger: Logger(label: "test"))
+            #expect(await sweeper.sweep(now: now).inboxEntries == 1_500, "more than one batch of \(RetentionSweeper.batch)")
+            #expect(await sweeper.sweep(now: now).inboxEntries == 0)
+            let left = try await store.inbox(app: "demo", owner: owners[0], after: nil, limit: 10, at: now.addingTimeInterval(-30))
+            #expect(left.items.map(\.message.id) == ["new"])
+        }
+    }
+
+    /// Pushes were kept until their app was deleted: a backend pushing to one user at a time grew the database by
+    /// every push it ever made.
+    @Test func pushesCompletedLongerThanTheRetentionAgoAreDeletedWithAllTheirFailures() async throws {
+        try await withStore { store, now in
+            for n in 0..<3 { _ = try await store.register(registration(n), app: "demo", at: now) }
+            let day = 86_400.0
+            // More failures than one batch, so the sweep takes several transactions for them.
+            try await complete("old", failures: 2_500, at: now.addingTimeInterval(-31 * day), store)
+            try await complete("recent", failures: 1, at: now.addingTimeInterval(-29 * day), store)
+
+            let keeping = RetentionSweeper(store: store, interval: .seconds(60), pushRetention: .zero, logger: Logger(label: "test"))
+            #expect(await keeping.sweep(now: now) == .init(), "zero keeps every push")
+            #expect(try await store.push(app: "demo", id: "old") != nil)
+
+            let sweeper = RetentionSweeper(store: store, interval: .seconds(60), pushRetention: .seconds(30 * 86_400), logger: Logger(label: "test"))
+            #expect(await sweeper.sweep(now: now) == .init(pushes: 1, pushFailures: 2_500))
+            #expect(try await store.push(app: "demo", id: "old") == nil)
+            #expect(try await store.failures(pushID: "old", after: nil, limit: 10).items.isEmpty)
+            #expect(try await store.push(app: "demo", id: "recent")?.counts.failed == 1)
+            // A day later, the other one is past it too.
+            #expect(await sweeper.sweep(now: now.addingTimeInterval(day + 1)) == .init(pushes: 1, pushFailures: 1))
+            #expect(try await store.push(app: "demo", id: "recent") == nil)
+        }
+    }
+
+    private func withStore(_ body: (SQLStore, Date) async throws -> Void) async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("tern-sweeper-\(UUID().uuidString).db").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try await SQLStore.openSQLite(path: path, logger: Logger(label: "test"))
+        do {
+            try await store.migrate()
+            let now = Date()
+            try await store.createApp(AppRecord(
+                id: "demo", topic: "com.example.demo", environment: .production, endpoint: nil, sealedCredentials: [1],
+                appKeyHash: [2], masterSecretHash: [3], webhookURL: nil, createdAt: now, updatedAt: now))
+            try await body(store, now)
+            try await store.close()
+        } catch {
+            try? await store.close()
+            throw error
+        }
+    }
+
+    private func registration(_ n: Int) -> DeviceRegistration {
+        DeviceRegistration(deviceID: "device-\(n)", token: String(repeating: "0", count: 63) + String(n), environment: .production)
+    }
+
+    /// Push `id` to every device, sent in chunks of 100 and recorded at `finished`, with `failures` failures in all
+    /// (the first chunk's, as if from its recipients; the store does not check whose they are).
+    private func complete(_ id: String, failures: Int, at finished: Date, _ store: SQLStore) async throws {
+        _ = try await store.createPush(PushRecord(
+            id: id, appID: "demo", idempotencyKey: nil, audience: .everyone, notification: Array("{\"aps\":{}}".utf8), createdAt: finished))
+        var first = true
+        var completed = false
+        while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 100, leaseUntil: finished.addingTimeInterval(60), at: finished) {
+            let failed = first ? (0..<failures).map {
+                PushFailure(deviceID: nil, token: "token-\($0)", status: 400, reason: .apns(.badDeviceToken), at: finished)
+            } : []
+            first = false
+            let recording = try await store.recordChunk(
+                pushID: id, sequence: chunk.sequence, node: "a",
+                PushProgress(accepted: chunk.recipients.count, failures: failed, pruned: 0), at: finished)
+            if recording == .recorded(pushCompleted: true) { completed = true }
+        }
+        #expect(completed, "push \(id) completed")
+    }
+}
