@@ -200,13 +200,15 @@ public final class TernServer: Sendable {
         let demoSecrets = assembly.demo
         // Set as the banner is shown: a start that ends before it takes back what it made to be shown once.
         let shown = OneTimeSignal()
+        // The same signals trapped apart from the group's: each is seen by both, so this sees the group's first too.
+        let signals = gracefulShutdownSignals.isEmpty ? nil : await UnixSignalsSequence(trapping: gracefulShutdownSignals)
         do {
-            try await withThrowingTaskGroup(of: Void.self) { tasks in
+            try await withThrowingTaskGroup(of: Ended.self) { tasks in
                 tasks.addTask { [configuration] in
                     let simulatorAddress = try await simulator?.waitUntilReady()
                     await listening.wait()
                     // The server ended before it was ready (stopped while starting, or a service failed): no banner.
-                    guard !Task.isCancelled else { return }
+                    guard !Task.isCancelled else { return .banner }
                     let bound = self.boundPort ?? configuration.http.port
                     // An IPv6 address goes in brackets in a URL (`http://[::1]:8080`).
                     let host = configuration.http.host.contains(":") ? "[\(configuration.http.host)]" : configuration.http.host
@@ -216,11 +218,39 @@ public final class TernServer: Sendable {
                         url: url, consoleURL: configuration.console.enabled ? url + ConsoleRoutes.root : nil, newAdminToken: newAdminToken,
                         demo: demoSecrets, simulator: simulatorAddress.map { ($0.endpoint.port, $0.controlPort) },
                         databasePath: configuration.databaseDescription, newServerKeyFile: newKeyFile))
+                    return .banner
                 }
-                // However the services end, the wait for readiness ends with them.
+                tasks.addTask {
+                    try await group.run()
+                    return .services
+                }
+                if let signals {
+                    // A second signal while the first one's graceful stop goes on (Ctrl-C twice): what is left is cancelled
+                    // now, as at the end of `server.shutdownTimeout`, instead of being waited for.
+                    tasks.addTask {
+                        var seen = 0
+                        for await _ in signals {
+                            seen += 1
+                            if seen == 2 { return .secondSignal }
+                        }
+                        return .banner
+                    }
+                }
+                // However the services end, the wait for readiness and for signals ends with them.
                 defer { tasks.cancelAll() }
-                try await group.run()
-                logger.info("stopped")
+                while let ended = try await tasks.next() {
+                    switch ended {
+                    case .banner:
+                        continue
+                    case .secondSignal:
+                        logger.warning("a second signal: stopping now; the chunks still in flight are left for the next start or another node")
+                        // The group's task among them: the group cancels its services.
+                        tasks.cancelAll()
+                    case .services:
+                        logger.info("stopped")
+                        return
+                    }
+                }
             }
         } catch {
             if !shown.hasFired { await assembly.takeBackWhatWasNeverShown(from: store) }
@@ -243,12 +273,23 @@ public final class TernServer: Sendable {
 }
 
 /// Says when a stop begins. Last among the services, it is the first told (a ServiceGroup tells them in reverse).
+/// What ended, among the tasks that run beside the service group.
+private enum Ended: Sendable {
+    /// The banner was shown, or the wait for it ended (not a reason to stop).
+    case banner
+    /// The service group returned: the server has stopped.
+    case services
+    /// A second stop signal came while the first one's graceful stop went on.
+    case secondSignal
+}
+
 private struct StopNotice: Service {
     let logger: Logger
     let timeout: Duration
 
     func run() async throws {
         try? await gracefulShutdown()
-        logger.info("stopping: no new requests; the chunks in flight are sent and recorded, for at most \(timeout.components.seconds) s")
+        logger.info(
+            "stopping: no new requests; the chunks in flight are sent and recorded, for at most \(timeout.components.seconds) s (a second signal stops at once)")
     }
 }

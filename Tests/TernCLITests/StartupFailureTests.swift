@@ -286,28 +286,7 @@ import Testing
     @Test func sigtermEndsTheProcessWithinTheShutdownTimeEvenWhileAPNsHoldsEveryAnswer() async throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        // At info, for the lines that say when the stop began and ended.
-        let serve = try ServeProcess(folder: folder, arguments: ["--log-level", "info"], environment: ["TERN_SERVER_SHUTDOWN_TIMEOUT": "2"])
-        let appKey = try #require(serve.value(after: "app key"))
-        let master = try #require(serve.value(after: "master secret"))
-        let control = try #require(serve.banner.range(of: "control API http://127.0.0.1:").map { Int(serve.banner[$0.upperBound...].prefix(while: \.isNumber)) } ?? nil)
-        // APNs (the built-in simulator) holds every answer for a minute.
-        let latency = try Commands.curl(["-X", "PUT", "http://127.0.0.1:\(control)/scenario/latency", "-d", #"{"fixedMilliseconds": 60000}"#])
-        #expect(latency.status == 0)
-        for n in 0..<20 {
-            let registered = try await serve.client(bearer: appKey).put(
-                "/v1/apps/demo/devices/\(ServeCommandTests.device(n))", #"{"token": "\#(ServeCommandTests.token(n))", "environment": "production"}"#)
-            #expect(registered.status == 200)
-        }
-        let push = try await serve.client(bearer: master).post("/v1/apps/demo/pushes", #"{"audience": {"all": true}, "notification": {"title": "held"}}"#)
-        #expect(push.status == 202)
-        // Wait until the notifications are on the wire (the simulator has them), then stop.
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            let stats = try Commands.curl(["http://127.0.0.1:\(control)/stats"]).stdout
-            if stats.contains("\"requests\":20") { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        let serve = try await Self.serveWithAPushOnTheWire(in: folder, answeringAfter: 60_000, shutdownTimeout: 2)
         let stopping = Date()
         kill(serve.process.processIdentifier, SIGTERM)
         serve.process.waitUntilExit()
@@ -318,5 +297,67 @@ import Testing
         let log = try String(contentsOf: folder.appendingPathComponent("serve.log"), encoding: .utf8)
         #expect(log.contains("stopping: no new requests; the chunks in flight are sent and recorded, for at most 2 s"), "\(serve.diagnosis())")
         #expect(log.split(separator: "\n").contains { $0.hasSuffix("] stopped") }, "\(serve.diagnosis())")
+    }
+
+    /// A second Ctrl-C did nothing: the operator waited out the whole shutdown time (30 s by default).
+    @Test func aSecondSignalStopsAtOnceWhileTheFirstOnesGracefulStopWaitsForAPNs() async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let serve = try await Self.serveWithAPushOnTheWire(in: folder, answeringAfter: 60_000, shutdownTimeout: 60)
+        let log = folder.appendingPathComponent("serve.log")
+        kill(serve.process.processIdentifier, SIGINT)
+        // Once the graceful stop has begun, the second.
+        try await waitUntil("the graceful stop begins", within: 10) {
+            ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("] stopping: no new requests")
+        }
+        let second = Date()
+        kill(serve.process.processIdentifier, SIGINT)
+        serve.process.waitUntilExit()
+        let took = Date().timeIntervalSince(second)
+        // The embedded simulator's 1 s grace and the rest of the cancellation, not the 60 s shutdown time.
+        #expect(took < 5, "the second SIGINT took \(took) s")
+        #expect(serve.process.terminationStatus == 0)
+        let text = try String(contentsOf: log, encoding: .utf8)
+        #expect(text.contains("a second signal: stopping now"), "\(serve.diagnosis())")
+        #expect(text.split(separator: "\n").contains { $0.hasSuffix("] stopped") }, "\(serve.diagnosis())")
+    }
+
+    /// The process traps the stop signals twice (the service group's and the second-signal watch): one signal must
+    /// still be one graceful stop, which waits for APNs' answers.
+    @Test func oneSignalStillWaitsForTheAnswersInFlight() async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let serve = try await Self.serveWithAPushOnTheWire(in: folder, answeringAfter: 3_000, shutdownTimeout: 60)
+        let stopping = Date()
+        kill(serve.process.processIdentifier, SIGINT)
+        serve.process.waitUntilExit()
+        let took = Date().timeIntervalSince(stopping)
+        #expect(took > 1.5, "one SIGINT stopped after \(took) s, before the answers due up to 3 s after the push")
+        #expect(serve.process.terminationStatus == 0)
+        let text = try String(contentsOf: folder.appendingPathComponent("serve.log"), encoding: .utf8)
+        #expect(!text.contains("a second signal: stopping now"), "\(serve.diagnosis())")
+    }
+
+    /// A server at info (for the lines that say when the stop began and ended) whose APNs (the built-in simulator)
+    /// answers after `latency` ms, with a push to 20 devices whose notifications the simulator has all received.
+    private static func serveWithAPushOnTheWire(in folder: URL, answeringAfter latency: Int, shutdownTimeout: Int) async throws -> ServeProcess {
+        let serve = try ServeProcess(
+            folder: folder, arguments: ["--log-level", "info"], environment: ["TERN_SERVER_SHUTDOWN_TIMEOUT": "\(shutdownTimeout)"])
+        let appKey = try #require(serve.value(after: "app key"))
+        let master = try #require(serve.value(after: "master secret"))
+        let control = try #require(serve.banner.range(of: "control API http://127.0.0.1:").map { Int(serve.banner[$0.upperBound...].prefix(while: \.isNumber)) } ?? nil)
+        let scenario = try Commands.curl(["-X", "PUT", "http://127.0.0.1:\(control)/scenario/latency", "-d", #"{"fixedMilliseconds": \#(latency)}"#])
+        #expect(scenario.status == 0)
+        for n in 0..<20 {
+            let registered = try await serve.client(bearer: appKey).put(
+                "/v1/apps/demo/devices/\(ServeCommandTests.device(n))", #"{"token": "\#(ServeCommandTests.token(n))", "environment": "production"}"#)
+            #expect(registered.status == 200)
+        }
+        let push = try await serve.client(bearer: master).post("/v1/apps/demo/pushes", #"{"audience": {"all": true}, "notification": {"title": "held"}}"#)
+        #expect(push.status == 202)
+        try await waitUntil("the notifications are on the wire (the simulator has them)", within: 10) {
+            ((try? Commands.curl(["http://127.0.0.1:\(control)/stats"]).stdout) ?? "").contains("\"requests\":20")
+        }
+        return serve
     }
 }

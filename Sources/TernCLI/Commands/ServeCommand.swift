@@ -61,7 +61,8 @@ struct ServeCommand: AsyncParsableCommand {
             Ctrl-C (SIGINT) or SIGTERM stops it gracefully: no new requests, the chunks
             of recipients in flight are delivered and recorded (not an auto chunk still
             waiting for acknowledgements: its devices' connections close first), the
-            rest of a push is sent by the other nodes or resumes at the next start.
+            rest of a push is sent by the other nodes or resumes at the next start. A
+            second signal during that stop cancels what is left at once.
 
             Examples:
               tern serve
