@@ -61,40 +61,25 @@ final class RetentionSweeper: Service {
     func sweep(now given: Date? = nil) async -> Swept {
         let now = given ?? clocks.wall.now
         var swept = Swept()
-        do {
-            while true {
-                let deleted = try await store.purgeExpiredInbox(before: now, limit: Self.batch)
-                swept.inboxEntries += deleted
-                if deleted < Self.batch { break }
-            }
-            inboxFailures.succeeded()
-        } catch {
-            inboxFailures.failed(["error": "\(error)"])
+        await untilDone(inboxFailures) {
+            let deleted = try await store.purgeExpiredInbox(before: now, limit: Self.batch)
+            swept.inboxEntries += deleted
+            return deleted == Self.batch
         }
         if swept.inboxEntries > 0 { logger.info("expired inbox messages deleted", metadata: ["entries": "\(swept.inboxEntries)"]) }
-        do {
-            while true {
-                let deleted = try await store.purgeExpiredMessages(before: now, limit: Self.batch)
-                swept.deviceMessages += deleted
-                if deleted < Self.batch { break }
-            }
-            messageFailures.succeeded()
-        } catch {
-            messageFailures.failed(["error": "\(error)"])
+        await untilDone(messageFailures) {
+            let deleted = try await store.purgeExpiredMessages(before: now, limit: Self.batch)
+            swept.deviceMessages += deleted
+            return deleted == Self.batch
         }
         if swept.deviceMessages > 0 { logger.info("expired device messages deleted", metadata: ["messages": "\(swept.deviceMessages)"]) }
         guard pushRetention > .zero else { return swept }
         let cutoff = now.addingTimeInterval(-Double(pushRetention.components.seconds))
-        do {
-            while true {
-                let purge = try await store.purgeFinishedPushes(before: cutoff, limit: Self.batch)
-                swept.pushes += purge.pushes
-                swept.pushFailures += purge.failures
-                if !purge.more { break }
-            }
-            pushFailures.succeeded()
-        } catch {
-            pushFailures.failed(["error": "\(error)"])
+        await untilDone(pushFailures) {
+            let purge = try await store.purgeFinishedPushes(before: cutoff, limit: Self.batch)
+            swept.pushes += purge.pushes
+            swept.pushFailures += purge.failures
+            return purge.more
         }
         if swept.pushes > 0 || swept.pushFailures > 0 {
             logger.info(
@@ -102,5 +87,17 @@ final class RetentionSweeper: Service {
                 metadata: ["pushes": "\(swept.pushes)", "failures": "\(swept.pushFailures)"])
         }
         return swept
+    }
+
+    /// Runs `step`, a batch at a time, until it says there may be no more (false) or the server stops (a backlog of
+    /// pushes from before an upgrade can take minutes); a failure ends it and is said through `failures` (when it
+    /// starts, once a minute, and when it ends).
+    private func untilDone(_ failures: FailureLog, _ step: () async throws -> Bool) async {
+        do {
+            while !Task.isShuttingDownGracefully, !Task.isCancelled, try await step() {}
+            failures.succeeded()
+        } catch {
+            failures.failed(["error": "\(error)"])
+        }
     }
 }
