@@ -272,7 +272,6 @@ public final class TernServer: Sendable {
     }
 }
 
-/// Says when a stop begins. Last among the services, it is the first told (a ServiceGroup tells them in reverse).
 /// What ended, among the tasks that run beside the service group.
 private enum Ended: Sendable {
     /// The banner was shown, or the wait for it ended (not a reason to stop).
@@ -283,6 +282,7 @@ private enum Ended: Sendable {
     case secondSignal
 }
 
+/// Says when a stop begins. Last among the services, it is the first told (a ServiceGroup tells them in reverse).
 private struct StopNotice: Service {
     let logger: Logger
     let timeout: Duration
