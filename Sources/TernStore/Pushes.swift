@@ -26,10 +26,12 @@ public struct PushRecord: Sendable, Equatable {
     public var cursor: String?
     public var createdAt: Date
     public var finishedAt: Date?
+    /// When the push was cancelled (``TernStore/cancelPush(app:id:at:)``): no recipient was handed out after it.
+    public var cancelledAt: Date?
 
     public init(
         id: String, appID: String, idempotencyKey: String?, audience: Audience, notification: [UInt8], status: Status = .pending,
-        counts: PushCounts = PushCounts(), cursor: String? = nil, createdAt: Date, finishedAt: Date? = nil
+        counts: PushCounts = PushCounts(), cursor: String? = nil, createdAt: Date, finishedAt: Date? = nil, cancelledAt: Date? = nil
     ) {
         self.id = id
         self.appID = appID
@@ -41,6 +43,7 @@ public struct PushRecord: Sendable, Equatable {
         self.cursor = cursor
         self.createdAt = createdAt
         self.finishedAt = finishedAt
+        self.cancelledAt = cancelledAt
     }
 }
 

@@ -177,6 +177,12 @@ public protocol TernStore: Sendable {
     /// chunks would otherwise wait for their leases to run out. - Returns: how many were open.
     @discardableResult
     func releaseChunks() async throws -> Int
+    /// Stops a push: no recipient of its audience is handed out in a chunk from now on, on any node. The chunks handed
+    /// out already are sent to the end (up to twice a node's in-flight limit of recipients), and the push completes with the last
+    /// of them, or at once if none is open. Cancelling again changes nothing; a push that had completed is
+    /// left as it was (no ``PushRecord/cancelledAt``). - Returns: the push after it, and whether this call completed
+    /// it; nil when the app has no such push.
+    func cancelPush(app: String, id: String, at now: Date) async throws -> (push: PushRecord, completedNow: Bool)?
     /// A push's failures, `limit` at a time; the cursor is opaque.
     func failures(pushID: String, after cursor: String?, limit: Int) async throws -> Page<PushFailure>
     /// Deletes pushes that completed before `before`, oldest first, with their failures and chunks, in one

@@ -10,6 +10,7 @@ import Testing
     static let masterOnly: [(HTTPMethod, String, String?)] = [
         (.POST, "/v1/apps/demo/pushes", Fixture.push(audience: #"{"all": true}"#)),
         (.GET, "/v1/apps/demo/pushes/00000000-0000-4000-8000-000000000000", nil),
+        (.POST, "/v1/apps/demo/pushes/00000000-0000-4000-8000-000000000000/cancel", nil),
         (.GET, "/v1/apps/demo/token-events", nil),
         (.GET, "/v1/apps/demo/devices?alias=u", nil),
         (.GET, "/v1/apps/demo/devices/\(Fixture.device(1))/tokens", nil),

@@ -448,6 +448,57 @@ struct PushChunkTests {
         }
     }
 
+    @Test("a cancelled push hands out no more chunks, finishes those handed out, and completes with them", arguments: StoreFactory.all)
+    func cancelledPushes(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await store.createApp(makeApp("other"))
+            try await registerDevices(25, in: store)
+            _ = try await store.createPush(makePush("p1", at: time(1)))
+            _ = try await store.createPush(makePush("p2", at: time(2)))
+            let first = try #require(try await store.claimChunk(node: "a", size: 10, leaseUntil: time(1_000), at: time(3)).chunk)
+            #expect(first.push.id == "p1")
+
+            #expect(try await store.cancelPush(app: "other", id: "p1", at: time(4)) == nil, "another app's push is not found")
+            #expect(try await store.cancelPush(app: "demo", id: "ghost", at: time(4)) == nil)
+            let cancelled = try #require(try await store.cancelPush(app: "demo", id: "p1", at: time(4)))
+            #expect(!cancelled.completedNow, "its chunk is open")
+            #expect(cancelled.push.status == .sending)
+            #expect(cancelled.push.cancelledAt == time(4))
+            #expect(try await store.cancelPush(app: "demo", id: "p1", at: time(5))?.push.cancelledAt == time(4), "cancelled once")
+            // p2 has handed out nothing: it completes at once, and none of it is claimed.
+            let second = try #require(try await store.cancelPush(app: "demo", id: "p2", at: time(5)))
+            #expect(second.completedNow)
+            #expect(second.push.status == .completed)
+            #expect(second.push.finishedAt == time(5))
+            #expect(try await store.claimChunk(node: "b", size: 10, leaseUntil: time(1_000), at: time(6)) == .idle)
+
+            // A chunk handed out before the cancel is still taken over once its lease lapses, and sent.
+            let again = try #require(try await store.claimChunk(node: "b", size: 10, leaseUntil: time(5_000), at: time(2_000)).chunk)
+            #expect(again.push.id == "p1")
+            #expect(again.sequence == first.sequence)
+            let recorded = try await store.recordChunk(
+                pushID: "p1", sequence: again.sequence, node: "b", PushProgress(accepted: 10, failures: [], pruned: 0), at: time(2_001))
+            #expect(recorded == .recorded(pushCompleted: true))
+            let done = try #require(try await store.push(app: "demo", id: "p1"))
+            #expect(done.status == .completed)
+            #expect(done.counts.targeted == 10)
+            #expect(done.cancelledAt == time(4))
+
+            // A push that completed by itself stays as it was.
+            _ = try await store.createPush(makePush("p3", at: time(3_000)))
+            while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 100, leaseUntil: time(9_000), at: time(3_001)) {
+                _ = try await store.recordChunk(
+                    pushID: chunk.push.id, sequence: chunk.sequence, node: "a", PushProgress(accepted: chunk.recipients.count, failures: [], pruned: 0),
+                    at: time(3_002))
+            }
+            let finished = try #require(try await store.cancelPush(app: "demo", id: "p3", at: time(3_003)))
+            #expect(finished.push.status == .completed)
+            #expect(finished.push.cancelledAt == nil)
+            #expect(!finished.completedNow)
+        }
+    }
+
     /// Push p1 to ten devices, all in one chunk that node a claimed at 0 with a lease to 1 s.
     private func tenRecipientsClaimedByNodeA(in store: any TernStore) async throws -> PushChunk {
         try await store.createApp(makeApp())

@@ -988,6 +988,49 @@ enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/apps/{app}/pushes/{pushId}/cancel": {
+   "post": {
+    "operationId": "cancelPush",
+    "summary": "Stop a push: no more of its audience is handed out; the chunks in flight finish, and it completes with them",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the push, with cancelledAt (again for a push cancelled before); 409 if it had completed first",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Push"
+        }
+       }
+      }
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "name": "pushId",
+      "in": "path",
+      "required": true,
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+      }
+     }
+    ]
+   }
+  },
   "/v1/apps/{app}/token-events": {
    "get": {
     "operationId": "tokenEvents",
@@ -2122,6 +2165,10 @@ enum OpenAPIDocument {
       "format": "date-time"
      },
      "finishedAt": {
+      "type": "string",
+      "format": "date-time"
+     },
+     "cancelledAt": {
       "type": "string",
       "format": "date-time"
      },

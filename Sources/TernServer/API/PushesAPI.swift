@@ -4,7 +4,7 @@ import TernAPNs
 import TernStore
 import TernWeb
 
-/// `POST /v1/apps/{app}/pushes` and `GET …/pushes/{id}` (master secret); `GET …/token-events`.
+/// `POST /v1/apps/{app}/pushes`, `GET …/pushes/{id}` and `POST …/pushes/{id}/cancel` (master secret); `GET …/token-events`.
 struct PushesAPI {
     let store: any TernStore
     let apps: AppCache
@@ -44,6 +44,8 @@ struct PushesAPI {
         var counts: Counts
         var createdAt: Date
         var finishedAt: Date?
+        /// When it was cancelled (`POST …/pushes/{id}/cancel`): no recipient was handed out after it.
+        var cancelledAt: Date?
         var failures: [FailureView]?
         var nextFailures: String?
 
@@ -142,6 +144,14 @@ struct PushesAPI {
             }
             return try await view(push, withFailures: true, after: after, limit: try DevicesAPI.limit(query.get("limit")))
         }
+        // A push sent by mistake (the wrong audience, the wrong words) is stopped: no more of its audience is handed
+        // out, on any node; the chunks in flight are sent to the end, and the push completes with them.
+        pushes.post("pushes/:push/cancel") { request, context -> PushView in
+            let app = try await apps.app(request, context)
+            try Authorization.requireMaster(request, app: app)
+            let push = try await cancel(context.parameters.get("push") ?? "", app: app)
+            return try await view(push, withFailures: push.status == .completed)
+        }
         pushes.get("token-events") { request, context -> TokenEventList in
             let app = try await apps.app(request, context)
             try Authorization.requireMaster(request, app: app)
@@ -153,6 +163,20 @@ struct PushesAPI {
             }
             return try await tokenEvents(app: app, after: after, limit: try DevicesAPI.limit(query.get("limit")))
         }
+    }
+
+    /// Cancels a push (``TernStore/cancelPush(app:id:at:)``) and tells whoever waits for it when that completed it:
+    /// `POST …/pushes/{id}/cancel` and the console's Stop button. - Throws: 404 for no such push of the app, 409 for a
+    /// push that had completed by itself.
+    func cancel(_ id: String, app: AppRecord) async throws -> PushRecord {
+        guard let (push, completedNow) = try await store.cancelPush(app: app.id, id: id, at: clock.now) else {
+            throw JSONAPIError.notFound("no push \(id.prefix(64))")
+        }
+        guard push.cancelledAt != nil else {
+            throw JSONAPIError.conflict(field: nil, "push \(id) completed before it was cancelled: nothing is left to stop")
+        }
+        if completedNow { dispatcher.completions.complete(push.id) }
+        return push
     }
 
     /// Checks and renders a push request, stores it and wakes the dispatcher: `POST …/pushes` and the console's
@@ -226,7 +250,7 @@ struct PushesAPI {
         return PushView(
             id: push.id, status: push.status.rawValue, idempotencyKey: push.idempotencyKey,
             counts: viewCounts,
-            createdAt: push.createdAt, finishedAt: push.finishedAt, failures: failures, nextFailures: next)
+            createdAt: push.createdAt, finishedAt: push.finishedAt, cancelledAt: push.cancelledAt, failures: failures, nextFailures: next)
     }
 
     // MARK: Validation

@@ -183,6 +183,19 @@ struct ConsoleRoutes: Sendable {
                 return try await composePage(user, app, form: form, problem: Problem(message: error.message, field: error.field), status: error.status)
             }
         }
+        // The Stop button of a push's page: as `POST …/pushes/{id}/cancel`. A push that completed meanwhile (the page
+        // was open) shows as completed.
+        console.post("apps/:app/pushes/:push/cancel") { request, context in
+            let user = try await requireSession(request)
+            _ = try await form(request, user)
+            let app = try await appRecord(context, user)
+            let id = context.parameters.get("push") ?? ""
+            do {
+                _ = try await pushes.cancel(id, app: app)
+                logger.info("console: push cancelled", metadata: ["app": "\(app.id)", "push": "\(id)"])
+            } catch let error as JSONAPIError where error.status == .conflict {}
+            return Self.redirect("\(Self.root)/apps/\(app.id)/pushes/\(id)")
+        }
         console.get("apps/:app/pushes") { request, context in
             guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             let app = try await appRecord(context, user)

@@ -371,6 +371,10 @@ struct PushPageView {
         var inboxDropped: Int
         var createdAt: String
         var finishedAt: String
+        /// When it was cancelled, if it was.
+        var cancelledAt: String?
+        /// Whether its Stop button shows: it is not completed, nor cancelled yet.
+        var stoppable: Bool
         var online: Online?
     }
     struct Online: Encodable {
@@ -398,6 +402,7 @@ struct PushPageView {
         push = Summary(
             id: view.id, status: view.status, targeted: counts.targeted, accepted: counts.accepted, failed: counts.failed, pruned: counts.pruned,
             inboxDropped: counts.inboxDropped, createdAt: ConsoleFormat.date(view.createdAt), finishedAt: ConsoleFormat.date(view.finishedAt),
+            cancelledAt: view.cancelledAt.map { ConsoleFormat.date($0) }, stoppable: view.status != "completed" && view.cancelledAt == nil,
             online: counts.deliveredOnline.map {
                 Online(deliveredOnline: $0, acked: counts.acked ?? 0, fellBackToAPNs: counts.fellBackToAPNs ?? 0, opened: counts.opened ?? 0)
             })

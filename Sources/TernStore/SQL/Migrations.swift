@@ -388,6 +388,10 @@ extension SQLStore {
             Migration(version: 12, name: "push retention", statements: [
                 "CREATE INDEX pushes_finished ON pushes (finished_at) WHERE status = 'completed'",
             ]),
+            // A push can be cancelled: its audience is handed out no further.
+            Migration(version: 13, name: "push cancellation", statements: [
+                "ALTER TABLE pushes ADD COLUMN cancelled_at BIGINT",
+            ]),
         ]
     }
 }

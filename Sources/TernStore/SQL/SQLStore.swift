@@ -338,6 +338,28 @@ public final class SQLStore: TernStore {
         }
     }
 
+    public func cancelPush(app: String, id: String, at now: Date) async throws -> (push: PushRecord, completedNow: Bool)? {
+        try await transaction { db in
+            @Sendable func read() async throws -> PushRecord? {
+                guard let row = try await db.raw("""
+                    SELECT \(unsafeRaw: Columns.push) FROM pushes WHERE app_id = \(bind: app) AND id = \(bind: id)
+                    """).first()
+                else { return nil }
+                return try await Self.withChunkCounts(try PushRecord(row: row), db)
+            }
+            guard let before = try await read() else { return nil }
+            guard before.status != .completed else { return (before, false) }
+            // Its audience counts as handed out in full from now on: no node claims another chunk of it, and it
+            // completes with its last open chunk, or now if none is open.
+            try await db.raw("""
+                UPDATE pushes SET handed_out = 1, cancelled_at = COALESCE(cancelled_at, \(bind: now.milliseconds))
+                WHERE id = \(bind: id)
+                """).run()
+            let completedNow = try await Self.completeIfDone(pushID: id, at: now, db)
+            return try await read().map { ($0, completedNow) }
+        }
+    }
+
     public func recipients(app: String, audience: Audience, after cursor: String?, limit: Int) async throws -> Page<Recipient> {
         try await exclusive { db in try await Self.recipients(app: app, audience: audience, after: cursor, limit: limit, db) }
     }
@@ -692,7 +714,7 @@ enum Columns {
     static let tokenEvent = "id, app_id, device_id, token, reason, apns_timestamp, occurred_at"
     static let push = """
         id, app_id, idempotency_key, audience, notification, status, targeted, accepted, failed, pruned, \
-        failed_by_reason, inbox_dropped, cursor_key, created_at, finished_at
+        failed_by_reason, inbox_dropped, cursor_key, created_at, finished_at, cancelled_at
         """
 }
 
@@ -809,7 +831,7 @@ extension PushRecord {
                 inboxDropped: try row.decode(column: "inbox_dropped", as: Int.self)
             ),
             cursor: try row.decode(column: "cursor_key", as: String?.self), createdAt: try row.date("created_at"),
-            finishedAt: try row.optionalDate("finished_at")
+            finishedAt: try row.optionalDate("finished_at"), cancelledAt: try row.optionalDate("cancelled_at")
         )
     }
 }

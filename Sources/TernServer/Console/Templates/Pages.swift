@@ -257,8 +257,16 @@ extension ConsoleTemplates {
           {{#online}}<dt>Delivered online</dt><dd>{{deliveredOnline}}</dd><dt>Acknowledged</dt><dd>{{acked}}</dd><dt>Fell back to APNs</dt><dd>{{fellBackToAPNs}}</dd><dt>Opened</dt><dd>{{opened}}</dd>{{/online}}
           <dt>Created</dt><dd><time datetime="{{createdAt}}">{{createdAt}}</time></dd>
           <dt>Finished</dt><dd data-field="finishedAt">{{finishedAt}}</dd>
+          {{#cancelledAt}}<dt>Cancelled</dt><dd>{{.}}: no recipient was handed out after it</dd>{{/cancelledAt}}
           <dt>Push id</dt><dd><code>{{id}}</code></dd>
         </dl>
+        {{#stoppable}}
+        <form method="post" action="/console/apps/{{chrome.app.id}}/pushes/{{id}}/cancel" class="stop">
+          <input type="hidden" name="csrf" value="{{chrome.csrf}}">
+          <button type="submit">Stop this push</button>
+          <span class="hint">No more of its audience is handed out; the recipients handed out already still get it.</span>
+        </form>
+        {{/stoppable}}
         </div>
         {{/view.push}}
         <section aria-labelledby="by-reason">
