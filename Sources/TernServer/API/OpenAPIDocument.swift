@@ -968,13 +968,7 @@ enum OpenAPIDocument {
       "$ref": "#/components/parameters/app"
      },
      {
-      "name": "pushId",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-      }
+      "$ref": "#/components/parameters/pushId"
      },
      {
       "name": "failuresAfter",
@@ -1020,13 +1014,7 @@ enum OpenAPIDocument {
       "$ref": "#/components/parameters/app"
      },
      {
-      "name": "pushId",
-      "in": "path",
-      "required": true,
-      "schema": {
-       "type": "string",
-       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-      }
+      "$ref": "#/components/parameters/pushId"
      }
     ]
    }
@@ -2369,6 +2357,15 @@ enum OpenAPIDocument {
     "schema": {
      "type": "string",
      "pattern": "^[a-z0-9][a-z0-9-]{0,63}$"
+    }
+   },
+   "pushId": {
+    "name": "pushId",
+    "in": "path",
+    "required": true,
+    "schema": {
+     "type": "string",
+     "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
     }
    },
    "deviceId": {
