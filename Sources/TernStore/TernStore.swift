@@ -178,10 +178,10 @@ public protocol TernStore: Sendable {
     @discardableResult
     func releaseChunks() async throws -> Int
     /// Stops a push: no recipient of its audience is handed out in a chunk from now on, on any node. The chunks handed
-    /// out already are sent to the end (a node claims about twice its in-flight limit of recipients), and the push completes with the last
-    /// of them, or at once if none is open. Cancelling again changes nothing; a push that had completed is
-    /// left as it was (no ``PushRecord/cancelledAt``). - Returns: the push after it, and whether this call completed
-    /// it; nil when the app has no such push.
+    /// out already are sent to the end (a node claims about twice its in-flight limit of recipients), and the push
+    /// completes with the last of them, or at once if none is open. Cancelling again changes nothing; a push that had
+    /// completed is left as it was (no ``PushRecord/cancelledAt``). - Returns: the push after it, and whether this
+    /// call completed it; nil when the app has no such push.
     func cancelPush(app: String, id: String, at now: Date) async throws -> (push: PushRecord, completedNow: Bool)?
     /// A push's failures, `limit` at a time; the cursor is opaque.
     func failures(pushID: String, after cursor: String?, limit: Int) async throws -> Page<PushFailure>
