@@ -208,7 +208,7 @@ public final class TernServer: Sendable {
                     let simulatorAddress = try await simulator?.waitUntilReady()
                     await listening.wait()
                     // The server ended before it was ready (stopped while starting, or a service failed): no banner.
-                    guard !Task.isCancelled else { return .banner }
+                    guard !Task.isCancelled else { return .noStop }
                     let bound = self.boundPort ?? configuration.http.port
                     // An IPv6 address goes in brackets in a URL (`http://[::1]:8080`).
                     let host = configuration.http.host.contains(":") ? "[\(configuration.http.host)]" : configuration.http.host
@@ -218,7 +218,7 @@ public final class TernServer: Sendable {
                         url: url, consoleURL: configuration.console.enabled ? url + ConsoleRoutes.root : nil, newAdminToken: newAdminToken,
                         demo: demoSecrets, simulator: simulatorAddress.map { ($0.endpoint.port, $0.controlPort) },
                         databasePath: configuration.databaseDescription, newServerKeyFile: newKeyFile))
-                    return .banner
+                    return .noStop
                 }
                 tasks.addTask {
                     try await group.run()
@@ -233,14 +233,14 @@ public final class TernServer: Sendable {
                             seen += 1
                             if seen == 2 { return .secondSignal }
                         }
-                        return .banner
+                        return .noStop
                     }
                 }
                 // However the services end, the wait for readiness and for signals ends with them.
                 defer { tasks.cancelAll() }
                 while let ended = try await tasks.next() {
                     switch ended {
-                    case .banner:
+                    case .noStop:
                         continue
                     case .secondSignal:
                         logger.warning("a second signal: stopping now; the chunks still in flight are left for the next start or another node")
@@ -274,8 +274,9 @@ public final class TernServer: Sendable {
 
 /// What ended, among the tasks that run beside the service group.
 private enum Ended: Sendable {
-    /// The banner was shown, or the wait for it ended (not a reason to stop).
-    case banner
+    /// A task that ends without stopping the server: the banner shown (or its wait given up), or the watch for
+    /// signals over.
+    case noStop
     /// The service group returned: the server has stopped.
     case services
     /// A second stop signal came while the first one's graceful stop went on.

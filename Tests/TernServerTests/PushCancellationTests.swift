@@ -12,7 +12,14 @@ struct PushCancellationTests {
             let later = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: #"{"all": true}"#, title: "a second one"))
             let laterID = try #require(try later.json()["id"]?.string)
 
-            let cancelled = try await server.master.post("/v1/apps/demo/pushes/\(id)/cancel", "")
+            // It takes no body: a member is refused, as an unknown field anywhere is, and nothing is cancelled.
+            for (body, field) in [(#"{"reason": "wrong audience"}"#, "reason"), ("[]", "body"), ("no", "body")] {
+                let refused = try await server.master.post("/v1/apps/demo/pushes/\(id)/cancel", body)
+                #expect(refused.status == 400, "\(body): \(refused.text)")
+                #expect(try refused.json()["field"]?.string == field, "\(body): \(refused.text)")
+            }
+            #expect(try await server.master.get("/v1/apps/demo/pushes/\(id)").json()["cancelledAt"] == nil)
+            let cancelled = try await server.master.post("/v1/apps/demo/pushes/\(id)/cancel", "{}")
             #expect(cancelled.status == 200, "\(cancelled.text)")
             let view = try cancelled.json()
             #expect(view["status"]?.string == "sending", "its chunk in flight is still being sent")

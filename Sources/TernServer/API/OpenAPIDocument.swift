@@ -989,6 +989,17 @@ enum OpenAPIDocument {
     "tags": [
      "backend"
     ],
+    "requestBody": {
+     "required": false,
+     "content": {
+      "application/json": {
+       "schema": {
+        "type": "object",
+        "additionalProperties": false
+       }
+      }
+     }
+    },
     "security": [
      {
       "masterSecret": []

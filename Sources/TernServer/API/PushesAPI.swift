@@ -27,6 +27,23 @@ struct PushesAPI {
         var ackTimeout: Double?
     }
 
+    /// `POST …/pushes/{id}/cancel` takes no body, or an empty object: any member is an unknown field, refused, so that
+    /// no caller believes a `reason` or the like was kept.
+    struct CancelRequest: Decodable {
+        private struct NoMember: CodingKey {
+            init?(stringValue: String) { nil }
+            init?(intValue: Int) { nil }
+            var stringValue: String { "" }
+            var intValue: Int? { nil }
+        }
+
+        init() {}
+
+        init(from decoder: any Decoder) throws {
+            _ = try decoder.container(keyedBy: NoMember.self)
+        }
+    }
+
     /// Exactly one of: `tokens`, `devices`, `aliases`, `tags` (with `match`: `any` or `all`), `all: true`.
     struct AudienceInput: Decodable {
         var tokens: [String]?
@@ -149,6 +166,7 @@ struct PushesAPI {
         pushes.post("pushes/:push/cancel") { request, context -> PushView in
             let app = try await apps.app(request, context)
             try Authorization.requireMaster(request, app: app)
+            _ = try await JSONBody.decode(CancelRequest.self, from: request, limit: 1024, allowEmpty: true)
             let push = try await cancel(context.parameters.get("push") ?? "", app: app)
             return try await view(push, withFailures: push.status == .completed)
         }

@@ -74,7 +74,7 @@ final class RetentionSweeper: Service {
         }
         if swept.deviceMessages > 0 { logger.info("expired device messages deleted", metadata: ["messages": "\(swept.deviceMessages)"]) }
         guard pushRetention > .zero else { return swept }
-        let cutoff = now.addingTimeInterval(-Double(pushRetention.components.seconds))
+        let cutoff = now.addingTimeInterval(-pushRetention.seconds)
         await untilDone(pushFailures) {
             let purge = try await store.purgeFinishedPushes(before: cutoff, limit: Self.batch)
             swept.pushes += purge.pushes

@@ -340,23 +340,23 @@ public final class SQLStore: TernStore {
 
     public func cancelPush(app: String, id: String, at now: Date) async throws -> (push: PushRecord, completedNow: Bool)? {
         try await transaction { db in
-            @Sendable func read() async throws -> PushRecord? {
-                guard let row = try await db.raw("""
-                    SELECT \(unsafeRaw: Columns.push) FROM pushes WHERE app_id = \(bind: app) AND id = \(bind: id)
-                    """).first()
-                else { return nil }
-                return try await Self.withChunkCounts(try PushRecord(row: row), db)
+            // The app's own push only, and one not completed: the id alone would let one app complete another's.
+            guard let status = try await db.raw("""
+                SELECT status FROM pushes WHERE app_id = \(bind: app) AND id = \(bind: id)
+                """).first(decodingColumn: "status", as: String.self)
+            else { return nil }
+            var completedNow = false
+            if status != PushRecord.Status.completed.rawValue {
+                // Its audience counts as handed out in full from now on: no node claims another chunk of it, and it
+                // completes with its last open chunk, or now if none is open.
+                try await db.raw("""
+                    UPDATE pushes SET handed_out = 1, cancelled_at = COALESCE(cancelled_at, \(bind: now.milliseconds))
+                    WHERE id = \(bind: id)
+                    """).run()
+                completedNow = try await Self.completeIfDone(pushID: id, at: now, db)
             }
-            guard let before = try await read() else { return nil }
-            guard before.status != .completed else { return (before, false) }
-            // Its audience counts as handed out in full from now on: no node claims another chunk of it, and it
-            // completes with its last open chunk, or now if none is open.
-            try await db.raw("""
-                UPDATE pushes SET handed_out = 1, cancelled_at = COALESCE(cancelled_at, \(bind: now.milliseconds))
-                WHERE id = \(bind: id)
-                """).run()
-            let completedNow = try await Self.completeIfDone(pushID: id, at: now, db)
-            return try await read().map { ($0, completedNow) }
+            guard let row = try await db.raw("SELECT \(unsafeRaw: Columns.push) FROM pushes WHERE id = \(bind: id)").first() else { return nil }
+            return (try await Self.withChunkCounts(try PushRecord(row: row), db), completedNow)
         }
     }
 
@@ -390,25 +390,24 @@ public final class SQLStore: TernStore {
 
     public func purgeFinishedPushes(before: Date, limit: Int) async throws -> PushPurge {
         let limit = max(limit, 1)
-        // Pushes past retention (found by the index of completed pushes' finish) whose device messages are gone.
-        let past: SQLQueryString = """
-            p.status = 'completed' AND p.finished_at < \(bind: before.milliseconds)
+        // The oldest `limit` pushes past retention (by the index of completed pushes' finish) whose device messages
+        // are gone: each call looks at these only, however long the backlog behind them.
+        let oldest: SQLQueryString = """
+            SELECT p.id FROM pushes p
+            WHERE p.status = 'completed' AND p.finished_at < \(bind: before.milliseconds)
                 AND NOT EXISTS (SELECT 1 FROM device_messages m WHERE m.push_id = p.id)
+            ORDER BY p.finished_at LIMIT \(bind: limit)
             """
         return try await transaction { db in
             // A large push's failures (a row per recipient that failed) take several calls, each a short transaction;
-            // its row goes once they are gone.
+            // the pushes go once their failures are gone.
             let failures = try await db.raw("""
-                DELETE FROM push_failures WHERE id IN (
-                    SELECT f.id FROM pushes p JOIN push_failures f ON f.push_id = p.id WHERE \(past) LIMIT \(bind: limit))
+                DELETE FROM push_failures WHERE id IN (SELECT f.id FROM push_failures f WHERE f.push_id IN (\(oldest)) LIMIT \(bind: limit))
                 RETURNING id
                 """).all().count
             guard failures < limit else { return PushPurge(pushes: 0, failures: failures, more: true) }
             // Their chunks go with them (a push has one per `delivery.chunkSize` recipients: 500 for a million).
-            let pushes = try await db.raw("""
-                DELETE FROM pushes WHERE id IN (SELECT p.id FROM pushes p WHERE \(past) ORDER BY p.finished_at LIMIT \(bind: limit))
-                RETURNING id
-                """).all().count
+            let pushes = try await db.raw("DELETE FROM pushes WHERE id IN (\(oldest)) RETURNING id").all().count
             return PushPurge(pushes: pushes, failures: failures, more: pushes == limit)
         }
     }
