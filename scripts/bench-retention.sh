@@ -17,7 +17,6 @@ cd "$(dirname "$0")/.."
 
 PUSHES=${PUSHES:-300000}
 FAILURES=${FAILURES:-100000}
-SCRATCH=${SCRATCH:-.build}
 
 need() { command -v "$1" >/dev/null 2>&1; }
 if ! need sqlite3; then
@@ -25,32 +24,7 @@ if ! need sqlite3; then
   apt-get update -qq && apt-get install -y -qq sqlite3 >/dev/null
 fi
 
-echo "building tern (release)…" >&2
-swift build -c release --scratch-path "$SCRATCH" --product tern >&2
-TERN="$(cd "$SCRATCH" && pwd)/release/tern"
-
-work=$(mktemp -d)
-pid=""
-export TERN_SERVER_KEY=$(head -c 32 /dev/urandom | base64)
-export TERN_ADMIN_TOKEN=bench-admin-token-0123456789
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-start_server() { # folder
-  : >"$1/serve.out"
-  (cd "$1" && exec "$TERN" serve --port 0 --log-level info >serve.out 2>serve.err) &
-  pid=$!
-  for _ in $(seq 1 600); do
-    grep -q 'Tern is serving' "$1/serve.out" 2>/dev/null && break
-    kill -0 "$pid" 2>/dev/null || { echo "tern serve stopped:" >&2; cat "$1/serve.err" >&2; exit 1; }
-    sleep 0.05
-  done
-  url=$(grep -o 'http://127.0.0.1:[0-9]*' "$1/serve.out" | head -1)
-}
-stop_server() { kill -INT "$pid"; wait "$pid" || true; pid=""; }
+source scripts/lib/serve.sh
 
 # ── 1. the backlog
 mkdir "$work/seed"

@@ -4,6 +4,9 @@ import TernAPNs
 /// A push as stored: who it goes to, what it says (opaque to the store), and how far delivery got.
 public struct PushRecord: Sendable, Equatable {
     public enum Status: String, Sendable, Equatable {
+        /// Stored to be sent at ``PushRecord/sendAt``: no node claims it before then. Once due it is `pending`, and
+        /// takes its place in the app's order of pushes then.
+        case scheduled
         /// Stored, not yet picked up by a dispatcher.
         case pending
         /// Nodes are sending it, chunk by chunk; ``PushRecord/cursor`` says how far the audience has been handed out.
@@ -28,10 +31,13 @@ public struct PushRecord: Sendable, Equatable {
     public var finishedAt: Date?
     /// When the push was cancelled (``TernStore/cancelPush(app:id:at:)``): no recipient was handed out after it.
     public var cancelledAt: Date?
+    /// When a push stored as ``Status-swift.enum/scheduled`` is to be sent; nil for a push sent as soon as it is stored.
+    public var sendAt: Date?
 
     public init(
         id: String, appID: String, idempotencyKey: String?, audience: Audience, notification: [UInt8], status: Status = .pending,
-        counts: PushCounts = PushCounts(), cursor: String? = nil, createdAt: Date, finishedAt: Date? = nil, cancelledAt: Date? = nil
+        counts: PushCounts = PushCounts(), cursor: String? = nil, createdAt: Date, finishedAt: Date? = nil, cancelledAt: Date? = nil,
+        sendAt: Date? = nil
     ) {
         self.id = id
         self.appID = appID
@@ -44,6 +50,7 @@ public struct PushRecord: Sendable, Equatable {
         self.createdAt = createdAt
         self.finishedAt = finishedAt
         self.cancelledAt = cancelledAt
+        self.sendAt = sendAt
     }
 }
 

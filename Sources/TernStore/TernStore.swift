@@ -136,8 +136,9 @@ public protocol TernStore: Sendable {
 
     // MARK: Pushes
 
-    /// Stores a push. With an idempotency key already used by the app, stores nothing and returns that push.
-    /// - Returns: the stored push and whether it is new.
+    /// Stores a push. With an idempotency key already used by the app, stores nothing and returns that push. A push
+    /// stored as ``PushRecord/Status-swift.enum/scheduled`` waits for its ``PushRecord/sendAt``: see
+    /// ``claimChunk(node:size:leaseUntil:at:passingOver:)``. - Returns: the stored push and whether it is new.
     func createPush(_ push: PushRecord) async throws -> (push: PushRecord, created: Bool)
     func push(app: String, id: String) async throws -> PushRecord?
     /// The app's latest pushes, newest first (in the order they are sent), at most `limit`, with their counts.
@@ -156,6 +157,8 @@ public protocol TernStore: Sendable {
     /// pushes were made, whichever nodes send them. Between apps, the push with the fewest chunks being sent goes
     /// first (then the oldest): another app's small push does not wait for a large one to be handed out. Apps in
     /// `passingOver` get no chunk from this claim (the node is waiting for their APNs endpoint with one already).
+    /// Scheduled pushes whose `sendAt` is `now` or earlier become pending first, in the order of their times, and
+    /// take their place in their apps' order then (after the pushes stored before it).
     func claimChunk(node: String, size: Int, leaseUntil: Date, at now: Date, passingOver: Set<String>) async throws -> ChunkClaim
     /// Extends `node`'s lease on the given chunks (those it is still sending; one it gave up lapses, and any node
     /// may then claim it again). - Returns: how many of them it still holds.

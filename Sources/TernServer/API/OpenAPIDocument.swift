@@ -864,7 +864,7 @@ enum OpenAPIDocument {
   "/v1/apps/{app}/pushes": {
    "post": {
     "operationId": "createPush",
-    "summary": "Store a push and deliver it; with wait, its outcome",
+    "summary": "Store a push and deliver it, now or at sendAt; with wait, its outcome",
     "tags": [
      "backend"
     ],
@@ -885,7 +885,7 @@ enum OpenAPIDocument {
       }
      },
      "202": {
-      "description": "stored; delivering",
+      "description": "stored; delivering, or scheduled",
       "content": {
        "application/json": {
         "schema": {
@@ -985,7 +985,7 @@ enum OpenAPIDocument {
   "/v1/apps/{app}/pushes/{pushId}/cancel": {
    "post": {
     "operationId": "cancelPush",
-    "summary": "Stop a push: no more of its audience is handed out; the chunks in flight finish, and it completes with them",
+    "summary": "Stop a push: no more of its audience is handed out; the chunks in flight finish, and it completes with them (a scheduled push is never sent)",
     "tags": [
      "backend"
     ],
@@ -2084,6 +2084,11 @@ enum OpenAPIDocument {
       "minimum": 0.1,
       "maximum": 60,
       "description": "with delivery auto: seconds before an unacknowledged message goes through APNs"
+     },
+     "sendAt": {
+      "type": "string",
+      "format": "date-time",
+      "description": "when to send it (RFC 3339, with its offset), at most 90 days ahead; until then its status is scheduled. A time already past sends it now"
      }
     },
     "required": [
@@ -2101,6 +2106,7 @@ enum OpenAPIDocument {
      "status": {
       "type": "string",
       "enum": [
+       "scheduled",
        "pending",
        "sending",
        "completed"
@@ -2170,6 +2176,11 @@ enum OpenAPIDocument {
      "cancelledAt": {
       "type": "string",
       "format": "date-time"
+     },
+     "sendAt": {
+      "type": "string",
+      "format": "date-time",
+      "description": "when a scheduled push is (or was) to be sent"
      },
      "failures": {
       "type": "array",

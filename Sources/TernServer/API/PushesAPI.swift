@@ -25,6 +25,9 @@ struct PushesAPI {
         var wake: Bool?
         /// With `auto`: seconds a connected device has to acknowledge before the message goes through APNs.
         var ackTimeout: Double?
+        /// When to send it, an RFC 3339 date-time, at most ``longestSchedule`` ahead: until then it is `scheduled`.
+        /// A time already past sends it now.
+        var sendAt: String?
     }
 
     /// `POST …/pushes/{id}/cancel` takes no body, or an empty object: any member is an unknown field, refused, so that
@@ -63,6 +66,8 @@ struct PushesAPI {
         var finishedAt: Date?
         /// When it was cancelled (`POST …/pushes/{id}/cancel`): no recipient was handed out after it.
         var cancelledAt: Date?
+        /// When it is (or was) to be sent, for a push made with a `sendAt` still ahead.
+        var sendAt: Date?
         var failures: [FailureView]?
         var nextFailures: String?
 
@@ -114,6 +119,9 @@ struct PushesAPI {
     }
 
     static let maxListedRecipients = 10_000
+    /// How far ahead a push can be scheduled: far enough for any campaign, near enough that a date in the wrong year
+    /// is refused.
+    static let longestSchedule = Duration.seconds(90 * 86_400)
     /// How long `?wait=` first waits before it reads the push again, doubling up to ``longestWaitInterval``.
     static let firstWaitInterval = Duration.milliseconds(20)
     static let longestWaitInterval = Duration.seconds(1)
@@ -204,11 +212,15 @@ struct PushesAPI {
         let audience = try Self.audience(body.audience)
         let id = UUID.random().apnsString
         let content = try Self.content(body, app: app, pushID: id)
+        let now = clock.now
+        let sendAt = try Self.sendAt(body.sendAt, content: content, now: now)
         let record = PushRecord(
             id: id, appID: app.id, idempotencyKey: body.idempotencyKey, audience: audience,
-            notification: Array(try JSONEncoder().encode(content)), createdAt: clock.now)
+            notification: Array(try JSONEncoder().encode(content)), status: sendAt == nil ? .pending : .scheduled, createdAt: now,
+            sendAt: sendAt)
         let (push, created) = try await store.createPush(record)
-        if created { dispatcher.wake() }
+        // A scheduled push is made pending by the claim that finds it due (the dispatcher looks every second).
+        if created, push.status != .scheduled { dispatcher.wake() }
         return (push, created)
     }
 
@@ -268,7 +280,8 @@ struct PushesAPI {
         return PushView(
             id: push.id, status: push.status.rawValue, idempotencyKey: push.idempotencyKey,
             counts: viewCounts,
-            createdAt: push.createdAt, finishedAt: push.finishedAt, cancelledAt: push.cancelledAt, failures: failures, nextFailures: next)
+            createdAt: push.createdAt, finishedAt: push.finishedAt, cancelledAt: push.cancelledAt, sendAt: push.sendAt, failures: failures,
+            nextFailures: next)
     }
 
     // MARK: Validation
@@ -279,6 +292,24 @@ struct PushesAPI {
             throw .badRequest(field: "wait", "wait is 0-60 seconds")
         }
         return .milliseconds(Int64(seconds * 1000))
+    }
+
+    /// When a push with `sendAt` is to be sent: nil when it has none, or one already past (it is sent now).
+    /// - Throws: 400 for text that is not an RFC 3339 date-time with its offset, a time more than
+    ///   ``longestSchedule`` ahead, or one after the notification's `apns.expiration` (APNs would drop it unsent).
+    static func sendAt(_ text: String?, content: PushContent, now: Date) throws(JSONAPIError) -> Date? {
+        guard let text else { return nil }
+        guard let date = InternetDate.parse(text) else {
+            throw .badRequest(field: "sendAt", "sendAt is an RFC 3339 date-time with its offset, like 2026-12-01T09:00:00Z or 2026-12-01T18:00:00+09:00")
+        }
+        guard date > now else { return nil }
+        guard date.timeIntervalSince(now) <= Double(longestSchedule.components.seconds) else {
+            throw .badRequest(field: "sendAt", "sendAt is at most \(longestSchedule.components.seconds / 86_400) days ahead")
+        }
+        if let expiration = content.expiration, expiration > 0, Double(expiration) < date.timeIntervalSince1970 {
+            throw .badRequest(field: "apns.expiration", "apns.expiration is before sendAt: the notification would expire before it is sent")
+        }
+        return date
     }
 
     static func audience(_ input: AudienceInput) throws(JSONAPIError) -> Audience {

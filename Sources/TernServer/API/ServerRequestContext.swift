@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import TernWeb
 
 /// Request context of Tern's API: JSON answers with sorted keys and ISO 8601 dates with milliseconds.
 struct ServerRequestContext: RequestContext, RemoteAddressRequestContext {
@@ -22,7 +23,7 @@ enum APIJSON {
         encoder.outputFormatting = [.sortedKeys]
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
-            try container.encode(date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
+            try container.encode(InternetDate.format(date))
         }
         return encoder
     }()

@@ -87,7 +87,7 @@ enum ChannelFrame {
     /// The API's timestamp (ISO 8601 with milliseconds, UTC), remembered for the last date: a push's messages share one.
     private static func timestamp(_ date: Date) -> String {
         if let text = lastTimestamp.withLock({ $0.date == date ? $0.text : nil }) { return text }
-        let text = date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        let text = InternetDate.format(date)
         lastTimestamp.withLock { $0 = (date, text) }
         return text
     }

@@ -138,6 +138,7 @@ enum ConsoleRequests {
         if form.isChecked("wake") { body.set("wake", .value(.bool(true))) }
         body.number("ackTimeout", form.given("ackTimeout"))
         body.string("idempotencyKey", form.given("idempotencyKey"))
+        body.string("sendAt", form.given("sendAt"))
         return body
     }
 

@@ -13,14 +13,16 @@ extension SQLStore {
     ) async throws -> ChunkClaim {
         let lock = flavor.lockSkippingLocked
         let size = max(size, 1)
+        let nextOrdinal = flavor.pushOrdinal.value ?? "DEFAULT"
         return try await transaction { db in
+            try await Self.releaseDuePushes(at: now, nextOrdinal: nextOrdinal, lock: lock, db)
             // Pushes with audience left to hand out, or with a chunk whose lease ran out, with how many of their chunks
             // are being sent now.
             let stored = try await db.raw("""
                 SELECT \(unsafeRaw: Columns.push), ordinal, chunks, handed_out,
                     (SELECT COUNT(*) FROM push_chunks k WHERE k.push_id = p.id AND k.status = 'claimed') AS open_chunks
                 FROM pushes p
-                WHERE status <> 'completed' AND (handed_out = 0 OR EXISTS (
+                WHERE status IN ('pending', 'sending') AND (handed_out = 0 OR EXISTS (
                     SELECT 1 FROM push_chunks k WHERE k.push_id = p.id AND k.status = 'claimed'
                         AND k.lease_until < \(bind: now.milliseconds)))
                 ORDER BY ordinal
@@ -93,6 +95,27 @@ extension SQLStore {
                 return .chunk(PushChunk(push: push, sequence: sequence, recipients: page.items, reclaimed: false))
             }
             return retrySoon ? .retrySoon : .idle
+        }
+    }
+
+    /// How many scheduled pushes one claim makes pending at most: the rest, the next.
+    static let releaseLimit = 100
+
+    /// Makes the scheduled pushes whose time has come pending, earliest first, each with the next ordinal: a scheduled
+    /// push takes its place in its app's order when it is due, after the pushes stored before then, and its audience
+    /// is handed out from then on. One cancelled meanwhile is completed, and stays so.
+    static func releaseDuePushes(at now: Date, nextOrdinal: String, lock: String, _ db: any SQLDatabase) async throws {
+        let due = try await db.raw("""
+            SELECT id FROM pushes WHERE status = 'scheduled' AND send_at <= \(bind: now.milliseconds)
+            ORDER BY send_at, ordinal
+            LIMIT \(bind: releaseLimit)\(unsafeRaw: lock)
+            """).all(decodingColumn: "id", as: String.self)
+        // One at a time, so pushes due together keep their order: each statement takes the next ordinal.
+        for id in due {
+            try await db.raw("""
+                UPDATE pushes SET status = 'pending', handed_out = 0, ordinal = \(unsafeRaw: nextOrdinal)
+                WHERE id = \(bind: id) AND status = 'scheduled'
+                """).run()
         }
     }
 
@@ -226,7 +249,7 @@ extension SQLStore {
     static func waitsForEarlierPushes(_ push: PushRecord, ordinal: Int64, node: String, _ db: any SQLDatabase) async throws -> Bool {
         try await db.raw("""
             SELECT 1 AS waits FROM pushes e
-            WHERE e.app_id = \(bind: push.appID) AND e.status <> 'completed'
+            WHERE e.app_id = \(bind: push.appID) AND e.status IN ('pending', 'sending')
                 AND e.ordinal < \(bind: ordinal)
                 AND (e.handed_out = 0 OR EXISTS (
                     SELECT 1 FROM push_chunks k WHERE k.push_id = e.id AND k.status = 'claimed' AND k.owner <> \(bind: node)))

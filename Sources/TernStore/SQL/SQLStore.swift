@@ -307,12 +307,14 @@ public final class SQLStore: TernStore {
             // DO NOTHING on either key: a reused idempotency key returns the first push, a reused id is a conflict.
             let inserted = try await db.raw("""
                 INSERT INTO pushes (id, app_id, idempotency_key, audience, notification, status, targeted, accepted,
-                    failed, pruned, failed_by_reason, cursor_key, created_at, finished_at\(unsafeRaw: ordinal == nil ? "" : ", ordinal"))
+                    failed, pruned, failed_by_reason, cursor_key, created_at, finished_at, send_at,
+                    handed_out\(unsafeRaw: ordinal == nil ? "" : ", ordinal"))
                 VALUES (\(bind: push.id), \(bind: push.appID), \(bind: push.idempotencyKey),
                     \(bind: try StoredAudience.encode(push.audience)), \(bind: Data(push.notification)),
                     \(bind: push.status.rawValue), \(bind: counts.targeted), \(bind: counts.accepted), \(bind: counts.failed),
                     \(bind: counts.pruned), \(bind: try JSON.encode(counts.failedByReason)), \(bind: push.cursor),
-                    \(bind: push.createdAt.milliseconds), \(bind: push.finishedAt?.milliseconds)\(unsafeRaw: ordinal.map { ", " + $0 } ?? ""))
+                    \(bind: push.createdAt.milliseconds), \(bind: push.finishedAt?.milliseconds), \(bind: push.sendAt?.milliseconds),
+                    \(bind: push.status == .scheduled ? 1 : 0)\(unsafeRaw: ordinal.map { ", " + $0 } ?? ""))
                 ON CONFLICT DO NOTHING
                 RETURNING \(unsafeRaw: Columns.push)
                 """).first()
@@ -713,7 +715,7 @@ enum Columns {
     static let tokenEvent = "id, app_id, device_id, token, reason, apns_timestamp, occurred_at"
     static let push = """
         id, app_id, idempotency_key, audience, notification, status, targeted, accepted, failed, pruned, \
-        failed_by_reason, inbox_dropped, cursor_key, created_at, finished_at, cancelled_at
+        failed_by_reason, inbox_dropped, cursor_key, created_at, finished_at, cancelled_at, send_at
         """
 }
 
@@ -830,7 +832,8 @@ extension PushRecord {
                 inboxDropped: try row.decode(column: "inbox_dropped", as: Int.self)
             ),
             cursor: try row.decode(column: "cursor_key", as: String?.self), createdAt: try row.date("created_at"),
-            finishedAt: try row.optionalDate("finished_at"), cancelledAt: try row.optionalDate("cancelled_at")
+            finishedAt: try row.optionalDate("finished_at"), cancelledAt: try row.optionalDate("cancelled_at"),
+            sendAt: try row.optionalDate("send_at")
         )
     }
 }

@@ -67,7 +67,7 @@ extension ConsoleAssets {
         .stat .label { display: block; color: var(--muted); font-size: .9rem; }
         .stat .value { display: block; font-size: 1.8rem; font-weight: 700; font-variant-numeric: tabular-nums; }
         .status.completed { color: var(--ok); }
-        .status.pending, .status.sending { color: #8a6100; }
+        .status.scheduled, .status.pending, .status.sending { color: #8a6100; }
         .chart { margin: 0; background: var(--paper); border: 1px solid var(--line); border-radius: 8px; padding: .75rem; }
         .chart svg { width: 100%; height: 10rem; display: block; }
         .chart rect.accepted { fill: var(--ok); }

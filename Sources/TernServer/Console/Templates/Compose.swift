@@ -58,6 +58,7 @@ extension ConsoleTemplates {
               <p><input type="checkbox" id="wake" name="wake" value="true"{{#view.wake}} checked{{/view.wake}}> <label for="wake">Wake offline devices (online)</label></p>
               <p><label for="ackTimeout">Acknowledgement timeout, seconds (auto)</label><input id="ackTimeout" name="ackTimeout" inputmode="decimal" value="{{view.form.ackTimeout}}"></p>
               <p><label for="idempotencyKey">Idempotency key</label><input id="idempotencyKey" name="idempotencyKey" value="{{view.form.idempotencyKey}}"></p>
+              <p><label for="sendAt">Send at (RFC 3339, like 2026-12-01T09:00:00Z; empty: now)</label><input id="sendAt" name="sendAt" value="{{view.form.sendAt}}"></p>
             </div>
           </fieldset>
         </div>

@@ -256,6 +256,7 @@ extension ConsoleTemplates {
           <dt>Inbox messages dropped</dt><dd data-field="inboxDropped">{{inboxDropped}}</dd>
           {{#online}}<dt>Delivered online</dt><dd>{{deliveredOnline}}</dd><dt>Acknowledged</dt><dd>{{acked}}</dd><dt>Fell back to APNs</dt><dd>{{fellBackToAPNs}}</dd><dt>Opened</dt><dd>{{opened}}</dd>{{/online}}
           <dt>Created</dt><dd><time datetime="{{createdAt}}">{{createdAt}}</time></dd>
+          {{#sendAt}}<dt>Scheduled for</dt><dd><time datetime="{{.}}">{{.}}</time></dd>{{/sendAt}}
           <dt>Finished</dt><dd data-field="finishedAt">{{finishedAt}}</dd>
           {{#cancelledAt}}<dt>Cancelled</dt><dd>{{.}}: no recipient was handed out after it</dd>{{/cancelledAt}}
           <dt>Push id</dt><dd><code>{{id}}</code></dd>
@@ -264,7 +265,7 @@ extension ConsoleTemplates {
         <form method="post" action="/console/apps/{{chrome.app.id}}/pushes/{{id}}/cancel" class="stop">
           <input type="hidden" name="csrf" value="{{chrome.csrf}}">
           <button type="submit">Stop this push</button>
-          <span class="hint">No more of its audience is handed out; the recipients handed out already still get it.</span>
+          <span class="hint">No more of its audience is handed out; the recipients handed out already still get it. A scheduled push is not sent at all.</span>
         </form>
         {{/stoppable}}
         </div>
