@@ -397,12 +397,14 @@ extension SQLStore {
             // pending and sending pushes only, through indexes of those alone: pushes waiting for their time cost a
             // claim nothing however many there are, and neither do completed ones (SQLite looked for an app's earlier
             // unfinished pushes among all of the app's pushes: 40 ms a claim with 300,000 kept).
-            // `pushes_scheduled` finds the scheduled pushes whose time has come.
+            // `pushes_scheduled` finds the scheduled pushes whose time has come. `pushes_by_app` gives an app's latest
+            // pushes (the console's list sorted all of the app's: 110 ms with 300,000 kept).
             Migration(version: 14, name: "scheduled pushes", statements: [
                 "ALTER TABLE pushes ADD COLUMN send_at BIGINT",
                 "CREATE INDEX pushes_scheduled ON pushes (send_at) WHERE status = 'scheduled'",
                 "CREATE INDEX pushes_due_by_ordinal ON pushes (ordinal) WHERE status IN ('pending', 'sending')",
                 "CREATE INDEX pushes_due_by_app ON pushes (app_id, ordinal) WHERE status IN ('pending', 'sending')",
+                "CREATE INDEX pushes_by_app ON pushes (app_id, ordinal)",
             ]),
         ]
     }
