@@ -141,8 +141,9 @@ public protocol TernStore: Sendable {
     /// ``claimChunk(node:size:leaseUntil:at:passingOver:)``. - Returns: the stored push and whether it is new.
     func createPush(_ push: PushRecord) async throws -> (push: PushRecord, created: Bool)
     func push(app: String, id: String) async throws -> PushRecord?
-    /// The app's latest pushes, newest first (in the order they are sent), at most `limit`, with their counts.
-    func recentPushes(app: String, limit: Int) async throws -> [PushRecord]
+    /// The app's pushes with their counts, newest first in the order they are sent (a scheduled push takes its place
+    /// when it is due), `limit` at a time; only those with `status` when one is given. The cursor is opaque.
+    func pushes(app: String, status: PushRecord.Status?, after cursor: String?, limit: Int) async throws -> Page<PushRecord>
     /// The audience's recipients after the cursor, by key, `limit` at a time: active devices only (a `tokens`
     /// audience lists the given tokens, minus those registered and deactivated). Never the whole audience at once.
     func recipients(app: String, audience: Audience, after cursor: String?, limit: Int) async throws -> Page<Recipient>

@@ -9,6 +9,7 @@ import Testing
     /// An app's endpoints, with who may call them.
     static let masterOnly: [(HTTPMethod, String, String?)] = [
         (.POST, "/v1/apps/demo/pushes", Fixture.push(audience: #"{"all": true}"#)),
+        (.GET, "/v1/apps/demo/pushes", nil),
         (.GET, "/v1/apps/demo/pushes/00000000-0000-4000-8000-000000000000", nil),
         (.POST, "/v1/apps/demo/pushes/00000000-0000-4000-8000-000000000000/cancel", nil),
         (.GET, "/v1/apps/demo/token-events", nil),

@@ -24,17 +24,46 @@ struct ConsoleQueryTests {
         }
     }
 
-    @Test("recent pushes are the app's, newest first, at most the limit", arguments: StoreFactory.all)
-    func recentPushes(_ factory: StoreFactory) async throws {
+    @Test("an app's pushes are listed newest first, a page at a time, by status if asked", arguments: StoreFactory.all)
+    func listedPushes(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
             try await store.createApp(makeApp())
             try await store.createApp(makeApp("other"))
+            _ = try await store.register(registration("device", token: "aa"), app: "demo", at: time(0))
             for n in 0..<5 { _ = try await store.createPush(makePush(numbered("push", n), at: time(Int64(n)))) }
             _ = try await store.createPush(makePush("elsewhere", app: "other"))
+            var later = makePush("later", at: time(10))
+            later.status = .scheduled
+            later.sendAt = time(1_000)
+            _ = try await store.createPush(later)
+            // push-0000 is sent (completed), push-0001 is being sent; the rest wait.
+            while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 10, leaseUntil: time(500), at: time(20)) {
+                if chunk.push.id == "push-0000" {
+                    _ = try await store.recordChunk(
+                        pushID: chunk.push.id, sequence: chunk.sequence, node: "a", PushProgress(accepted: 1, failures: [], pruned: 0), at: time(21))
+                } else {
+                    break
+                }
+            }
 
-            #expect(try await store.recentPushes(app: "demo", limit: 3).map(\.id) == ["push-0004", "push-0003", "push-0002"])
-            #expect(try await store.recentPushes(app: "other", limit: 10).map(\.id) == ["elsewhere"])
-            #expect(try await store.recentPushes(app: "nobody", limit: 10).isEmpty)
+            func ids(_ status: PushRecord.Status? = nil, after: String? = nil, limit: Int = 10) async throws -> [String] {
+                try await store.pushes(app: "demo", status: status, after: after, limit: limit).items.map(\.id)
+            }
+            #expect(try await ids() == ["later", "push-0004", "push-0003", "push-0002", "push-0001", "push-0000"])
+            let first = try await store.pushes(app: "demo", status: nil, after: nil, limit: 4)
+            #expect(first.items.map(\.id) == ["later", "push-0004", "push-0003", "push-0002"])
+            let second = try await store.pushes(app: "demo", status: nil, after: first.next, limit: 4)
+            #expect(second.items.map(\.id) == ["push-0001", "push-0000"])
+            #expect(second.next == nil)
+            #expect(try await ids(.scheduled) == ["later"])
+            #expect(try await ids(.pending) == ["push-0004", "push-0003", "push-0002"])
+            #expect(try await ids(.pending, limit: 2) == ["push-0004", "push-0003"])
+            #expect(try await ids(.sending) == ["push-0001"])
+            #expect(try await ids(.completed) == ["push-0000"])
+            #expect(try await store.pushes(app: "demo", status: .completed, after: nil, limit: 1).items.first?.counts.accepted == 1)
+            #expect(try await store.pushes(app: "other", status: nil, after: nil, limit: 10).items.map(\.id) == ["elsewhere"])
+            #expect(try await store.pushes(app: "nobody", status: nil, after: nil, limit: 10).items.isEmpty)
+            #expect(try await ids(after: "not a cursor").isEmpty)
         }
     }
 

@@ -862,6 +862,72 @@ enum OpenAPIDocument {
    }
   },
   "/v1/apps/{app}/pushes": {
+   "get": {
+    "operationId": "listPushes",
+    "summary": "The app's pushes, newest first, a page at a time, by status if asked",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "a page of pushes, without their failures",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/PushList"
+        }
+       }
+      }
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "name": "status",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "string",
+       "enum": [
+        "scheduled",
+        "pending",
+        "sending",
+        "completed"
+       ]
+      }
+     },
+     {
+      "name": "after",
+      "in": "query",
+      "required": false,
+      "description": "the next of the page before",
+      "schema": {
+       "type": "string",
+       "pattern": "^[0-9]{1,18}$"
+      }
+     },
+     {
+      "name": "limit",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "integer",
+       "minimum": 1,
+       "maximum": 100
+      }
+     }
+    ]
+   },
    "post": {
     "operationId": "createPush",
     "summary": "Store a push and deliver it, now or at sendAt; with wait, its outcome",
@@ -1793,6 +1859,24 @@ enum OpenAPIDocument {
      "active",
      "lastRegisteredAt",
      "createdAt"
+    ],
+    "additionalProperties": false
+   },
+   "PushList": {
+    "type": "object",
+    "properties": {
+     "pushes": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/Push"
+      }
+     },
+     "next": {
+      "type": "string"
+     }
+    },
+    "required": [
+     "pushes"
     ],
     "additionalProperties": false
    },

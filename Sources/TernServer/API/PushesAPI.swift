@@ -4,7 +4,8 @@ import TernAPNs
 import TernStore
 import TernWeb
 
-/// `POST /v1/apps/{app}/pushes`, `GET …/pushes/{id}` and `POST …/pushes/{id}/cancel` (master secret); `GET …/token-events`.
+/// `POST /v1/apps/{app}/pushes`, `GET …/pushes`, `GET …/pushes/{id}` and `POST …/pushes/{id}/cancel` (master secret);
+/// `GET …/token-events`.
 struct PushesAPI {
     let store: any TernStore
     let apps: AppCache
@@ -88,6 +89,13 @@ struct PushesAPI {
         }
     }
 
+    /// `GET …/pushes`: a page of the app's pushes, newest first, without their failures.
+    struct PushList: ResponseEncodable {
+        var pushes: [PushView]
+        /// The `after` of the next page; none after the last.
+        var next: String?
+    }
+
     struct FailureView: Codable {
         var deviceId: String?
         var token: String
@@ -119,6 +127,9 @@ struct PushesAPI {
     }
 
     static let maxListedRecipients = 10_000
+    /// How many pushes `GET …/pushes` gives a page, unless asked, and at most (each with its counts).
+    static let defaultListedPushes = 20
+    static let maxListedPushes = 100
     /// How far ahead a push can be scheduled: far enough for any campaign, near enough that a date in the wrong year
     /// is refused.
     static let longestSchedule = Duration.seconds(90 * 86_400)
@@ -156,6 +167,33 @@ struct PushesAPI {
             }
             let status: HTTPResponse.Status = push.status == .completed ? (created ? .created : .ok) : .accepted
             return EditedResponse(status: status, response: try await view(push, withFailures: push.status == .completed))
+        }
+        pushes.get("pushes") { request, context -> PushList in
+            let app = try await apps.app(request, context)
+            try Authorization.requireMaster(request, app: app)
+            let query = request.uri.queryParameters
+            var status: PushRecord.Status?
+            if let text = query.get("status") {
+                guard let value = PushRecord.Status(rawValue: text) else {
+                    throw JSONAPIError.badRequest(field: "status", "status is scheduled, pending, sending or completed")
+                }
+                status = value
+            }
+            let after = query.get("after")
+            if let after, (Int64(after) ?? -1) < 0 {
+                throw JSONAPIError.badRequest(field: "after", "after is the next of the page before")
+            }
+            var limit = Self.defaultListedPushes
+            if let text = query.get("limit") {
+                guard let value = Int(text), (1...Self.maxListedPushes).contains(value) else {
+                    throw JSONAPIError.badRequest(field: "limit", "limit must be 1-\(Self.maxListedPushes)")
+                }
+                limit = value
+            }
+            let page = try await store.pushes(app: app.id, status: status, after: after, limit: limit)
+            var views: [PushView] = []
+            for push in page.items { views.append(try await view(push, withFailures: false)) }
+            return PushList(pushes: views, next: page.next)
         }
         pushes.get("pushes/:push") { request, context -> PushView in
             let app = try await apps.app(request, context)

@@ -146,6 +146,7 @@ enum QueryRules {
         call(.get, "v1/apps/:app/inbox", ["alias", "deviceId", "after", "limit"]),
         call(.post, "v1/apps/:app/inbox/read", ["alias", "deviceId"]),
         call(.delete, "v1/apps/:app/inbox/:message", ["alias", "deviceId"]),
+        call(.get, "v1/apps/:app/pushes", ["status", "after", "limit"]),
         call(.post, "v1/apps/:app/pushes", ["wait"]),
         call(.get, "v1/apps/:app/pushes/:push", ["failuresAfter", "limit"]),
         call(.get, "v1/apps/:app/token-events", ["after", "limit"]),

@@ -199,7 +199,7 @@ struct ConsoleRoutes: Sendable {
         console.get("apps/:app/pushes") { request, context in
             guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             let app = try await appRecord(context, user)
-            let recent = try await store.recentPushes(app: app.id, limit: Self.recentPushes)
+            let recent = try await store.pushes(app: app.id, status: nil, after: nil, limit: Self.recentPushes).items
             return page("pushes", chrome(user, "Pushes", app: app.id) { $0.app?.pushes = true }, view: PushesView(recent))
         }
         console.get("apps/:app/pushes/:push") { request, context in

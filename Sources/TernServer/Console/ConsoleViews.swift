@@ -333,11 +333,17 @@ struct PushRow {
     var failed: Int
     var failedByReason: String
     var createdAt: String
+    /// When a scheduled push goes.
+    var sendAt: String?
+    /// Whether its Stop button shows: it is not completed, nor cancelled yet.
+    var stoppable: Bool
 
     init(_ push: PushRecord) {
         id = push.id
         shortID = String(push.id.prefix(8))
         status = push.status.rawValue
+        sendAt = push.status == .scheduled ? push.sendAt.map { ConsoleFormat.date($0) } : nil
+        stoppable = push.status != .completed && push.cancelledAt == nil
         targeted = push.counts.targeted
         accepted = push.counts.accepted
         failed = push.counts.failed

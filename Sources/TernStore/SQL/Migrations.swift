@@ -24,6 +24,13 @@ struct SQLFlavor: Sendable {
     /// A query of the database server's time in microseconds since 1970 (column `now`), where the database has a
     /// clock of its own that several nodes share; nil where its time is the node's (SQLite, a file of this node's).
     var serverTime: String? = nil
+    /// Whether a query may name the index it reads (`INDEXED BY`): SQLite keeps no statistics unless asked, and
+    /// without them may read an app's whole history through a wide index where a partial one holds the few rows
+    /// wanted. PostgreSQL plans from its statistics, and has no such clause.
+    var namesIndexes = false
+
+    /// ` INDEXED BY index` where the database takes it, else nothing.
+    func indexedBy(_ index: String) -> String { namesIndexes ? " INDEXED BY \(index)" : "" }
 
     static let sqlite = SQLFlavor(
         bytes: "BLOB",
@@ -31,7 +38,8 @@ struct SQLFlavor: Sendable {
         // Takes the write lock up front, so a transaction never fails halfway on another process's lock.
         beginTransaction: "BEGIN IMMEDIATE",
         // Writes take turns, so the next number is simply one more than the last.
-        pushOrdinal: ("INTEGER", "(SELECT COALESCE(MAX(ordinal), 0) + 1 FROM pushes)")
+        pushOrdinal: ("INTEGER", "(SELECT COALESCE(MAX(ordinal), 0) + 1 FROM pushes)"),
+        namesIndexes: true
     )
 }
 
