@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TernAPNs
 import Testing
 import TernStore
@@ -132,5 +133,57 @@ struct TokenHygieneTests {
             #expect(zip(events, events.dropFirst()).allSatisfy { $0.id < $1.id }, "ids increase")
             #expect(try await store.tokenEvents(app: "demo", after: events[4].id, limit: 100).map(\.token) == ["t2", "t4"])
         }
+    }
+
+    /// The webhook follows an app's events by their ids. On PostgreSQL, deactivations run at once, and one numbered 10
+    /// could commit after one numbered 11: a reader that had seen 11 passed 10 by, and its event was never posted.
+    @Test("a reader following the event cursor while deactivations run at once misses none", arguments: StoreFactory.all)
+    func theCursorPassesNoEvent(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            let count = 400
+            for n in 0..<count {
+                _ = try await store.register(registration(numbered("d", n), token: numbered("t", n)), app: "demo", at: time(0))
+            }
+            let finished = Finished()
+            let seen = try await withThrowingTaskGroup(of: [Int64].self) { group in
+                group.addTask {
+                    // Sixteen at a time, as the dispatcher's chunks prune.
+                    try await withThrowingTaskGroup(of: Void.self) { deactivations in
+                        for n in 0..<count {
+                            if n >= 16 { try await deactivations.next() }
+                            deactivations.addTask {
+                                _ = try await store.deactivateToken(
+                                    app: "demo", token: numbered("t", n), reason: .apns(.unregistered), invalidSince: nil,
+                                    apnsTimestamp: nil, at: time(1))
+                            }
+                        }
+                        try await deactivations.waitForAll()
+                    }
+                    finished.flag.store(true, ordering: .sequentiallyConsistent)
+                    return []
+                }
+                group.addTask {
+                    // The webhook's way: what comes after the cursor, which moves to the last event read.
+                    var cursor: Int64 = 0
+                    var seen: [Int64] = []
+                    while true {
+                        let wasFinished = finished.flag.load(ordering: .sequentiallyConsistent)
+                        let events = try await store.tokenEvents(app: "demo", after: cursor, limit: 50)
+                        seen += events.map(\.id)
+                        cursor = events.last?.id ?? cursor
+                        if events.isEmpty, wasFinished { return seen }
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            let all = try await store.tokenEvents(app: "demo", after: nil, limit: 1_000).map(\.id)
+            #expect(all.count == count)
+            #expect(seen == all, "the reader missed \(Set(all).subtracting(seen).count) events")
+        }
+    }
+
+    private final class Finished: Sendable {
+        let flag = Atomic<Bool>(false)
     }
 }

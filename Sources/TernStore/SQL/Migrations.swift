@@ -24,6 +24,11 @@ struct SQLFlavor: Sendable {
     /// A query of the database server's time in microseconds since 1970 (column `now`), where the database has a
     /// clock of its own that several nodes share; nil where its time is the node's (SQLite, a file of this node's).
     var serverTime: String? = nil
+    /// A statement that makes the transactions recording an app's token events take turns, from it to their commit,
+    /// where transactions may overlap: so events are numbered in the order they become visible, and a
+    /// reader past event N never later finds an N - 1 committed behind it (the webhook's cursor would pass it by).
+    /// Nil where writes take turns anyway (SQLite).
+    var eventOrderLock: (@Sendable (_ app: String) -> SQLQueryString)? = nil
     /// Whether a query may name the index it reads (`INDEXED BY`): SQLite keeps no statistics unless asked, and
     /// without them may read an app's whole history through a wide index where a partial one holds the few rows
     /// wanted. PostgreSQL plans from its statistics, and has no such clause.

@@ -262,7 +262,8 @@ public final class SQLStore: TernStore {
     public func deactivateToken(
         app: String, token: String, reason: TokenDeactivationReason, invalidSince: Date?, apnsTimestamp: Date?, at: Date
     ) async throws -> TokenEvent? {
-        try await transaction { db in
+        let eventOrderLock = flavor.eventOrderLock
+        return try await transaction { db in
             var update: SQLQueryString = """
                 UPDATE devices SET deactivated_at = \(bind: at.milliseconds), deactivation_reason = \(bind: reason.rawValue),
                     updated_at = \(bind: at.milliseconds)
@@ -275,6 +276,9 @@ public final class SQLStore: TernStore {
             update += " RETURNING device_id"
             guard let deactivated = try await db.raw(update).first() else { return nil }
             let deviceID = try deactivated.decode(column: "device_id", as: String.self)
+            // The event's number is taken after the app's other events are committed (on PostgreSQL, where several
+            // deactivations run at once): numbered in commit order, none is passed by the webhook's cursor.
+            if let lock = eventOrderLock { try await db.raw(lock(app)).run() }
             guard let event = try await db.raw("""
                 INSERT INTO token_events (app_id, device_id, token, reason, apns_timestamp, occurred_at)
                 VALUES (\(bind: app), \(bind: deviceID), \(bind: token), \(bind: reason.rawValue),
