@@ -9,6 +9,8 @@
 #   DATABASE=postgres scripts/bench-serve.sh  # on a throwaway PostgreSQL (installed when missing) instead of SQLite
 #   DATABASE=postgres NODES=2 scripts/bench-serve.sh   # phase 2 with a second node on the same database
 #   LATENCY_MS=20 TERN_DELIVERY_CONCURRENCY=50 …      # the simulator answers the push in 20 ms, 50 in flight per chunk
+#   DEAD=10000 …                              # that many of the devices' tokens answer 410 Unregistered: pruned by the push
+#   TERN=/path/to/tern …                      # another build (an earlier version, say) instead of building
 #
 # Needs wrk (Debian: wrk); installs it when missing. Everything runs on loopback and stops by itself; KEEP=1 keeps
 # the data folder (its path is printed) to look at the database afterwards.
@@ -29,9 +31,11 @@ if ! need wrk; then
   apt-get update -qq && apt-get install -y -qq wrk >/dev/null
 fi
 
-echo "building tern (release)…" >&2
-swift build -c release --scratch-path "$SCRATCH" --product tern >&2
-TERN="$(cd "$SCRATCH" && pwd)/release/tern"  # SCRATCH may be relative or absolute
+if [ -z "${TERN:-}" ]; then
+  echo "building tern (release)…" >&2
+  swift build -c release --scratch-path "$SCRATCH" --product tern >&2
+  TERN="$(cd "$SCRATCH" && pwd)/release/tern"  # SCRATCH may be relative or absolute
+fi
 
 work=$(mktemp -d)
 pid=""
@@ -128,6 +132,28 @@ if [ -n "${LATENCY_MS:-}" ]; then
   done
 fi
 
+if [ -n "${DEAD:-}" ]; then
+  # Dead tokens: every node's built-in simulator answers 410 for the first DEAD devices' tokens (both wrk threads'
+  # in turn, as register.lua numbers them), dead since a minute from now, so after their registration.
+  for out in "$work/serve.out" "$work/b/serve.out"; do
+    [ -f "$out" ] || continue
+    control=$(grep -o 'control API http://127.0.0.1:[0-9]*' "$out" | awk '{print $3}')
+    python3 - "$control" "$DEAD" <<'PY'
+import http.client, sys, time, urllib.parse
+address, dead = urllib.parse.urlparse(sys.argv[1]), int(sys.argv[2])
+connection = http.client.HTTPConnection(address.hostname, address.port)
+timestamp = int((time.time() + 60) * 1000)
+for n in range(dead):
+    token = "%056x%08x" % (n % 2, n // 2 + 1)
+    connection.request("POST", f"/tokens/{token}/unregister", body=f'{{"timestamp": {timestamp}}}')
+    answer = connection.getresponse()
+    answer.read()
+    assert answer.status == 204, answer.status
+PY
+    echo "dead tokens: $DEAD at $control" >&2
+  done
+fi
+
 echo "── one push to tag 'bench'" >&2
 push=$(curl -s -w '\n%{time_total}' -X POST "$url/v1/apps/demo/pushes?wait=60" -H "Authorization: Bearer $master" \
   -H 'Content-Type: application/json' -d '{"audience": {"tags": ["bench"]}, "notification": {"title": "Benchmark", "body": "one push to every device"}}')
@@ -136,6 +162,7 @@ push_json=$(head -1 <<<"$push")
 echo "$push_json" | head -c 400 >&2; echo >&2
 targeted=$(grep -o '"targeted":[0-9]*' <<<"$push_json" | cut -d: -f2)
 accepted=$(grep -o '"accepted":[0-9]*' <<<"$push_json" | cut -d: -f2)
+pruned=$(grep -o '"pruned":[0-9]*' <<<"$push_json" | cut -d: -f2)
 status=$(grep -o '"status":"[a-z]*"' <<<"$push_json" | cut -d'"' -f4)
 peak=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
 chunks=""
@@ -151,6 +178,6 @@ echo "|---|---|"
 echo "| registrations/s (wrk, $CONNECTIONS connections, ${DURATION} s) | $reg_rate |"
 echo "| registration latency p50 / p99 | $reg_p50 / $reg_p99 |"
 echo "| registrations answered non-2xx | ${non2xx:-0} |"
-echo "| push to the $targeted devices of a tag (of $DEVICES registered), POST to completed | ${push_time} s ($status; accepted $accepted) |"
+echo "| push to the $targeted devices of a tag (of $DEVICES registered), POST to completed | ${push_time} s ($status; accepted $accepted, pruned $pruned) |"
 echo "| server RSS before the push / peak | $((rss_before / 1024)) MiB / $((peak / 1024)) MiB |"
 [ -z "$chunks" ] || echo "| chunks sent by each node | $chunks |"

@@ -250,6 +250,23 @@ public enum TokenReplacementReason: String, Sendable, Equatable, CaseIterable {
     case moved
 }
 
+/// A token to deactivate (``TernStore/deactivateTokens(app:_:at:)``), with why and since when.
+public struct TokenDeactivation: Sendable, Equatable {
+    public var token: String
+    public var reason: TokenDeactivationReason
+    /// With a 410 or feedback timestamp: only a token last registered before it is deactivated.
+    public var invalidSince: Date?
+    /// APNs' timestamp, kept in the event.
+    public var apnsTimestamp: Date?
+
+    public init(token: String, reason: TokenDeactivationReason, invalidSince: Date?, apnsTimestamp: Date?) {
+        self.token = token
+        self.reason = reason
+        self.invalidSince = invalidSince
+        self.apnsTimestamp = apnsTimestamp
+    }
+}
+
 /// A token deactivation, for `GET /v1/apps/{app}/token-events` and the webhook.
 public struct TokenEvent: Sendable, Equatable {
     /// Increasing per store; the listing's cursor.

@@ -129,6 +129,10 @@ public protocol TernStore: Sendable {
     func deactivateToken(
         app: String, token: String, reason: TokenDeactivationReason, invalidSince: Date?, apnsTimestamp: Date?, at: Date
     ) async throws -> TokenEvent?
+    /// ``deactivateToken(app:token:reason:invalidSince:apnsTimestamp:at:)`` for several tokens, in one transaction:
+    /// the dead tokens of a bunch of answers cost one commit, not one each. - Returns: the events, in the order of
+    /// `tokens`, of those it deactivated.
+    func deactivateTokens(app: String, _ tokens: [TokenDeactivation], at: Date) async throws -> [TokenEvent]
     /// Token events after the cursor (an event id), oldest first.
     func tokenEvents(app: String, after: Int64?, limit: Int) async throws -> [TokenEvent]
     /// A device's token events, newest first, at most `limit` (the console's device page).

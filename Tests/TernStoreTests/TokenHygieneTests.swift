@@ -135,6 +135,31 @@ struct TokenHygieneTests {
         }
     }
 
+    @Test("several tokens deactivate in one call, each by its own rule, their events in the order given", arguments: StoreFactory.all)
+    func severalAtOnce(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            for n in 1...4 { _ = try await store.register(registration("d\(n)", token: "t\(n)"), app: "demo", at: time(1_000)) }
+            // t3 was registered again after APNs' verdict on it.
+            _ = try await store.register(registration("d3", token: "t3"), app: "demo", at: time(2_500))
+            let events = try await store.deactivateTokens(app: "demo", [
+                TokenDeactivation(token: "t4", reason: .apns(.badDeviceToken), invalidSince: nil, apnsTimestamp: nil),
+                TokenDeactivation(token: "unknown", reason: .apns(.badDeviceToken), invalidSince: nil, apnsTimestamp: nil),
+                TokenDeactivation(token: "t3", reason: .apns(.unregistered), invalidSince: time(2_000), apnsTimestamp: time(2_000)),
+                TokenDeactivation(token: "t1", reason: .apns(.unregistered), invalidSince: time(2_000), apnsTimestamp: time(2_000)),
+            ], at: time(3_000))
+            #expect(events.map(\.token) == ["t4", "t1"])
+            #expect(events.map(\.deviceID) == ["d4", "d1"])
+            #expect(events[0].id < events[1].id)
+            #expect(events[1].apnsTimestamp == time(2_000))
+            #expect(try await store.device(app: "demo", deviceID: "d3")?.isActive == true)
+            #expect(try await store.device(app: "demo", deviceID: "d2")?.isActive == true)
+            #expect(try await store.device(app: "demo", deviceID: "d1")?.deactivationReason == .apns(.unregistered))
+            #expect(try await store.tokenEvents(app: "demo", after: nil, limit: 10) == events)
+            #expect(try await store.deactivateTokens(app: "demo", [], at: time(4_000)).isEmpty)
+        }
+    }
+
     /// The webhook follows an app's events by their ids. On PostgreSQL, deactivations run at once, and one numbered 10
     /// could commit after one numbered 11: a reader that had seen 11 passed 10 by, and its event was never posted.
     @Test("a reader following the event cursor while deactivations run at once misses none", arguments: StoreFactory.all)

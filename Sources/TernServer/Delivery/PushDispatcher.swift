@@ -898,6 +898,7 @@ final class PushDispatcher: Service {
                         settled.reserveCapacity(results.count)
                         var unsettled = 0
                         var unsettledPermits = 0
+                        var dead: [(index: Int, failure: PushFailure, holdsPermit: Bool, token: TokenDeactivation)] = []
                         for (item, outcome) in results {
                             let index = batch.recipients[item]
                             // The usual answer, without copying the recipient (five strings) to classify it.
@@ -905,12 +906,25 @@ final class PushDispatcher: Service {
                                 settled.append((index, .accepted, true))
                                 continue
                             }
-                            guard let result = await self.classify(outcome, recipient: recipients[index], app: app, at: now) else {
+                            switch Self.verdict(outcome, recipient: recipients[index], at: now) {
+                            case .unsettled:
                                 unsettled += 1
                                 if outcome.tookPermit { unsettledPermits += 1 }
-                                continue
+                            case .accepted:
+                                settled.append((index, .accepted, outcome.tookPermit))
+                            case .failed(let failure):
+                                settled.append((index, .failed(failure, pruned: false), outcome.tookPermit))
+                            case .deadToken(let failure, let reason, let invalidSince, let apnsTimestamp):
+                                let token = TokenDeactivation(
+                                    token: recipients[index].token, reason: reason, invalidSince: invalidSince, apnsTimestamp: apnsTimestamp)
+                                dead.append((index, failure, outcome.tookPermit, token))
                             }
-                            settled.append((index, result, outcome.tookPermit))
+                        }
+                        if !dead.isEmpty {
+                            let pruned = await self.prune(dead.map(\.token), app: app, at: now)
+                            for entry in dead {
+                                settled.append((entry.index, .failed(entry.failure, pruned: pruned.contains(entry.token.token)), entry.holdsPermit))
+                            }
                         }
                         tally.unsettled(unsettled)
                         // A second notification to a recipient that has its result: counted once, its permit back.
@@ -934,11 +948,8 @@ final class PushDispatcher: Service {
         return uuid.uuidString.lowercased()
     }
 
-    /// What an answer means for the recipient: accepted, or a failure (pruning a dead token on the way); nil when
-    /// there is no answer to judge (``AnswerVerdict/unsettled``).
-    private func classify(_ outcome: BatchOutcome, recipient: Recipient, app: AppRecord, at now: Date) async -> ChunkLedger.Outcome? {
-        // The usual answer first, without building the verdict's inputs.
-        if outcome.isAcceptedAnswer { return .accepted }
+    /// What an answer means for the recipient (``AnswerVerdict``).
+    private static func verdict(_ outcome: BatchOutcome, recipient: Recipient, at now: Date) -> AnswerVerdict {
         let ending: AnswerVerdict.Ending =
             switch outcome {
             case .sent(.success(let delivery)): .answered(delivery.response)
@@ -946,23 +957,18 @@ final class PushDispatcher: Service {
             case .superseded: .superseded
             case .notSent: .notSent
             }
-        switch AnswerVerdict.of(ending, recipient: recipient, at: now) {
-        case .unsettled:
-            return nil
-        case .accepted:
-            return .accepted
-        case .failed(let failure):
-            return .failed(failure, pruned: false)
-        case .deadToken(let failure, let reason, let invalidSince, let apnsTimestamp):
-            var pruned = false
-            do {
-                let event = try await store.deactivateToken(
-                    app: app.id, token: recipient.token, reason: reason, invalidSince: invalidSince, apnsTimestamp: apnsTimestamp, at: now)
-                pruned = event != nil
-            } catch {
-                logger.error("cannot deactivate a dead token", metadata: ["app": "\(app.id)", "error": "\(error)"])
-            }
-            return .failed(failure, pruned: pruned)
+        return AnswerVerdict.of(ending, recipient: recipient, at: now)
+    }
+
+    /// Deactivates the dead tokens of a bunch of answers, in one transaction (one commit for them all, and on
+    /// PostgreSQL one turn at the app's event lock). - Returns: the tokens it deactivated; none when the store
+    /// cannot be reached (said in the log, once for the bunch).
+    private func prune(_ tokens: [TokenDeactivation], app: AppRecord, at now: Date) async -> Set<String> {
+        do {
+            return Set(try await store.deactivateTokens(app: app.id, tokens, at: now).map(\.token))
+        } catch {
+            logger.error("cannot deactivate dead tokens", metadata: ["app": "\(app.id)", "tokens": "\(tokens.count)", "error": "\(error)"])
+            return []
         }
     }
 }

@@ -262,31 +262,47 @@ public final class SQLStore: TernStore {
     public func deactivateToken(
         app: String, token: String, reason: TokenDeactivationReason, invalidSince: Date?, apnsTimestamp: Date?, at: Date
     ) async throws -> TokenEvent? {
+        try await deactivateTokens(
+            app: app, [TokenDeactivation(token: token, reason: reason, invalidSince: invalidSince, apnsTimestamp: apnsTimestamp)], at: at
+        ).first
+    }
+
+    public func deactivateTokens(app: String, _ tokens: [TokenDeactivation], at: Date) async throws -> [TokenEvent] {
+        guard !tokens.isEmpty else { return [] }
         let eventOrderLock = flavor.eventOrderLock
         return try await transaction { db in
-            var update: SQLQueryString = """
-                UPDATE devices SET deactivated_at = \(bind: at.milliseconds), deactivation_reason = \(bind: reason.rawValue),
-                    updated_at = \(bind: at.milliseconds)
-                WHERE app_id = \(bind: app) AND token = \(bind: token) AND deactivated_at IS NULL
-                """
-            if let invalidSince {
-                // A registration after APNs' verdict proves the token alive again.
-                update += " AND last_registered_at < \(bind: invalidSince.milliseconds)"
+            var deactivated: [(TokenDeactivation, deviceID: String)] = []
+            for item in tokens {
+                var update: SQLQueryString = """
+                    UPDATE devices SET deactivated_at = \(bind: at.milliseconds), deactivation_reason = \(bind: item.reason.rawValue),
+                        updated_at = \(bind: at.milliseconds)
+                    WHERE app_id = \(bind: app) AND token = \(bind: item.token) AND deactivated_at IS NULL
+                    """
+                if let invalidSince = item.invalidSince {
+                    // A registration after APNs' verdict proves the token alive again.
+                    update += " AND last_registered_at < \(bind: invalidSince.milliseconds)"
+                }
+                update += " RETURNING device_id"
+                guard let row = try await db.raw(update).first() else { continue }
+                deactivated.append((item, try row.decode(column: "device_id", as: String.self)))
             }
-            update += " RETURNING device_id"
-            guard let deactivated = try await db.raw(update).first() else { return nil }
-            let deviceID = try deactivated.decode(column: "device_id", as: String.self)
-            // The event's number is taken after the app's other events are committed (on PostgreSQL, where several
-            // deactivations run at once): numbered in commit order, none is passed by the webhook's cursor.
+            guard !deactivated.isEmpty else { return [] }
+            // The events' numbers are taken after the app's other events are committed (on PostgreSQL, where several
+            // deactivations run at once): numbered in commit order, none is passed by the webhook's cursor. Held from
+            // here to the commit, once for all of them.
             if let lock = eventOrderLock { try await db.raw(lock(app)).run() }
-            guard let event = try await db.raw("""
-                INSERT INTO token_events (app_id, device_id, token, reason, apns_timestamp, occurred_at)
-                VALUES (\(bind: app), \(bind: deviceID), \(bind: token), \(bind: reason.rawValue),
-                    \(bind: apnsTimestamp?.milliseconds), \(bind: at.milliseconds))
-                RETURNING \(unsafeRaw: Columns.tokenEvent)
-                """).first()
-            else { return nil }
-            return try TokenEvent(row: event)
+            var events: [TokenEvent] = []
+            for (item, deviceID) in deactivated {
+                guard let event = try await db.raw("""
+                    INSERT INTO token_events (app_id, device_id, token, reason, apns_timestamp, occurred_at)
+                    VALUES (\(bind: app), \(bind: deviceID), \(bind: item.token), \(bind: item.reason.rawValue),
+                        \(bind: item.apnsTimestamp?.milliseconds), \(bind: at.milliseconds))
+                    RETURNING \(unsafeRaw: Columns.tokenEvent)
+                    """).first()
+                else { continue }
+                events.append(try TokenEvent(row: event))
+            }
+            return events
         }
     }
 
