@@ -128,15 +128,22 @@ actor FeedbackPoller: Service {
                 cursor = page.next
             } while cursor != nil
         }
-        var result = Result(listed: 0, deactivated: 0, kept: 0)
-        for tuple in tuples where ours.contains(DeviceToken.hex(tuple.token)) {
-            result.listed += 1
+        let listed = tuples.compactMap { tuple -> TokenDeactivation? in
+            let token = DeviceToken.hex(tuple.token)
+            guard ours.contains(token) else { return nil }
             let reported = Date(timeIntervalSince1970: TimeInterval(tuple.timestamp))
-            let event = try await store.deactivateToken(
-                app: app.id, token: DeviceToken.hex(tuple.token), reason: .apns(.unregistered),
-                invalidSince: TokenPruning.invalidSince(reported: reported, observedAt: now), apnsTimestamp: reported, at: now)
-            if event != nil { result.deactivated += 1 } else { result.kept += 1 }
+            return TokenDeactivation(
+                token: token, reason: .apns(.unregistered), invalidSince: TokenPruning.invalidSince(reported: reported, observedAt: now),
+                apnsTimestamp: reported)
         }
+        // Five hundred a transaction: one commit for each, not one a token.
+        var result = Result(listed: listed.count, deactivated: 0, kept: 0)
+        for piece in stride(from: 0, to: listed.count, by: 500) {
+            result.deactivated += try await store.deactivateTokens(
+                app: app.id, Array(listed[piece..<min(piece + 500, listed.count)]), at: now
+            ).count
+        }
+        result.kept = result.listed - result.deactivated
         if result.deactivated > 0 { onTokensPruned() }
         logger.info(
             "feedback service read",
