@@ -68,6 +68,9 @@ final class PushDispatcher: Service {
     /// a reminder a minute, the recovery.
     private let claimBackoff = Mutex(ErrorBackoff(maximum: .seconds(2)))
     private let claimFailures: FailureLog
+    /// Dead tokens that cannot be deactivated (the database away), said as claims are: the first bunch, a reminder a
+    /// minute, the recovery; not a line for every bunch of a push's answers.
+    private let pruneFailures: FailureLog
     private let pushesCompleted = Counter(label: "tern_pushes_completed_total")
     private let chunksReclaimed = Counter(label: "tern_push_chunks_reclaimed_total")
     private let recipientsAccepted = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "accepted")])
@@ -101,6 +104,7 @@ final class PushDispatcher: Service {
         self.onTokensPruned = onTokensPruned
         self.logger = logger
         claimFailures = FailureLog("cannot claim push work from the store", logger: logger)
+        pruneFailures = FailureLog("cannot deactivate dead tokens", logger: logger)
     }
 
     /// A new push is stored: this node and the others look now rather than at the next poll.
@@ -962,12 +966,14 @@ final class PushDispatcher: Service {
 
     /// Deactivates the dead tokens of a bunch of answers, in one transaction (one commit for them all, and on
     /// PostgreSQL one turn at the app's event lock). - Returns: the tokens it deactivated; none when the store
-    /// cannot be reached (said in the log, once for the bunch).
+    /// cannot be reached (``pruneFailures`` says so).
     private func prune(_ tokens: [TokenDeactivation], app: AppRecord, at now: Date) async -> Set<String> {
         do {
-            return Set(try await store.deactivateTokens(app: app.id, tokens, at: now).map(\.token))
+            let pruned = Set(try await store.deactivateTokens(app: app.id, tokens, at: now).map(\.token))
+            pruneFailures.succeeded()
+            return pruned
         } catch {
-            logger.error("cannot deactivate dead tokens", metadata: ["app": "\(app.id)", "tokens": "\(tokens.count)", "error": "\(error)"])
+            pruneFailures.failed(["app": "\(app.id)", "tokens": "\(tokens.count)", "error": "\(error)"])
             return []
         }
     }
