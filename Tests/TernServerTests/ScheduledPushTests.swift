@@ -98,6 +98,14 @@ struct ScheduledPushTests {
             #expect(farPush.status == 202, "\(farPush.text)")
             #expect(try farPush.json()["sendAt"]?.string == Self.text(far))
 
+            // Waiting for the outcome of a push scheduled past the wait: answered at once, not after the wait.
+            let started = ContinuousClock.now
+            let unwaited = try await server.master.post(
+                "/v1/apps/demo/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, extra: #", "sendAt": "\#(hourAhead)""#))
+            #expect(unwaited.status == 202)
+            #expect(try unwaited.json()["status"]?.string == "scheduled")
+            #expect(ContinuousClock.now - started < .seconds(10), "it waited for a push that could not complete")
+
             // A time already past sends it now.
             let past = try await server.push(Fixture.push(audience: #"{"all": true}"#, extra: #", "sendAt": "2020-01-01T00:00:00Z""#))
             #expect(past["status"]?.string == "completed")

@@ -145,7 +145,8 @@ struct PushesAPI {
             let wait = try Self.wait(request.uri.queryParameters.get("wait"))
             let body = try await JSONBody.decode(PushRequest.self, from: request, limit: 1 << 20)
             var (push, created) = try await create(body, app: app)
-            if let wait {
+            // A push scheduled for after the wait cannot complete within it: answered at once.
+            if let wait, push.status != .scheduled || (push.sendAt ?? .distantFuture) <= clock.now.addingTimeInterval(wait.seconds) {
                 // On the system's clock, not the injected one: `wait` bounds how long this request holds its caller,
                 // a real time, and the push's progress is made in real time too. This node tells when it completes the
                 // push; the store is read again after each wait, at growing intervals, for a push another node
