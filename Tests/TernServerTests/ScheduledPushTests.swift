@@ -121,6 +121,11 @@ struct ScheduledPushTests {
             let browser = ConsoleBrowser(server)
             try await browser.signIn(try #require(server.master.bearer))
             let form = [("audience.kind", "all"), ("notification.title", "Tomorrow's news")]
+            // The preview says so before the form is sent, as the send would.
+            let preview = try await browser.post(
+                "/console/apps/demo/preview", form + [("sendAt", "tomorrow at nine")],
+                headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])
+            #expect(try preview.json()["problem"]?.string?.hasPrefix("sendAt: sendAt is an RFC 3339 date-time") == true, "\(preview.text)")
             let refused = try await browser.post("/console/apps/demo/pushes", form + [("sendAt", "tomorrow at nine")])
             #expect(refused.status == 400)
             #expect(refused.text.contains("sendAt is an RFC 3339 date-time"), "\(refused.text.prefix(3000))")

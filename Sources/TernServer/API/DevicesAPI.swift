@@ -347,9 +347,10 @@ struct DevicesAPI {
         }
     }
 
-    static func limit(_ text: String?) throws(JSONAPIError) -> Int {
-        guard let text else { return 100 }
-        guard let value = Int(text), (1...1000).contains(value) else { throw .badRequest(field: "limit", "limit must be 1-1000") }
+    /// A listing's `limit`: `default` when not given, else 1-`maximum`.
+    static func limit(_ text: String?, default: Int = 100, maximum: Int = 1000) throws(JSONAPIError) -> Int {
+        guard let text else { return `default` }
+        guard let value = Int(text), (1...maximum).contains(value) else { throw .badRequest(field: "limit", "limit must be 1-\(maximum)") }
         return value
     }
 }

@@ -184,13 +184,7 @@ struct PushesAPI {
             if let after, (Int64(after) ?? -1) < 0 {
                 throw JSONAPIError.badRequest(field: "after", "after is the next of the page before")
             }
-            var limit = Self.defaultListedPushes
-            if let text = query.get("limit") {
-                guard let value = Int(text), (1...Self.maxListedPushes).contains(value) else {
-                    throw JSONAPIError.badRequest(field: "limit", "limit must be 1-\(Self.maxListedPushes)")
-                }
-                limit = value
-            }
+            let limit = try DevicesAPI.limit(query.get("limit"), default: Self.defaultListedPushes, maximum: Self.maxListedPushes)
             let page = try await store.pushes(app: app.id, status: status, after: after, limit: limit)
             var views: [PushView] = []
             for push in page.items { views.append(try await view(push, withFailures: false)) }
