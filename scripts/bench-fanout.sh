@@ -4,6 +4,7 @@
 #
 #   scripts/bench-fanout.sh                       # 1,000,000 devices; then 100,000 of them with APNs answering in 50 ms
 #   DEVICES=200000 RUNS=1 scripts/bench-fanout.sh
+#   TERN=/path/to/tern scripts/bench-fanout.sh    # another build (an earlier version, say) instead of building
 #
 # What it does (release build, everything on loopback, the built-in simulator in the server's process):
 #   1. `tern serve` on a fresh SQLite folder registers one device over HTTP (the template), stops, and the script
@@ -35,9 +36,11 @@ if ! need sqlite3; then
   apt-get update -qq && apt-get install -y -qq sqlite3 >/dev/null
 fi
 
-echo "building tern (release)…" >&2
-swift build -c release --scratch-path "$SCRATCH" --product tern >&2
-TERN="$(cd "$SCRATCH" && pwd)/release/tern"
+if [ -z "${TERN:-}" ]; then
+  echo "building tern (release)…" >&2
+  swift build -c release --scratch-path "$SCRATCH" --product tern >&2
+  TERN="$(cd "$SCRATCH" && pwd)/release/tern"
+fi
 
 work=$(mktemp -d)
 pid=""

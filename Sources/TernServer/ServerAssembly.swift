@@ -87,6 +87,7 @@ struct ServerAssembly {
         let clients = ClientDirectory(
             serverKey: serverKey, simulator: nil, connections: configuration.apns.connections, idleTimeout: configuration.apns.idleTimeout,
             sendTimeout: configuration.apns.sendTimeout,
+            endpointWindow: (initial: configuration.delivery.minimumConcurrency / 2, maximum: configuration.delivery.concurrency),
             legacyReplayWindow: configuration.apns.legacyReplayWindow, logger: logger)
         let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
         let webhooks = WebhookSender(

@@ -141,7 +141,7 @@ public struct PushPurge: Sendable, Equatable {
 ///
 /// Its ``rawValue`` is what the API and the database show: APNs' reason (`BadDeviceToken`, `Unregistered`, …), the
 /// bare status when APNs gave no reason (`500`), the client's error code (`timedOut`, `connectionFailed`, …), or
-/// `clientUnavailable` / `notSent`.
+/// `clientUnavailable` / `notSent` / `notAnswering`.
 public enum DeliveryFailureReason: Hashable, Sendable, CustomStringConvertible {
     /// APNs refused it with this reason. (Tern refuses a token that is not hex as APNs would: `BadDeviceToken`.)
     case apns(APNsReason)
@@ -153,6 +153,8 @@ public enum DeliveryFailureReason: Hashable, Sendable, CustomStringConvertible {
     case clientUnavailable
     /// It never went: its batch stopped first.
     case notSent
+    /// It never went: its app's APNs endpoint took connections but answered nothing, so it failed at once.
+    case notAnswering
     /// A push with `delivery` `online` reached a token no registered device holds: the online channel needs a device.
     case noDevice
 
@@ -163,6 +165,7 @@ public enum DeliveryFailureReason: Hashable, Sendable, CustomStringConvertible {
         switch rawValue {
         case "clientUnavailable": self = .clientUnavailable
         case "notSent": self = .notSent
+        case "notAnswering": self = .notAnswering
         case "noDevice": self = .noDevice
         default:
             if let status = statusCode(from: rawValue) {
@@ -182,6 +185,7 @@ public enum DeliveryFailureReason: Hashable, Sendable, CustomStringConvertible {
         case .clientError(let code): code
         case .clientUnavailable: "clientUnavailable"
         case .notSent: "notSent"
+        case .notAnswering: "notAnswering"
         case .noDevice: "noDevice"
         }
     }

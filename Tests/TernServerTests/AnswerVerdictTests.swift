@@ -32,6 +32,9 @@ struct AnswerVerdictTests {
         #expect(Self.verdict(.clientError(.connectionFailed)) == .failed(Self.failure(nil, .clientError("connectionFailed"))))
         #expect(Self.verdict(.answered(APNsResponse(status: 429, reason: .tooManyRequests))) == .failed(Self.failure(429, .apns(.tooManyRequests))))
         #expect(Self.verdict(.answered(APNsResponse(status: 400, reason: .payloadEmpty))) == .failed(Self.failure(400, .apns(.payloadEmpty))))
+        // Refused unsent because its endpoint answers nothing: a failure of its own, the token kept.
+        #expect(Self.verdict(.refused) == .failed(Self.failure(nil, .notAnswering)))
+        #expect(DeliveryFailureReason(rawValue: "notAnswering") == .notAnswering)
     }
 
     @Test func whatThisNodeStoppedSendingHasNoVerdict() {

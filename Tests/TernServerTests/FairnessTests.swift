@@ -1,5 +1,6 @@
 import Foundation
 import TernAPNs
+import TernSimulator
 import TernTestSupport
 import Testing
 
@@ -59,6 +60,88 @@ struct FairnessTests {
                 let ended = try await downMaster.get("/v1/apps/down/pushes/\(stuckID)").json()
                 #expect(ended[path: "counts.failed"]?.int == devices)
                 #expect(ended[path: "counts.failedByReason.connectionFailed"]?.int == devices, "\(ended)")
+            }
+        }
+    }
+
+    @Test func anAppWhoseEndpointStopsAnsweringHoldsUpNoOtherAppFailsSoonAndRecovers() async throws {
+        // An endpoint that takes connections and streams and answers none: a simulator whose every answer takes an hour.
+        let key = APNsSigningKey.generate(keyID: "SILENT0001", teamID: "TEAM123456")
+        var silentConfiguration = try APNsSimulator.Configuration()
+        silentConfiguration.tokenKeys = [ProviderTokenKey(keyID: key.keyID, teamID: key.teamID, publicKey: key.publicKey)]
+        silentConfiguration.legacyGatewayPort = nil
+        silentConfiguration.feedbackPort = nil
+        silentConfiguration.shutdownGracePeriod = .milliseconds(100)
+        try await APNsSimulator.withRunning(silentConfiguration) { silent in
+            let control = HTTPTestClient(port: try #require(silent.controlPort))
+            let latency = try await control.put("/scenario/latency", #"{"fixedMilliseconds": 3600000}"#)
+            #expect(latency.status == 204, "\(latency.text)")
+            // 20 in flight on the node; the silent app's window starts at half the least of it (10). Chunks of 10.
+            try await RouterHarness.withServer(configure: {
+                $0.delivery.chunkSize = 10
+                $0.delivery.pushes = 4
+                $0.delivery.concurrency = 20
+                $0.delivery.minimumConcurrency = 20
+                $0.apns.sendTimeout = .seconds(6)
+            }) { server in
+                let pem = key.pemRepresentation.replacingOccurrences(of: "\n", with: "\\n")
+                let ca = silent.certificateAuthority.certificatePEM.replacingOccurrences(of: "\n", with: "\\n")
+                let created = try await server.admin.post("/v1/apps", """
+                    {"id": "silent", "topic": "com.example.silent", "environment": "custom",
+                     "endpoint": {"host": "127.0.0.1", "port": \(silent.port), "caPEM": "\(ca)"},
+                     "credentials": {"type": "token", "keyPEM": "\(pem)", "keyID": "SILENT0001", "teamID": "TEAM123456"}}
+                    """)
+                #expect(created.status == 201, "\(created.text)")
+                let app = try created.json()
+                let appKey = try #require(app["appKey"]?.string)
+                let silentMaster = server.master.with(bearer: try #require(app["masterSecret"]?.string))
+                let devices = 50
+                for number in 0..<devices {
+                    let registered = try await server.device.with(bearer: appKey)
+                        .put("/v1/apps/silent/devices/\(Fixture.device(number))", Fixture.registration(token: Fixture.token(number)))
+                    #expect(registered.status == 200, "\(registered.text)")
+                }
+                _ = try await server.register(Fixture.device(100), token: Fixture.token(100))
+
+                let started = ContinuousClock.now
+                let stuck = try await silentMaster.post("/v1/apps/silent/pushes", Fixture.push(audience: #"{"all": true}"#, title: "stuck"))
+                #expect(stuck.status == 202, "\(stuck.text)")
+                let stuckID = try #require(try stuck.json()["id"]?.string)
+                try await waitUntil("the silent app's notifications to reach its endpoint", within: 10) {
+                    try await control.get("/stats").json()["requests"]?.int ?? 0 >= 10
+                }
+                let otherStarted = ContinuousClock.now
+                let other = try await server.master.post(
+                    "/v1/apps/demo/pushes?wait=30", Fixture.push(audience: #"{"devices": ["\#(Fixture.device(100))"]}"#, title: "other"))
+                let waited = ContinuousClock.now - otherStarted
+                #expect(other.status == 201, "\(other.text)")
+                #expect(try other.json()[path: "counts.accepted"]?.int == 1)
+                // The silent app holds its window's 10 permits, not the node's 20, and its next chunks wait without
+                // any: the other app's push did not wait for the silent app's attempt timeout (6 s).
+                #expect(waited < .seconds(3), "the other app's push took \(waited)")
+
+                // Its first notifications time out with nothing answered meanwhile: the endpoint is silent. The rest
+                // of the push fails then, unsent, but for one probe at a time.
+                try await waitUntil("the silent app's push to complete", within: 30) {
+                    try await silentMaster.get("/v1/apps/silent/pushes/\(stuckID)").json()["status"]?.string == "completed"
+                }
+                let took = ContinuousClock.now - started
+                let ended = try await silentMaster.get("/v1/apps/silent/pushes/\(stuckID)").json()
+                let timedOut = ended[path: "counts.failedByReason.timedOut"]?.int ?? 0
+                let notAnswering = ended[path: "counts.failedByReason.notAnswering"]?.int ?? 0
+                #expect(ended[path: "counts.failed"]?.int == devices, "\(ended)")
+                #expect(timedOut + notAnswering == devices, "\(ended)")
+                #expect((10...11).contains(timedOut), "its window's 10, and one probe at most: \(ended)")
+                // Two attempt timeouts at most (the window's, then a probe's), not one per window's worth (five).
+                #expect(took < .seconds(16), "the silent push took \(took)")
+                let requests = try await control.get("/stats").json()["requests"]?.int
+                #expect(requests == timedOut, "only the notifications that timed out reached the endpoint")
+
+                // The endpoint answers again: the next push's probe is answered and the whole push goes.
+                _ = try await control.put("/scenario/latency", #"{"fixedMilliseconds": 0}"#)
+                let again = try await silentMaster.post("/v1/apps/silent/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "again"))
+                #expect(again.status == 201, "\(again.text)")
+                #expect(try again.json()[path: "counts.accepted"]?.int == devices, "\(again.text)")
             }
         }
     }

@@ -40,13 +40,17 @@ actor ClientDirectory {
     private let sendTimeout: Duration
     /// How long a legacy gateway notification waits for an error response before it counts as accepted.
     private let legacyReplayWindow: Duration
+    /// Each HTTP/2 client's ``EndpointWindow``: where it starts, and the most it grows to.
+    private let endpointWindow: (initial: Int, maximum: Int)
     private let logger: Logger
 
     init(
         serverKey: ServerKey, simulator: SimulatorPorts?, connections: Int, idleTimeout: Duration = .seconds(600),
-        sendTimeout: Duration = .seconds(30), legacyReplayWindow: Duration = .milliseconds(500), logger: Logger
+        sendTimeout: Duration = .seconds(30), endpointWindow: (initial: Int, maximum: Int) = (500, 4000),
+        legacyReplayWindow: Duration = .milliseconds(500), logger: Logger
     ) {
         self.sendTimeout = sendTimeout
+        self.endpointWindow = endpointWindow
         self.serverKey = serverKey
         self.simulator = simulator
         self.connections = connections
@@ -81,7 +85,9 @@ actor ClientDirectory {
             configuration.connections = connections
             configuration.idleTimeout = idleTimeout
             configuration.sendTimeout = sendTimeout
-            client = HTTP2Sender(client: try APNsClient(configuration: configuration, logger: clientLogger))
+            client = HTTP2Sender(
+                client: try APNsClient(configuration: configuration, logger: clientLogger),
+                gate: EndpointGate(initial: endpointWindow.initial, maximum: endpointWindow.maximum))
         }
         clients[key] = (app.updatedAt, client)
         return client

@@ -17,11 +17,15 @@ protocol NotificationSender: Sendable {
     /// asks this before its notifications take any of the node's permits, which every app shares. `onWaiting` is
     /// called before it waits, only when no connection is ready yet.
     func waitForConnection(onWaiting: () -> Void) async
+    /// The endpoint's window (``EndpointGate``), which every batch to it goes through before it takes the node's
+    /// permits; nil when the sender bounds itself.
+    var gate: EndpointGate? { get }
     func shutdown() async
 }
 
 struct HTTP2Sender: NotificationSender {
     let client: APNsClient
+    let gate: EndpointGate?
 
     func sendAll(
         _ notifications: NotificationFeed, concurrency: Int,
@@ -51,6 +55,10 @@ struct LegacySender: NotificationSender {
     /// At once: the gateway client holds one connection per app, opened by the first send, and bounds what it has out
     /// by its replay buffer, not by waiting for streams.
     func waitForConnection(onWaiting: () -> Void) async {}
+
+    /// None: the gateway answers only errors, so silence is its usual answer; its replay buffer bounds what it has
+    /// out.
+    var gate: EndpointGate? { nil }
 
     func shutdown() async { await client.shutdown() }
 }

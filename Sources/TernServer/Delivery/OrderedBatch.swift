@@ -17,6 +17,8 @@ enum BatchOutcome: Sendable {
     /// The batch ended before it could go (the client stopped taking work, or the batch was cancelled);
     /// `tookPermit` if it had taken a permit of the batch's ``InFlightLimit``.
     case notSent(tookPermit: Bool)
+    /// Its endpoint answers nothing (``EndpointWindow``): it failed at once, unsent, holding no permit.
+    case refused
 
     /// APNs accepted it: the usual answer, told without copying the delivery.
     var isAcceptedAnswer: Bool {
@@ -27,7 +29,7 @@ enum BatchOutcome: Sendable {
     var tookPermit: Bool {
         switch self {
         case .sent: true
-        case .superseded: false
+        case .superseded, .refused: false
         case .notSent(let tookPermit): tookPermit
         }
     }
@@ -43,12 +45,18 @@ enum BatchOutcome: Sendable {
 /// With `permits`, each notification takes one of the node's permits before it goes (``InFlightLimit``); the caller
 /// gives it back once the result is recorded (``BatchOutcome/sent(_:)`` and ``BatchOutcome/notSent(tookPermit:)``
 /// say whether one was taken).
+///
+/// With `gate`, each notification first takes a slot of its endpoint's window (``EndpointGate``), before any permit,
+/// and gives it back when it ends: while the window is full the batch waits holding no permit (`onWaiting` is told
+/// when it begins and ends), and while the endpoint is silent its notifications fail at once
+/// (``BatchOutcome/refused``).
 enum OrderedBatch {
     typealias Result = (item: Int, outcome: BatchOutcome)
 
     static func send(
         _ batch: [QueuedNotification], client: any NotificationSender, order: DeliveryOrder, concurrency: Int,
-        permits: InFlightLimit? = nil, onResults: @escaping @Sendable ([Result]) async -> Void
+        permits: InFlightLimit? = nil, gate: EndpointGate? = nil, onWaiting: @escaping @Sendable (Bool) -> Void = { _ in },
+        onResults: @escaping @Sendable ([Result]) async -> Void
     ) async {
         guard !batch.isEmpty else { return }
         let input = NotificationFeed()
@@ -70,17 +78,49 @@ enum OrderedBatch {
             let ends = feed.state.withLock { feed in (0..<count).reduce(false) { ends, _ in feed.skip() || ends } }
             if ends { input.finish() }
         }
-        /// Hands the items to the client, in their order, as many at a time as there are permits for (one lock on the
-        /// permits, the feed and the client's input per bunch, not per item). Cancelled while it waits for a
-        /// permit, or after the client stopped taking work, the rest do not go.
+        /// Hands the items to the client, in their order, as many at a time as the endpoint's window and the permits
+        /// let go (one lock on the window, the permits, the feed and the client's input per bunch, not per item).
+        /// Cancelled while it waits for a slot or a permit, or after the client stopped taking work, the rest do not
+        /// go.
         @Sendable func go(_ items: [Int]) async {
             var rest = items[...]
             while !rest.isEmpty {
                 var granted = rest.count
+                if let gate {
+                    var waited = false
+                    let admission: EndpointWindow.Admission
+                    do {
+                        admission = try await gate.admit(rest.count) {
+                            waited = true
+                            onWaiting(true)
+                        }
+                        if waited { onWaiting(false) }
+                    } catch {
+                        if waited { onWaiting(false) }
+                        skip(rest.count)
+                        return await drop(Array(rest), tookPermit: false)
+                    }
+                    switch admission {
+                    case .send(let count):
+                        granted = count
+                    case .refuse(let count):
+                        let refused = Array(rest.prefix(count))
+                        rest = rest.dropFirst(count)
+                        skip(refused.count)
+                        await onResults(refused.map { ($0, .refused) })
+                        order.finish(refused.lazy.compactMap { batch[$0].ticket })
+                        continue
+                    case .wait:
+                        preconditionFailure("an endpoint's gate answers only once it sends or refuses")
+                    }
+                }
                 if let permits {
                     do {
-                        granted = try await permits.acquire(upTo: rest.count)
+                        let taken = try await permits.acquire(upTo: granted)
+                        gate?.giveBack(granted - taken)
+                        granted = taken
                     } catch {
+                        gate?.giveBack(granted)
                         skip(rest.count)
                         return await drop(Array(rest), tookPermit: false)
                     }
@@ -110,6 +150,7 @@ enum OrderedBatch {
                 }
                 if !refused.isEmpty {
                     permits?.release(refused.count)
+                    gate?.giveBack(refused.count)
                     await drop(refused, tookPermit: false)
                 }
             }
@@ -121,7 +162,9 @@ enum OrderedBatch {
                         let now = ContinuousClock.now
                         var outcomes: [Result] = []
                         var roundTrips: [Duration] = []
+                        var endings: [EndpointWindow.Ending] = []
                         outcomes.reserveCapacity(results.count)
+                        if gate != nil { endings.reserveCapacity(results.count) }
                         feed.state.withLock { feed in
                             for result in results {
                                 guard let (item, sentAt) = feed.answer(at: result.index) else { continue }
@@ -129,10 +172,17 @@ enum OrderedBatch {
                                 // The round trip moves the node's limit (``ConcurrencyLimit``); an answer that is the
                                 // client's own error (a timeout, a connection that failed) says nothing about APNs'
                                 // speed.
-                                if case .success = result.result { roundTrips.append(sentAt.duration(to: now)) }
+                                switch result.result {
+                                case .success:
+                                    roundTrips.append(sentAt.duration(to: now))
+                                    if gate != nil { endings.append(.answered) }
+                                case .failure(let error):
+                                    if gate != nil { endings.append(error.code == .timedOut ? .timedOut(sentAt: sentAt) : .other) }
+                                }
                             }
                         }
                         if let permits, !roundTrips.isEmpty { permits.observe(roundTrips: roundTrips, at: now) }
+                        gate?.record(endings, at: now)
                         await onResults(outcomes)
                         order.finish(outcomes.lazy.compactMap { batch[$0.item].ticket })
                     }
@@ -140,9 +190,11 @@ enum OrderedBatch {
                     // Cancelled: what was not answered is handed on below.
                 }
                 input.finish()
-                // Handed over but never answered (the client stopped early), at once: they hold permits that the
-                // items still to go may be waiting for.
-                await drop(feed.state.withLock { $0.close() }, tookPermit: permits != nil)
+                // Handed over but never answered (the client stopped early), at once: they hold permits (and slots)
+                // that the items still to go may be waiting for.
+                let unanswered = feed.state.withLock { $0.close() }
+                gate?.record(Array(repeating: .other, count: unanswered.count), at: .now)
+                await drop(unanswered, tookPermit: permits != nil)
             }
             group.addTask { [free] in
                 await go(free)

@@ -879,6 +879,9 @@ final class PushDispatcher: Service {
     /// A batch takes none of the node's permits before its endpoint has a connection ready: while it waits for one, the
     /// chunk takes no room and no more of the app's chunks are claimed (`signals`), so an app whose endpoint is down
     /// holds up no other app. It waits a send's time at most; then its notifications fail, each with the connect error.
+    /// Then each notification takes a slot of its endpoint's window before a permit (``EndpointWindow``), waiting the
+    /// same way: an endpoint that answers nothing holds only its window's permits, and its notifications fail
+    /// (`notAnswering`) once a timeout shows it silent.
     private func sendBatches(
         _ batches: [APNsEnvironment?: Batch], clients: [APNsEnvironment?: any NotificationSender], recipients: [Recipient],
         app: AppRecord, into tally: ChunkLedger, signals: ChunkSignals
@@ -895,7 +898,7 @@ final class PushDispatcher: Service {
                     if waited { signals.waitingForEndpoint(false) }
                     await OrderedBatch.send(
                         batch.notifications, client: client, order: self.order, concurrency: self.settings.delivery.concurrency,
-                        permits: self.permits
+                        permits: self.permits, gate: client.gate, onWaiting: signals.waitingForEndpoint
                     ) { results in
                         let now = self.clocks.wall.now
                         var settled: [(index: Int, outcome: ChunkLedger.Outcome, holdsPermit: Bool)] = []
@@ -960,6 +963,7 @@ final class PushDispatcher: Service {
             case .sent(.failure(let error)): .clientError(error.code)
             case .superseded: .superseded
             case .notSent: .notSent
+            case .refused: .refused
             }
         return AnswerVerdict.of(ending, recipient: recipient, at: now)
     }

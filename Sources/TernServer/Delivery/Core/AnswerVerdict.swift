@@ -26,6 +26,8 @@ enum AnswerVerdict: Equatable, Sendable {
         case superseded
         /// It never went (the batch stopped first: cancelled, or its client stopped taking work).
         case notSent
+        /// It never went: its endpoint answers nothing (``EndpointWindow``).
+        case refused
     }
 
     static func of(_ ending: Ending, recipient: Recipient, at now: Date) -> AnswerVerdict {
@@ -37,6 +39,8 @@ enum AnswerVerdict: Equatable, Sendable {
             return .accepted
         case .notSent:
             return .unsettled
+        case .refused:
+            return .failed(failure(status: nil, reason: .notAnswering))
         case .clientError(let code) where code == .cancelled || code == .shutDown:
             // Cut off by this node's stop, not judged by APNs or by the client's own limits.
             return .unsettled

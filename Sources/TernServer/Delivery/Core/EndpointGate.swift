@@ -1,0 +1,102 @@
+import DequeModule
+import Synchronization
+
+/// One APNs endpoint's ``EndpointWindow``, shared by the batches that send to it: a batch takes slots here before it
+/// takes the node's permits, so a batch that waits for its endpoint holds none of them.
+///
+/// Waiters are served first come, first served, as their window frees up; when a timeout says the endpoint is
+/// silent, those waiting are refused at once rather than left to wait.
+final class EndpointGate: Sendable {
+    private struct Waiter {
+        var id: UInt64
+        var wanted: Int
+        /// The window's ``EndpointWindow/silences`` when it began to wait.
+        var since: Int
+        var continuation: CheckedContinuation<EndpointWindow.Admission, any Error>
+    }
+
+    private struct State {
+        var window: EndpointWindow
+        var waiters: Deque<Waiter> = []
+        var nextID: UInt64 = 0
+
+        /// Admits waiters in turn while the window lets them go (or refuses them).
+        mutating func wake() -> [(CheckedContinuation<EndpointWindow.Admission, any Error>, EndpointWindow.Admission)] {
+            var woken: [(CheckedContinuation<EndpointWindow.Admission, any Error>, EndpointWindow.Admission)] = []
+            while let first = waiters.first {
+                // Waiters who came later began no earlier: none of them is refused while the first waits.
+                let admission = window.admit(first.wanted, waitingSince: first.since)
+                if admission == .wait { break }
+                waiters.removeFirst()
+                woken.append((first.continuation, admission))
+            }
+            return woken
+        }
+    }
+
+    private let state: Mutex<State>
+
+    init(initial: Int, maximum: Int) {
+        state = Mutex(State(window: EndpointWindow(initial: initial, maximum: maximum)))
+    }
+
+    /// The window as it stands (for tests and logs).
+    var window: EndpointWindow { state.withLock { $0.window } }
+
+    /// Batches waiting for the window.
+    var waiting: Int { state.withLock { $0.waiters.count } }
+
+    /// Slots for up to `wanted` notifications: ``EndpointWindow/Admission/send(_:)`` or
+    /// ``EndpointWindow/Admission/refuse(_:)``, waiting while the window is full (`onWaiting` is called first, only
+    /// then). Throws `CancellationError` if the task is cancelled while it waits.
+    func admit(_ wanted: Int, onWaiting: () -> Void = {}) async throws -> EndpointWindow.Admission {
+        let (now, id, since) = state.withLock { state -> (EndpointWindow.Admission?, UInt64, Int) in
+            if state.waiters.isEmpty {
+                let admission = state.window.admit(wanted)
+                if admission != .wait { return (admission, 0, 0) }
+            }
+            defer { state.nextID += 1 }
+            return (nil, state.nextID, state.window.silences)
+        }
+        if let now { return now }
+        onWaiting()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<EndpointWindow.Admission, any Error>) in
+                let woken = state.withLock { state -> [(CheckedContinuation<EndpointWindow.Admission, any Error>, EndpointWindow.Admission)]? in
+                    if Task.isCancelled { return nil }
+                    state.waiters.append(Waiter(id: id, wanted: wanted, since: since, continuation: continuation))
+                    // The window may have freed up since it was found full.
+                    return state.wake()
+                }
+                guard let woken else { return continuation.resume(throwing: CancellationError()) }
+                for (waiter, admission) in woken { waiter.resume(returning: admission) }
+            }
+        } onCancel: {
+            let cancelled = state.withLock { state -> CheckedContinuation<EndpointWindow.Admission, any Error>? in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.waiters.remove(at: index).continuation
+            }
+            cancelled?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Notifications admitted here ended at `now`.
+    func record(_ endings: [EndpointWindow.Ending], at now: ContinuousClock.Instant) {
+        guard !endings.isEmpty else { return }
+        let woken = state.withLock { state in
+            state.window.record(endings, at: now)
+            return state.wake()
+        }
+        for (waiter, admission) in woken { waiter.resume(returning: admission) }
+    }
+
+    /// Gives back slots admitted and not used.
+    func giveBack(_ count: Int) {
+        guard count > 0 else { return }
+        let woken = state.withLock { state in
+            state.window.giveBack(count)
+            return state.wake()
+        }
+        for (waiter, admission) in woken { waiter.resume(returning: admission) }
+    }
+}

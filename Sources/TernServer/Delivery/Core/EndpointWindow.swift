@@ -1,0 +1,116 @@
+/// How many notifications one APNs endpoint (one app's client) may have out at once, and whether it answers at all:
+/// the decision, as a value.
+///
+/// The node's permits (``InFlightLimit``) are shared by every app. An endpoint that takes connections and then never
+/// answers keeps each notification sent to it, and its permit, until the client's attempt timeout (10 s). Without a
+/// limit of its own, one push to it takes every permit, over and over, and every other app's pushes wait behind it.
+/// So each endpoint has a window, taken before the node's permits:
+/// - It starts at ``initial`` (half the node's least in-flight limit), so an endpoint that never answered holds
+///   at most that many permits and the other apps keep the rest.
+/// - Each answer while at least half the window is out widens it by two, up to ``maximum`` (the node's limit): the
+///   window triples each round trip while a push keeps it full, as fast as the node's own limit grows.
+/// - An attempt that timed out with no answer from the endpoint since it was sent means the endpoint answers
+///   nothing: it is **silent**. Then a notification goes only when none is out, as a probe, and the others wait for
+///   what is out. An answer ends the silence, with the window back at ``initial``, and they go. A timeout says the
+///   silence goes on: whoever was waiting before it fails at once, unsent (``Admission/refuse(_:)``). So a push
+///   made while its endpoint is silent fails after one attempt timeout (the probe's) holding one permit, and the
+///   first push after the endpoint came back goes out whole.
+///
+/// A slow endpoint is not silent: it answers some notifications while others wait. Only an attempt timeout with
+/// nothing answered during it counts.
+struct EndpointWindow: Sendable {
+    /// What a notification's end says about the endpoint.
+    enum Ending: Sendable, Equatable {
+        /// The endpoint answered (accepted or not): it is alive.
+        case answered
+        /// The client gave up waiting for an answer to a notification sent at `sentAt`.
+        case timedOut(sentAt: ContinuousClock.Instant)
+        /// It ended otherwise (a connection failed, the batch stopped, its slot was not used): it says nothing.
+        case other
+    }
+
+    enum Admission: Sendable, Equatable {
+        /// Send this many (at least one).
+        case send(Int)
+        /// The window is full: wait until a notification ends.
+        case wait
+        /// The endpoint is silent: fail this many at once, unsent.
+        case refuse(Int)
+    }
+
+    let initial: Int
+    let maximum: Int
+    private(set) var limit: Int
+    /// Admitted and not yet ended.
+    private(set) var outstanding = 0
+    /// Since when the endpoint answers nothing; nil while it answers.
+    private(set) var silentSince: ContinuousClock.Instant?
+    /// Timeouts that said the endpoint answers nothing, ever: a waiter that began waiting before the latest one is
+    /// refused.
+    private(set) var silences = 0
+    private var lastAnswer: ContinuousClock.Instant?
+
+    /// - Parameters:
+    ///   - initial: the window of an endpoint that has not answered yet, or was silent.
+    ///   - maximum: the most it grows to (the node's in-flight limit).
+    init(initial: Int, maximum: Int) {
+        self.maximum = max(1, maximum)
+        self.initial = max(1, min(initial, self.maximum))
+        self.limit = self.initial
+    }
+
+    var isSilent: Bool { silentSince != nil }
+
+    /// Up to `wanted` notifications asking to go; `waitingSince` is ``silences`` when they began to wait, if they
+    /// were told to.
+    mutating func admit(_ wanted: Int, waitingSince: Int? = nil) -> Admission {
+        precondition(wanted > 0, "at least one notification")
+        if isSilent {
+            // A timeout came since they began to wait: the silence goes on.
+            if let waitingSince, waitingSince < silences { return .refuse(wanted) }
+            // One probe at a time, once what went before the silence has ended.
+            guard outstanding == 0 else { return .wait }
+            outstanding = 1
+            return .send(1)
+        }
+        let free = limit - outstanding
+        guard free > 0 else { return .wait }
+        let taken = min(wanted, free)
+        outstanding += taken
+        return .send(taken)
+    }
+
+    /// Notifications admitted earlier ended at `now`.
+    mutating func record(_ endings: some Sequence<Ending>, at now: ContinuousClock.Instant) {
+        for ending in endings {
+            let busy = outstanding * 2 >= limit
+            outstanding -= 1
+            precondition(outstanding >= 0, "more notifications ended than were admitted")
+            switch ending {
+            case .answered:
+                lastAnswer = now
+                if isSilent {
+                    silentSince = nil
+                    limit = initial
+                } else if busy {
+                    limit = min(maximum, limit + 2)
+                }
+            case .timedOut(let sentAt):
+                if let lastAnswer, lastAnswer >= sentAt { continue }
+                silences += 1
+                if silentSince == nil {
+                    silentSince = now
+                    limit = initial
+                }
+            case .other:
+                continue
+            }
+        }
+    }
+
+    /// Gives back slots admitted and not used (their notifications did not go).
+    mutating func giveBack(_ count: Int) {
+        outstanding -= count
+        precondition(outstanding >= 0, "more slots given back than admitted")
+    }
+}

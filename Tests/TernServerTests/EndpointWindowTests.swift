@@ -1,0 +1,155 @@
+import Testing
+
+@testable import TernServer
+
+/// One endpoint's window, and its silence, decided from values: an endpoint that never answers holds few of the
+/// node's permits and fails its notifications at once, and one that answers, however slowly, is left alone.
+struct EndpointWindowTests {
+    /// The time the answers come at: a manual clock, moved by the tests.
+    private var now = ContinuousClock.now
+
+    @Test func aNewEndpointGetsTheInitialWindowThenWaits() {
+        var window = EndpointWindow(initial: 500, maximum: 4000)
+        #expect(window.admit(300) == .send(300))
+        #expect(window.admit(300) == .send(200))
+        #expect(window.admit(1) == .wait)
+        #expect(window.outstanding == 500)
+        window.giveBack(10)
+        #expect(window.admit(20) == .send(10))
+    }
+
+    @Test func answersWhileAPushKeepsTheWindowFullWidenItUpToTheMaximum() {
+        var window = EndpointWindow(initial: 500, maximum: 4000)
+        var answers = 0
+        // A push keeps the window full: every bunch of answers frees slots that the next notifications take.
+        guard case .send = window.admit(100_000) else { Issue.record("the window let nothing go"); return }
+        while window.limit < 4000, answers < 10_000 {
+            window.record(Array(repeating: .answered, count: 50), at: now)
+            answers += 50
+            _ = window.admit(100_000)
+        }
+        // Two wider per answer: 1,750 answers from 500 to 4,000, about two round trips' worth (500, then 1,500).
+        #expect(window.limit == 4000)
+        #expect(answers == 1750)
+        #expect(!window.isSilent)
+    }
+
+    @Test func aTrickleOfAnswersLeavesTheWindowWhereItIs() {
+        var window = EndpointWindow(initial: 500, maximum: 4000)
+        for _ in 0..<1000 {
+            #expect(window.admit(1) == .send(1))
+            window.record([.answered], at: now)
+        }
+        #expect(window.limit == 500, "one notification at a time never used the window")
+    }
+
+    @Test func anAttemptTimeoutWithNoAnswerMeansSilenceAndWhoWaitedFailsAtOnce() {
+        var window = EndpointWindow(initial: 500, maximum: 4000)
+        let sentAt = now
+        #expect(window.admit(500) == .send(500))
+        #expect(window.admit(100) == .wait)
+        // The first of them times out, nothing answered since it went: the endpoint answers nothing.
+        window.record([.timedOut(sentAt: sentAt)], at: sentAt + .seconds(10))
+        #expect(window.isSilent)
+        #expect(window.silences == 1)
+        #expect(window.admit(100, waitingSince: 0) == .refuse(100), "it waited before the silence was seen")
+        #expect(window.admit(100) == .wait, "what went before the silence is still out: no probe yet")
+        window.record(Array(repeating: .timedOut(sentAt: sentAt), count: 499), at: sentAt + .seconds(10))
+        // Then one probe at a time; the others wait for it.
+        #expect(window.admit(100) == .send(1))
+        #expect(window.admit(100) == .wait)
+        let waitingSince = window.silences
+        // The probe times out too: whoever waited for it fails.
+        window.record([.timedOut(sentAt: sentAt + .seconds(10))], at: sentAt + .seconds(20))
+        #expect(window.isSilent)
+        #expect(window.admit(100, waitingSince: waitingSince) == .refuse(100))
+
+        // The next push: a probe, the rest waiting for it. It is answered: the silence is over, the window back at
+        // its start, and the rest go.
+        #expect(window.admit(100) == .send(1))
+        #expect(window.admit(99) == .wait)
+        let waiting = window.silences
+        window.record([.answered], at: sentAt + .seconds(21))
+        #expect(!window.isSilent)
+        #expect(window.admit(99, waitingSince: waiting) == .send(99))
+        #expect(window.limit == 500)
+    }
+
+    @Test func aSlowEndpointThatAnswersOthersMeanwhileIsNotSilent() {
+        var window = EndpointWindow(initial: 500, maximum: 4000)
+        let sentAt = now
+        #expect(window.admit(2) == .send(2))
+        // One is answered after the other went: a timeout then says the notification was slow, not the endpoint mute.
+        window.record([.answered], at: sentAt + .seconds(3))
+        window.record([.timedOut(sentAt: sentAt)], at: sentAt + .seconds(10))
+        #expect(!window.isSilent)
+        #expect(window.admit(10) == .send(10))
+    }
+
+    @Test func aSilentEndpointAfterAnAnswerLongAgoIsSilent() {
+        var window = EndpointWindow(initial: 500, maximum: 4000)
+        #expect(window.admit(1) == .send(1))
+        window.record([.answered], at: now)
+        let later = now + .seconds(60)
+        #expect(window.admit(1) == .send(1))
+        window.record([.timedOut(sentAt: later)], at: later + .seconds(10))
+        #expect(window.isSilent)
+    }
+
+    @Test func otherEndingsSayNothing() {
+        var window = EndpointWindow(initial: 500, maximum: 4000)
+        #expect(window.admit(10) == .send(10))
+        // Connections that failed, batches that stopped: the slots come back, the endpoint is not judged.
+        window.record(Array(repeating: .other, count: 10), at: now)
+        #expect(!window.isSilent)
+        #expect(window.outstanding == 0)
+        #expect(window.limit == 500)
+    }
+}
+
+/// The window shared by the batches to one endpoint.
+struct EndpointGateTests {
+    @Test func waitersGoInTheOrderTheyCameAsTheWindowFrees() async throws {
+        let gate = EndpointGate(initial: 2, maximum: 2)
+        #expect(try await gate.admit(2) == .send(2))
+        let (order, input) = AsyncStream.makeStream(of: (Int, EndpointWindow.Admission).self)
+        var woken = order.makeAsyncIterator()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for waiter in 0..<3 {
+                group.addTask {
+                    var told = false
+                    let admission = try await gate.admit(5) { told = true }
+                    #expect(told, "a batch that waits is told, so its chunk leaves room to other apps")
+                    input.yield((waiter, admission))
+                }
+                while gate.waiting < waiter + 1 { await Task.yield() }
+            }
+            for expected in 0..<2 {
+                gate.record([.answered], at: .now)
+                let next = await woken.next()
+                #expect(next?.0 == expected)
+                #expect(next?.1 == .send(1))
+            }
+            // The endpoint turns silent (a notification sent after the last answer timed out): the last waiter is
+            // refused at once rather than left waiting.
+            let sentAt = ContinuousClock.now
+            gate.record([.timedOut(sentAt: sentAt)], at: sentAt + .seconds(10))
+            let last = await woken.next()
+            #expect(last?.0 == 2)
+            #expect(last?.1 == .refuse(5))
+            try await group.waitForAll()
+        }
+    }
+
+    @Test func aCancelledWaiterLeaves() async throws {
+        let gate = EndpointGate(initial: 1, maximum: 1)
+        #expect(try await gate.admit(1) == .send(1))
+        let waiter = Task { try await gate.admit(1) }
+        while gate.waiting < 1 { await Task.yield() }
+        waiter.cancel()
+        await #expect(throws: CancellationError.self) { try await waiter.value }
+        #expect(gate.waiting == 0)
+        gate.giveBack(1)
+        #expect(try await gate.admit(1) == .send(1))
+    }
+}
