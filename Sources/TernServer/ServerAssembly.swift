@@ -105,8 +105,11 @@ struct ServerAssembly {
             store: store, clients: clients, checkInterval: configuration.feedback.checkInterval, coordinator: coordinator,
             clocks: clocks, onTokensPruned: { webhooks.wake() }, logger: logger)
         let cache = AppCache(store: store)
+        // Wrong admin tokens on the API and failed sign-ins in the console, counted together per address.
+        let guesses = SecretGuessLimiter(clock: clock)
+        let authorization = Authorization(adminTokenHash: adminTokenHash, guesses: guesses, logger: logger)
         let apps = AppsAPI(
-            store: store, authorization: Authorization(adminTokenHash: adminTokenHash), serverKey: serverKey, clients: clients, cache: cache,
+            store: store, authorization: authorization, serverKey: serverKey, clients: clients, cache: cache,
             simulator: simulator, feedback: feedback, webhookPolicy: webhookPolicy, clock: clock,
             appDeleted: { app in
                 await connections.disconnect(app: app)
@@ -186,10 +189,10 @@ struct ServerAssembly {
             let activity = ConsoleActivity(registry: registry, clocks: clocks)
             consoleActivity = activity
             ConsoleRoutes(
-                store: store, apps: apps, cache: cache, pushes: pushes, authorization: Authorization(adminTokenHash: adminTokenHash),
+                store: store, apps: apps, cache: cache, pushes: pushes, authorization: authorization,
                 sessions: ConsoleSessions(
                     idleTimeout: configuration.console.sessionIdleTimeout, lifetime: configuration.console.sessionLifetime, clock: clock),
-                limiter: SignInLimiter(clock: clock), activity: activity, connections: connections, renderer: renderer,
+                limiter: guesses, activity: activity, connections: connections, renderer: renderer,
                 secureCookies: configuration.console.secureCookies, clock: clock, logger: logger
             ).register(on: router)
         }

@@ -72,6 +72,28 @@ import Testing
         }
     }
 
+    @Test func wrongAdminTokensFromOneAddressAreLimitedTogetherWithTheConsolesSignIns() async throws {
+        let clock = ManualClock()
+        try await RouterHarness.withServer(clocks: .manual(clock)) { server in
+            // Nine wrong admin tokens on the API and one wrong sign-in in the console: one count per address.
+            let guesser = server.api.with(bearer: "tat_guess-0000000000")
+            for _ in 0..<9 { #expect(try await guesser.get("/v1/apps").status == 401) }
+            #expect(try await ConsoleBrowser(server).signIn("tat_guess-0000000001").status == 401)
+            // Then even the right token is refused, before it is looked at: a guess tells nothing until the minute is over.
+            let limited = try await server.admin.get("/v1/apps")
+            #expect(limited.status == 429)
+            #expect(try limited.json()["error"]?.string == "tooManyAttempts")
+            #expect(try limited.json()["field"]?.string == "Authorization")
+            #expect(Int(limited.headers.first(name: "Retry-After") ?? "") == 60)
+            #expect(try await ConsoleBrowser(server).signIn(RunningServer.adminToken).status == 429)
+            // No secret at all is not a guess; the app's own calls are not limited by the admin's count.
+            #expect(try await server.master.get("/v1/apps/demo/pushes").status == 200)
+
+            clock.advance(by: .seconds(60))
+            #expect(try await server.admin.get("/v1/apps").status == 200)
+        }
+    }
+
     @Test(arguments: [
         (#"{"token": "xyz", "environment": "production"}"#, "token"),
         (#"{"token": "\#(Fixture.token(1))", "environment": "staging"}"#, "environment"),

@@ -109,27 +109,27 @@ struct AppsAPI {
 
     func register(on router: Router<ServerRequestContext>) {
         let apps = router.group("v1/apps")
-        apps.post { request, _ -> EditedResponse<AppView> in
-            try authorization.requireAdmin(request)
+        apps.post { request, context -> EditedResponse<AppView> in
+            try authorization.requireAdmin(request, context)
             let body = try await JSONBody.decode(CreateRequest.self, from: request)
             return EditedResponse(status: .created, response: try await create(body))
         }
-        apps.get { request, _ -> AppList in
-            try authorization.requireAdmin(request)
+        apps.get { request, context -> AppList in
+            try authorization.requireAdmin(request, context)
             return AppList(apps: try await store.apps().map { try view($0) })
         }
         apps.get(":app") { request, context -> AppView in
-            try authorization.requireAdmin(request)
+            try authorization.requireAdmin(request, context)
             return try view(try await app(context))
         }
         apps.patch(":app") { request, context -> AppView in
-            try authorization.requireAdmin(request)
+            try authorization.requireAdmin(request, context)
             let body = try await JSONBody.decode(UpdateRequest.self, from: request)
             return try await update(try await app(context), body)
         }
         // Reads a legacy app's feedback service now, instead of waiting for its interval.
         apps.post(":app/feedback") { request, context -> FeedbackPoller.Result in
-            try authorization.requireAdmin(request)
+            try authorization.requireAdmin(request, context)
             let app = try await app(context)
             guard app.transport == AppRecord.legacy, let feedback else {
                 throw JSONAPIError.conflict(field: "transport", "app \(app.id) delivers over HTTP/2, which has no feedback service")
@@ -150,7 +150,7 @@ struct AppsAPI {
             }
         }
         apps.delete(":app") { request, context -> HTTPResponse.Status in
-            try authorization.requireAdmin(request)
+            try authorization.requireAdmin(request, context)
             let id = try await app(context).id
             _ = try await store.deleteApp(id)
             cache.evict(id)

@@ -69,6 +69,15 @@ enum Access: Sendable, Equatable {
 /// not enough a 403.
 struct Authorization: Sendable {
     let adminTokenHash: [UInt8]
+    /// Wrong admin tokens per address (shared with the console's sign-ins); nil counts none.
+    let guesses: SecretGuessLimiter?
+    let logger: Logger
+
+    init(adminTokenHash: [UInt8], guesses: SecretGuessLimiter? = nil, logger: Logger = Logger(label: "tern")) {
+        self.adminTokenHash = adminTokenHash
+        self.guesses = guesses
+        self.logger = logger
+    }
 
     // MARK: The table
 
@@ -128,9 +137,22 @@ struct Authorization: Sendable {
         return String(parts[1])
     }
 
-    /// The admin token (app management).
-    func requireAdmin(_ request: Request) throws(JSONAPIError) {
+    /// The admin token (app management). Wrong ones are counted per address (``SecretGuessLimiter``): past the limit,
+    /// the address gets 429 before its token is looked at, so a guess then tells nothing.
+    func requireAdmin(_ request: Request, _ context: ServerRequestContext) throws(JSONAPIError) {
+        let address = context.remoteAddress?.ipAddress ?? "unknown"
+        if let retryAfter = guesses?.retryAfter(address) {
+            throw JSONAPIError(
+                status: .tooManyRequests, error: "tooManyAttempts",
+                message: "too many wrong secrets from this address; try again in \(retryAfter) s", field: "Authorization",
+                retryAfter: retryAfter)
+        }
         guard Secrets.matches(try Self.bearer(request), storedHash: adminTokenHash) else {
+            if guesses?.recordFailure(address) == true {
+                logger.warning(
+                    "wrong admin tokens: too many from one address, answering 429 until the minute is over",
+                    metadata: ["address": "\(address)"])
+            }
             throw .unauthorized("this call needs the admin token")
         }
     }

@@ -31,7 +31,7 @@ struct ConsoleRoutes: Sendable {
     let pushes: PushesAPI
     let authorization: Authorization
     let sessions: ConsoleSessions
-    let limiter: SignInLimiter
+    let limiter: SecretGuessLimiter
     let activity: ConsoleActivity
     let connections: DeviceConnections
     let renderer: ConsoleRenderer
@@ -340,7 +340,7 @@ struct ConsoleRoutes: Sendable {
         if let retryAfter = limiter.retryAfter(address) {
             var response = page(
                 "sign-in", Chrome(title: "Sign in"),
-                problem: Problem(message: "too many failed sign-ins from this address; try again in \(retryAfter) s"), status: .tooManyRequests)
+                problem: Problem(message: "too many wrong secrets from this address; try again in \(retryAfter) s"), status: .tooManyRequests)
             response.headers[.retryAfter] = String(retryAfter)
             return response
         }

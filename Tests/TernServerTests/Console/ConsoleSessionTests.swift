@@ -317,7 +317,7 @@ struct ConsoleSessionTableTests {
     @Test("failed sign-ins are limited per address and per minute")
     func limiter() {
         let clock = ManualClock()
-        let limiter = SignInLimiter(limit: 3, window: 60, clock: clock.wall)
+        let limiter = SecretGuessLimiter(limit: 3, window: 60, clock: clock.wall)
         for _ in 0..<3 { limiter.recordFailure("10.0.0.1") }
         #expect(limiter.retryAfter("10.0.0.1") == 60)
         #expect(limiter.retryAfter("10.0.0.2") == nil, "another address is not limited")
