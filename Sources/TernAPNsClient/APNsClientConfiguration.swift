@@ -62,6 +62,8 @@ public struct APNsClientConfiguration: Sendable {
 
     public var authentication: Authentication
     public var endpoint: Endpoint
+    /// An HTTP proxy to reach the endpoint through (a CONNECT tunnel); nil connects directly.
+    public var proxy: HTTPProxy?
     /// Most connections the pool opens. It grows only while every open connection is busy.
     public var connections = 2
     /// The most a whole send may take: waiting for a stream, every attempt and the waits between them.

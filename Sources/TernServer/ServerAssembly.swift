@@ -6,6 +6,7 @@ import NIOCore
 import Prometheus
 import ServiceLifecycle
 import TernAPNs
+import TernAPNsClient
 import TernStore
 
 /// The composition root of `tern serve`: every piece of the server made and wired in one place, from the
@@ -88,6 +89,7 @@ struct ServerAssembly {
             serverKey: serverKey, simulator: nil, connections: configuration.apns.connections, idleTimeout: configuration.apns.idleTimeout,
             sendTimeout: configuration.apns.sendTimeout,
             endpointWindow: (initial: configuration.delivery.minimumConcurrency / 2, maximum: configuration.delivery.concurrency),
+            proxy: try configuration.apnsProxy,
             legacyReplayWindow: configuration.apns.legacyReplayWindow, logger: logger)
         let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
         let webhooks = WebhookSender(

@@ -1,6 +1,7 @@
 import Configuration
 import Foundation
 import Synchronization
+import TernAPNsClient
 import TernWeb
 
 /// Everything `tern serve` can be told, by component; each setting's Swift path is its key (`delivery.concurrency`).
@@ -102,6 +103,10 @@ public struct TernServerConfiguration: Sendable {
         /// as accepted (the protocol answers only errors). Longer makes each legacy push settle later; shorter
         /// risks counting as accepted a token the gateway rejects late, under load.
         public var legacyReplayWindow: Duration = .milliseconds(500)
+        /// An HTTP proxy, `http://[user:password@]host:port`, that APNs is reached through: Apple's endpoints,
+        /// custom ones, the legacy gateway and feedback service, each connection a CONNECT tunnel with TLS end to
+        /// end. The built-in simulator is reached directly. nil: no proxy. A secret (its password): never logged.
+        public var proxy: String?
     }
 
     public struct Inbox: Sendable {
@@ -188,6 +193,7 @@ public struct TernServerConfiguration: Sendable {
             throw .init("apns.idleTimeout must be 10-86400 seconds")
         }
         guard (.seconds(1) ... .seconds(600)).contains(apns.sendTimeout) else { throw .init("apns.sendTimeout must be 1-600 seconds") }
+        _ = try apnsProxy
         guard (1...1024).contains(delivery.pushes) else { throw .init("delivery.pushes must be 1-1024") }
         guard (.seconds(2) ... .seconds(3600)).contains(delivery.chunkLease) else { throw .init("delivery.chunkLease must be 2-3600 seconds") }
         guard delivery.pushRetention == .zero || (.seconds(86_400) ... .seconds(3650 * 86_400)).contains(delivery.pushRetention) else {
@@ -213,6 +219,18 @@ public struct TernServerConfiguration: Sendable {
 }
 
 extension TernServerConfiguration {
+    /// `apns.proxy`, read. - Throws: what is wrong with it, naming the setting (never its password).
+    var apnsProxy: HTTPProxy? {
+        get throws(TernServerConfigurationError) {
+            guard let url = apns.proxy else { return nil }
+            do {
+                return try HTTPProxy(url: url)
+            } catch {
+                throw .init("apns.proxy: \(error.message)")
+            }
+        }
+    }
+
     /// Where the data is, for the banner: the SQLite file, or `PostgreSQL host:port/database` (never the password).
     var databaseDescription: String {
         guard let text = database.url, let url = URLComponents(string: text), let host = url.host else { return database.path }
@@ -233,13 +251,13 @@ extension TernServerConfiguration {
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
     /// `delivery.minimumConcurrency`, `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds), `delivery.pushRetention` (days),
-    /// `apns.connections`, `apns.idleTimeout` (seconds), `apns.sendTimeout` (seconds), `apns.legacyReplayWindow` (milliseconds), `inbox.sweepInterval` (seconds),
+    /// `apns.connections`, `apns.idleTimeout` (seconds), `apns.sendTimeout` (seconds), `apns.legacyReplayWindow` (milliseconds), `apns.proxy`, `inbox.sweepInterval` (seconds),
     /// `inbox.badgeUpdateDelay` (milliseconds), `channel.pingInterval` (milliseconds), `channel.nodeTimeout` (seconds), `feedback.checkInterval` (seconds),
     /// `webhooks.allowPrivateNetworks`, `server.shutdownTimeout` (seconds), `console.enabled`, `console.secureCookies`,
     /// `console.sessionIdleTimeout` and `console.sessionLifetime` (seconds).
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
         var providers: [any ConfigProvider] = [
-            EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY", "TERN_DATABASE_URL"]))
+            EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY", "TERN_DATABASE_URL", "TERN_APNS_PROXY"]))
                 .prefixKeys(with: "tern")
         ]
         let fileSettings = try file.map(ConfigurationFile.init(path:))
@@ -290,6 +308,7 @@ extension TernServerConfiguration {
         read("apns.idleTimeout", into: &configuration.apns.idleTimeout, unit: .seconds(1))
         read("apns.sendTimeout", into: &configuration.apns.sendTimeout, unit: .seconds(1))
         read("apns.legacyReplayWindow", into: &configuration.apns.legacyReplayWindow, unit: .milliseconds(1))
+        readSecret("apns.proxy", into: &configuration.apns.proxy)
         read("inbox.sweepInterval", into: &configuration.inbox.sweepInterval, unit: .seconds(1))
         read("inbox.badgeUpdateDelay", into: &configuration.inbox.badgeUpdateDelay, unit: .milliseconds(1))
         read("channel.pingInterval", into: &configuration.channel.pingInterval, unit: .milliseconds(1))

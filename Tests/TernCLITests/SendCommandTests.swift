@@ -1,4 +1,5 @@
 import Foundation
+import TernTestSupport
 import Testing
 
 /// `tern send` as a user runs it: a real process against a real `tern simulator` over TLS.
@@ -150,6 +151,22 @@ struct SendCommandTests {
         #expect(result.stderr.contains("timedOut"), "stderr: \(result.stderr)")
     }
 
+    @Test func throughAnEgressProxyTheSendIsAcceptedInOneTunnel() async throws {
+        let proxy = try await ConnectProxy(credentials: "ops:pa55")
+        let simulator = try SimulatorProcess()
+        defer { _ = simulator.interrupt() }
+        let result = try send(simulator, tokenAuth(simulator) + ["--alert", "Hi", "--proxy", "http://ops:pa55@127.0.0.1:\(proxy.port)"])
+        #expect(result.status == 0, "stderr: \(result.stderr)")
+        #expect(result.stdout.hasPrefix("accepted  apns-id "), "stdout: \(result.stdout)")
+        #expect(proxy.tunnels == ["localhost:\(simulator.port)"])
+
+        let refused = try send(simulator, tokenAuth(simulator) + ["--alert", "Hi", "--timeout", "1", "--proxy", "http://ops:wrong@127.0.0.1:\(proxy.port)"])
+        #expect(refused.status == 2, "stdout: \(refused.stdout)")
+        #expect(refused.stderr.contains("the proxy http://127.0.0.1:\(proxy.port) opened no tunnel to localhost:\(simulator.port)"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("wrong"))
+        await proxy.close()
+    }
+
     @Test func badInputExitsNonZeroNamingTheOptionAndSendsNothing() throws {
         let simulator = try SimulatorProcess()
         defer { _ = simulator.interrupt() }
@@ -171,6 +188,8 @@ struct SendCommandTests {
             (auth + ["--alert", "Hi", "--push-type", "voip"], Self.token, "--topic"),
             (auth + ["--alert", "Hi", "--environment", "production"], Self.token, "--environment"),
             (auth + ["--body", String(repeating: "x", count: 5000)], Self.token, "--alert/--title/--body"),
+            (auth + ["--alert", "Hi", "--proxy", "https://proxy.example:3128"], Self.token, "--proxy"),
+            (auth + ["--alert", "Hi", "--proxy", "proxy.example"], Self.token, "--proxy"),
         ]
         for (arguments, token, option) in cases {
             let result = try send(simulator, arguments, token: token)

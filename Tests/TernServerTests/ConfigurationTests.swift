@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 @testable import TernServer
+import TernAPNsClient
 import Testing
 
 /// Settings from a JSON file and `TERN_…` environment variables, the environment winning.
@@ -248,6 +249,25 @@ struct ConfigurationTests {
             file: file.path, environment: ["TERN_URL": "http://x", "TERN_TEST_POSTGRES_URL": "postgres://x", "TERN_SERVER_SHUTDOWN_TIMEOUT": "5"])
         #expect(taken.http.port == 9000 && taken.http.maxConnections == 100 && taken.delivery.chunkSize == 500)
         #expect(taken.server.shutdownTimeout == .seconds(5))
+    }
+
+    @Test func theAPNsProxyIsReadAsASecretAndAWrongOneIsAClearErrorWithoutItsPassword() async throws {
+        #expect(TernServerConfiguration().apns.proxy == nil)
+        let configuration = try await TernServerConfiguration.load(
+            file: nil, environment: ["TERN_APNS_PROXY": "http://tern:hunter2secret@proxy.internal:3128"])
+        #expect(configuration.apns.proxy == "http://tern:hunter2secret@proxy.internal:3128")
+        #expect(try configuration.apnsProxy == HTTPProxy(host: "proxy.internal", port: 3128, username: "tern", password: "hunter2secret"))
+        for (url, problem) in [
+            ("https://tern:hunter2secret@proxy.internal:3128", "the scheme is https, not http"),
+            ("http://tern:hunter2secret@proxy.internal", "no port"),
+        ] {
+            var settings = TernServerConfiguration()
+            settings.apns.proxy = url
+            let error = #expect(throws: TernServerConfigurationError.self) { try settings.validate() }
+            let text = error?.description ?? ""
+            #expect(text.hasPrefix("apns.proxy: the proxy must be http://[user:password@]host:port: \(problem)"), "\(text)")
+            #expect(!text.contains("hunter2secret"))
+        }
     }
 
     @Test func aPostgreSQLDatabaseIsConfiguredByURLAndAWrongOneIsAClearError() async throws {

@@ -295,18 +295,12 @@ final class APNsConnectionPool: APNsConnectionDelegate, Sendable {
             pingTimeout: configuration.pingTimeout.timeAmount)
         let sslContext = self.sslContext
         let serverHostname = ClientTLS.serverHostname(endpoint.host)
-        ClientBootstrap(group: loop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .connectTimeout(.seconds(10))
-            .channelInitializer { [self] channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let pipeline = channel.pipeline.syncOperations
-                    try pipeline.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
-                    try pipeline.addHandler(
-                        APNsConnectionHandler(id: id, settings: settings, delegate: self, allocator: channel.allocator))
-                }
-            }
-            .connect(host: endpoint.host, port: endpoint.port)
+        EndpointConnector.connect(on: loop, host: endpoint.host, port: endpoint.port, proxy: configuration.proxy, timeout: .seconds(10)) {
+            [self] channel in
+            let pipeline = channel.pipeline.syncOperations
+            try pipeline.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+            try pipeline.addHandler(APNsConnectionHandler(id: id, settings: settings, delegate: self, allocator: channel.allocator))
+        }
             .flatMap { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let handler = NIOLoopBound(

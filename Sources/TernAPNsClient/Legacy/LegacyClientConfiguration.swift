@@ -6,6 +6,8 @@ public struct LegacyClientConfiguration: Sendable {
     /// A client certificate (`.certificate` or `.pkcs12`): the binary services take no provider tokens.
     public var authentication: APNsClientConfiguration.Authentication
     public var endpoint: APNsClientConfiguration.Endpoint
+    /// An HTTP proxy to reach the endpoint through (a CONNECT tunnel); nil connects directly.
+    public var proxy: HTTPProxy?
     /// The format notifications are written in: `.frame` (command 2, the default), `.enhanced` (command 1) or
     /// `.simple` (command 0, which gets no error responses, so its rejections go unseen).
     public var format = LegacyCommand.frame

@@ -23,16 +23,13 @@ public enum LegacyFeedbackClient {
         let promise = eventLoop.makePromise(of: [FeedbackTuple].self)
         let hostname = ClientTLS.serverHostname(configuration.endpoint.host)
         let endpoint = "\(configuration.endpoint.host):\(configuration.endpoint.port)"
-        let connect = ClientBootstrap(group: eventLoop)
-            .connectTimeout(.seconds(10))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: hostname))
-                    try channel.pipeline.syncOperations.addHandler(
-                        FeedbackReadHandler(promise: promise, maxTuples: configuration.feedbackMaxTuples))
-                }
-            }
-            .connect(host: configuration.endpoint.host, port: configuration.endpoint.port)
+        let connect = EndpointConnector.connect(
+            on: eventLoop, host: configuration.endpoint.host, port: configuration.endpoint.port, proxy: configuration.proxy,
+            timeout: .seconds(10)
+        ) { channel in
+            try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: hostname))
+            try channel.pipeline.syncOperations.addHandler(FeedbackReadHandler(promise: promise, maxTuples: configuration.feedbackMaxTuples))
+        }
         connect.whenFailure { error in
             promise.fail(APNsClientError.connectionFailed("cannot connect to the feedback service at \(endpoint): \(error)"))
         }

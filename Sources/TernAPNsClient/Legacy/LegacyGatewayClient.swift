@@ -315,17 +315,13 @@ final class LegacyGatewayCore {
         let core = NIOLoopBound(self, eventLoop: eventLoop)
         let sslContext = self.sslContext
         let hostname = ClientTLS.serverHostname(configuration.endpoint.host)
-        ClientBootstrap(group: eventLoop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .connectTimeout(configuration.connectTimeout.timeAmount)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: hostname))
-                    try channel.pipeline.syncOperations.addHandler(
-                        LegacyGatewayClientHandler(generation: generation, core: core))
-                }
-            }
-            .connect(host: configuration.endpoint.host, port: configuration.endpoint.port)
+        EndpointConnector.connect(
+            on: eventLoop, host: configuration.endpoint.host, port: configuration.endpoint.port, proxy: configuration.proxy,
+            timeout: configuration.connectTimeout.timeAmount
+        ) { channel in
+            try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: hostname))
+            try channel.pipeline.syncOperations.addHandler(LegacyGatewayClientHandler(generation: generation, core: core))
+        }
             .whenComplete { result in
                 let core = core.value
                 switch result {

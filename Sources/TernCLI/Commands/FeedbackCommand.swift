@@ -55,6 +55,11 @@ struct FeedbackCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Read the --p12 passphrase from this environment variable.", valueName: "var"))
     var passphraseEnv: String?
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp("An HTTP proxy to reach the service through (a CONNECT tunnel; TLS stays end to end).", valueName: "http://[user:password@]host:port"))
+    var proxy: String?
+
     @Option(name: .long, help: ArgumentHelp("Give up after this many seconds.", valueName: "seconds"))
     var timeout: Double = 60
 
@@ -69,6 +74,7 @@ struct FeedbackCommand: AsyncParsableCommand {
                 passphraseEnv: passphraseEnv)
             guard timeout > 0, timeout <= 3600 else { throw CommandInputError("--timeout", "must be more than 0 and at most 3600 seconds") }
             configuration = LegacyClientConfiguration(authentication: authentication, endpoint: endpoint)
+            configuration.proxy = try ProviderOptions.proxy(proxy)
             configuration.feedbackTimeout = .milliseconds(Int64((timeout * 1000).rounded(.up)))
         } catch let error as CommandInputError {
             printError("Error: \(error)")

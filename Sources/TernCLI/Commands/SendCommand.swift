@@ -81,6 +81,11 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("PEM certificates to trust for the server (e.g. .tern/simulator/ca.pem).", valueName: "pem"))
     var caFile: String?
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp("An HTTP proxy to reach APNs through (a CONNECT tunnel; TLS stays end to end).", valueName: "http://[user:password@]host:port"))
+    var proxy: String?
+
     // MARK: Authentication
 
     @Option(name: .long, help: ArgumentHelp("Token auth: the .p8 key file.", valueName: "file"))
@@ -219,6 +224,7 @@ struct SendCommand: AsyncParsableCommand {
         var configuration = LegacyClientConfiguration(
             authentication: plan.configuration.authentication, endpoint: plan.configuration.endpoint)
         configuration.format = plan.legacyFormat
+        configuration.proxy = plan.configuration.proxy
         configuration.replayWindow = .milliseconds(legacyWait)
         configuration.maxConnectFailures = 3
         // --timeout bounds the whole send, as it does over HTTP/2: a gateway that never finishes the handshake, or
@@ -272,6 +278,7 @@ struct SendCommand: AsyncParsableCommand {
         let notification = try makeNotification()
         guard timeout > 0, timeout <= 3600 else { throw InputError("--timeout", "must be more than 0 and at most 3600 seconds") }
         var configuration = APNsClientConfiguration(authentication: authentication, endpoint: endpoint)
+        configuration.proxy = try ProviderOptions.proxy(proxy)
         configuration.connections = 1
         let limit = Duration.milliseconds(Int64((timeout * 1000).rounded(.up)))
         configuration.sendTimeout = limit

@@ -44,7 +44,8 @@ struct ServeCommand: AsyncParsableCommand {
             nothing before it is closed: default 600), apns.sendTimeout (seconds a
             notification may take to be answered, and an endpoint be unreachable before
             its notifications fail at once: default 30), apns.legacyReplayWindow (ms a legacy gateway notification
-            waits for an error before it counts as accepted: default 500),
+            waits for an error before it counts as accepted: default 500), apns.proxy
+            (http://[user:password@]host:port: an HTTP proxy to reach APNs through; TERN_APNS_PROXY),
             inbox.sweepInterval (seconds between deletions of what expired or passed
             its retention: default 60), inbox.badgeUpdateDelay (ms:
             reads gathered into one silent badge update), feedback.checkInterval (seconds

@@ -42,6 +42,16 @@ enum ProviderOptions {
         return endpoint
     }
 
+    /// `--proxy`: an HTTP proxy to reach the endpoint through (a CONNECT tunnel), or nil.
+    static func proxy(_ url: String?) throws(CommandInputError) -> HTTPProxy? {
+        guard let url else { return nil }
+        do {
+            return try HTTPProxy(url: url)
+        } catch {
+            throw InputError("--proxy", error.message)
+        }
+    }
+
     /// Exactly one kind of credentials: `--key-file/--key-id/--team-id`, `--cert/--cert-key` or `--p12` with its
     /// passphrase. - Returns: them, and the option to name if the client later refuses them.
     static func authentication(

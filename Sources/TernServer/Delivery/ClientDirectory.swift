@@ -42,14 +42,17 @@ actor ClientDirectory {
     private let legacyReplayWindow: Duration
     /// Each HTTP/2 client's ``EndpointWindow``: where it starts, and the most it grows to.
     private let endpointWindow: (initial: Int, maximum: Int)
+    /// The egress proxy to Apple's and custom endpoints (`apns.proxy`); the built-in simulator is reached directly.
+    private let proxy: HTTPProxy?
     private let logger: Logger
 
     init(
         serverKey: ServerKey, simulator: SimulatorPorts?, connections: Int, idleTimeout: Duration = .seconds(600),
-        sendTimeout: Duration = .seconds(30), endpointWindow: (initial: Int, maximum: Int) = (500, 4000),
+        sendTimeout: Duration = .seconds(30), endpointWindow: (initial: Int, maximum: Int) = (500, 4000), proxy: HTTPProxy? = nil,
         legacyReplayWindow: Duration = .milliseconds(500), logger: Logger
     ) {
         self.sendTimeout = sendTimeout
+        self.proxy = proxy
         self.endpointWindow = endpointWindow
         self.serverKey = serverKey
         self.simulator = simulator
@@ -78,10 +81,12 @@ actor ClientDirectory {
         let client: any NotificationSender
         if legacy {
             var configuration = LegacyClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
+            configuration.proxy = proxy(for: app)
             configuration.replayWindow = legacyReplayWindow
             client = LegacySender(client: try LegacyGatewayClient(configuration: configuration, logger: clientLogger))
         } else {
             var configuration = APNsClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
+            configuration.proxy = proxy(for: app)
             configuration.connections = connections
             configuration.idleTimeout = idleTimeout
             configuration.sendTimeout = sendTimeout
@@ -97,7 +102,14 @@ actor ClientDirectory {
     func feedbackConfiguration(for app: AppRecord, tokenEnvironment: APNsEnvironment?) throws -> LegacyClientConfiguration {
         let endpoint = try endpoint(for: app, tokenEnvironment: tokenEnvironment, service: .feedback)
         let credentials = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
-        return LegacyClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
+        var configuration = LegacyClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
+        configuration.proxy = proxy(for: app)
+        return configuration
+    }
+
+    /// The proxy `app`'s connections go through: none to the built-in simulator, which listens in this process.
+    private func proxy(for app: AppRecord) -> HTTPProxy? {
+        app.environment == .simulator ? nil : proxy
     }
 
     enum Service {

@@ -1,0 +1,83 @@
+import Foundation
+import TernAPNs
+import TernSimulator
+import TernTestSupport
+import Testing
+
+/// `apns.proxy`: a node whose only way out is an egress proxy reaches APNs through its tunnels; the built-in
+/// simulator, in the node's own process, is reached directly.
+struct ProxyDeliveryTests {
+    @Test func pushesToAnEndpointGoThroughTheProxyAndTheBuiltInSimulatorDoesNot() async throws {
+        let proxy = try await ConnectProxy(credentials: "tern:s3cret")
+        let key = APNsSigningKey.generate(keyID: "PROXY00001", teamID: "TEAM123456")
+        var remote = try APNsSimulator.Configuration()
+        remote.tokenKeys = [ProviderTokenKey(keyID: key.keyID, teamID: key.teamID, publicKey: key.publicKey)]
+        remote.controlPort = nil
+        remote.legacyGatewayPort = nil
+        remote.feedbackPort = nil
+        remote.shutdownGracePeriod = .milliseconds(100)
+        try await APNsSimulator.withRunning(remote) { apns in
+            try await RouterHarness.withServer(configure: { $0.apns.proxy = "http://tern:s3cret@127.0.0.1:\(proxy.port)" }) { server in
+                let pem = key.pemRepresentation.replacingOccurrences(of: "\n", with: "\\n")
+                let ca = apns.certificateAuthority.certificatePEM.replacingOccurrences(of: "\n", with: "\\n")
+                let created = try await server.admin.post("/v1/apps", """
+                    {"id": "remote", "topic": "com.example.remote", "environment": "custom",
+                     "endpoint": {"host": "127.0.0.1", "port": \(apns.port), "caPEM": "\(ca)"},
+                     "credentials": {"type": "token", "keyPEM": "\(pem)", "keyID": "PROXY00001", "teamID": "TEAM123456"}}
+                    """)
+                #expect(created.status == 201, "\(created.text)")
+                let app = try created.json()
+                let appKey = try #require(app["appKey"]?.string)
+                let master = server.master.with(bearer: try #require(app["masterSecret"]?.string))
+                for number in 0..<20 {
+                    let registered = try await server.device.with(bearer: appKey)
+                        .put("/v1/apps/remote/devices/\(Fixture.device(number))", Fixture.registration(token: Fixture.token(number)))
+                    #expect(registered.status == 200, "\(registered.text)")
+                }
+                let pushed = try await master.post("/v1/apps/remote/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "via proxy"))
+                #expect(pushed.status == 201, "\(pushed.text)")
+                #expect(try pushed.json()[path: "counts.accepted"]?.int == 20, "\(pushed.text)")
+                #expect(apns.state.stats().accepted == 20)
+                #expect(!proxy.tunnels.isEmpty)
+                #expect(Set(proxy.tunnels) == ["127.0.0.1:\(apns.port)"], "only the custom endpoint's connections are tunnelled")
+
+                // The demo app delivers to the built-in simulator: directly, not through the proxy.
+                let tunnels = proxy.tunnels.count
+                _ = try await server.register(Fixture.device(100), token: Fixture.token(100))
+                let local = try await server.master.post(
+                    "/v1/apps/demo/pushes?wait=30", Fixture.push(audience: #"{"devices": ["\#(Fixture.device(100))"]}"#, title: "local"))
+                #expect(try local.json()[path: "counts.accepted"]?.int == 1, "\(local.text)")
+                #expect(proxy.tunnels.count == tunnels)
+            }
+        }
+        await proxy.close()
+    }
+
+    @Test func aProxyThatRefusesTheTunnelFailsThePushAsUnreachable() async throws {
+        let proxy = try await ConnectProxy(credentials: "tern:right")
+        try await RouterHarness.withServer(configure: {
+            $0.apns.proxy = "http://tern:wrong-hunter2@127.0.0.1:\(proxy.port)"
+            $0.apns.sendTimeout = .seconds(2)
+        }) { server in
+            let key = APNsSigningKey.generate(keyID: "PROXY00002", teamID: "TEAM123456")
+            let pem = key.pemRepresentation.replacingOccurrences(of: "\n", with: "\\n")
+            let created = try await server.admin.post("/v1/apps", """
+                {"id": "remote", "topic": "com.example.remote", "environment": "custom", "endpoint": {"host": "127.0.0.1", "port": 9},
+                 "credentials": {"type": "token", "keyPEM": "\(pem)", "keyID": "PROXY00002", "teamID": "TEAM123456"}}
+                """)
+            let app = try created.json()
+            let master = server.master.with(bearer: try #require(app["masterSecret"]?.string))
+            let registered = try await server.device.with(bearer: try #require(app["appKey"]?.string))
+                .put("/v1/apps/remote/devices/\(Fixture.device(1))", Fixture.registration(token: Fixture.token(1)))
+            #expect(registered.status == 200)
+            let pushed = try await master.post("/v1/apps/remote/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "x"))
+            // Refused by the proxy (407), the endpoint counts as unreachable: after the send time, a classified failure,
+            // not a hang. (The client's tests read the error itself, which names the proxy and not its password.)
+            #expect(try pushed.json()[path: "counts.failedByReason.connectionFailed"]?.int == 1, "\(pushed.text)")
+            #expect(!pushed.text.contains("hunter2"))
+            #expect(proxy.tunnels.isEmpty)
+            #expect(proxy.requests.allSatisfy { $0 == "CONNECT 127.0.0.1:9 HTTP/1.1" } && !proxy.requests.isEmpty)
+        }
+        await proxy.close()
+    }
+}
