@@ -48,13 +48,13 @@ struct EndpointWindowTests {
         let sentAt = now
         #expect(window.admit(500) == .send(500))
         #expect(window.admit(100) == .wait)
-        // The first of them times out, nothing answered since it went: the endpoint answers nothing.
-        window.record([.timedOut(sentAt: sentAt)], at: sentAt + .seconds(10))
+        // The first of them times out, nothing answered since it went: the endpoint answers nothing (logged once).
+        #expect(window.record([.timedOut(sentAt: sentAt)], at: sentAt + .seconds(10)) == .silent)
         #expect(window.isSilent)
         #expect(window.silences == 1)
         #expect(window.admit(100, waitingSince: 0) == .refuse(100), "it waited before the silence was seen")
         #expect(window.admit(100) == .wait, "what went before the silence is still out: no probe yet")
-        window.record(Array(repeating: .timedOut(sentAt: sentAt), count: 499), at: sentAt + .seconds(10))
+        #expect(window.record(Array(repeating: .timedOut(sentAt: sentAt), count: 499), at: sentAt + .seconds(10)) == nil)
         // Then one probe at a time; the others wait for it.
         #expect(window.admit(100) == .send(1))
         #expect(window.admit(100) == .wait)
@@ -69,7 +69,7 @@ struct EndpointWindowTests {
         #expect(window.admit(100) == .send(1))
         #expect(window.admit(99) == .wait)
         let waiting = window.silences
-        window.record([.answered], at: sentAt + .seconds(21))
+        #expect(window.record([.answered], at: sentAt + .seconds(21)) == .answering)
         #expect(!window.isSilent)
         #expect(window.admit(99, waitingSince: waiting) == .send(99))
         #expect(window.limit == 500)

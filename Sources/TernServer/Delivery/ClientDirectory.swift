@@ -92,7 +92,17 @@ actor ClientDirectory {
             configuration.sendTimeout = sendTimeout
             client = HTTP2Sender(
                 client: try APNsClient(configuration: configuration, logger: clientLogger),
-                gate: EndpointGate(initial: endpointWindow.initial, maximum: endpointWindow.maximum))
+                gate: EndpointGate(initial: endpointWindow.initial, maximum: endpointWindow.maximum) { [clientLogger] change in
+                    let place = "\(endpoint.host):\(endpoint.port)"
+                    switch change {
+                    case .silent:
+                        clientLogger.warning(
+                            "APNs endpoint answers nothing: a notification waited its whole attempt timeout with no answer to any; its notifications fail as notAnswering, one at a time tried, until it answers",
+                            metadata: ["endpoint": "\(place)"])
+                    case .answering:
+                        clientLogger.notice("APNs endpoint answers again", metadata: ["endpoint": "\(place)"])
+                    }
+                })
         }
         clients[key] = (app.updatedAt, client)
         return client

@@ -35,9 +35,12 @@ final class EndpointGate: Sendable {
     }
 
     private let state: Mutex<State>
+    /// Told (outside the lock) when the endpoint begins or stops answering nothing.
+    private let onChange: @Sendable (EndpointWindow.Change) -> Void
 
-    init(initial: Int, maximum: Int) {
+    init(initial: Int, maximum: Int, onChange: @escaping @Sendable (EndpointWindow.Change) -> Void = { _ in }) {
         state = Mutex(State(window: EndpointWindow(initial: initial, maximum: maximum)))
+        self.onChange = onChange
     }
 
     /// The window as it stands (for tests and logs).
@@ -83,10 +86,11 @@ final class EndpointGate: Sendable {
     /// Notifications admitted here ended at `now`.
     func record(_ endings: [EndpointWindow.Ending], at now: ContinuousClock.Instant) {
         guard !endings.isEmpty else { return }
-        let woken = state.withLock { state in
-            state.window.record(endings, at: now)
-            return state.wake()
+        let (change, woken) = state.withLock { state in
+            let change = state.window.record(endings, at: now)
+            return (change, state.wake())
         }
+        if let change { onChange(change) }
         for (waiter, admission) in woken { waiter.resume(returning: admission) }
     }
 

@@ -29,6 +29,14 @@ struct EndpointWindow: Sendable {
         case other
     }
 
+    /// A change in whether the endpoint answers, for the log.
+    enum Change: Sendable, Equatable {
+        /// A timeout with nothing answered since: it answers nothing.
+        case silent
+        /// It answered again after a silence.
+        case answering
+    }
+
     enum Admission: Sendable, Equatable {
         /// Send this many (at least one).
         case send(Int)
@@ -80,8 +88,11 @@ struct EndpointWindow: Sendable {
         return .send(taken)
     }
 
-    /// Notifications admitted earlier ended at `now`.
-    mutating func record(_ endings: some Sequence<Ending>, at now: ContinuousClock.Instant) {
+    /// Notifications admitted earlier ended at `now`. - Returns: whether the endpoint began or stopped answering
+    /// nothing, if it did (the last change, when a bunch did both).
+    @discardableResult
+    mutating func record(_ endings: some Sequence<Ending>, at now: ContinuousClock.Instant) -> Change? {
+        var change: Change?
         for ending in endings {
             let busy = outstanding * 2 >= limit
             outstanding -= 1
@@ -92,6 +103,7 @@ struct EndpointWindow: Sendable {
                 if isSilent {
                     silentSince = nil
                     limit = initial
+                    change = .answering
                 } else if busy {
                     limit = min(maximum, limit + 2)
                 }
@@ -101,11 +113,13 @@ struct EndpointWindow: Sendable {
                 if silentSince == nil {
                     silentSince = now
                     limit = initial
+                    change = .silent
                 }
             case .other:
                 continue
             }
         }
+        return change
     }
 
     /// Gives back slots admitted and not used (their notifications did not go).
