@@ -117,7 +117,7 @@ enum EndpointConnector {
                     if failure == .proxyAuthenticationRequired() {
                         reason = "it asks for credentials (407): check the proxy's user and password"
                     } else if failure == .httpProxyHandshakeTimeout() {
-                        reason = "no answer to CONNECT within \(timeout)"
+                        reason = "no answer to CONNECT within \(timeout.nanoseconds / 1_000_000) ms"
                     } else if failure == .invalidProxyResponseHead(HTTPResponseHead(version: .http1_1, status: .ok)) {
                         reason = "it refused the tunnel\(status)"
                     } else if failure == .remoteConnectionClosed() || failure == .channelUnexpectedlyInactive() {
@@ -143,6 +143,11 @@ enum EndpointConnector {
                 .flatMapThrowing {
                     try handlers(channel)
                     return channel
+                }
+                .flatMapErrorThrowing { error in
+                    // Whatever failed after the connect, the socket goes with it (closing it twice is harmless).
+                    channel.close(promise: nil)
+                    throw error
                 }
         }
     }
