@@ -17,22 +17,9 @@ struct FairnessTests {
                 $0.delivery.minimumConcurrency = 20
                 $0.apns.sendTimeout = .seconds(10)
             }) { server in
-                let key = APNsSigningKey.generate(keyID: "ABCDE12345", teamID: "TEAM123456")
-                let pem = key.pemRepresentation.replacingOccurrences(of: "\n", with: "\\n")
-                let created = try await server.admin.post("/v1/apps", """
-                    {"id": "down", "topic": "com.example.down", "environment": "custom", "endpoint": {"host": "127.0.0.1", "port": \(port)},
-                     "credentials": {"type": "token", "keyPEM": "\(pem)", "keyID": "ABCDE12345", "teamID": "TEAM123456"}}
-                    """)
-                #expect(created.status == 201, "\(created.text)")
-                let app = try created.json()
-                let appKey = try #require(app["appKey"]?.string)
-                let downMaster = server.master.with(bearer: try #require(app["masterSecret"]?.string))
                 let devices = 50
-                for number in 0..<devices {
-                    let registered = try await server.device.with(bearer: appKey)
-                        .put("/v1/apps/down/devices/\(Fixture.device(number))", Fixture.registration(token: Fixture.token(number)))
-                    #expect(registered.status == 200, "\(registered.text)")
-                }
+                let (_, downMaster) = try await server.createCustomApp(
+                    "down", port: port, key: APNsSigningKey.generate(keyID: "ABCDE12345", teamID: "TEAM123456"), devices: devices)
                 _ = try await server.register(Fixture.device(100), token: Fixture.token(100))
 
                 let stuck = try await downMaster.post("/v1/apps/down/pushes", Fixture.push(audience: #"{"all": true}"#, title: "stuck"))
@@ -84,23 +71,9 @@ struct FairnessTests {
                 $0.delivery.minimumConcurrency = 20
                 $0.apns.sendTimeout = .seconds(6)
             }) { server in
-                let pem = key.pemRepresentation.replacingOccurrences(of: "\n", with: "\\n")
-                let ca = silent.certificateAuthority.certificatePEM.replacingOccurrences(of: "\n", with: "\\n")
-                let created = try await server.admin.post("/v1/apps", """
-                    {"id": "silent", "topic": "com.example.silent", "environment": "custom",
-                     "endpoint": {"host": "127.0.0.1", "port": \(silent.port), "caPEM": "\(ca)"},
-                     "credentials": {"type": "token", "keyPEM": "\(pem)", "keyID": "SILENT0001", "teamID": "TEAM123456"}}
-                    """)
-                #expect(created.status == 201, "\(created.text)")
-                let app = try created.json()
-                let appKey = try #require(app["appKey"]?.string)
-                let silentMaster = server.master.with(bearer: try #require(app["masterSecret"]?.string))
                 let devices = 50
-                for number in 0..<devices {
-                    let registered = try await server.device.with(bearer: appKey)
-                        .put("/v1/apps/silent/devices/\(Fixture.device(number))", Fixture.registration(token: Fixture.token(number)))
-                    #expect(registered.status == 200, "\(registered.text)")
-                }
+                let (_, silentMaster) = try await server.createCustomApp(
+                    "silent", port: silent.port, caPEM: silent.certificateAuthority.certificatePEM, key: key, devices: devices)
                 _ = try await server.register(Fixture.device(100), token: Fixture.token(100))
 
                 let started = ContinuousClock.now

@@ -18,22 +18,8 @@ struct ProxyDeliveryTests {
         remote.shutdownGracePeriod = .milliseconds(100)
         try await APNsSimulator.withRunning(remote) { apns in
             try await RouterHarness.withServer(configure: { $0.apns.proxy = "http://tern:s3cret@127.0.0.1:\(proxy.port)" }) { server in
-                let pem = key.pemRepresentation.replacingOccurrences(of: "\n", with: "\\n")
-                let ca = apns.certificateAuthority.certificatePEM.replacingOccurrences(of: "\n", with: "\\n")
-                let created = try await server.admin.post("/v1/apps", """
-                    {"id": "remote", "topic": "com.example.remote", "environment": "custom",
-                     "endpoint": {"host": "127.0.0.1", "port": \(apns.port), "caPEM": "\(ca)"},
-                     "credentials": {"type": "token", "keyPEM": "\(pem)", "keyID": "PROXY00001", "teamID": "TEAM123456"}}
-                    """)
-                #expect(created.status == 201, "\(created.text)")
-                let app = try created.json()
-                let appKey = try #require(app["appKey"]?.string)
-                let master = server.master.with(bearer: try #require(app["masterSecret"]?.string))
-                for number in 0..<20 {
-                    let registered = try await server.device.with(bearer: appKey)
-                        .put("/v1/apps/remote/devices/\(Fixture.device(number))", Fixture.registration(token: Fixture.token(number)))
-                    #expect(registered.status == 200, "\(registered.text)")
-                }
+                let (_, master) = try await server.createCustomApp(
+                    "remote", port: apns.port, caPEM: apns.certificateAuthority.certificatePEM, key: key, devices: 20)
                 let pushed = try await master.post("/v1/apps/remote/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "via proxy"))
                 #expect(pushed.status == 201, "\(pushed.text)")
                 #expect(try pushed.json()[path: "counts.accepted"]?.int == 20, "\(pushed.text)")
@@ -59,17 +45,8 @@ struct ProxyDeliveryTests {
             $0.apns.proxy = "http://tern:wrong-hunter2@127.0.0.1:\(proxy.port)"
             $0.apns.sendTimeout = .seconds(2)
         }) { server in
-            let key = APNsSigningKey.generate(keyID: "PROXY00002", teamID: "TEAM123456")
-            let pem = key.pemRepresentation.replacingOccurrences(of: "\n", with: "\\n")
-            let created = try await server.admin.post("/v1/apps", """
-                {"id": "remote", "topic": "com.example.remote", "environment": "custom", "endpoint": {"host": "127.0.0.1", "port": 9},
-                 "credentials": {"type": "token", "keyPEM": "\(pem)", "keyID": "PROXY00002", "teamID": "TEAM123456"}}
-                """)
-            let app = try created.json()
-            let master = server.master.with(bearer: try #require(app["masterSecret"]?.string))
-            let registered = try await server.device.with(bearer: try #require(app["appKey"]?.string))
-                .put("/v1/apps/remote/devices/\(Fixture.device(1))", Fixture.registration(token: Fixture.token(1)))
-            #expect(registered.status == 200)
+            let (_, master) = try await server.createCustomApp(
+                "remote", port: 9, key: APNsSigningKey.generate(keyID: "PROXY00002", teamID: "TEAM123456"), devices: 1)
             let pushed = try await master.post("/v1/apps/remote/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "x"))
             // Refused by the proxy (407), the endpoint counts as unreachable: after the send time, a classified failure,
             // not a hang. (The client's tests read the error itself, which names the proxy and not its password.)

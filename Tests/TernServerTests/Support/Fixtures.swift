@@ -74,6 +74,29 @@ extension TestServer {
         return answer
     }
 
+    /// Another app, `id` (topic `com.example.<id>`), delivering to a custom endpoint on 127.0.0.1:`port` (trusting
+    /// `caPEM`, if given) with a token key, and `devices` devices registered with its key (``Fixture/device(_:)``
+    /// numbered from 0). Expects each call to work. - Returns: the app's key, and the API with its master secret.
+    func createCustomApp(
+        _ id: String, port: Int, caPEM: String? = nil, key: APNsSigningKey, devices: Int = 0
+    ) async throws -> (appKey: String, master: Client) {
+        let escape = { (text: String) in text.replacingOccurrences(of: "\n", with: "\\n") }
+        let trust = caPEM.map { #", "caPEM": "\#(escape($0))""# } ?? ""
+        let created = try await admin.post("/v1/apps", """
+            {"id": "\(id)", "topic": "com.example.\(id)", "environment": "custom", "endpoint": {"host": "127.0.0.1", "port": \(port)\(trust)},
+             "credentials": {"type": "token", "keyPEM": "\(escape(key.pemRepresentation))", "keyID": "\(key.keyID)", "teamID": "\(key.teamID)"}}
+            """)
+        #expect(created.status == 201, "\(created.text)")
+        let app = try created.json()
+        let appKey = try #require(app["appKey"]?.string)
+        for number in 0..<devices {
+            let registered = try await device.with(bearer: appKey)
+                .put("/v1/apps/\(id)/devices/\(Fixture.device(number))", Fixture.registration(token: Fixture.token(number)))
+            #expect(registered.status == 200, "\(registered.text)")
+        }
+        return (appKey, master.with(bearer: try #require(app["masterSecret"]?.string)))
+    }
+
     /// The demo app's key with a device's secret, as that device calls.
     func asDevice(_ device: String) -> [(String, String)] {
         deviceSecrets[device].map { [("X-Tern-Device-Secret", $0)] } ?? []
