@@ -264,6 +264,20 @@ struct SQLStoreTests {
             #expect(!(error is StoreError), "\(String(describing: error))")
         }
     }
+
+    @Test("an open cut short by cancellation closes what it opened (a debug build traps on a connection left open)")
+    func anOpenCutShortByCancellationClosesItsConnection() async throws {
+        let directory = try TemporaryDirectory()
+        defer { try? directory.remove() }
+        // Cancelled at every point of the open in turn: before the file is opened, while a pragma runs, after.
+        for attempt in 0..<2000 {
+            let path = directory.path("tern-\(attempt).sqlite")
+            let opening = Task { try await SQLStore.openSQLite(path: path, logger: Logger(label: "tern.store.tests")) }
+            for _ in 0..<(attempt % 50) { await Task.yield() }
+            opening.cancel()
+            if let store = try? await opening.value { try await store.close() }
+        }
+    }
 }
 
 @Suite("AsyncLock")

@@ -42,7 +42,10 @@ extension SQLStore {
                 try await database.raw("PRAGMA \(unsafeRaw: pragma)").run()
             }
         } catch {
-            try? await connection.close()
+            // Closed even when the open was cancelled (the async close is cancelled too, and leaves the connection
+            // open): the future's close runs whatever the task.
+            let closing: EventLoopFuture<Void> = connection.close()
+            try? await closing.get()
             throw error
         }
         let watch = FileWatch(path: path, interval: fileCheckInterval, logger: logger)
