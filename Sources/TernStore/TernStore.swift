@@ -121,17 +121,12 @@ public protocol TernStore: Sendable {
 
     // MARK: Token hygiene
 
-    /// Deactivates the device that holds `token`, if any, and records a token event. With `invalidSince` (a 410 or
-    /// feedback timestamp) only a token last registered before that moment is deactivated; without it, at once.
-    /// The check and the update are one statement, so a registration racing with it is never lost.
-    /// - Returns: the event, or nil when nothing was deactivated (unknown token, already inactive, or registered
-    ///   again since `invalidSince`).
-    func deactivateToken(
-        app: String, token: String, reason: TokenDeactivationReason, invalidSince: Date?, apnsTimestamp: Date?, at: Date
-    ) async throws -> TokenEvent?
-    /// ``deactivateToken(app:token:reason:invalidSince:apnsTimestamp:at:)`` for several tokens, in one transaction:
-    /// the dead tokens of a bunch of answers cost one commit, not one each. - Returns: the events, in the order of
-    /// `tokens`, of those it deactivated.
+    /// Deactivates the devices that hold `tokens`, in one transaction (the dead tokens of a bunch of answers cost one
+    /// commit, not one each), and records a token event for each. With `invalidSince` (a 410 or feedback timestamp)
+    /// only a token last registered before that moment is deactivated; without it, at once. The check and the update
+    /// are one statement, so a registration racing with it is never lost. - Returns: the events, in the order of
+    /// `tokens`, of those it deactivated (not an unknown token, one already inactive, or one registered again since
+    /// its `invalidSince`).
     func deactivateTokens(app: String, _ tokens: [TokenDeactivation], at: Date) async throws -> [TokenEvent]
     /// Token events after the cursor (an event id), oldest first.
     func tokenEvents(app: String, after: Int64?, limit: Int) async throws -> [TokenEvent]
@@ -302,5 +297,16 @@ extension TernStore {
     /// ``claimChunk(node:size:leaseUntil:at:passingOver:)`` passing over no app.
     public func claimChunk(node: String, size: Int, leaseUntil: Date, at now: Date) async throws -> ChunkClaim {
         try await claimChunk(node: node, size: size, leaseUntil: leaseUntil, at: now, passingOver: [])
+    }
+}
+
+extension TernStore {
+    /// ``deactivateTokens(app:_:at:)`` for one token. - Returns: its event, or nil when nothing was deactivated.
+    public func deactivateToken(
+        app: String, token: String, reason: TokenDeactivationReason, invalidSince: Date?, apnsTimestamp: Date?, at: Date
+    ) async throws -> TokenEvent? {
+        try await deactivateTokens(
+            app: app, [TokenDeactivation(token: token, reason: reason, invalidSince: invalidSince, apnsTimestamp: apnsTimestamp)], at: at
+        ).first
     }
 }

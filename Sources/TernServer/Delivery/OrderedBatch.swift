@@ -193,7 +193,7 @@ enum OrderedBatch {
                 // Handed over but never answered (the client stopped early), at once: they hold permits (and slots)
                 // that the items still to go may be waiting for.
                 let unanswered = feed.state.withLock { $0.close() }
-                gate?.record(Array(repeating: .other, count: unanswered.count), at: .now)
+                gate?.giveBack(unanswered.count)
                 await drop(unanswered, tookPermit: permits != nil)
             }
             group.addTask { [free] in

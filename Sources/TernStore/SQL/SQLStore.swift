@@ -259,14 +259,6 @@ public final class SQLStore: TernStore {
 
     // MARK: Token hygiene
 
-    public func deactivateToken(
-        app: String, token: String, reason: TokenDeactivationReason, invalidSince: Date?, apnsTimestamp: Date?, at: Date
-    ) async throws -> TokenEvent? {
-        try await deactivateTokens(
-            app: app, [TokenDeactivation(token: token, reason: reason, invalidSince: invalidSince, apnsTimestamp: apnsTimestamp)], at: at
-        ).first
-    }
-
     public func deactivateTokens(app: String, _ tokens: [TokenDeactivation], at: Date) async throws -> [TokenEvent] {
         guard !tokens.isEmpty else { return [] }
         let eventOrderLock = flavor.eventOrderLock

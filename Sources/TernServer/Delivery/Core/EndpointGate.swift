@@ -94,7 +94,8 @@ final class EndpointGate: Sendable {
         for (waiter, admission) in woken { waiter.resume(returning: admission) }
     }
 
-    /// Gives back slots admitted and not used.
+    /// Gives back slots whose notifications did not go, or ended saying nothing of the endpoint (the client stopped
+    /// before they were answered).
     func giveBack(_ count: Int) {
         guard count > 0 else { return }
         let woken = state.withLock { state in

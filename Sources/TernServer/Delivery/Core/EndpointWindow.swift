@@ -51,8 +51,8 @@ struct EndpointWindow: Sendable {
     private(set) var limit: Int
     /// Admitted and not yet ended.
     private(set) var outstanding = 0
-    /// Since when the endpoint answers nothing; nil while it answers.
-    private(set) var silentSince: ContinuousClock.Instant?
+    /// Whether the endpoint answers nothing now.
+    private(set) var isSilent = false
     /// Timeouts that said the endpoint answers nothing, ever: a waiter that began waiting before the latest one is
     /// refused.
     private(set) var silences = 0
@@ -66,8 +66,6 @@ struct EndpointWindow: Sendable {
         self.initial = max(1, min(initial, self.maximum))
         self.limit = self.initial
     }
-
-    var isSilent: Bool { silentSince != nil }
 
     /// Up to `wanted` notifications asking to go; `waitingSince` is ``silences`` when they began to wait, if they
     /// were told to.
@@ -101,7 +99,7 @@ struct EndpointWindow: Sendable {
             case .answered:
                 lastAnswer = now
                 if isSilent {
-                    silentSince = nil
+                    isSilent = false
                     limit = initial
                     change = .answering
                 } else if busy {
@@ -110,8 +108,8 @@ struct EndpointWindow: Sendable {
             case .timedOut(let sentAt):
                 if let lastAnswer, lastAnswer >= sentAt { continue }
                 silences += 1
-                if silentSince == nil {
-                    silentSince = now
+                if !isSilent {
+                    isSilent = true
                     limit = initial
                     change = .silent
                 }
