@@ -140,7 +140,7 @@ struct Authorization: Sendable {
     /// The admin token (app management). Wrong ones are counted per address (``SecretGuessLimiter``): past the limit,
     /// the address gets 429 before its token is looked at, so a guess then tells nothing.
     func requireAdmin(_ request: Request, _ context: ServerRequestContext) throws(JSONAPIError) {
-        let address = context.remoteAddress?.ipAddress ?? "unknown"
+        let address = SecretGuessLimiter.key(for: context.remoteAddress)
         if let retryAfter = guesses?.retryAfter(address) {
             throw JSONAPIError(
                 status: .tooManyRequests, error: "tooManyAttempts",

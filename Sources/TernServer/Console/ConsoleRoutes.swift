@@ -336,7 +336,7 @@ struct ConsoleRoutes: Sendable {
 
     private func signIn(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         guard Self.isSameOrigin(request) else { throw Self.crossSite }
-        let address = context.remoteAddress?.ipAddress ?? "unknown"
+        let address = SecretGuessLimiter.key(for: context.remoteAddress)
         if let retryAfter = limiter.retryAfter(address) {
             var response = page(
                 "sign-in", Chrome(title: "Sign in"),

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Synchronization
 import TernAPNs
 
@@ -10,6 +11,9 @@ import TernAPNs
 /// the logs unbounded work. The admin token is the one secret an operator may choose (16 characters at least), and
 /// the limit is what keeps guessing it slow: ten a minute from one address. At most `capacity` addresses are
 /// tracked; past that, windows that are over go, then the oldest.
+///
+/// An address is counted by ``key(for:)``: an IPv6 client by its /64, the least a network hands one subscriber, so
+/// one who holds a /64 cannot take 2^64 addresses' worth of guesses.
 final class SecretGuessLimiter: Sendable {
     let limit: Int
     let window: TimeInterval
@@ -22,6 +26,19 @@ final class SecretGuessLimiter: Sendable {
         self.window = window
         self.capacity = capacity
         self.clock = clock
+    }
+
+    /// What a client is counted by: its IPv4 address (an IPv4-mapped IPv6 one too), its IPv6 /64, or `unknown` for a
+    /// request without a peer (the in-process router tests').
+    static func key(for address: SocketAddress?) -> String {
+        guard let address else { return "unknown" }
+        guard case .v6(let v6) = address else { return address.ipAddress ?? "unknown" }
+        let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+        if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF {
+            return bytes[12..<16].map(String.init).joined(separator: ".")
+        }
+        let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+        return groups.joined(separator: ":") + "::/64"
     }
 
     /// Seconds to wait before `address` may try again, or nil while it is under the limit.

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import HTTPTypes
 import Testing
 import TernAPNs
@@ -312,6 +313,17 @@ struct ConsoleSessionTableTests {
         #expect(sessions.session(id: other) != nil)
         #expect(own.suffix(2).allSatisfy { sessions.session(id: $0) != nil }, "its own newest stay")
         #expect(sessions.session(id: own[0]) == nil)
+    }
+
+    @Test("an IPv6 client is counted by its /64, an IPv4 one (mapped or not) by its address")
+    func guessesAreCountedPerClientNetwork() throws {
+        func key(_ ip: String) throws -> String { SecretGuessLimiter.key(for: try SocketAddress(ipAddress: ip, port: 443)) }
+        #expect(try key("2001:db8:1:2:aaaa::1") == "2001:db8:1:2::/64")
+        #expect(try key("2001:db8:1:2:ffff:ffff:ffff:ffff") == key("2001:db8:1:2::9"), "one /64: one count")
+        #expect(try key("2001:db8:1:3::1") != key("2001:db8:1:2::1"), "the next /64 is someone else")
+        #expect(try key("203.0.113.7") == "203.0.113.7")
+        #expect(try key("::ffff:203.0.113.7") == "203.0.113.7")
+        #expect(SecretGuessLimiter.key(for: nil) == "unknown")
     }
 
     @Test("failed sign-ins are limited per address and per minute")
