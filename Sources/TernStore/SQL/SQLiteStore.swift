@@ -31,7 +31,9 @@ extension SQLStore {
         let database = connection.sql(queryLogLevel: .trace)
         do {
             for pragma in [
-                "journal_mode = WAL", "synchronous = NORMAL", "foreign_keys = ON", "busy_timeout = 5000",
+                // The busy timeout first: switching to WAL takes the file's lock, and a file another connection holds
+                // (a second store on it, a backup) then waits for it instead of failing the open at once.
+                "busy_timeout = 5000", "journal_mode = WAL", "synchronous = NORMAL", "foreign_keys = ON",
                 // SQLite's own default, 2 MB, said here since a larger cache costs more than it saves: a fan-out
                 // reads the devices in key order, each page once, and through 32 MiB every page landed in a buffer
                 // long out of the CPU's caches (docs/benchmarks.md: a 1,000,000-device push about 3% faster, SQLite's
