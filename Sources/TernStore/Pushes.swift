@@ -64,18 +64,22 @@ public struct PushCounts: Sendable, Equatable {
     public var pruned = 0
     /// Failures by reason, keyed by its ``DeliveryFailureReason/rawValue`` (as the API shows them).
     public var failedByReason: [String: Int] = [:]
+    /// For a reason whose failures came with a ``PushFailure/detail``, the detail of the first: of the first chunk
+    /// that had one, and the first failure in that chunk.
+    public var failureDetails: [String: String] = [:]
     /// Older inbox messages deleted to keep recipients' inboxes within the app's cap.
     public var inboxDropped = 0
 
     public init(
         targeted: Int = 0, accepted: Int = 0, failed: Int = 0, pruned: Int = 0, failedByReason: [String: Int] = [:],
-        inboxDropped: Int = 0
+        failureDetails: [String: String] = [:], inboxDropped: Int = 0
     ) {
         self.targeted = targeted
         self.accepted = accepted
         self.failed = failed
         self.pruned = pruned
         self.failedByReason = failedByReason
+        self.failureDetails = failureDetails
         self.inboxDropped = inboxDropped
     }
 }
@@ -113,13 +117,26 @@ public struct PushFailure: Sendable, Equatable {
     public var status: Int?
     public var reason: DeliveryFailureReason
     public var at: Date
+    /// What the reason alone does not say, for an operator: the APNs client's own words (`timedOut`, the last connect
+    /// error), why the app had no client. The store keeps one per reason and chunk (``PushCounts/failureDetails``),
+    /// not one per failure: a push that cannot reach APNs fails the same way for every recipient.
+    public var detail: String?
 
-    public init(deviceID: String?, token: String, status: Int?, reason: DeliveryFailureReason, at: Date) {
+    public init(deviceID: String?, token: String, status: Int?, reason: DeliveryFailureReason, at: Date, detail: String? = nil) {
         self.deviceID = deviceID
         self.token = token
         self.status = status
         self.reason = reason
         self.at = at
+        self.detail = detail
+    }
+
+    /// The most of a detail the store keeps, in characters: an error's message, not a page of it.
+    public static let detailLimit = 500
+
+    /// `detail` as the store keeps it: cut to ``detailLimit`` characters, with an ellipsis where it was cut.
+    static func storedDetail(_ detail: String) -> String {
+        detail.count <= detailLimit ? detail : String(detail.prefix(detailLimit - 1)) + "…"
     }
 }
 

@@ -14,8 +14,8 @@ struct AnswerVerdictTests {
         Recipient(key: "d1", deviceID: "d1", token: "ab12", environment: .production, lastRegisteredAt: registeredAt)
     }
 
-    static func failure(_ status: Int?, _ reason: DeliveryFailureReason) -> PushFailure {
-        PushFailure(deviceID: "d1", token: "ab12", status: status, reason: reason, at: now)
+    static func failure(_ status: Int?, _ reason: DeliveryFailureReason, detail: String? = nil) -> PushFailure {
+        PushFailure(deviceID: "d1", token: "ab12", status: status, reason: reason, at: now, detail: detail)
     }
 
     static func verdict(_ ending: AnswerVerdict.Ending, registeredAt: Date? = registered) -> AnswerVerdict {
@@ -28,8 +28,14 @@ struct AnswerVerdictTests {
     }
 
     @Test func clientErrorsAreFailuresThatKeepTheToken() {
-        #expect(Self.verdict(.clientError(.timedOut)) == .failed(Self.failure(nil, .clientError("timedOut"))))
-        #expect(Self.verdict(.clientError(.connectionFailed)) == .failed(Self.failure(nil, .clientError("connectionFailed"))))
+        // The client's words go with the failure as its detail: the cause its code does not say.
+        let unreachable = "no connection to APNs has worked for longer than a send may wait; last connect error: api.push.apple.com:443: connection refused"
+        #expect(
+            Self.verdict(.clientError(.timedOut, message: "no answer from APNs in time after 3 attempt(s)"))
+                == .failed(Self.failure(nil, .clientError("timedOut"), detail: "no answer from APNs in time after 3 attempt(s)")))
+        #expect(
+            Self.verdict(.clientError(.connectionFailed, message: unreachable))
+                == .failed(Self.failure(nil, .clientError("connectionFailed"), detail: unreachable)))
         #expect(Self.verdict(.answered(APNsResponse(status: 429, reason: .tooManyRequests))) == .failed(Self.failure(429, .apns(.tooManyRequests))))
         #expect(Self.verdict(.answered(APNsResponse(status: 400, reason: .payloadEmpty))) == .failed(Self.failure(400, .apns(.payloadEmpty))))
         // Refused unsent because its endpoint answers nothing: a failure of its own, the token kept.
@@ -40,8 +46,8 @@ struct AnswerVerdictTests {
     @Test func whatThisNodeStoppedSendingHasNoVerdict() {
         // A stop cut it off, before it went or before its answer came: not a failure of the push, sent again later.
         #expect(Self.verdict(.notSent) == .unsettled)
-        #expect(Self.verdict(.clientError(.cancelled)) == .unsettled)
-        #expect(Self.verdict(.clientError(.shutDown)) == .unsettled)
+        #expect(Self.verdict(.clientError(.cancelled, message: "cancelled")) == .unsettled)
+        #expect(Self.verdict(.clientError(.shutDown, message: "the client is shut down")) == .unsettled)
     }
 
     @Test func aTokenThatWasNeverValidIsDeadAtOnce() {

@@ -26,6 +26,24 @@ import Testing
         }
     }
 
+    @Test func aPushToAnAppWithNoAPNsClientSaysWhy() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-router-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let masterSecret = try await RouterHarness.withServer(folder: folder) { server in
+            _ = try await server.register(Fixture.device(1), token: Fixture.token(1))
+            return server.master.bearer
+        }
+        // The same database with the built-in simulator off: the demo app, which delivers to it, has no APNs client.
+        try await RouterHarness.withServer(folder: folder, configure: { $0.simulator.enabled = false }) { server in
+            let pushed = try await server.master.with(bearer: masterSecret).post("/v1/apps/demo/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "x"))
+            let push = try pushed.json()
+            #expect(push[path: "counts.failedByReason.clientUnavailable"]?.int == 1, "\(pushed.text)")
+            #expect(
+                push[path: "failureDetails.clientUnavailable"]?.string == "app demo delivers to the built-in simulator, which is not running",
+                "\(pushed.text)")
+        }
+    }
+
     /// Seed 001: a reinstall gives the same device id a new token; the user must not get the push twice.
     @Test func aReinstalledAppGetsThePushOnceOnItsNewToken() async throws {
         try await RouterHarness.withServer { server in

@@ -47,6 +47,9 @@ struct FairnessTests {
                 let ended = try await downMaster.get("/v1/apps/down/pushes/\(stuckID)").json()
                 #expect(ended[path: "counts.failed"]?.int == devices)
                 #expect(ended[path: "counts.failedByReason.connectionFailed"]?.int == devices, "\(ended)")
+                // The push says why, as the client did: the endpoint it could not reach.
+                let detail = try #require(ended[path: "failureDetails.connectionFailed"]?.string, "\(ended)")
+                #expect(detail.contains("last connect error: 127.0.0.1:\(port)"), "\(detail)")
             }
         }
     }

@@ -51,6 +51,9 @@ struct ProxyDeliveryTests {
             // Refused by the proxy (407), the endpoint counts as unreachable: after the send time, a classified failure,
             // not a hang. (The client's tests read the error itself, which names the proxy and not its password.)
             #expect(try pushed.json()[path: "counts.failedByReason.connectionFailed"]?.int == 1, "\(pushed.text)")
+            // The push's detail says the proxy refused, without its password.
+            let detail = try #require(try pushed.json()[path: "failureDetails.connectionFailed"]?.string, "\(pushed.text)")
+            #expect(detail.contains("407"), "\(detail)")
             #expect(!pushed.text.contains("hunter2"))
             #expect(proxy.tunnels.isEmpty)
             #expect(proxy.requests.allSatisfy { $0 == "CONNECT 127.0.0.1:9 HTTP/1.1" } && !proxy.requests.isEmpty)

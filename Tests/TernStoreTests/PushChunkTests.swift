@@ -52,6 +52,60 @@ struct PushChunkTests {
         }
     }
 
+    @Test("each failure reason keeps the detail of its first failure: the first record's in a chunk, the first chunk's in the push", arguments: StoreFactory.all)
+    func failureDetailsKeepTheFirst(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(25, in: store)
+            _ = try await store.createPush(makePush("p1"))
+            var chunks: [PushChunk] = []
+            while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(1)) {
+                chunks.append(chunk)
+                if chunks.count > 3 { break }
+            }
+            #expect(chunks.count == 3)
+            func failed(_ token: String, _ reason: DeliveryFailureReason, _ detail: String?) -> PushFailure {
+                PushFailure(deviceID: "device-\(token)", token: token, status: nil, reason: reason, at: time(2), detail: detail)
+            }
+            let refused = DeliveryFailureReason.clientError("connectionFailed")
+            let timedOut = DeliveryFailureReason.clientError("timedOut")
+
+            // The last chunk is done first: its detail is the push's, for now.
+            #expect(try await store.recordChunk(
+                pushID: "p1", sequence: 2, node: "a", PushProgress(accepted: 4, failures: [failed("t21", refused, "from chunk 2")], pruned: 0),
+                at: time(3)) == .recorded(pushCompleted: false))
+            #expect(try await store.push(app: "demo", id: "p1")?.counts.failureDetails == [refused.rawValue: "from chunk 2"])
+
+            // The first chunk in two records: a reason's first detail stays, and one without a detail leaves room for
+            // a later one. A detail longer than the store keeps is cut.
+            let long = String(repeating: "x", count: PushFailure.detailLimit + 100)
+            #expect(try await store.recordChunkProgress(
+                pushID: "p1", sequence: 0, node: "a",
+                PushProgress(accepted: 0, failures: [failed("t1", refused, "first in chunk 0"), failed("t2", timedOut, nil)], pruned: 0),
+                mark: ChunkMark(through: chunks[0].recipients[1].key)))
+            #expect(try await store.recordChunk(
+                pushID: "p1", sequence: 0, node: "a",
+                PushProgress(
+                    accepted: 5,
+                    failures: [
+                        failed("t3", refused, "second in chunk 0"), failed("t4", timedOut, "timed out in chunk 0"),
+                        failed("t5", .clientUnavailable, long),
+                    ],
+                    pruned: 0),
+                at: time(4)) == .recorded(pushCompleted: false))
+            #expect(try await store.recordChunk(
+                pushID: "p1", sequence: 1, node: "a", PushProgress(accepted: 10, failures: [], pruned: 0), at: time(5))
+                == .recorded(pushCompleted: true))
+
+            let push = try #require(try await store.push(app: "demo", id: "p1"))
+            #expect(push.counts.failedByReason == [refused.rawValue: 3, timedOut.rawValue: 2, "clientUnavailable": 1])
+            #expect(push.counts.failureDetails == [
+                refused.rawValue: "first in chunk 0", timedOut.rawValue: "timed out in chunk 0",
+                "clientUnavailable": String(repeating: "x", count: PushFailure.detailLimit - 1) + "…",
+            ])
+        }
+    }
+
     @Test("two nodes claiming from one push get disjoint chunks that together are its audience", arguments: StoreFactory.all)
     func nodesShareAPush(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in

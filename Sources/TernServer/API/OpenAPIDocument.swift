@@ -2266,6 +2266,14 @@ enum OpenAPIDocument {
       "format": "date-time",
       "description": "when a scheduled push is (or was) to be sent"
      },
+     "failureDetails": {
+      "type": "object",
+      "additionalProperties": {
+       "type": "string",
+       "maxLength": 500
+      },
+      "description": "for a failure reason that does not say its cause (connectionFailed, timedOut, clientUnavailable), the cause in words, from the first such failure; absent when no failure had one"
+     },
      "failures": {
       "type": "array",
       "items": {

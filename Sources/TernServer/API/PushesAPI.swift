@@ -69,6 +69,10 @@ struct PushesAPI {
         var cancelledAt: Date?
         /// When it is (or was) to be sent, for a push made with a `sendAt` still ahead.
         var sendAt: Date?
+        /// For a failure reason that does not say the cause itself (`connectionFailed`, `timedOut`,
+        /// `clientUnavailable`), the cause in words, from the first such failure: the APNs client's last connect error,
+        /// why the app has no client. Absent when no failure had one.
+        var failureDetails: [String: String]?
         var failures: [FailureView]?
         var nextFailures: String?
 
@@ -313,8 +317,8 @@ struct PushesAPI {
         return PushView(
             id: push.id, status: push.status.rawValue, idempotencyKey: push.idempotencyKey,
             counts: viewCounts,
-            createdAt: push.createdAt, finishedAt: push.finishedAt, cancelledAt: push.cancelledAt, sendAt: push.sendAt, failures: failures,
-            nextFailures: next)
+            createdAt: push.createdAt, finishedAt: push.finishedAt, cancelledAt: push.cancelledAt, sendAt: push.sendAt,
+            failureDetails: counts.failureDetails.isEmpty ? nil : counts.failureDetails, failures: failures, nextFailures: next)
     }
 
     // MARK: Validation

@@ -67,8 +67,9 @@ enum ConsoleFormat {
         counts.isEmpty ? "—" : sortedReasons(counts).map { "\($0.reason) \($0.count)" }.joined(separator: ", ")
     }
 
-    static func sortedReasons(_ counts: [String: Int]) -> [ReasonCount] {
-        counts.map { ReasonCount(reason: $0.key, count: $0.value) }.sorted { ($0.count, $1.reason) > ($1.count, $0.reason) }
+    static func sortedReasons(_ counts: [String: Int], details: [String: String] = [:]) -> [ReasonCount] {
+        counts.map { ReasonCount(reason: $0.key, count: $0.value, detail: details[$0.key]) }
+            .sorted { ($0.count, $1.reason) > ($1.count, $0.reason) }
     }
 
     /// A form's values by name, dots made underscores (a template reads `form.notification_title`; a dot would be a
@@ -85,6 +86,8 @@ enum ConsoleFormat {
 struct ReasonCount: Encodable, Equatable {
     var reason: String
     var count: Int
+    /// What the reason does not say itself (a push's ``PushesAPI/PushView/failureDetails``).
+    var detail: String? = nil
 }
 
 /// A bar chart of accepted and failed counts (one bar per minute or per push), drawn server-side as SVG geometry so
@@ -414,7 +417,7 @@ struct PushPageView {
             online: counts.deliveredOnline.map {
                 Online(deliveredOnline: $0, acked: counts.acked ?? 0, fellBackToAPNs: counts.fellBackToAPNs ?? 0, opened: counts.opened ?? 0)
             })
-        reasons = ConsoleFormat.sortedReasons(counts.failedByReason)
+        reasons = ConsoleFormat.sortedReasons(counts.failedByReason, details: view.failureDetails ?? [:])
         let rows = (view.failures ?? []).map {
             FailureRow(at: ConsoleFormat.date($0.at), deviceId: $0.deviceId, token: $0.token, shortToken: ConsoleFormat.shortToken($0.token),
                 status: $0.status.map(String.init) ?? "—", reason: $0.reason)

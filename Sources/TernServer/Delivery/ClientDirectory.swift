@@ -3,6 +3,7 @@ import Logging
 import TernAPNs
 import TernAPNsClient
 import TernStore
+import TernWeb
 
 /// One long-lived APNs client per app and APNs environment, made on first use and replaced when the app changes:
 /// an HTTP/2 client, or a legacy gateway client for apps on the binary protocol.
@@ -207,6 +208,20 @@ struct EndpointUnavailable: Error, CustomStringConvertible {
         case .legacyNotServed: "app \(app) uses the legacy protocol, which the built-in simulator does not serve"
         case .noEndpoint: "app \(app) has no endpoint"
         case .stopped: "the server is stopping"
+        }
+    }
+}
+
+extension ClientDirectory {
+    /// Why ``client(for:tokenEnvironment:)`` made no client, for the push's failures (``PushFailure/detail``): in
+    /// words that name no key material, whatever the error says.
+    static func whyUnavailable(_ error: any Error) -> String {
+        switch error {
+        case let error as EndpointUnavailable: error.description
+        case let error as APNsClientError: error.message
+        case let error as JSONAPIError: "the app's credentials cannot be used: \(error.message)"
+        case let error as ServerKeyError: "the app's credentials cannot be opened: \(error.description)"
+        default: "the app's credentials cannot be read"
         }
     }
 }

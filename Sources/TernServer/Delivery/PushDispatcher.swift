@@ -522,7 +522,8 @@ final class PushDispatcher: Service {
         // By the token's APNs environment; nil for bare tokens of an app that delivers to the simulator or a custom
         // endpoint (the same client either way there).
         var clientsByEnvironment: [APNsEnvironment?: any NotificationSender] = [:]
-        var unavailable: Set<APNsEnvironment?> = []
+        // Why there is none, for an environment whose client cannot be made.
+        var unavailable: [APNsEnvironment?: String] = [:]
         var addressed: [(index: Int, token: DeviceToken)] = []
         addressed.reserveCapacity(indices.count)
         let now = clocks.wall.now
@@ -533,18 +534,20 @@ final class PushDispatcher: Service {
             // Read in place: a copy of the recipient is five strings retained and released, per recipient.
             let environment = recipients[index].environment ?? app.environment.apnsEnvironment
             if previous == nil || previous?.environment != environment {
-                if clientsByEnvironment[environment] == nil, !unavailable.contains(environment) {
+                if clientsByEnvironment[environment] == nil, unavailable[environment] == nil {
                     do {
                         clientsByEnvironment[environment] = try await clients.client(for: app, tokenEnvironment: environment)
                     } catch {
-                        unavailable.insert(environment)
+                        unavailable[environment] = ClientDirectory.whyUnavailable(error)
                         logger.error("no APNs client for the app", metadata: ["app": "\(app.id)", "error": "\(error)"])
                     }
                 }
                 previous = (environment, clientsByEnvironment[environment] != nil)
             }
             guard previous?.hasClient == true else {
-                let failure = PushFailure(deviceID: recipients[index].deviceID, token: recipients[index].token, status: nil, reason: .clientUnavailable, at: now)
+                let failure = PushFailure(
+                    deviceID: recipients[index].deviceID, token: recipients[index].token, status: nil, reason: .clientUnavailable, at: now,
+                    detail: unavailable[environment])
                 tally.set(index, .failed(failure, pruned: false))
                 continue
             }
@@ -960,7 +963,7 @@ final class PushDispatcher: Service {
         let ending: AnswerVerdict.Ending =
             switch outcome {
             case .sent(.success(let delivery)): .answered(delivery.response)
-            case .sent(.failure(let error)): .clientError(error.code)
+            case .sent(.failure(let error)): .clientError(error.code, message: error.message)
             case .superseded: .superseded
             case .notSent: .notSent
             case .refused: .refused

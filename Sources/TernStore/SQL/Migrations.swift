@@ -419,6 +419,12 @@ extension SQLStore {
                 "CREATE INDEX pushes_due_by_app ON pushes (app_id, ordinal) WHERE status IN ('pending', 'sending')",
                 "CREATE INDEX pushes_by_app ON pushes (app_id, ordinal)",
             ]),
+            // A chunk keeps, beside its failures' count by reason, the first failure's detail for each reason that
+            // came with one (`{"connectionFailed": "no connection to APNs…"}`): the cause a reason alone does not
+            // say. Null for a chunk with none, and for those an older node records during a rolling upgrade.
+            Migration(version: 15, name: "failure details", statements: [
+                "ALTER TABLE push_chunks ADD COLUMN failure_details TEXT",
+            ]),
         ]
     }
 }

@@ -191,15 +191,23 @@ extension SQLStore {
         _ db: any SQLDatabase
     ) async throws -> Bool {
         let held: SQLQueryString = "push_id = \(bind: pushID) AND sequence = \(bind: sequence) AND owner = \(bind: node) AND status = 'claimed'"
-        // Failure reasons are merged into the chunk's; with none (the usual record), one statement does it all.
+        // Failure reasons and details are merged into the chunk's; with no failure (the usual record), one statement
+        // does it all.
         var reasons: SQLQueryString = "failed_by_reason"
+        var details: SQLQueryString = "failure_details"
         if !progress.failures.isEmpty {
-            guard let row = try await db.raw("SELECT failed_by_reason FROM push_chunks WHERE \(held)").first() else { return false }
+            guard let row = try await db.raw("SELECT failed_by_reason, failure_details FROM push_chunks WHERE \(held)").first() else { return false }
             var failedByReason = try row.decode(column: "failed_by_reason", as: String?.self).map { try JSON.decode([String: Int].self, $0) } ?? [:]
+            let known = try row.decode(column: "failure_details", as: String?.self).map { try JSON.decode([String: String].self, $0) } ?? [:]
+            var failureDetails = known
             for failure in progress.failures {
                 failedByReason[failure.reason.rawValue, default: 0] += 1
+                if let detail = failure.detail, failureDetails[failure.reason.rawValue] == nil {
+                    failureDetails[failure.reason.rawValue] = PushFailure.storedDetail(detail)
+                }
             }
             reasons = "\(bind: try JSON.encode(failedByReason))"
+            if failureDetails != known { details = "\(bind: try JSON.encode(failureDetails))" }
         }
         // A new mark replaces the runs; a closed chunk keeps none (they could run to kilobytes, and only a node taking
         // over an open chunk reads them).
@@ -212,6 +220,7 @@ extension SQLStore {
                 accepted = accepted + \(bind: progress.accepted),
                 failed = failed + \(bind: progress.failures.count), pruned = pruned + \(bind: progress.pruned),
                 inbox_dropped = inbox_dropped + \(bind: progress.inboxDropped), failed_by_reason = \(reasons),
+                failure_details = \(details),
                 progress_key = COALESCE(\(bind: mark?.through), progress_key),
                 progress_runs = \(runs)
             WHERE \(held)
@@ -333,12 +342,17 @@ extension SQLStore {
             push.counts.inboxDropped += try sums.decode(column: "inbox_dropped", as: Int.self)
         }
         guard push.counts.failed > 0 else { return push }
-        let reasons = try await db.raw("""
-            SELECT failed_by_reason FROM push_chunks
+        let chunks = try await db.raw("""
+            SELECT failed_by_reason, failure_details FROM push_chunks
             WHERE push_id = \(bind: push.id) AND status = 'done' AND failed_by_reason IS NOT NULL
-            """).all(decodingColumn: "failed_by_reason", as: String.self)
-        for text in reasons {
-            push.counts.failedByReason.merge(try JSON.decode([String: Int].self, text), uniquingKeysWith: +)
+            ORDER BY sequence
+            """).all()
+        for chunk in chunks {
+            push.counts.failedByReason.merge(
+                try JSON.decode([String: Int].self, try chunk.decode(column: "failed_by_reason", as: String.self)), uniquingKeysWith: +)
+            if let details = try chunk.decode(column: "failure_details", as: String?.self) {
+                push.counts.failureDetails.merge(try JSON.decode([String: String].self, details)) { first, _ in first }
+            }
         }
         return push
     }

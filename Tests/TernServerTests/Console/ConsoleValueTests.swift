@@ -153,6 +153,25 @@ struct ConsoleValueTests {
         #expect(ConsoleChart(id: "e", points: [], caption: "none").bars.isEmpty)
     }
 
+    @Test("a push's page gives each failure reason its cause, as text")
+    func failureCauses() throws {
+        let view = PushesAPI.PushView(
+            id: "0f8fad5b-d9cb-469f-a165-70867728950e", status: "completed",
+            counts: .init(targeted: 3, accepted: 0, failed: 3, pruned: 0, failedByReason: ["connectionFailed": 2, "BadDeviceToken": 1], inboxDropped: 0),
+            createdAt: Date(timeIntervalSince1970: 1_800_000_000), finishedAt: Date(timeIntervalSince1970: 1_800_000_001),
+            failureDetails: ["connectionFailed": "last connect error: <proxy> refused (407)"])
+        let page = PushPageView(view, failureLimit: 0)
+        #expect(page.reasons == [
+            ReasonCount(reason: "connectionFailed", count: 2, detail: "last connect error: <proxy> refused (407)"),
+            ReasonCount(reason: "BadDeviceToken", count: 1),
+        ])
+        var chrome = Chrome(title: "Push", csrf: "token-1", signedIn: true, principal: "Signed in: admin")
+        chrome.app = .init(id: "demo", canManage: false, devices: true)
+        let html = try ConsoleRenderer().render("push", ConsolePage(chrome: chrome, view: page, problem: nil))
+        #expect(html.contains("<td>connectionFailed</td><td class=\"num\">2</td><td>last connect error: &lt;proxy&gt; refused (407)</td>"), "\(html)")
+        #expect(html.contains("<td>BadDeviceToken</td><td class=\"num\">1</td><td>—</td>"))
+    }
+
     @Test("a page renders its frame: the title, the CSRF token, the current entry")
     func rendering() throws {
         let renderer = try ConsoleRenderer()

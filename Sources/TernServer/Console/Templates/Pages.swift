@@ -273,8 +273,8 @@ extension ConsoleTemplates {
         <section aria-labelledby="by-reason">
         <h2 id="by-reason">Failures by reason</h2>
         <div class="table-wrap"><table>
-          <thead><tr><th scope="col">Reason</th><th scope="col" class="num">Count</th></tr></thead>
-          <tbody>{{#view.reasons}}<tr><td>{{reason}}</td><td class="num">{{count}}</td></tr>{{/view.reasons}}{{^view.reasons}}<tr><td colspan="2">No failures.</td></tr>{{/view.reasons}}</tbody>
+          <thead><tr><th scope="col">Reason</th><th scope="col" class="num">Count</th><th scope="col">Cause</th></tr></thead>
+          <tbody>{{#view.reasons}}<tr><td>{{reason}}</td><td class="num">{{count}}</td><td>{{#detail}}{{.}}{{/detail}}{{^detail}}—{{/detail}}</td></tr>{{/view.reasons}}{{^view.reasons}}<tr><td colspan="3">No failures.</td></tr>{{/view.reasons}}</tbody>
         </table></div>
         </section>
         {{#view.failures}}

@@ -20,8 +20,9 @@ enum AnswerVerdict: Equatable, Sendable {
     enum Ending: Sendable {
         /// APNs answered (accepted or not).
         case answered(APNsResponse)
-        /// The client gave up with an error (its code: `timedOut`, `connectionFailed`, …).
-        case clientError(APNsClientError.Code)
+        /// The client gave up with an error: its code (`timedOut`, `connectionFailed`, …) and its message, which
+        /// becomes the failure's detail.
+        case clientError(APNsClientError.Code, message: String)
         /// A newer badge-only update for the token replaced it: nothing to deliver, nothing failed.
         case superseded
         /// It never went (the batch stopped first: cancelled, or its client stopped taking work).
@@ -31,8 +32,8 @@ enum AnswerVerdict: Equatable, Sendable {
     }
 
     static func of(_ ending: Ending, recipient: Recipient, at now: Date) -> AnswerVerdict {
-        func failure(status: Int?, reason: DeliveryFailureReason) -> PushFailure {
-            PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: status, reason: reason, at: now)
+        func failure(status: Int?, reason: DeliveryFailureReason, detail: String? = nil) -> PushFailure {
+            PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: status, reason: reason, at: now, detail: detail)
         }
         switch ending {
         case .superseded:
@@ -41,11 +42,11 @@ enum AnswerVerdict: Equatable, Sendable {
             return .unsettled
         case .refused:
             return .failed(failure(status: nil, reason: .notAnswering))
-        case .clientError(let code) where code == .cancelled || code == .shutDown:
+        case .clientError(let code, _) where code == .cancelled || code == .shutDown:
             // Cut off by this node's stop, not judged by APNs or by the client's own limits.
             return .unsettled
-        case .clientError(let code):
-            return .failed(failure(status: nil, reason: .clientError(code.rawValue)))
+        case .clientError(let code, let message):
+            return .failed(failure(status: nil, reason: .clientError(code.rawValue), detail: message))
         case .answered(let response) where response.isSuccess:
             return .accepted
         case .answered(let response):
