@@ -79,4 +79,17 @@ import Testing
         #expect(!TokenPruning.isStale(lastRegisteredAt: Self.registered, invalidSince: Self.registered))
         #expect(!TokenPruning.isStale(lastRegisteredAt: Self.registered, invalidSince: Self.registered.addingTimeInterval(-1)))
     }
+
+    /// Only `alert` and `background` go to the device token; every other type has tokens of its own, and an answer to
+    /// one of those deactivates nothing, whatever it says.
+    @Test func onlyTheDeviceTokensOwnPushTypesPrune() {
+        #expect(APNsPushType.allKnown.filter { $0.tokenSource == nil } == [.alert, .background])
+        let dead = Self.gone(.unregistered, at: Self.registered.addingTimeInterval(60))
+        for type in APNsPushType.allKnown {
+            for response in [dead, APNsResponse(status: 400, reason: .deviceTokenNotForTopic), APNsResponse(status: 400, reason: .badDeviceToken)] {
+                let verdict = TokenPruning.verdict(for: response, lastRegisteredAt: Self.registered, answeredAt: Self.answered, pushType: type)
+                #expect(verdict == (type.tokenSource == nil ? .deactivate(reason: response.reason!) : .keep), "\(type): \(response)")
+            }
+        }
+    }
 }

@@ -18,8 +18,8 @@ struct AnswerVerdictTests {
         PushFailure(deviceID: "d1", token: "ab12", status: status, reason: reason, at: now, detail: detail)
     }
 
-    static func verdict(_ ending: AnswerVerdict.Ending, registeredAt: Date? = registered) -> AnswerVerdict {
-        AnswerVerdict.of(ending, recipient: recipient(registeredAt: registeredAt), at: now)
+    static func verdict(_ ending: AnswerVerdict.Ending, registeredAt: Date? = registered, pushType: APNsPushType = .alert) -> AnswerVerdict {
+        AnswerVerdict.of(ending, recipient: recipient(registeredAt: registeredAt), pushType: pushType, at: now)
     }
 
     @Test func acceptedAndSupersededCountAsAccepted() {
@@ -55,6 +55,28 @@ struct AnswerVerdictTests {
             == .deadToken(Self.failure(400, .apns(.badDeviceToken)), reason: .apns(.badDeviceToken), invalidSince: nil, apnsTimestamp: nil))
         #expect(Self.verdict(.answered(APNsResponse(status: 400, reason: .deviceTokenNotForTopic)))
             == .deadToken(Self.failure(400, .apns(.deviceTokenNotForTopic)), reason: .apns(.deviceTokenNotForTopic), invalidSince: nil, apnsTimestamp: nil))
+    }
+
+    @Test func aPushTypeWithTokensOfItsOwnDeactivatesNothing() {
+        // A VoIP or Live Activity push to a device token: APNs' refusal is about that topic, not the device's token.
+        let later = Self.now.addingTimeInterval(60)
+        for type in [APNsPushType.voip, .liveactivity, .location, .pushtotalk, .widgets] {
+            for response in [
+                APNsResponse(status: 400, reason: .deviceTokenNotForTopic), APNsResponse(status: 400, reason: .badDeviceToken),
+                APNsResponse(status: 410, reason: .unregistered, timestamp: later),
+            ] {
+                #expect(
+                    Self.verdict(.answered(response), pushType: type) == .failed(Self.failure(response.status, .apns(response.reason!))),
+                    "\(type): \(response)")
+            }
+        }
+        // The app's own topic, alert or background: the same answers deactivate.
+        for type in [APNsPushType.alert, .background] {
+            guard case .deadToken = Self.verdict(.answered(APNsResponse(status: 400, reason: .deviceTokenNotForTopic)), pushType: type) else {
+                Issue.record("\(type): DeviceTokenNotForTopic keeps the token")
+                continue
+            }
+        }
     }
 
     @Test func a410IsDeadSinceItsTimestampUnlessTheTokenWasRegisteredAgainSince() {

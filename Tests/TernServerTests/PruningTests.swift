@@ -38,6 +38,31 @@ import Testing
         }
     }
 
+    @Test func aPushTypeWithTokensOfItsOwnGoesToGivenTokensAndPrunesNoDevice() async throws {
+        try await RouterHarness.withServer { server in
+            try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "u", tags: ["t"])
+            let voip = #", "apns": {"pushType": "voip"}"#
+            // To the registry's device tokens it is refused: APNs would refuse every one of them on the VoIP topic.
+            for audience in [#"{"aliases": ["u"]}"#, #"{"devices": ["\#(Fixture.device(1))"]}"#, #"{"tags": ["t"]}"#, #"{"all": true}"#] {
+                let refused = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: audience, extra: voip))
+                #expect(refused.status == 400, "\(audience): \(refused.text)")
+                #expect(try refused.json()["field"]?.string == "apns.pushType")
+                #expect(refused.text.contains("PushKit"))
+            }
+            // Given as tokens, it goes. A device token given by mistake is refused for the VoIP topic (the simulator
+            // binds it to the app's own topic, as APNs does), and the device keeps its token.
+            #expect(try await server.simulator.put("/tokens/\(Fixture.token(1))", #"{"topic": "com.example.tern.demo"}"#).status == 204)
+            let sent = try await server.push(Fixture.push(audience: #"{"tokens": ["\#(Fixture.token(1))"]}"#, extra: voip))
+            #expect(sent[path: "counts.failedByReason.DeviceTokenNotForTopic"]?.int == 1, "\(sent)")
+            #expect(sent[path: "counts.pruned"]?.int == 0)
+            let device = try await server.master.get("/v1/apps/demo/devices/\(Fixture.device(1))").json()
+            #expect(device["active"] == .bool(true))
+            #expect(try await server.master.get("/v1/apps/demo/token-events").json()["events"]?.arrayItems?.isEmpty == true)
+            let alert = try await server.push(Fixture.push(audience: #"{"aliases": ["u"]}"#))
+            #expect(alert[path: "counts.accepted"]?.int == 1, "\(alert)")
+        }
+    }
+
     @Test func aTokenRegisteredAgainAfterTheTimestampIsKept() async throws {
         try await RouterHarness.withServer { server in
             // APNs says dead since an hour ago; the app registered it again just now.

@@ -58,8 +58,12 @@ struct SimulatorScenarioTests {
             let client = try await sim.connect()
             expectRejection(try await client.send(sim.push(topic: "com.other.app")), status: 400, reason: "DeviceTokenNotForTopic")
             #expect(try await client.send(sim.push(topic: "com.example.app")).status == 200)
-            // The bundle id is what binds: the app's VoIP topic is the same app.
-            #expect(try await client.send(sim.push(topic: "com.example.app.voip", pushType: "voip")).status == 200)
+            // The topic binds, push type suffix included: a device token is not the app's PushKit token.
+            expectRejection(
+                try await client.send(sim.push(topic: "com.example.app.voip", pushType: "voip")), status: 400, reason: "DeviceTokenNotForTopic")
+            sim.state.bind(try DeviceToken(hex: otherDeviceToken), topic: "com.example.app.voip", environment: .development)
+            #expect(try await client.send(sim.push(token: otherDeviceToken, topic: "com.example.app.voip", pushType: "voip")).status == 200)
+            expectRejection(try await client.send(sim.push(token: otherDeviceToken)), status: 400, reason: "DeviceTokenNotForTopic")
         }
     }
 

@@ -17,9 +17,15 @@ public enum TokenPruning {
     }
 
     /// The verdict for `response`, about a token last registered at `lastRegisteredAt`.
-    /// - Parameter answeredAt: when the answer arrived: the time a 410 without a timestamp stands for.
-    public static func verdict(for response: APNsResponse, lastRegisteredAt: Date, answeredAt: Date) -> Verdict {
-        guard response.outcomeClass == .tokenInvalid else { return .keep }
+    /// - Parameters:
+    ///   - answeredAt: when the answer arrived: the time a 410 without a timestamp stands for.
+    ///   - pushType: what was sent. A type with tokens of its own (``APNsPushType/tokenSource``: VoIP, Live
+    ///     Activities…) prunes nothing: APNs' answer is about a token of that kind, or refuses a device token for
+    ///     that topic alone, and a registry of device tokens must not lose a device for either.
+    public static func verdict(
+        for response: APNsResponse, lastRegisteredAt: Date, answeredAt: Date, pushType: APNsPushType = .alert
+    ) -> Verdict {
+        guard response.outcomeClass == .tokenInvalid, pushType.tokenSource == nil else { return .keep }
         switch response.reason {
         case .badDeviceToken?, .deviceTokenNotForTopic?:
             return .deactivate(reason: response.reason!)

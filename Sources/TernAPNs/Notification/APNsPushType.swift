@@ -55,6 +55,23 @@ public struct APNsPushType: Hashable, Sendable, CustomStringConvertible {
         return String(topic.dropLast(suffix.count))
     }
 
+    /// Where this type's tokens come from, when they are not the device token `registerForRemoteNotifications` gives
+    /// (spec §6): PushKit's for VoIP, an activity's for Live Activities… nil for `alert` and `background`, which go
+    /// to the device token. APNs refuses a device token on such a type's topic (`DeviceTokenNotForTopic`), and that
+    /// says nothing about the device token itself.
+    public var tokenSource: String? {
+        switch self {
+        case .alert, .background: nil
+        case .voip, .complication, .fileprovider: "PushKit"
+        case .liveactivity: "ActivityKit (an activity's push token, or the push-to-start token)"
+        case .location: "Core Location's location push service"
+        case .pushtotalk: "the Push to Talk framework"
+        case .widgets, .controls: "WidgetKit"
+        case .mdm: "the device's MDM enrollment"
+        default: "the framework of its own"
+        }
+    }
+
     /// The largest payload APNs accepts for this type, in bytes.
     public var maximumPayloadSize: Int { self == .voip ? 5120 : 4096 }
 

@@ -2096,7 +2096,8 @@ enum OpenAPIDocument {
     "type": "object",
     "properties": {
      "pushType": {
-      "type": "string"
+      "type": "string",
+      "description": "apns-push-type (default alert). Types with tokens of their own (voip, complication, fileprovider, liveactivity, location, pushtotalk, widgets, controls, mdm) go to audience.tokens only, and their answers deactivate no device"
      },
      "priority": {
       "type": "integer",

@@ -249,6 +249,7 @@ struct PushesAPI {
         let audience = try Self.audience(body.audience)
         let id = UUID.random().apnsString
         let content = try Self.content(body, app: app, pushID: id)
+        try Self.checkTokenKind(content, audience: audience)
         let now = clock.now
         let sendAt = try Self.sendAt(body.sendAt, content: content, now: now)
         let record = PushRecord(
@@ -347,6 +348,17 @@ struct PushesAPI {
             throw .badRequest(field: "apns.expiration", "apns.expiration is before sendAt: the notification would expire before it is sent")
         }
         return date
+    }
+
+    /// A push type whose tokens are of their own kind (``APNsPushType/tokenSource``: VoIP, Live Activities…) goes to
+    /// tokens the caller gives. The registry holds each device's APNs device token, which APNs refuses on such a
+    /// type's topic: sent to devices, aliases, tags or everyone, the push could only fail, for every recipient.
+    static func checkTokenKind(_ content: PushContent, audience: Audience) throws(JSONAPIError) {
+        if case .tokens = audience { return }
+        guard let type = try? APNsPushType(headerValue: content.pushType), let source = type.tokenSource else { return }
+        throw .badRequest(
+            field: "apns.pushType",
+            "a \(type) push goes to the tokens \(source) gives the app, not to the device tokens devices register here: give them as audience.tokens")
     }
 
     static func audience(_ input: AudienceInput) throws(JSONAPIError) -> Audience {

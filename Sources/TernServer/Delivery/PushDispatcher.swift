@@ -430,7 +430,9 @@ final class PushDispatcher: Service {
                 try await self.admit(addressed, of: recipients, app: app, content: content, pushID: pushID, into: tally)
             }
         }
-        await sendBatches(batches, clients: clientsByEnvironment, recipients: recipients, app: app, into: tally, signals: signals)
+        await sendBatches(
+            batches, pushType: (try? APNsPushType(headerValue: content.pushType)) ?? .alert, clients: clientsByEnvironment,
+            recipients: recipients, app: app, into: tally, signals: signals)
     }
 
     /// A chunk's notifications for one APNs environment, with the recipient (its index in the chunk) of each.
@@ -866,7 +868,9 @@ final class PushDispatcher: Service {
                 QueuedNotification(notification: template.notification(to: token, payload: payloads[index], ids: &ids), ticket: tickets?[position] ?? nil),
                 recipient: index)
         }
-        await sendBatches(batches, clients: clientsByEnvironment, recipients: recipients, app: app, into: tally, signals: signals)
+        await sendBatches(
+            batches, pushType: template.metadata.pushType, clients: clientsByEnvironment, recipients: recipients, app: app, into: tally,
+            signals: signals)
     }
 
     /// Every token's place in its line, in the chunk's order and under one lock (nil when ordering is off). Each key is
@@ -886,7 +890,7 @@ final class PushDispatcher: Service {
     /// same way: an endpoint that answers nothing holds only its window's permits, and its notifications fail
     /// (`notAnswering`) once a timeout shows it silent.
     private func sendBatches(
-        _ batches: [APNsEnvironment?: Batch], clients: [APNsEnvironment?: any NotificationSender], recipients: [Recipient],
+        _ batches: [APNsEnvironment?: Batch], pushType: APNsPushType, clients: [APNsEnvironment?: any NotificationSender], recipients: [Recipient],
         app: AppRecord, into tally: ChunkLedger, signals: ChunkSignals
     ) async {
         await withTaskGroup(of: Void.self) { group in
@@ -916,7 +920,7 @@ final class PushDispatcher: Service {
                                 settled.append((index, .accepted, true))
                                 continue
                             }
-                            switch Self.verdict(outcome, recipient: recipients[index], at: now) {
+                            switch Self.verdict(outcome, recipient: recipients[index], pushType: pushType, at: now) {
                             case .unsettled:
                                 unsettled += 1
                                 if outcome.tookPermit { unsettledPermits += 1 }
@@ -959,7 +963,7 @@ final class PushDispatcher: Service {
     }
 
     /// What an answer means for the recipient (``AnswerVerdict``).
-    private static func verdict(_ outcome: BatchOutcome, recipient: Recipient, at now: Date) -> AnswerVerdict {
+    private static func verdict(_ outcome: BatchOutcome, recipient: Recipient, pushType: APNsPushType, at now: Date) -> AnswerVerdict {
         let ending: AnswerVerdict.Ending =
             switch outcome {
             case .sent(.success(let delivery)): .answered(delivery.response)
@@ -968,7 +972,7 @@ final class PushDispatcher: Service {
             case .notSent: .notSent
             case .refused: .refused
             }
-        return AnswerVerdict.of(ending, recipient: recipient, at: now)
+        return AnswerVerdict.of(ending, recipient: recipient, pushType: pushType, at: now)
     }
 
     /// Deactivates the dead tokens of a bunch of answers, in one transaction (one commit for them all, and on

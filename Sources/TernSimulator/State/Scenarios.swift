@@ -130,7 +130,8 @@ public enum SimulatorScenario {
 
     /// What the simulator knows about one device token.
     public struct TokenState: Codable, Hashable, Sendable {
-        /// The topic the token belongs to; pushes to another topic get `DeviceTokenNotForTopic`.
+        /// The topic the token belongs to, push type suffix included (`com.example.app` for a device token,
+        /// `com.example.app.voip` for a PushKit token); pushes to another topic get `DeviceTokenNotForTopic`.
         public var topic: String?
         /// The environment the token belongs to; in the other one it is a `BadDeviceToken`.
         public var environment: APNsEnvironment?

@@ -160,7 +160,9 @@ public final class SimulatorState: Sendable {
                 var rejection: (APNsReason, Date?)?
                 if let environment = token.environment, environment != self.environment {
                     rejection = (.badDeviceToken, nil)
-                } else if let topic = token.topic, topic != request.bundleID, topic != request.topic {
+                } else if let topic = token.topic, topic != request.topic {
+                    // The topic, push type suffix included, as APNs binds it: an app's device token is not its
+                    // PushKit or Live Activity token, so the app's VoIP topic is another topic for it.
                     rejection = (.deviceTokenNotForTopic, nil)
                 } else if let milliseconds = token.unregisteredAt {
                     let reason = token.unregisteredReason.map(APNsReason.init(rawValue:)) ?? .unregistered

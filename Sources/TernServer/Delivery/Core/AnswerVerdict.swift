@@ -31,7 +31,8 @@ enum AnswerVerdict: Equatable, Sendable {
         case refused
     }
 
-    static func of(_ ending: Ending, recipient: Recipient, at now: Date) -> AnswerVerdict {
+    /// - Parameter pushType: what was sent: a type with tokens of its own deactivates none (``TokenPruning``).
+    static func of(_ ending: Ending, recipient: Recipient, pushType: APNsPushType = .alert, at now: Date) -> AnswerVerdict {
         func failure(status: Int?, reason: DeliveryFailureReason, detail: String? = nil) -> PushFailure {
             PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: status, reason: reason, at: now, detail: detail)
         }
@@ -53,7 +54,7 @@ enum AnswerVerdict: Equatable, Sendable {
             // APNs' reason, or its bare status when it gave none.
             let failed = failure(status: response.status, reason: response.reason.map(DeliveryFailureReason.apns) ?? .apnsStatus(response.status))
             guard case .deactivate = TokenPruning.verdict(
-                for: response, lastRegisteredAt: recipient.lastRegisteredAt ?? .distantPast, answeredAt: now)
+                for: response, lastRegisteredAt: recipient.lastRegisteredAt ?? .distantPast, answeredAt: now, pushType: pushType)
             else { return .failed(failed) }
             let reason = response.reason.map(TokenDeactivationReason.apns) ?? .apnsStatus(response.status)
             let neverValid = response.reason == .badDeviceToken || response.reason == .deviceTokenNotForTopic
