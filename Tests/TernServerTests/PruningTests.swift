@@ -63,6 +63,45 @@ import Testing
         }
     }
 
+    @Test func oneTokenRejectedOutrightGoesButAnAppWhoseEveryTokenIsRejectedKeepsThem() async throws {
+        try await RouterHarness.withServer { server in
+            func refuse(_ n: Int) async throws {
+                // Bound to another app's topic: APNs answers `DeviceTokenNotForTopic` for the demo app.
+                #expect(try await server.simulator.put("/tokens/\(Fixture.token(n))", #"{"topic": "com.example.other"}"#).status == 204)
+            }
+            for n in 1...5 { try await server.register(Fixture.device(n), token: Fixture.token(n), alias: "u") }
+            // One stale token among good ones: deactivated at once.
+            try await refuse(1)
+            let one = try await server.push(Fixture.push(audience: #"{"aliases": ["u"]}"#))
+            #expect(one[path: "counts.failedByReason.DeviceTokenNotForTopic"]?.int == 1, "\(one)")
+            #expect(one[path: "counts.pruned"]?.int == 1)
+
+            // Every token refused, as when the app's topic names another app: the app is at fault, its tokens stay.
+            let many = 100
+            for n in 10..<(10 + many) {
+                try await server.register(Fixture.device(n), token: Fixture.token(n), tags: ["many"])
+                try await refuse(n)
+            }
+            let refused = try await server.push(Fixture.push(audience: #"{"tags": ["many"]}"#))
+            #expect(refused[path: "counts.failed"]?.int == many, "\(refused)")
+            let pruned = try #require(refused[path: "counts.pruned"]?.int)
+            #expect(pruned < 40, "\(pruned) of \(many) tokens deactivated")
+            #expect(refused[path: "failureDetails.DeviceTokenNotForTopic"]?.string?.hasPrefix("not deactivated: APNs refuses nearly every token") == true)
+            let events = try await server.master.get("/v1/apps/demo/token-events?limit=500").json()["events"]?.arrayItems?.count
+            #expect(events == 1 + pruned)
+
+            // APNs accepts them again: once most answers are accepted, an outright rejection deactivates again.
+            for n in 10..<(10 + many) { _ = try await server.simulator.delete("/tokens/\(Fixture.token(n))") }
+            for _ in 0..<2 {
+                let accepted = try await server.push(Fixture.push(audience: #"{"tags": ["many"]}"#))
+                #expect(accepted[path: "counts.accepted"]?.int == many - pruned, "\(accepted)")
+            }
+            try await refuse(2)
+            let again = try await server.push(Fixture.push(audience: #"{"aliases": ["u"]}"#))
+            #expect(again[path: "counts.pruned"]?.int == 1, "\(again)")
+        }
+    }
+
     @Test func aTokenRegisteredAgainAfterTheTimestampIsKept() async throws {
         try await RouterHarness.withServer { server in
             // APNs says dead since an hour ago; the app registered it again just now.

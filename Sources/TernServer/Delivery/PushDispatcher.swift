@@ -71,6 +71,8 @@ final class PushDispatcher: Service {
     /// Dead tokens that cannot be deactivated (the database away), said as claims are: the first bunch, a reminder a
     /// minute, the recovery; not a line for every bunch of a push's answers.
     private let pruneFailures: FailureLog
+    /// Each app's recent answers, whose outright rejections may be the app's fault rather than its tokens'.
+    private let rejections = Mutex<[String: OutrightRejections]>([:])
     private let pushesCompleted = Counter(label: "tern_pushes_completed_total")
     private let chunksReclaimed = Counter(label: "tern_push_chunks_reclaimed_total")
     private let recipientsAccepted = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "accepted")])
@@ -913,10 +915,14 @@ final class PushDispatcher: Service {
                         var unsettled = 0
                         var unsettledPermits = 0
                         var dead: [(index: Int, failure: PushFailure, holdsPermit: Bool, token: TokenDeactivation)] = []
+                        // APNs' answers, accepted and rejected outright, for ``OutrightRejections``.
+                        var answeredAccepted = 0
+                        var rejectedOutright = 0
                         for (item, outcome) in results {
                             let index = batch.recipients[item]
                             // The usual answer, without copying the recipient (five strings) to classify it.
                             if outcome.isAcceptedAnswer {
+                                answeredAccepted += 1
                                 settled.append((index, .accepted, true))
                                 continue
                             }
@@ -931,8 +937,21 @@ final class PushDispatcher: Service {
                             case .deadToken(let failure, let reason, let invalidSince, let apnsTimestamp):
                                 let token = TokenDeactivation(
                                     token: recipients[index].token, reason: reason, invalidSince: invalidSince, apnsTimestamp: apnsTimestamp)
+                                // No time of death: rejected outright (`BadDeviceToken`, `DeviceTokenNotForTopic`).
+                                if invalidSince == nil { rejectedOutright += 1 }
                                 dead.append((index, failure, outcome.tookPermit, token))
                             }
+                        }
+                        if answeredAccepted + rejectedOutright > 0,
+                            !self.outrightRejectionsDeactivate(app: app, accepted: answeredAccepted, rejected: rejectedOutright)
+                        {
+                            // The app is doubted: its outright rejections fail, their tokens kept.
+                            for entry in dead where entry.token.invalidSince == nil {
+                                var failure = entry.failure
+                                failure.detail = OutrightRejections.keptDetail
+                                settled.append((entry.index, .failed(failure, pruned: false), entry.holdsPermit))
+                            }
+                            dead.removeAll { $0.token.invalidSince == nil }
                         }
                         if !dead.isEmpty {
                             let pruned = await self.prune(dead.map(\.token), app: app, at: now)
@@ -973,6 +992,26 @@ final class PushDispatcher: Service {
             case .refused: .refused
             }
         return AnswerVerdict.of(ending, recipient: recipient, pushType: pushType, at: now)
+    }
+
+    /// Counts a bunch of `app`'s answers (``OutrightRejections``) and logs a change of doubt. - Returns: whether its
+    /// outright rejections may deactivate their tokens.
+    private func outrightRejectionsDeactivate(app: AppRecord, accepted: Int, rejected: Int) -> Bool {
+        let (deactivate, change) = rejections.withLock { rejections in
+            if rejections[app.id]?.topic != app.topic { rejections[app.id] = OutrightRejections(topic: app.topic) }
+            return rejections[app.id]!.answered(accepted: accepted, rejected: rejected)
+        }
+        switch change {
+        case .doubting?:
+            logger.error(
+                "APNs refuses nearly every token of the app outright (BadDeviceToken, DeviceTokenNotForTopic): its topic or its devices' environment looks wrong, not the tokens; those tokens are kept, not deactivated, until APNs accepts most of the app's notifications again",
+                metadata: ["app": "\(app.id)", "topic": "\(app.topic)"])
+        case .trusting?:
+            logger.notice("APNs accepts the app's notifications again: outright rejections deactivate their tokens again", metadata: ["app": "\(app.id)"])
+        case nil:
+            break
+        }
+        return deactivate
     }
 
     /// Deactivates the dead tokens of a bunch of answers, in one transaction (one commit for them all, and on
