@@ -2273,7 +2273,7 @@ enum OpenAPIDocument {
        "type": "string",
        "maxLength": 500
       },
-      "description": "for a failure reason that does not say its cause (connectionFailed, timedOut, clientUnavailable), the cause in words, from the first such failure; absent when no failure had one"
+      "description": "by failure reason, what the reason alone does not say, from the first failure that said it: the last connect error behind connectionFailed or timedOut, why the app has no APNs client (clientUnavailable), why a token APNs refused outright was not deactivated; absent when no failure had one"
      },
      "failures": {
       "type": "array",

@@ -69,9 +69,9 @@ struct PushesAPI {
         var cancelledAt: Date?
         /// When it is (or was) to be sent, for a push made with a `sendAt` still ahead.
         var sendAt: Date?
-        /// For a failure reason that does not say the cause itself (`connectionFailed`, `timedOut`,
-        /// `clientUnavailable`), the cause in words, from the first such failure: the APNs client's last connect error,
-        /// why the app has no client. Absent when no failure had one.
+        /// By failure reason, what the reason alone does not say, from the first failure that said it: the APNs
+        /// client's last connect error (`connectionFailed`, `timedOut`), why the app has no client
+        /// (`clientUnavailable`), why a token APNs refused outright was kept. Absent when no failure had one.
         var failureDetails: [String: String]?
         var failures: [FailureView]?
         var nextFailures: String?
