@@ -105,6 +105,40 @@ struct EndpointWindowTests {
         #expect(window.outstanding == 0)
         #expect(window.limit == 500)
     }
+
+    @Test func anEndpointThatRefusesTheCredentialsFailsTheRestAtOnceAndIsProbedAMinuteLater() {
+        var window = EndpointWindow(initial: 500, maximum: 4000)
+        let start = now
+        let refused = EndpointWindow.Admission.refuseCredentials
+        #expect(window.admit(10, at: start) == .send(10))
+        // The first answer refuses the app's key: the rest fail at once, unsent, with its reason; logged once.
+        #expect(window.record([.credentialsRefused(.invalidProviderToken)], at: start + .milliseconds(5)) == .refusingCredentials(.invalidProviderToken))
+        #expect(window.admit(1000, at: start + .milliseconds(6)) == refused(1000, .invalidProviderToken))
+        let last = start + .milliseconds(7)
+        #expect(window.record(Array(repeating: .credentialsRefused(.invalidProviderToken), count: 9), at: last) == nil)
+        // A probe interval after the last refusal, with nothing out, one goes; the others still fail.
+        #expect(window.admit(5, at: last + .seconds(59)) == refused(5, .invalidProviderToken))
+        #expect(window.admit(5, at: last + .seconds(60)) == .send(1))
+        #expect(window.admit(5, at: last + .seconds(61)) == refused(5, .invalidProviderToken), "one probe at a time")
+        // Refused again: the next probe an interval after that.
+        #expect(window.record([.credentialsRefused(.invalidProviderToken)], at: last + .seconds(61)) == nil)
+        #expect(window.admit(5, at: last + .seconds(90)) == refused(5, .invalidProviderToken))
+        #expect(window.admit(5, at: last + .seconds(121)) == .send(1))
+        // Taken this time: the window lets them go again, as wide as before.
+        #expect(window.record([.answered], at: last + .seconds(121)) == .acceptingCredentials)
+        #expect(window.credentialsRefused == nil)
+        #expect(window.admit(600, at: last + .seconds(122)) == .send(500))
+    }
+
+    @Test func aRefusalOfTheCredentialsIsAnAnswerItEndsASilence() {
+        var window = EndpointWindow(initial: 4, maximum: 4)
+        let sentAt = now
+        #expect(window.admit(2, at: sentAt) == .send(2))
+        #expect(window.record([.timedOut(sentAt: sentAt)], at: sentAt + .seconds(10)) == .silent)
+        #expect(window.record([.credentialsRefused(.badCertificate)], at: sentAt + .seconds(11)) == .refusingCredentials(.badCertificate))
+        #expect(!window.isSilent)
+        #expect(window.admit(3, at: sentAt + .seconds(11)) == .refuseCredentials(3, .badCertificate))
+    }
 }
 
 /// The window shared by the batches to one endpoint.
@@ -139,6 +173,16 @@ struct EndpointGateTests {
             #expect(last?.1 == .refuse(5))
             try await group.waitForAll()
         }
+    }
+
+    @Test func whoWaitsWhenTheCredentialsAreRefusedFailsAtOnce() async throws {
+        let gate = EndpointGate(initial: 1, maximum: 1)
+        #expect(try await gate.admit(1) == .send(1))
+        let waiter = Task { try await gate.admit(3) }
+        while gate.waiting < 1 { await Task.yield() }
+        gate.record([.credentialsRefused(.invalidProviderToken)], at: .now)
+        #expect(try await waiter.value == .refuseCredentials(3, .invalidProviderToken))
+        #expect(try await gate.admit(2) == .refuseCredentials(2, .invalidProviderToken))
     }
 
     @Test func aCancelledWaiterLeaves() async throws {

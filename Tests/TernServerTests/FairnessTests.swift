@@ -163,4 +163,47 @@ struct FairnessTests {
             }
         }
     }
+
+    @Test func anAppWhoseKeyAPNsRefusesSendsItsWindowAndFailsTheRestUnsentUntilTheKeyIsPutRight() async throws {
+        let trusted = APNsSigningKey.generate(keyID: "TRUSTED001", teamID: "TEAM123456")
+        let revoked = APNsSigningKey.generate(keyID: "REVOKED001", teamID: "TEAM123456")
+        var configuration = try APNsSimulator.Configuration()
+        configuration.tokenKeys = [ProviderTokenKey(keyID: trusted.keyID, teamID: trusted.teamID, publicKey: trusted.publicKey)]
+        configuration.legacyGatewayPort = nil
+        configuration.feedbackPort = nil
+        configuration.shutdownGracePeriod = .milliseconds(100)
+        try await APNsSimulator.withRunning(configuration) { apns in
+            // The app's endpoint window starts at half the node's least in-flight limit: 10.
+            try await RouterHarness.withServer(configure: {
+                $0.delivery.concurrency = 20
+                $0.delivery.minimumConcurrency = 20
+            }) { server in
+                let devices = 200
+                let (_, master) = try await server.createCustomApp(
+                    "revoked", port: apns.port, caPEM: apns.certificateAuthority.certificatePEM, key: revoked, devices: devices)
+                let everyone = Fixture.push(audience: #"{"all": true}"#)
+
+                // APNs refuses the key: what went before the first refusal came back is all that reaches it.
+                let first = try await master.post("/v1/apps/revoked/pushes?wait=30", everyone).json()
+                #expect(first[path: "counts.failedByReason.InvalidProviderToken"]?.int == devices, "\(first)")
+                #expect(first[path: "failureDetails.InvalidProviderToken"]?.string?.hasPrefix("not sent: APNs refused the app's credentials") == true)
+                let sent = apns.state.stats().requests
+                #expect((1...10).contains(sent), "\(sent) requests reached APNs")
+
+                // The next push sends nothing: no probe is due for a minute.
+                let second = try await master.post("/v1/apps/revoked/pushes?wait=30", everyone).json()
+                #expect(second[path: "counts.failedByReason.InvalidProviderToken"]?.int == devices, "\(second)")
+                #expect(apns.state.stats().requests == sent)
+
+                // The key put right: the app gets a new client, and its pushes go.
+                let escape = { (text: String) in text.replacingOccurrences(of: "\n", with: "\\n") }
+                let fixed = try await server.admin.patch("/v1/apps/revoked", """
+                    {"credentials": {"type": "token", "keyPEM": "\(escape(trusted.pemRepresentation))", "keyID": "\(trusted.keyID)", "teamID": "\(trusted.teamID)"}}
+                    """)
+                #expect(fixed.status == 200, "\(fixed.text)")
+                let third = try await master.post("/v1/apps/revoked/pushes?wait=30", everyone).json()
+                #expect(third[path: "counts.accepted"]?.int == devices, "\(third)")
+            }
+        }
+    }
 }

@@ -93,7 +93,7 @@ actor ClientDirectory {
             configuration.sendTimeout = sendTimeout
             client = HTTP2Sender(
                 client: try APNsClient(configuration: configuration, logger: clientLogger),
-                gate: EndpointGate(initial: endpointWindow.initial, maximum: endpointWindow.maximum) { [clientLogger] change in
+                gate: EndpointGate(initial: endpointWindow.initial, maximum: endpointWindow.maximum, onChange: { [clientLogger] change in
                     let place = "\(endpoint.host):\(endpoint.port)"
                     switch change {
                     case .silent:
@@ -102,8 +102,14 @@ actor ClientDirectory {
                             metadata: ["endpoint": "\(place)"])
                     case .answering:
                         clientLogger.notice("APNs endpoint answers again", metadata: ["endpoint": "\(place)"])
+                    case .refusingCredentials(let reason):
+                        clientLogger.error(
+                            "APNs refuses the app's credentials: its notifications fail at once, unsent, with APNs' reason, and one a minute is tried, until APNs takes them or the app's credentials or topic change",
+                            metadata: ["endpoint": "\(place)", "reason": "\(reason)"])
+                    case .acceptingCredentials:
+                        clientLogger.notice("APNs takes the app's credentials again", metadata: ["endpoint": "\(place)"])
                     }
-                })
+                }))
         }
         clients[key] = (app.updatedAt, client)
         return client

@@ -19,6 +19,9 @@ enum BatchOutcome: Sendable {
     case notSent(tookPermit: Bool)
     /// Its endpoint answers nothing (``EndpointWindow``): it failed at once, unsent, holding no permit.
     case refused
+    /// Its endpoint refuses the app's credentials, with this reason (``EndpointWindow``): it failed at once, unsent,
+    /// holding no permit.
+    case refusedCredentials(APNsReason)
 
     /// APNs accepted it: the usual answer, told without copying the delivery.
     var isAcceptedAnswer: Bool {
@@ -29,7 +32,7 @@ enum BatchOutcome: Sendable {
     var tookPermit: Bool {
         switch self {
         case .sent: true
-        case .superseded, .refused: false
+        case .superseded, .refused, .refusedCredentials: false
         case .notSent(let tookPermit): tookPermit
         }
     }
@@ -51,6 +54,13 @@ enum BatchOutcome: Sendable {
 /// when it begins and ends), and while the endpoint is silent its notifications fail at once
 /// (``BatchOutcome/refused``).
 enum OrderedBatch {
+    /// What an answer says of its endpoint: that it answers, and whether it refused the app's credentials
+    /// (``EndpointWindow/credentialsReasons``).
+    static func ending(_ response: APNsResponse) -> EndpointWindow.Ending {
+        guard !response.isSuccess, let reason = response.reason, EndpointWindow.credentialsReasons.contains(reason) else { return .answered }
+        return .credentialsRefused(reason)
+    }
+
     typealias Result = (item: Int, outcome: BatchOutcome)
 
     static func send(
@@ -84,6 +94,14 @@ enum OrderedBatch {
         /// go.
         @Sendable func go(_ items: [Int]) async {
             var rest = items[...]
+            /// Fails the next `count` at once, unsent, as the endpoint's gate said.
+            func refuse(_ count: Int, as outcome: BatchOutcome) async {
+                let refused = Array(rest.prefix(count))
+                rest = rest.dropFirst(count)
+                skip(refused.count)
+                await onResults(refused.map { ($0, outcome) })
+                order.finish(refused.lazy.compactMap { batch[$0].ticket })
+            }
             while !rest.isEmpty {
                 var granted = rest.count
                 if let gate {
@@ -104,11 +122,10 @@ enum OrderedBatch {
                     case .send(let count):
                         granted = count
                     case .refuse(let count):
-                        let refused = Array(rest.prefix(count))
-                        rest = rest.dropFirst(count)
-                        skip(refused.count)
-                        await onResults(refused.map { ($0, .refused) })
-                        order.finish(refused.lazy.compactMap { batch[$0].ticket })
+                        await refuse(count, as: .refused)
+                        continue
+                    case .refuseCredentials(let count, let reason):
+                        await refuse(count, as: .refusedCredentials(reason))
                         continue
                     case .wait:
                         preconditionFailure("an endpoint's gate answers only once it sends or refuses")
@@ -173,9 +190,9 @@ enum OrderedBatch {
                                 // client's own error (a timeout, a connection that failed) says nothing about APNs'
                                 // speed.
                                 switch result.result {
-                                case .success:
+                                case .success(let delivery):
                                     roundTrips.append(sentAt.duration(to: now))
-                                    if gate != nil { endings.append(.answered) }
+                                    if gate != nil { endings.append(Self.ending(delivery.response)) }
                                 case .failure(let error):
                                     if gate != nil { endings.append(error.code == .timedOut ? .timedOut(sentAt: sentAt) : .other) }
                                 }

@@ -990,6 +990,7 @@ final class PushDispatcher: Service {
             case .superseded: .superseded
             case .notSent: .notSent
             case .refused: .refused
+            case .refusedCredentials(let reason): .credentialsRefused(reason)
             }
         return AnswerVerdict.of(ending, recipient: recipient, pushType: pushType, at: now)
     }

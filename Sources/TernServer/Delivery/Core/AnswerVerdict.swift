@@ -29,6 +29,13 @@ enum AnswerVerdict: Equatable, Sendable {
         case notSent
         /// It never went: its endpoint answers nothing (``EndpointWindow``).
         case refused
+        /// It never went: its endpoint refuses the app's credentials, with this reason (``EndpointWindow``).
+        case credentialsRefused(APNsReason)
+    }
+
+    /// The detail of a notification that did not go because APNs refuses the app's credentials.
+    static func credentialsRefusedDetail(_ reason: APNsReason) -> String {
+        "not sent: APNs refused the app's credentials (\(reason)) for an earlier notification, and would refuse this one too; one notification a minute is tried until APNs takes them or the app's credentials or topic change"
     }
 
     /// - Parameter pushType: what was sent: a type with tokens of its own deactivates none (``TokenPruning``).
@@ -43,6 +50,9 @@ enum AnswerVerdict: Equatable, Sendable {
             return .unsettled
         case .refused:
             return .failed(failure(status: nil, reason: .notAnswering))
+        case .credentialsRefused(let reason):
+            // APNs' reason, with no status: APNs did not answer this one.
+            return .failed(failure(status: nil, reason: .apns(reason), detail: credentialsRefusedDetail(reason)))
         case .clientError(let code, _) where code == .cancelled || code == .shutDown:
             // Cut off by this node's stop, not judged by APNs or by the client's own limits.
             return .unsettled

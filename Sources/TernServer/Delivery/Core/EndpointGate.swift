@@ -21,11 +21,11 @@ final class EndpointGate: Sendable {
         var nextID: UInt64 = 0
 
         /// Admits waiters in turn while the window lets them go (or refuses them).
-        mutating func wake() -> [(CheckedContinuation<EndpointWindow.Admission, any Error>, EndpointWindow.Admission)] {
+        mutating func wake(at now: ContinuousClock.Instant) -> [(CheckedContinuation<EndpointWindow.Admission, any Error>, EndpointWindow.Admission)] {
             var woken: [(CheckedContinuation<EndpointWindow.Admission, any Error>, EndpointWindow.Admission)] = []
             while let first = waiters.first {
                 // Waiters who came later began no earlier: none of them is refused while the first waits.
-                let admission = window.admit(first.wanted, waitingSince: first.since)
+                let admission = window.admit(first.wanted, waitingSince: first.since, at: now)
                 if admission == .wait { break }
                 waiters.removeFirst()
                 woken.append((first.continuation, admission))
@@ -37,9 +37,15 @@ final class EndpointGate: Sendable {
     private let state: Mutex<State>
     /// Told (outside the lock) when the endpoint begins or stops answering nothing.
     private let onChange: @Sendable (EndpointWindow.Change) -> Void
+    /// The time admissions are decided at (a probe of refused credentials waits for its interval).
+    private let now: @Sendable () -> ContinuousClock.Instant
 
-    init(initial: Int, maximum: Int, onChange: @escaping @Sendable (EndpointWindow.Change) -> Void = { _ in }) {
+    init(
+        initial: Int, maximum: Int, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
+        onChange: @escaping @Sendable (EndpointWindow.Change) -> Void = { _ in }
+    ) {
         state = Mutex(State(window: EndpointWindow(initial: initial, maximum: maximum)))
+        self.now = now
         self.onChange = onChange
     }
 
@@ -49,19 +55,20 @@ final class EndpointGate: Sendable {
     /// Batches waiting for the window.
     var waiting: Int { state.withLock { $0.waiters.count } }
 
-    /// Slots for up to `wanted` notifications: ``EndpointWindow/Admission/send(_:)`` or
-    /// ``EndpointWindow/Admission/refuse(_:)``, waiting while the window is full (`onWaiting` is called first, only
+    /// Slots for up to `wanted` notifications: ``EndpointWindow/Admission/send(_:)``,
+    /// ``EndpointWindow/Admission/refuse(_:)`` or ``EndpointWindow/Admission/refuseCredentials(_:_:)``, waiting while the window is full (`onWaiting` is called first, only
     /// then). Throws `CancellationError` if the task is cancelled while it waits.
     func admit(_ wanted: Int, onWaiting: () -> Void = {}) async throws -> EndpointWindow.Admission {
-        let (now, id, since) = state.withLock { state -> (EndpointWindow.Admission?, UInt64, Int) in
+        let instant = now()
+        let (atOnce, id, since) = state.withLock { state -> (EndpointWindow.Admission?, UInt64, Int) in
             if state.waiters.isEmpty {
-                let admission = state.window.admit(wanted)
+                let admission = state.window.admit(wanted, at: instant)
                 if admission != .wait { return (admission, 0, 0) }
             }
             defer { state.nextID += 1 }
             return (nil, state.nextID, state.window.silences)
         }
-        if let now { return now }
+        if let atOnce { return atOnce }
         onWaiting()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<EndpointWindow.Admission, any Error>) in
@@ -69,7 +76,7 @@ final class EndpointGate: Sendable {
                     if Task.isCancelled { return nil }
                     state.waiters.append(Waiter(id: id, wanted: wanted, since: since, continuation: continuation))
                     // The window may have freed up since it was found full.
-                    return state.wake()
+                    return state.wake(at: now())
                 }
                 guard let woken else { return continuation.resume(throwing: CancellationError()) }
                 for (waiter, admission) in woken { waiter.resume(returning: admission) }
@@ -88,7 +95,7 @@ final class EndpointGate: Sendable {
         guard !endings.isEmpty else { return }
         let (change, woken) = state.withLock { state in
             let change = state.window.record(endings, at: now)
-            return (change, state.wake())
+            return (change, state.wake(at: now))
         }
         if let change { onChange(change) }
         for (waiter, admission) in woken { waiter.resume(returning: admission) }
@@ -100,7 +107,7 @@ final class EndpointGate: Sendable {
         guard count > 0 else { return }
         let woken = state.withLock { state in
             state.window.giveBack(count)
-            return state.wake()
+            return state.wake(at: now())
         }
         for (waiter, admission) in woken { waiter.resume(returning: admission) }
     }

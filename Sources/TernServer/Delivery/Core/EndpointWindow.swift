@@ -1,3 +1,5 @@
+import TernAPNs
+
 /// How many notifications one APNs endpoint (one app's client) may have out at once, and whether it answers at all:
 /// the decision, as a value.
 ///
@@ -18,11 +20,29 @@
 ///
 /// A slow endpoint is not silent: it answers some notifications while others wait. Only an attempt timeout with
 /// nothing answered during it counts.
+///
+/// An endpoint that answers that the app's credentials are no good (``credentialsReasons``: `InvalidProviderToken`,
+/// `BadCertificate`…) would answer every notification of the app so: it **refuses the credentials**. Then its notifications fail at once, unsent, with that reason
+/// (``Admission/refuseCredentials(_:_:)``), and one goes as a probe when none is out and ``credentialsProbeInterval``
+/// has passed since the last refusal: an app whose key was revoked does not send APNs a million requests it refuses
+/// (nor trickle them, one stream a connection, as APNs allows a connection without a valid token). Any other answer
+/// ends it. A new client, made when the app's credentials change, starts afresh.
 struct EndpointWindow: Sendable {
+    /// How long after the endpoint refused the credentials one notification goes to see whether it still does.
+    static let credentialsProbeInterval = Duration.seconds(60)
+    /// APNs' answers that refuse the app's provider token or certificate as such, whatever the notification: a
+    /// revoked or mistyped key, a certificate of the wrong environment. Not `TopicDisallowed` or `Forbidden`, which
+    /// can refuse one topic (a certificate without the VoIP topic) while the app's alerts go.
+    static let credentialsReasons: Set<APNsReason> = [
+        .invalidProviderToken, .missingProviderToken, .badCertificate, .badCertificateEnvironment, .badEnvironmentKeyIdInToken,
+    ]
+
     /// What a notification's end says about the endpoint.
     enum Ending: Sendable, Equatable {
         /// The endpoint answered (accepted or not): it is alive.
         case answered
+        /// The endpoint answered that the app's credentials are no good, with this reason.
+        case credentialsRefused(APNsReason)
         /// The client gave up waiting for an answer to a notification sent at `sentAt`.
         case timedOut(sentAt: ContinuousClock.Instant)
         /// It ended otherwise (a connection failed, the batch stopped, its slot was not used): it says nothing.
@@ -35,6 +55,10 @@ struct EndpointWindow: Sendable {
         case silent
         /// It answered again after a silence.
         case answering
+        /// It refused the app's credentials, with this reason.
+        case refusingCredentials(APNsReason)
+        /// It took them again.
+        case acceptingCredentials
     }
 
     enum Admission: Sendable, Equatable {
@@ -44,6 +68,8 @@ struct EndpointWindow: Sendable {
         case wait
         /// The endpoint is silent: fail this many at once, unsent.
         case refuse(Int)
+        /// The endpoint refuses the app's credentials, with this reason: fail this many at once, unsent.
+        case refuseCredentials(Int, APNsReason)
     }
 
     let initial: Int
@@ -57,6 +83,8 @@ struct EndpointWindow: Sendable {
     /// refused.
     private(set) var silences = 0
     private var lastAnswer: ContinuousClock.Instant?
+    /// Why and when the endpoint last refused the app's credentials, while it does.
+    private(set) var credentialsRefused: (reason: APNsReason, at: ContinuousClock.Instant)?
 
     /// - Parameters:
     ///   - initial: the window of an endpoint that has not answered yet, or was silent.
@@ -69,8 +97,14 @@ struct EndpointWindow: Sendable {
 
     /// Up to `wanted` notifications asking to go; `waitingSince` is ``silences`` when they began to wait, if they
     /// were told to.
-    mutating func admit(_ wanted: Int, waitingSince: Int? = nil) -> Admission {
+    mutating func admit(_ wanted: Int, waitingSince: Int? = nil, at now: ContinuousClock.Instant = .now) -> Admission {
         precondition(wanted > 0, "at least one notification")
+        if let (reason, at) = credentialsRefused {
+            // One probe at a time, a probe interval after the last refusal; the rest fail now.
+            guard outstanding == 0, at.duration(to: now) >= Self.credentialsProbeInterval else { return .refuseCredentials(wanted, reason) }
+            outstanding = 1
+            return .send(1)
+        }
         if isSilent {
             // A timeout came since they began to wait: the silence goes on.
             if let waitingSince, waitingSince < silences { return .refuse(wanted) }
@@ -98,6 +132,10 @@ struct EndpointWindow: Sendable {
             switch ending {
             case .answered:
                 lastAnswer = now
+                if credentialsRefused != nil {
+                    credentialsRefused = nil
+                    change = .acceptingCredentials
+                }
                 if isSilent {
                     isSilent = false
                     limit = initial
@@ -105,6 +143,15 @@ struct EndpointWindow: Sendable {
                 } else if busy {
                     limit = min(maximum, limit + 2)
                 }
+            case .credentialsRefused(let reason):
+                // It answers: not silent, and the window does not grow on refusals.
+                lastAnswer = now
+                if isSilent {
+                    isSilent = false
+                    limit = initial
+                }
+                if credentialsRefused == nil { change = .refusingCredentials(reason) }
+                credentialsRefused = (reason, now)
             case .timedOut(let sentAt):
                 if let lastAnswer, lastAnswer >= sentAt { continue }
                 silences += 1
