@@ -12,17 +12,17 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "bench",
         abstract: "Measure the APNs client: send N notifications to a simulator over real TLS and report the rate.",
         discussion: """
-            By default it starts an APNs simulator in this process (production
-            environment, a demo token key made in memory, a free port on 127.0.0.1)
-            and sends it N alert notifications, each to its own device token,
-            through Tern's APNs client: `sendAll` over a lazy sequence, over
-            --connections HTTP/2 connections with at most --concurrency sends in
-            flight (default 100 per connection, the streams h2load -m 100 keeps
-            open, so the two rates compare). With --host/--port/--ca-file/--key-file/--key-id/--team-id it
-            sends to a simulator running elsewhere (`tern simulator`) instead, so
+            By default it starts an APNs simulator in this process (production \
+            environment, a demo token key made in memory, a free port on 127.0.0.1) \
+            and sends it N alert notifications, each to its own device token, \
+            through Tern's APNs client: `sendAll` over a lazy sequence, over \
+            --connections HTTP/2 connections with at most --concurrency sends in \
+            flight (default 100 per connection, the streams h2load -m 100 keeps \
+            open, so the two rates compare). With --host/--port/--ca-file/--key-file/--key-id/--team-id it \
+            sends to a simulator running elsewhere (`tern simulator`) instead, so \
             the client has the process to itself.
 
-            While it runs it prints progress to stderr about once a second. At the
+            While it runs it prints progress to stderr about once a second. At the \
             end it prints:
               throughput  notifications per second, start to last answer
               latency     p50, p99, p99.9 and max of each send (the time spent in

@@ -14,25 +14,25 @@ struct DeviceCommand: AsyncParsableCommand {
         commandName: "device",
         abstract: "Act as a device on the online channel: register, connect, print and acknowledge messages.",
         discussion: """
-            Registers a device with the app key (or uses --device-id and
-            --device-secret), connects to `GET …/devices/{id}/connect` as a
-            WebSocket, and prints each message as it arrives (the frame's JSON, one
-            line each), acknowledging it unless --no-ack (then `delivery: auto`
-            pushes fall back to APNs after their ackTimeout). A dropped connection is
-            reconnected with back-off, resuming after the last message received; so
-            is one whose server stops answering pings (every --ping-interval
+            Registers a device with the app key (or uses --device-id and \
+            --device-secret), connects to `GET …/devices/{id}/connect` as a \
+            WebSocket, and prints each message as it arrives (the frame's JSON, one \
+            line each), acknowledging it unless --no-ack (then `delivery: auto` \
+            pushes fall back to APNs after their ackTimeout). A dropped connection is \
+            reconnected with back-off, resuming after the last message received; so \
+            is one whose server stops answering pings (every --ping-interval \
             seconds), which a network cut or a server gone without a word leaves open.
 
-            With --count N it runs N new devices from one process, for load tests,
-            and prints a progress line every second instead of the messages.
-            --save-devices FILE keeps their ids and secrets, --register-only stops
+            With --count N it runs N new devices from one process, for load tests, \
+            and prints a progress line every second instead of the messages. \
+            --save-devices FILE keeps their ids and secrets, --register-only stops \
             once they are registered, and --devices FILE runs them again.
 
-            A new device's id and secret go to standard error once: pass them back
-            with --device-id and --device-secret (or TERN_DEVICE_SECRET) to be the
+            A new device's id and secret go to standard error once: pass them back \
+            with --device-id and --device-secret (or TERN_DEVICE_SECRET) to be the \
             same device again.
 
-            Exit status: 0 stopped (Ctrl-C) or --messages reached, 1 --timeout
+            Exit status: 0 stopped (Ctrl-C) or --messages reached, 1 --timeout \
             passed first, 2 the server refused or could not be reached, 64 bad input.
 
             Examples:

@@ -9,14 +9,14 @@ struct FeedbackCommand: AsyncParsableCommand {
         commandName: "feedback",
         abstract: "Read the legacy feedback service and print the dead tokens it lists.",
         discussion: """
-            Connects with a client certificate, reads to the end of the stream and
-            prints one line per token: when the app was found gone (UTC) and the
-            token, hex. The service clears its list once read, so keep the output.
-            A token should be dropped only if it was not registered again after that
-            time (`tern serve` applies this rule itself for apps on the legacy
+            Connects with a client certificate, reads to the end of the stream and \
+            prints one line per token: when the app was found gone (UTC) and the \
+            token, hex. The service clears its list once read, so keep the output. \
+            A token should be dropped only if it was not registered again after that \
+            time (`tern serve` applies this rule itself for apps on the legacy \
             transport).
 
-            Exit status: 0 read (even if empty), 2 no connection or a broken
+            Exit status: 0 read (even if empty), 2 no connection or a broken \
             stream, 64 bad input.
 
             Examples:

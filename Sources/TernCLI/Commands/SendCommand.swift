@@ -10,20 +10,20 @@ struct SendCommand: AsyncParsableCommand {
         abstract: "Send one notification to APNs (or to `tern simulator`) and print APNs' answer.",
         discussion: """
             The notification is checked against APNs' rules before anything is sent:
-            a bad token, topic, header or payload is a one-line error naming the
-            option, and nothing goes out. The push type defaults to alert, or to
-            background when the only content is --content-available (priority then
+            a bad token, topic, header or payload is a one-line error naming the \
+            option, and nothing goes out. The push type defaults to alert, or to \
+            background when the only content is --content-available (priority then \
             defaults to 5).
 
-            Prints `accepted  apns-id <uuid>`, or `rejected  <status> <Reason>
+            Prints `accepted  apns-id <uuid>`, or `rejected  <status> <Reason> \
             apns-id <uuid>` with what to do about it (and APNs' timestamp for a 410).
-            Exit status: 0 accepted, 1 rejected, 2 no answer (connection failure,
+            Exit status: 0 accepted, 1 rejected, 2 no answer (connection failure, \
             timeout), 64 bad input.
 
-            With --legacy it speaks Apple's retired binary protocol (gateway port
-            2195; `tern simulator` serves one) with a client certificate. That
-            gateway answers only failures, so "accepted" means no error response
-            came within --legacy-wait. Key material and provider tokens are never
+            With --legacy it speaks Apple's retired binary protocol (gateway port \
+            2195; `tern simulator` serves one) with a client certificate. That \
+            gateway answers only failures, so "accepted" means no error response \
+            came within --legacy-wait. Key material and provider tokens are never \
             printed; prefer --passphrase-env to --passphrase.
 
             Examples:

@@ -11,58 +11,58 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Run Tern: the push service your app backend talks to.",
         discussion: """
-            With no options it listens on 127.0.0.1:8080, keeps its data in ./tern.db
-            (SQLite) and its server key in ./tern.key, runs an APNs simulator in this
-            process and, on the first start, creates a `demo` app that delivers to it.
+            With no options it listens on 127.0.0.1:8080, keeps its data in ./tern.db \
+            (SQLite) and its server key in ./tern.key, runs an APNs simulator in this \
+            process and, on the first start, creates a `demo` app that delivers to it. \
             It prints the admin token and the demo app's secrets once: keep them.
 
-            Settings come from, strongest first: these options, environment variables
-            (TERN_HTTP_PORT for http.port, TERN_ADMIN_TOKEN, TERN_SERVER_KEY, …) and
+            Settings come from, strongest first: these options, environment variables \
+            (TERN_HTTP_PORT for http.port, TERN_ADMIN_TOKEN, TERN_SERVER_KEY, …) and \
             a JSON file given with --config, e.g.
               {"http": {"host": "0.0.0.0", "port": 8080},
                "database": {"path": "/var/lib/tern/tern.db"},
                "delivery": {"concurrency": 4000}}
-            Keys: http.host, http.port, http.maxConnections (open connections at most,
-            devices' included: default the open-files limit less 512),
-            http.requestHeadTimeout (seconds a request's head may take to arrive: default
-            30), http.requestBodyTimeout (seconds a request's body may
-            take after its head: default 30), http.idleTimeout (seconds between
-            requests: default 75), database.path, database.url (PostgreSQL;
-            TERN_DATABASE_URL), database.connections, database.callTimeout (seconds a
-            PostgreSQL call may take: default 15), admin.token, server.key,
-            server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled,
-            delivery.chunkSize (recipients per chunk; formerly delivery.pageSize),
-            delivery.concurrency (notifications sent and not yet recorded, at most: the
-            most a crash sends twice), delivery.minimumConcurrency (where the in-flight
-            limit starts; it follows APNs' round trips up to delivery.concurrency),
-            delivery.pushes, delivery.ordering (one notification per
-            device in flight, so badges never jump: default true), delivery.chunkLease
-            (seconds before a dead node's chunks go to another node: default 15),
+            Keys: http.host, http.port, http.maxConnections (open connections at most, \
+            devices' included: default the open-files limit less 512), \
+            http.requestHeadTimeout (seconds a request's head may take to arrive: default \
+            30), http.requestBodyTimeout (seconds a request's body may \
+            take after its head: default 30), http.idleTimeout (seconds between \
+            requests: default 75), database.path, database.url (PostgreSQL; \
+            TERN_DATABASE_URL), database.connections, database.callTimeout (seconds a \
+            PostgreSQL call may take: default 15), admin.token, server.key, \
+            server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled, \
+            delivery.chunkSize (recipients per chunk; formerly delivery.pageSize), \
+            delivery.concurrency (notifications sent and not yet recorded, at most: the \
+            most a crash sends twice), delivery.minimumConcurrency (where the in-flight \
+            limit starts; it follows APNs' round trips up to delivery.concurrency), \
+            delivery.pushes, delivery.ordering (one notification per \
+            device in flight, so badges never jump: default true), delivery.chunkLease \
+            (seconds before a dead node's chunks go to another node: default 15), \
             delivery.pushRetention (days a completed push, with its failures, is kept:
-            default 30; 0 keeps every push),
-            apns.connections, apns.idleTimeout (seconds an APNs connection may carry
-            nothing before it is closed: default 600), apns.sendTimeout (seconds a
-            notification may take to be answered, and an endpoint be unreachable before
-            its notifications fail at once: default 30), apns.legacyReplayWindow (ms a legacy gateway notification
-            waits for an error before it counts as accepted: default 500), apns.proxy
-            (http://[user:password@]host:port: an HTTP proxy to reach APNs through; TERN_APNS_PROXY),
-            inbox.sweepInterval (seconds between deletions of what expired or passed
+            default 30; 0 keeps every push), \
+            apns.connections, apns.idleTimeout (seconds an APNs connection may carry \
+            nothing before it is closed: default 600), apns.sendTimeout (seconds a \
+            notification may take to be answered, and an endpoint be unreachable before \
+            its notifications fail at once: default 30), apns.legacyReplayWindow (ms a legacy gateway notification \
+            waits for an error before it counts as accepted: default 500), apns.proxy \
+            (http://[user:password@]host:port: an HTTP proxy to reach APNs through; TERN_APNS_PROXY), \
+            inbox.sweepInterval (seconds between deletions of what expired or passed \
             its retention: default 60), inbox.badgeUpdateDelay (ms:
-            reads gathered into one silent badge update), feedback.checkInterval (seconds
-            between looks for legacy apps due a feedback read), channel.pingInterval (ms
-            between pings on each device connection: default 30000), channel.nodeTimeout
-            (seconds a node sharing the database may go unseen before its devices count
-            as disconnected: default 60),
-            webhooks.allowPrivateNetworks, server.shutdownTimeout (seconds),
-            console.enabled (the operator's console at /console: default true),
-            console.secureCookies (behind a TLS proxy that sends no X-Forwarded-Proto),
-            console.sessionIdleTimeout and console.sessionLifetime (seconds: default
+            reads gathered into one silent badge update), feedback.checkInterval (seconds \
+            between looks for legacy apps due a feedback read), channel.pingInterval (ms \
+            between pings on each device connection: default 30000), channel.nodeTimeout \
+            (seconds a node sharing the database may go unseen before its devices count \
+            as disconnected: default 60), \
+            webhooks.allowPrivateNetworks, server.shutdownTimeout (seconds), \
+            console.enabled (the operator's console at /console: default true), \
+            console.secureCookies (behind a TLS proxy that sends no X-Forwarded-Proto), \
+            console.sessionIdleTimeout and console.sessionLifetime (seconds: default \
             1800 and 43200).
 
-            Ctrl-C (SIGINT) or SIGTERM stops it gracefully: no new requests, the chunks
-            of recipients in flight are delivered and recorded (not an auto chunk still
-            waiting for acknowledgements: its devices' connections close first), the
-            rest of a push is sent by the other nodes or resumes at the next start. A
+            Ctrl-C (SIGINT) or SIGTERM stops it gracefully: no new requests, the chunks \
+            of recipients in flight are delivered and recorded (not an auto chunk still \
+            waiting for acknowledgements: its devices' connections close first), the \
+            rest of a push is sent by the other nodes or resumes at the next start. A \
             second signal during that stop cancels what is left at once.
 
             Examples:

@@ -28,16 +28,16 @@ extension SimulatorCommand {
             commandName: "run",
             abstract: "Run the simulator (the default: `tern simulator` is `tern simulator run`).",
             discussion: """
-                It listens for the APNs HTTP/2 API over TLS (ALPN h2, or HTTP/2 with prior knowledge) and serves a
-                JSON control API over plain HTTP/1.1: mark tokens unregistered, bind tokens to a topic, inject
+                It listens for the APNs HTTP/2 API over TLS (ALPN h2, or HTTP/2 with prior knowledge) and serves a \
+                JSON control API over plain HTTP/1.1: mark tokens unregistered, bind tokens to a topic, inject \
                 faults and latency, send GOAWAY or drop connections, read the arrival log and counters.
 
-                It also plays Apple's retired binary interface, for certificate connections only: the legacy
-                gateway (--legacy-port, Apple's 2195) and the feedback service (--feedback-port, Apple's 2196),
+                It also plays Apple's retired binary interface, for certificate connections only: the legacy \
+                gateway (--legacy-port, Apple's 2195) and the feedback service (--feedback-port, Apple's 2196), \
                 which lists the tokens marked unregistered once.
 
-                With no --key it creates a demo token key (SIMKEY0001, team SIMTEAM001) in the state folder.
-                With no --cert it issues a server certificate from its own CA, written to <state-dir>/ca.pem for
+                With no --key it creates a demo token key (SIMKEY0001, team SIMTEAM001) in the state folder. \
+                With no --cert it issues a server certificate from its own CA, written to <state-dir>/ca.pem for \
                 clients to trust. Client certificates from `tern simulator issue-cert` work for certificate auth.
 
                 Examples:
@@ -251,7 +251,7 @@ extension SimulatorCommand {
             commandName: "issue-cert",
             abstract: "Write a push client certificate, signed by the simulator's CA, for certificate auth.",
             discussion: """
-                Like Apple's push certificate, it names the app as UID and lists the topics <topic>, <topic>.voip
+                Like Apple's push certificate, it names the app as UID and lists the topics <topic>, <topic>.voip \
                 and <topic>.complication. The simulator takes the default topic from it.
 
                 Example:

@@ -7,7 +7,7 @@ struct TokenCommand: ParsableCommand {
         commandName: "token",
         abstract: "Print a signed APNs provider token (JWT) for a .p8 key.",
         discussion: """
-            The token is valid for one hour. APNs refuses a connection that changes token more than once every
+            The token is valid for one hour. APNs refuses a connection that changes token more than once every \
             20 minutes, so reuse one token per connection rather than signing one per request.
 
             Example (against `tern simulator`, whose demo key lives in .tern/simulator):
