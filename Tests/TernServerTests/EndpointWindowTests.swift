@@ -108,26 +108,31 @@ struct EndpointWindowTests {
 
     @Test func anEndpointThatRefusesTheCredentialsFailsTheRestAtOnceAndIsProbedAMinuteLater() {
         var window = EndpointWindow(initial: 500, maximum: 4000)
+        let (app, voip) = ("com.example.app", "com.example.app.voip")
         let start = now
         let refused = EndpointWindow.Admission.refuseCredentials
-        #expect(window.admit(10, at: start) == .send(10))
+        #expect(window.admit(10, topic: app, at: start) == .send(10))
         // The first answer refuses the app's key: the rest fail at once, unsent, with its reason; logged once.
-        #expect(window.record([.credentialsRefused(.invalidProviderToken)], at: start + .milliseconds(5)) == .refusingCredentials(.invalidProviderToken))
-        #expect(window.admit(1000, at: start + .milliseconds(6)) == refused(1000, .invalidProviderToken))
+        #expect(window.record([.credentialsRefused(.invalidProviderToken)], topic: app, at: start + .milliseconds(5))
+            == .refusingCredentials(.invalidProviderToken, topic: app))
+        #expect(window.admit(1000, topic: app, at: start + .milliseconds(6)) == refused(1000, .invalidProviderToken))
         let last = start + .milliseconds(7)
-        #expect(window.record(Array(repeating: .credentialsRefused(.invalidProviderToken), count: 9), at: last) == nil)
+        #expect(window.record(Array(repeating: .credentialsRefused(.invalidProviderToken), count: 9), topic: app, at: last) == nil)
+        // Another topic of the app (a certificate may cover one and not the other) is not refused.
+        #expect(window.admit(3, topic: voip, at: last) == .send(3))
+        window.record(Array(repeating: .answered, count: 3), topic: voip, at: last)
         // A probe interval after the last refusal, with nothing out, one goes; the others still fail.
-        #expect(window.admit(5, at: last + .seconds(59)) == refused(5, .invalidProviderToken))
-        #expect(window.admit(5, at: last + .seconds(60)) == .send(1))
-        #expect(window.admit(5, at: last + .seconds(61)) == refused(5, .invalidProviderToken), "one probe at a time")
+        #expect(window.admit(5, topic: app, at: last + .seconds(59)) == refused(5, .invalidProviderToken))
+        #expect(window.admit(5, topic: app, at: last + .seconds(60)) == .send(1))
+        #expect(window.admit(5, topic: app, at: last + .seconds(61)) == refused(5, .invalidProviderToken), "one probe at a time")
         // Refused again: the next probe an interval after that.
-        #expect(window.record([.credentialsRefused(.invalidProviderToken)], at: last + .seconds(61)) == nil)
-        #expect(window.admit(5, at: last + .seconds(90)) == refused(5, .invalidProviderToken))
-        #expect(window.admit(5, at: last + .seconds(121)) == .send(1))
+        #expect(window.record([.credentialsRefused(.invalidProviderToken)], topic: app, at: last + .seconds(61)) == nil)
+        #expect(window.admit(5, topic: app, at: last + .seconds(90)) == refused(5, .invalidProviderToken))
+        #expect(window.admit(5, topic: app, at: last + .seconds(121)) == .send(1))
         // Taken this time: the window lets them go again, as wide as before.
-        #expect(window.record([.answered], at: last + .seconds(121)) == .acceptingCredentials)
-        #expect(window.credentialsRefused == nil)
-        #expect(window.admit(600, at: last + .seconds(122)) == .send(500))
+        #expect(window.record([.answered], topic: app, at: last + .seconds(121)) == .acceptingCredentials(topic: app))
+        #expect(window.credentialsRefused.isEmpty)
+        #expect(window.admit(600, topic: app, at: last + .seconds(122)) == .send(500))
     }
 
     @Test func aRefusalOfTheCredentialsIsAnAnswerItEndsASilence() {
@@ -135,7 +140,7 @@ struct EndpointWindowTests {
         let sentAt = now
         #expect(window.admit(2, at: sentAt) == .send(2))
         #expect(window.record([.timedOut(sentAt: sentAt)], at: sentAt + .seconds(10)) == .silent)
-        #expect(window.record([.credentialsRefused(.badCertificate)], at: sentAt + .seconds(11)) == .refusingCredentials(.badCertificate))
+        #expect(window.record([.credentialsRefused(.badCertificate)], at: sentAt + .seconds(11)) == .refusingCredentials(.badCertificate, topic: ""))
         #expect(!window.isSilent)
         #expect(window.admit(3, at: sentAt + .seconds(11)) == .refuseCredentials(3, .badCertificate))
     }
@@ -181,7 +186,7 @@ struct EndpointGateTests {
         let waiter = Task { try await gate.admit(3) }
         while gate.waiting < 1 { await Task.yield() }
         gate.record([.credentialsRefused(.invalidProviderToken)], at: .now)
-        #expect(try await waiter.value == .refuseCredentials(3, .invalidProviderToken))
+        #expect(try await waiter.value == .refuseCredentials(3, .invalidProviderToken), "it waited for the same topic")
         #expect(try await gate.admit(2) == .refuseCredentials(2, .invalidProviderToken))
     }
 

@@ -102,12 +102,12 @@ actor ClientDirectory {
                             metadata: ["endpoint": "\(place)"])
                     case .answering:
                         clientLogger.notice("APNs endpoint answers again", metadata: ["endpoint": "\(place)"])
-                    case .refusingCredentials(let reason):
+                    case .refusingCredentials(let reason, let topic):
                         clientLogger.error(
-                            "APNs refuses the app's credentials: its notifications fail at once, unsent, with APNs' reason, and one a minute is tried, until APNs takes them or the app's credentials or topic change",
-                            metadata: ["endpoint": "\(place)", "reason": "\(reason)"])
-                    case .acceptingCredentials:
-                        clientLogger.notice("APNs takes the app's credentials again", metadata: ["endpoint": "\(place)"])
+                            "APNs refuses the app's credentials for this topic: its notifications fail at once, unsent, with APNs' reason, and one a minute is tried, until APNs takes them or the app's credentials or topic change",
+                            metadata: ["endpoint": "\(place)", "topic": "\(topic)", "reason": "\(reason)"])
+                    case .acceptingCredentials(let topic):
+                        clientLogger.notice("APNs takes the app's credentials again", metadata: ["endpoint": "\(place)", "topic": "\(topic)"])
                     }
                 }))
         }

@@ -69,6 +69,8 @@ enum OrderedBatch {
         onResults: @escaping @Sendable ([Result]) async -> Void
     ) async {
         guard !batch.isEmpty else { return }
+        // One push's notifications: one topic, which the endpoint's window keeps refusals of credentials by.
+        let topic = batch[0].notification.metadata.topic ?? ""
         let input = NotificationFeed()
         let feed = SharedFeed(count: batch.count)
         var free: [Int] = []
@@ -108,7 +110,7 @@ enum OrderedBatch {
                     var waited = false
                     let admission: EndpointWindow.Admission
                     do {
-                        admission = try await gate.admit(rest.count) {
+                        admission = try await gate.admit(rest.count, topic: topic) {
                             waited = true
                             onWaiting(true)
                         }
@@ -199,7 +201,7 @@ enum OrderedBatch {
                             }
                         }
                         if let permits, !roundTrips.isEmpty { permits.observe(roundTrips: roundTrips, at: now) }
-                        gate?.record(endings, at: now)
+                        gate?.record(endings, topic: topic, at: now)
                         await onResults(outcomes)
                         order.finish(outcomes.lazy.compactMap { batch[$0.item].ticket })
                     }

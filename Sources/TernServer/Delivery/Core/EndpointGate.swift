@@ -10,6 +10,8 @@ final class EndpointGate: Sendable {
     private struct Waiter {
         var id: UInt64
         var wanted: Int
+        /// Their topic.
+        var topic: String
         /// The window's ``EndpointWindow/silences`` when it began to wait.
         var since: Int
         var continuation: CheckedContinuation<EndpointWindow.Admission, any Error>
@@ -25,7 +27,7 @@ final class EndpointGate: Sendable {
             var woken: [(CheckedContinuation<EndpointWindow.Admission, any Error>, EndpointWindow.Admission)] = []
             while let first = waiters.first {
                 // Waiters who came later began no earlier: none of them is refused while the first waits.
-                let admission = window.admit(first.wanted, waitingSince: first.since, at: now)
+                let admission = window.admit(first.wanted, topic: first.topic, waitingSince: first.since, at: now)
                 if admission == .wait { break }
                 waiters.removeFirst()
                 woken.append((first.continuation, admission))
@@ -58,11 +60,11 @@ final class EndpointGate: Sendable {
     /// Slots for up to `wanted` notifications: ``EndpointWindow/Admission/send(_:)``,
     /// ``EndpointWindow/Admission/refuse(_:)`` or ``EndpointWindow/Admission/refuseCredentials(_:_:)``, waiting while the window is full (`onWaiting` is called first, only
     /// then). Throws `CancellationError` if the task is cancelled while it waits.
-    func admit(_ wanted: Int, onWaiting: () -> Void = {}) async throws -> EndpointWindow.Admission {
+    func admit(_ wanted: Int, topic: String = "", onWaiting: () -> Void = {}) async throws -> EndpointWindow.Admission {
         let instant = now()
         let (atOnce, id, since) = state.withLock { state -> (EndpointWindow.Admission?, UInt64, Int) in
             if state.waiters.isEmpty {
-                let admission = state.window.admit(wanted, at: instant)
+                let admission = state.window.admit(wanted, topic: topic, at: instant)
                 if admission != .wait { return (admission, 0, 0) }
             }
             defer { state.nextID += 1 }
@@ -74,7 +76,7 @@ final class EndpointGate: Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<EndpointWindow.Admission, any Error>) in
                 let woken = state.withLock { state -> [(CheckedContinuation<EndpointWindow.Admission, any Error>, EndpointWindow.Admission)]? in
                     if Task.isCancelled { return nil }
-                    state.waiters.append(Waiter(id: id, wanted: wanted, since: since, continuation: continuation))
+                    state.waiters.append(Waiter(id: id, wanted: wanted, topic: topic, since: since, continuation: continuation))
                     // The window may have freed up since it was found full.
                     return state.wake(at: now())
                 }
@@ -90,11 +92,11 @@ final class EndpointGate: Sendable {
         }
     }
 
-    /// Notifications admitted here ended at `now`.
-    func record(_ endings: [EndpointWindow.Ending], at now: ContinuousClock.Instant) {
+    /// Notifications of `topic` admitted here ended at `now`.
+    func record(_ endings: [EndpointWindow.Ending], topic: String = "", at now: ContinuousClock.Instant) {
         guard !endings.isEmpty else { return }
         let (change, woken) = state.withLock { state in
-            let change = state.window.record(endings, at: now)
+            let change = state.window.record(endings, topic: topic, at: now)
             return (change, state.wake(at: now))
         }
         if let change { onChange(change) }

@@ -21,27 +21,32 @@ import TernAPNs
 /// A slow endpoint is not silent: it answers some notifications while others wait. Only an attempt timeout with
 /// nothing answered during it counts.
 ///
-/// An endpoint that answers that the app's credentials are no good (``credentialsReasons``: `InvalidProviderToken`,
-/// `BadCertificate`…) would answer every notification of the app so: it **refuses the credentials**. Then its notifications fail at once, unsent, with that reason
+/// An endpoint that answers that the app's credentials are no good for a topic (``credentialsReasons``:
+/// `InvalidProviderToken`, `TopicDisallowed`, `BadCertificate`…) would answer every notification of that topic so: it
+/// **refuses the credentials** for it. Then that topic's notifications fail at once, unsent, with that reason
 /// (``Admission/refuseCredentials(_:_:)``), and one goes as a probe when none is out and ``credentialsProbeInterval``
-/// has passed since the last refusal: an app whose key was revoked does not send APNs a million requests it refuses
-/// (nor trickle them, one stream a connection, as APNs allows a connection without a valid token). Any other answer
-/// ends it. A new client, made when the app's credentials change, starts afresh.
+/// has passed since the last refusal: an app whose key was revoked, or whose topic was mistyped, does not send APNs a
+/// million requests it refuses (nor trickle them, one stream a connection, as APNs allows a connection without a
+/// valid token). Any other answer to that topic ends it. Refusals go by topic, since a certificate can lack the
+/// app's VoIP topic while its alerts go. A new client, made when the app's credentials or topic change, starts
+/// afresh.
 struct EndpointWindow: Sendable {
     /// How long after the endpoint refused the credentials one notification goes to see whether it still does.
     static let credentialsProbeInterval = Duration.seconds(60)
-    /// APNs' answers that refuse the app's provider token or certificate as such, whatever the notification: a
-    /// revoked or mistyped key, a certificate of the wrong environment. Not `TopicDisallowed` or `Forbidden`, which
-    /// can refuse one topic (a certificate without the VoIP topic) while the app's alerts go.
+    /// APNs' answers that refuse the app's provider token or certificate for a topic, whatever the notification: a
+    /// revoked or mistyped key, a topic the key or certificate does not cover, a certificate of the wrong environment.
+    /// Not `Forbidden`, whose meaning APNs leaves open.
     static let credentialsReasons: Set<APNsReason> = [
-        .invalidProviderToken, .missingProviderToken, .badCertificate, .badCertificateEnvironment, .badEnvironmentKeyIdInToken,
+        .invalidProviderToken, .missingProviderToken, .topicDisallowed, .badCertificate, .badCertificateEnvironment,
+        .badEnvironmentKeyIdInToken,
     ]
 
     /// What a notification's end says about the endpoint.
     enum Ending: Sendable, Equatable {
         /// The endpoint answered (accepted or not): it is alive.
         case answered
-        /// The endpoint answered that the app's credentials are no good, with this reason.
+        /// The endpoint answered that the app's credentials are no good for the notification's topic, with this
+        /// reason.
         case credentialsRefused(APNsReason)
         /// The client gave up waiting for an answer to a notification sent at `sentAt`.
         case timedOut(sentAt: ContinuousClock.Instant)
@@ -55,10 +60,10 @@ struct EndpointWindow: Sendable {
         case silent
         /// It answered again after a silence.
         case answering
-        /// It refused the app's credentials, with this reason.
-        case refusingCredentials(APNsReason)
-        /// It took them again.
-        case acceptingCredentials
+        /// It refused the app's credentials for a topic, with this reason.
+        case refusingCredentials(APNsReason, topic: String)
+        /// It took them again for that topic.
+        case acceptingCredentials(topic: String)
     }
 
     enum Admission: Sendable, Equatable {
@@ -83,8 +88,8 @@ struct EndpointWindow: Sendable {
     /// refused.
     private(set) var silences = 0
     private var lastAnswer: ContinuousClock.Instant?
-    /// Why and when the endpoint last refused the app's credentials, while it does.
-    private(set) var credentialsRefused: (reason: APNsReason, at: ContinuousClock.Instant)?
+    /// By topic, why and when the endpoint last refused the app's credentials, while it does.
+    private(set) var credentialsRefused: [String: (reason: APNsReason, at: ContinuousClock.Instant)] = [:]
 
     /// - Parameters:
     ///   - initial: the window of an endpoint that has not answered yet, or was silent.
@@ -97,9 +102,9 @@ struct EndpointWindow: Sendable {
 
     /// Up to `wanted` notifications asking to go; `waitingSince` is ``silences`` when they began to wait, if they
     /// were told to.
-    mutating func admit(_ wanted: Int, waitingSince: Int? = nil, at now: ContinuousClock.Instant = .now) -> Admission {
+    mutating func admit(_ wanted: Int, topic: String = "", waitingSince: Int? = nil, at now: ContinuousClock.Instant = .now) -> Admission {
         precondition(wanted > 0, "at least one notification")
-        if let (reason, at) = credentialsRefused {
+        if let (reason, at) = credentialsRefused[topic] {
             // One probe at a time, a probe interval after the last refusal; the rest fail now.
             guard outstanding == 0, at.duration(to: now) >= Self.credentialsProbeInterval else { return .refuseCredentials(wanted, reason) }
             outstanding = 1
@@ -120,10 +125,10 @@ struct EndpointWindow: Sendable {
         return .send(taken)
     }
 
-    /// Notifications admitted earlier ended at `now`. - Returns: whether the endpoint began or stopped answering
-    /// nothing, if it did (the last change, when a bunch did both).
+    /// Notifications of `topic` admitted earlier ended at `now`. - Returns: whether the endpoint began or stopped
+    /// answering nothing, or refusing the credentials, if it did (the last change, when a bunch did both).
     @discardableResult
-    mutating func record(_ endings: some Sequence<Ending>, at now: ContinuousClock.Instant) -> Change? {
+    mutating func record(_ endings: some Sequence<Ending>, topic: String = "", at now: ContinuousClock.Instant) -> Change? {
         var change: Change?
         for ending in endings {
             let busy = outstanding * 2 >= limit
@@ -132,10 +137,7 @@ struct EndpointWindow: Sendable {
             switch ending {
             case .answered:
                 lastAnswer = now
-                if credentialsRefused != nil {
-                    credentialsRefused = nil
-                    change = .acceptingCredentials
-                }
+                if credentialsRefused.removeValue(forKey: topic) != nil { change = .acceptingCredentials(topic: topic) }
                 if isSilent {
                     isSilent = false
                     limit = initial
@@ -150,8 +152,8 @@ struct EndpointWindow: Sendable {
                     isSilent = false
                     limit = initial
                 }
-                if credentialsRefused == nil { change = .refusingCredentials(reason) }
-                credentialsRefused = (reason, now)
+                if credentialsRefused[topic] == nil { change = .refusingCredentials(reason, topic: topic) }
+                credentialsRefused[topic] = (reason, now)
             case .timedOut(let sentAt):
                 if let lastAnswer, lastAnswer >= sentAt { continue }
                 silences += 1
