@@ -121,18 +121,22 @@ struct EndpointWindowTests {
         // Another topic of the app (a certificate may cover one and not the other) is not refused.
         #expect(window.admit(3, topic: voip, at: last) == .send(3))
         window.record(Array(repeating: .answered, count: 3), topic: voip, at: last)
-        // A probe interval after the last refusal, with nothing out, one goes; the others still fail.
+        // A probe interval after the last refusal, one goes; the others still fail.
         #expect(window.admit(5, topic: app, at: last + .seconds(59)) == refused(5, .invalidProviderToken))
         #expect(window.admit(5, topic: app, at: last + .seconds(60)) == .send(1))
-        #expect(window.admit(5, topic: app, at: last + .seconds(61)) == refused(5, .invalidProviderToken), "one probe at a time")
+        #expect(window.admit(5, topic: app, at: last + .seconds(61)) == refused(5, .invalidProviderToken), "one probe an interval")
+        // The probe never answered (its slot given back, say): another goes an interval after it, not never.
+        window.giveBack(1)
+        #expect(window.admit(5, topic: app, at: last + .seconds(119)) == refused(5, .invalidProviderToken))
+        #expect(window.admit(5, topic: app, at: last + .seconds(120)) == .send(1))
         // Refused again: the next probe an interval after that.
-        #expect(window.record([.credentialsRefused(.invalidProviderToken)], topic: app, at: last + .seconds(61)) == nil)
-        #expect(window.admit(5, topic: app, at: last + .seconds(90)) == refused(5, .invalidProviderToken))
-        #expect(window.admit(5, topic: app, at: last + .seconds(121)) == .send(1))
+        #expect(window.record([.credentialsRefused(.invalidProviderToken)], topic: app, at: last + .seconds(121)) == nil)
+        #expect(window.admit(5, topic: app, at: last + .seconds(150)) == refused(5, .invalidProviderToken))
+        #expect(window.admit(5, topic: app, at: last + .seconds(181)) == .send(1))
         // Taken this time: the window lets them go again, as wide as before.
-        #expect(window.record([.answered], topic: app, at: last + .seconds(121)) == .acceptingCredentials(topic: app))
+        #expect(window.record([.answered], topic: app, at: last + .seconds(181)) == .acceptingCredentials(topic: app))
         #expect(window.credentialsRefused.isEmpty)
-        #expect(window.admit(600, topic: app, at: last + .seconds(122)) == .send(500))
+        #expect(window.admit(600, topic: app, at: last + .seconds(182)) == .send(500))
     }
 
     @Test func aRefusalOfTheCredentialsIsAnAnswerItEndsASilence() {

@@ -24,8 +24,8 @@ import TernAPNs
 /// An endpoint that answers that the app's credentials are no good for a topic (``credentialsReasons``:
 /// `InvalidProviderToken`, `TopicDisallowed`, `BadCertificate`…) would answer every notification of that topic so: it
 /// **refuses the credentials** for it. Then that topic's notifications fail at once, unsent, with that reason
-/// (``Admission/refuseCredentials(_:_:)``), and one goes as a probe when none is out and ``credentialsProbeInterval``
-/// has passed since the last refusal: an app whose key was revoked, or whose topic was mistyped, does not send APNs a
+/// (``Admission/refuseCredentials(_:_:)``), and one goes as a probe once ``credentialsProbeInterval`` has passed since
+/// the last refusal or probe: an app whose key was revoked, or whose topic was mistyped, does not send APNs a
 /// million requests it refuses (nor trickle them, one stream a connection, as APNs allows a connection without a
 /// valid token). Any other answer to that topic ends it. Refusals go by topic, since a certificate can lack the
 /// app's VoIP topic while its alerts go. A new client, made when the app's credentials or topic change, starts
@@ -88,7 +88,7 @@ struct EndpointWindow: Sendable {
     /// refused.
     private(set) var silences = 0
     private var lastAnswer: ContinuousClock.Instant?
-    /// By topic, why and when the endpoint last refused the app's credentials, while it does.
+    /// By topic, why the endpoint refuses the app's credentials, and when it last refused them or a probe went.
     private(set) var credentialsRefused: [String: (reason: APNsReason, at: ContinuousClock.Instant)] = [:]
 
     /// - Parameters:
@@ -104,10 +104,12 @@ struct EndpointWindow: Sendable {
     /// were told to.
     mutating func admit(_ wanted: Int, topic: String = "", waitingSince: Int? = nil, at now: ContinuousClock.Instant = .now) -> Admission {
         precondition(wanted > 0, "at least one notification")
-        if let (reason, at) = credentialsRefused[topic] {
-            // One probe at a time, a probe interval after the last refusal; the rest fail now.
-            guard outstanding == 0, at.duration(to: now) >= Self.credentialsProbeInterval else { return .refuseCredentials(wanted, reason) }
-            outstanding = 1
+        if let (reason, since) = credentialsRefused[topic] {
+            // One probe a probe interval after the last refusal or probe, when the window has room; the rest fail now.
+            guard since.duration(to: now) >= Self.credentialsProbeInterval else { return .refuseCredentials(wanted, reason) }
+            guard outstanding < limit else { return .wait }
+            credentialsRefused[topic] = (reason, now)
+            outstanding += 1
             return .send(1)
         }
         if isSilent {
