@@ -57,12 +57,7 @@ struct FairnessTests {
     @Test func anAppWhoseEndpointStopsAnsweringHoldsUpNoOtherAppFailsSoonAndRecovers() async throws {
         // An endpoint that takes connections and streams and answers none: a simulator whose every answer takes an hour.
         let key = APNsSigningKey.generate(keyID: "SILENT0001", teamID: "TEAM123456")
-        var silentConfiguration = try APNsSimulator.Configuration()
-        silentConfiguration.tokenKeys = [ProviderTokenKey(keyID: key.keyID, teamID: key.teamID, publicKey: key.publicKey)]
-        silentConfiguration.legacyGatewayPort = nil
-        silentConfiguration.feedbackPort = nil
-        silentConfiguration.shutdownGracePeriod = .milliseconds(100)
-        try await APNsSimulator.withRunning(silentConfiguration) { silent in
+        try await APNsSimulator.withRunning(.endpoint(trusting: key)) { silent in
             let control = HTTPTestClient(port: try #require(silent.controlPort))
             let latency = try await control.put("/scenario/latency", #"{"fixedMilliseconds": 3600000}"#)
             #expect(latency.status == 204, "\(latency.text)")
@@ -167,12 +162,7 @@ struct FairnessTests {
     @Test func anAppWhoseKeyAPNsRefusesSendsItsWindowAndFailsTheRestUnsentUntilTheKeyIsPutRight() async throws {
         let trusted = APNsSigningKey.generate(keyID: "TRUSTED001", teamID: "TEAM123456")
         let revoked = APNsSigningKey.generate(keyID: "REVOKED001", teamID: "TEAM123456")
-        var configuration = try APNsSimulator.Configuration()
-        configuration.tokenKeys = [ProviderTokenKey(keyID: trusted.keyID, teamID: trusted.teamID, publicKey: trusted.publicKey)]
-        configuration.legacyGatewayPort = nil
-        configuration.feedbackPort = nil
-        configuration.shutdownGracePeriod = .milliseconds(100)
-        try await APNsSimulator.withRunning(configuration) { apns in
+        try await APNsSimulator.withRunning(.endpoint(trusting: trusted)) { apns in
             // The app's endpoint window starts at half the node's least in-flight limit: 10.
             try await RouterHarness.withServer(configure: {
                 $0.delivery.concurrency = 20

@@ -10,12 +10,8 @@ struct ProxyDeliveryTests {
     @Test func pushesToAnEndpointGoThroughTheProxyAndTheBuiltInSimulatorDoesNot() async throws {
         let proxy = try await ConnectProxy(credentials: "tern:s3cret")
         let key = APNsSigningKey.generate(keyID: "PROXY00001", teamID: "TEAM123456")
-        var remote = try APNsSimulator.Configuration()
-        remote.tokenKeys = [ProviderTokenKey(keyID: key.keyID, teamID: key.teamID, publicKey: key.publicKey)]
+        var remote = try APNsSimulator.Configuration.endpoint(trusting: key)
         remote.controlPort = nil
-        remote.legacyGatewayPort = nil
-        remote.feedbackPort = nil
-        remote.shutdownGracePeriod = .milliseconds(100)
         try await APNsSimulator.withRunning(remote) { apns in
             try await RouterHarness.withServer(configure: { $0.apns.proxy = "http://tern:s3cret@127.0.0.1:\(proxy.port)" }) { server in
                 let (_, master) = try await server.createCustomApp(

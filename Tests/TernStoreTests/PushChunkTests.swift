@@ -11,16 +11,7 @@ struct PushChunkTests {
     @Test("chunks hand out the audience once, in key order; the last one recorded completes the push", arguments: StoreFactory.all)
     func chunksCoverTheAudience(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
-            try await store.createApp(makeApp())
-            try await registerDevices(25, in: store)
-            _ = try await store.createPush(makePush("p1"))
-
-            var chunks: [PushChunk] = []
-            while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(1)) {
-                chunks.append(chunk)
-                #expect(chunks.count <= 3, "claimed more chunks than the audience holds")
-                if chunks.count > 3 { break }
-            }
+            let chunks = try await pushClaimedWhole(devices: 25, chunkSize: 10, in: store)
             #expect(chunks.map(\.sequence) == [0, 1, 2])
             #expect(chunks.map(\.recipients.count) == [10, 10, 5])
             #expect(chunks.flatMap(\.recipients).map(\.key) == (1...25).map { numbered("device", $0) })
@@ -55,14 +46,7 @@ struct PushChunkTests {
     @Test("each failure reason keeps the detail of its first failure: the first record's in a chunk, the first chunk's in the push", arguments: StoreFactory.all)
     func failureDetailsKeepTheFirst(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
-            try await store.createApp(makeApp())
-            try await registerDevices(25, in: store)
-            _ = try await store.createPush(makePush("p1"))
-            var chunks: [PushChunk] = []
-            while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(1)) {
-                chunks.append(chunk)
-                if chunks.count > 3 { break }
-            }
+            let chunks = try await pushClaimedWhole(devices: 25, chunkSize: 10, in: store)
             #expect(chunks.count == 3)
             func failed(_ token: String, _ reason: DeliveryFailureReason, _ detail: String?) -> PushFailure {
                 PushFailure(deviceID: "device-\(token)", token: token, status: nil, reason: reason, at: time(2), detail: detail)
@@ -477,13 +461,7 @@ struct PushChunkTests {
     @Test("chunks recorded concurrently lose no count", arguments: StoreFactory.all)
     func concurrentRecording(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
-            try await store.createApp(makeApp())
-            try await registerDevices(50, in: store)
-            _ = try await store.createPush(makePush("p1"))
-            var sequences: [Int] = []
-            while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 1, leaseUntil: Self.lease, at: time(1)) {
-                sequences.append(chunk.sequence)
-            }
+            let sequences = try await pushClaimedWhole(devices: 50, chunkSize: 1, in: store).map(\.sequence)
             #expect(sequences.count == 50)
             let completions = try await withThrowingTaskGroup(of: ChunkRecording.self) { group in
                 for n in sequences {
@@ -551,6 +529,22 @@ struct PushChunkTests {
             #expect(finished.push.cancelledAt == nil)
             #expect(!finished.completedNow)
         }
+    }
+
+    /// Push p1 to `devices` devices, claimed whole by node a at 1 ms in chunks of `chunkSize` (at most one chunk more
+    /// than the audience holds is looked for, so a claim that never ends fails the test instead of hanging it).
+    private func pushClaimedWhole(devices: Int, chunkSize: Int, in store: any TernStore) async throws -> [PushChunk] {
+        try await store.createApp(makeApp())
+        try await registerDevices(devices, in: store)
+        _ = try await store.createPush(makePush("p1"))
+        let most = (devices + chunkSize - 1) / chunkSize
+        var chunks: [PushChunk] = []
+        while case .chunk(let chunk) = try await store.claimChunk(node: "a", size: chunkSize, leaseUntil: Self.lease, at: time(1)) {
+            chunks.append(chunk)
+            #expect(chunks.count <= most, "claimed more chunks than the audience holds")
+            if chunks.count > most { break }
+        }
+        return chunks
     }
 
     /// Push p1 to ten devices, all in one chunk that node a claimed at 0 with a lease to 1 s.

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import TernAPNs
+import TernSimulator
 import TernTestSupport
 import Testing
 
@@ -151,5 +152,18 @@ enum AliasTokens {
     static func base64URL(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
+    }
+}
+
+extension APNsSimulator.Configuration {
+    /// An APNs of its own for a `custom` app's endpoint: it trusts `key` alone, serves neither the legacy gateway nor
+    /// the feedback service, and stops without waiting long for its connections.
+    static func endpoint(trusting key: APNsSigningKey) throws -> Self {
+        var configuration = try Self()
+        configuration.tokenKeys = [ProviderTokenKey(keyID: key.keyID, teamID: key.teamID, publicKey: key.publicKey)]
+        configuration.legacyGatewayPort = nil
+        configuration.feedbackPort = nil
+        configuration.shutdownGracePeriod = .milliseconds(100)
+        return configuration
     }
 }
