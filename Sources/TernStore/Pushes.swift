@@ -131,12 +131,16 @@ public struct PushFailure: Sendable, Equatable {
         self.detail = detail
     }
 
-    /// The most of a detail the store keeps, in characters: an error's message, not a page of it.
+    /// The most of a detail the store keeps, in Unicode scalars (what JSON Schema's `maxLength` counts): an error's
+    /// message, not a page of it.
     public static let detailLimit = 500
 
-    /// `detail` as the store keeps it: cut to ``detailLimit`` characters, with an ellipsis where it was cut.
+    /// `detail` as the store keeps it: cut to ``detailLimit`` scalars, with an ellipsis where it was cut.
     static func storedDetail(_ detail: String) -> String {
-        detail.count <= detailLimit ? detail : String(detail.prefix(detailLimit - 1)) + "…"
+        guard detail.unicodeScalars.count > detailLimit else { return detail }
+        var kept = String.UnicodeScalarView(detail.unicodeScalars.prefix(detailLimit - 1))
+        kept.append("…")
+        return String(kept)
     }
 }
 

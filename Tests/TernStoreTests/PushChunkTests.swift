@@ -62,7 +62,8 @@ struct PushChunkTests {
 
             // The first chunk in two records: a reason's first detail stays, and one without a detail leaves room for
             // a later one. A detail longer than the store keeps is cut.
-            let long = String(repeating: "x", count: PushFailure.detailLimit + 100)
+            // Scalars are what is counted: "é" written as e and a combining accent is one character and two scalars.
+            let long = String(repeating: "e\u{301}", count: PushFailure.detailLimit)
             #expect(try await store.recordChunkProgress(
                 pushID: "p1", sequence: 0, node: "a",
                 PushProgress(accepted: 0, failures: [failed("t1", refused, "first in chunk 0"), failed("t2", timedOut, nil)], pruned: 0),
@@ -85,8 +86,9 @@ struct PushChunkTests {
             #expect(push.counts.failedByReason == [refused.rawValue: 3, timedOut.rawValue: 2, "clientUnavailable": 1])
             #expect(push.counts.failureDetails == [
                 refused.rawValue: "first in chunk 0", timedOut.rawValue: "timed out in chunk 0",
-                "clientUnavailable": String(repeating: "x", count: PushFailure.detailLimit - 1) + "…",
+                "clientUnavailable": String(String(repeating: "e\u{301}", count: PushFailure.detailLimit).unicodeScalars.prefix(PushFailure.detailLimit - 1)) + "…",
             ])
+            #expect(push.counts.failureDetails["clientUnavailable"]?.unicodeScalars.count == PushFailure.detailLimit)
         }
     }
 
