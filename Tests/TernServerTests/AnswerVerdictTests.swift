@@ -39,7 +39,11 @@ struct AnswerVerdictTests {
         #expect(Self.verdict(.answered(APNsResponse(status: 429, reason: .tooManyRequests))) == .failed(Self.failure(429, .apns(.tooManyRequests))))
         #expect(Self.verdict(.answered(APNsResponse(status: 400, reason: .payloadEmpty))) == .failed(Self.failure(400, .apns(.payloadEmpty))))
         // Refused unsent because its endpoint answers nothing: a failure of its own, the token kept.
-        #expect(Self.verdict(.refused) == .failed(Self.failure(nil, .notAnswering)))
+        #expect(Self.verdict(.refused(.silent)) == .failed(Self.failure(nil, .notAnswering)))
+        // Refused unsent because the endpoint refuses the app's key: APNs' reason with no status (APNs did not answer
+        // this one), the cause in the detail, the token kept.
+        #expect(Self.verdict(.refused(.credentials(.invalidProviderToken))) == .failed(Self.failure(
+            nil, .apns(.invalidProviderToken), detail: AnswerVerdict.credentialsRefusedDetail(.invalidProviderToken))))
         #expect(DeliveryFailureReason(rawValue: "notAnswering") == .notAnswering)
     }
 

@@ -1,3 +1,4 @@
+import TernAPNs
 import Testing
 
 @testable import TernServer
@@ -10,23 +11,23 @@ struct EndpointWindowTests {
 
     @Test func aNewEndpointGetsTheInitialWindowThenWaits() {
         var window = EndpointWindow(initial: 500, maximum: 4000)
-        #expect(window.admit(300) == .send(300))
-        #expect(window.admit(300) == .send(200))
-        #expect(window.admit(1) == .wait)
+        #expect(window.admit(300, at: now) == .send(300))
+        #expect(window.admit(300, at: now) == .send(200))
+        #expect(window.admit(1, at: now) == .wait)
         #expect(window.outstanding == 500)
         window.giveBack(10)
-        #expect(window.admit(20) == .send(10))
+        #expect(window.admit(20, at: now) == .send(10))
     }
 
     @Test func answersWhileAPushKeepsTheWindowFullWidenItUpToTheMaximum() {
         var window = EndpointWindow(initial: 500, maximum: 4000)
         var answers = 0
         // A push keeps the window full: every bunch of answers frees slots that the next notifications take.
-        guard case .send = window.admit(100_000) else { Issue.record("the window let nothing go"); return }
+        guard case .send = window.admit(100_000, at: now) else { Issue.record("the window let nothing go"); return }
         while window.limit < 4000, answers < 10_000 {
             window.record(Array(repeating: .answered, count: 50), at: now)
             answers += 50
-            _ = window.admit(100_000)
+            _ = window.admit(100_000, at: now)
         }
         // Two wider per answer: 1,750 answers from 500 to 4,000, about two round trips' worth (500, then 1,500).
         #expect(window.limit == 4000)
@@ -37,7 +38,7 @@ struct EndpointWindowTests {
     @Test func aTrickleOfAnswersLeavesTheWindowWhereItIs() {
         var window = EndpointWindow(initial: 500, maximum: 4000)
         for _ in 0..<1000 {
-            #expect(window.admit(1) == .send(1))
+            #expect(window.admit(1, at: now) == .send(1))
             window.record([.answered], at: now)
         }
         #expect(window.limit == 500, "one notification at a time never used the window")
@@ -46,59 +47,59 @@ struct EndpointWindowTests {
     @Test func anAttemptTimeoutWithNoAnswerMeansSilenceAndWhoWaitedFailsAtOnce() {
         var window = EndpointWindow(initial: 500, maximum: 4000)
         let sentAt = now
-        #expect(window.admit(500) == .send(500))
-        #expect(window.admit(100) == .wait)
+        #expect(window.admit(500, at: now) == .send(500))
+        #expect(window.admit(100, at: now) == .wait)
         // The first of them times out, nothing answered since it went: the endpoint answers nothing (logged once).
         #expect(window.record([.timedOut(sentAt: sentAt)], at: sentAt + .seconds(10)) == .silent)
         #expect(window.isSilent)
         #expect(window.silences == 1)
-        #expect(window.admit(100, waitingSince: 0) == .refuse(100), "it waited before the silence was seen")
-        #expect(window.admit(100) == .wait, "what went before the silence is still out: no probe yet")
+        #expect(window.admit(100, waitingSince: 0, at: now) == .refuse(100, .silent), "it waited before the silence was seen")
+        #expect(window.admit(100, at: now) == .wait, "what went before the silence is still out: no probe yet")
         #expect(window.record(Array(repeating: .timedOut(sentAt: sentAt), count: 499), at: sentAt + .seconds(10)) == nil)
         // Then one probe at a time; the others wait for it.
-        #expect(window.admit(100) == .send(1))
-        #expect(window.admit(100) == .wait)
+        #expect(window.admit(100, at: now) == .send(1))
+        #expect(window.admit(100, at: now) == .wait)
         let waitingSince = window.silences
         // The probe times out too: whoever waited for it fails.
         window.record([.timedOut(sentAt: sentAt + .seconds(10))], at: sentAt + .seconds(20))
         #expect(window.isSilent)
-        #expect(window.admit(100, waitingSince: waitingSince) == .refuse(100))
+        #expect(window.admit(100, waitingSince: waitingSince, at: now) == .refuse(100, .silent))
 
         // The next push: a probe, the rest waiting for it. It is answered: the silence is over, the window back at
         // its start, and the rest go.
-        #expect(window.admit(100) == .send(1))
-        #expect(window.admit(99) == .wait)
+        #expect(window.admit(100, at: now) == .send(1))
+        #expect(window.admit(99, at: now) == .wait)
         let waiting = window.silences
         #expect(window.record([.answered], at: sentAt + .seconds(21)) == .answering)
         #expect(!window.isSilent)
-        #expect(window.admit(99, waitingSince: waiting) == .send(99))
+        #expect(window.admit(99, waitingSince: waiting, at: now) == .send(99))
         #expect(window.limit == 500)
     }
 
     @Test func aSlowEndpointThatAnswersOthersMeanwhileIsNotSilent() {
         var window = EndpointWindow(initial: 500, maximum: 4000)
         let sentAt = now
-        #expect(window.admit(2) == .send(2))
+        #expect(window.admit(2, at: now) == .send(2))
         // One is answered after the other went: a timeout then says the notification was slow, not the endpoint mute.
         window.record([.answered], at: sentAt + .seconds(3))
         window.record([.timedOut(sentAt: sentAt)], at: sentAt + .seconds(10))
         #expect(!window.isSilent)
-        #expect(window.admit(10) == .send(10))
+        #expect(window.admit(10, at: now) == .send(10))
     }
 
     @Test func aSilentEndpointAfterAnAnswerLongAgoIsSilent() {
         var window = EndpointWindow(initial: 500, maximum: 4000)
-        #expect(window.admit(1) == .send(1))
+        #expect(window.admit(1, at: now) == .send(1))
         window.record([.answered], at: now)
         let later = now + .seconds(60)
-        #expect(window.admit(1) == .send(1))
+        #expect(window.admit(1, at: now) == .send(1))
         window.record([.timedOut(sentAt: later)], at: later + .seconds(10))
         #expect(window.isSilent)
     }
 
     @Test func otherEndingsSayNothing() {
         var window = EndpointWindow(initial: 500, maximum: 4000)
-        #expect(window.admit(10) == .send(10))
+        #expect(window.admit(10, at: now) == .send(10))
         // Connections that failed, batches that stopped: the slots come back, the endpoint is not judged.
         window.record(Array(repeating: .other, count: 10), at: now)
         #expect(!window.isSilent)
@@ -110,7 +111,7 @@ struct EndpointWindowTests {
         var window = EndpointWindow(initial: 500, maximum: 4000)
         let (app, voip) = ("com.example.app", "com.example.app.voip")
         let start = now
-        let refused = EndpointWindow.Admission.refuseCredentials
+        let refused = { (count: Int, reason: APNsReason) in EndpointWindow.Admission.refuse(count, .credentials(reason)) }
         #expect(window.admit(10, topic: app, at: start) == .send(10))
         // The first answer refuses the app's key: the rest fail at once, unsent, with its reason; logged once.
         #expect(window.record([.credentialsRefused(.invalidProviderToken)], topic: app, at: start + .milliseconds(5))
@@ -146,7 +147,7 @@ struct EndpointWindowTests {
         #expect(window.record([.timedOut(sentAt: sentAt)], at: sentAt + .seconds(10)) == .silent)
         #expect(window.record([.credentialsRefused(.badCertificate)], at: sentAt + .seconds(11)) == .refusingCredentials(.badCertificate, topic: ""))
         #expect(!window.isSilent)
-        #expect(window.admit(3, at: sentAt + .seconds(11)) == .refuseCredentials(3, .badCertificate))
+        #expect(window.admit(3, at: sentAt + .seconds(11)) == .refuse(3, .credentials(.badCertificate)))
     }
 }
 
@@ -179,7 +180,7 @@ struct EndpointGateTests {
             gate.record([.timedOut(sentAt: sentAt)], at: sentAt + .seconds(10))
             let last = await woken.next()
             #expect(last?.0 == 2)
-            #expect(last?.1 == .refuse(5))
+            #expect(last?.1 == .refuse(5, .silent))
             try await group.waitForAll()
         }
     }
@@ -190,8 +191,8 @@ struct EndpointGateTests {
         let waiter = Task { try await gate.admit(3) }
         while gate.waiting < 1 { await Task.yield() }
         gate.record([.credentialsRefused(.invalidProviderToken)], at: .now)
-        #expect(try await waiter.value == .refuseCredentials(3, .invalidProviderToken), "it waited for the same topic")
-        #expect(try await gate.admit(2) == .refuseCredentials(2, .invalidProviderToken))
+        #expect(try await waiter.value == .refuse(3, .credentials(.invalidProviderToken)), "it waited for the same topic")
+        #expect(try await gate.admit(2) == .refuse(2, .credentials(.invalidProviderToken)))
     }
 
     @Test func aCancelledWaiterLeaves() async throws {

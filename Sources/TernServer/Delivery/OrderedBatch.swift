@@ -17,11 +17,9 @@ enum BatchOutcome: Sendable {
     /// The batch ended before it could go (the client stopped taking work, or the batch was cancelled);
     /// `tookPermit` if it had taken a permit of the batch's ``InFlightLimit``.
     case notSent(tookPermit: Bool)
-    /// Its endpoint answers nothing (``EndpointWindow``): it failed at once, unsent, holding no permit.
-    case refused
-    /// Its endpoint refuses the app's credentials, with this reason (``EndpointWindow``): it failed at once, unsent,
-    /// holding no permit.
-    case refusedCredentials(APNsReason)
+    /// Its endpoint's window refused it (``EndpointWindow``: the endpoint answers nothing, or refuses the app's
+    /// credentials): it failed at once, unsent, holding no permit.
+    case refused(EndpointWindow.Refusal)
 
     /// APNs accepted it: the usual answer, told without copying the delivery.
     var isAcceptedAnswer: Bool {
@@ -32,7 +30,7 @@ enum BatchOutcome: Sendable {
     var tookPermit: Bool {
         switch self {
         case .sent: true
-        case .superseded, .refused, .refusedCredentials: false
+        case .superseded, .refused: false
         case .notSent(let tookPermit): tookPermit
         }
     }
@@ -96,14 +94,6 @@ enum OrderedBatch {
         /// go.
         @Sendable func go(_ items: [Int]) async {
             var rest = items[...]
-            /// Fails the next `count` at once, unsent, as the endpoint's gate said.
-            func refuse(_ count: Int, as outcome: BatchOutcome) async {
-                let refused = Array(rest.prefix(count))
-                rest = rest.dropFirst(count)
-                skip(refused.count)
-                await onResults(refused.map { ($0, outcome) })
-                order.finish(refused.lazy.compactMap { batch[$0].ticket })
-            }
             while !rest.isEmpty {
                 var granted = rest.count
                 if let gate {
@@ -123,11 +113,12 @@ enum OrderedBatch {
                     switch admission {
                     case .send(let count):
                         granted = count
-                    case .refuse(let count):
-                        await refuse(count, as: .refused)
-                        continue
-                    case .refuseCredentials(let count, let reason):
-                        await refuse(count, as: .refusedCredentials(reason))
+                    case .refuse(let count, let refusal):
+                        let refused = Array(rest.prefix(count))
+                        rest = rest.dropFirst(count)
+                        skip(refused.count)
+                        await onResults(refused.map { ($0, .refused(refusal)) })
+                        order.finish(refused.lazy.compactMap { batch[$0].ticket })
                         continue
                     case .wait:
                         preconditionFailure("an endpoint's gate answers only once it sends or refuses")

@@ -989,8 +989,7 @@ final class PushDispatcher: Service {
             case .sent(.failure(let error)): .clientError(error.code, message: error.message)
             case .superseded: .superseded
             case .notSent: .notSent
-            case .refused: .refused
-            case .refusedCredentials(let reason): .credentialsRefused(reason)
+            case .refused(let refusal): .refused(refusal)
             }
         return AnswerVerdict.of(ending, recipient: recipient, pushType: pushType, at: now)
     }

@@ -27,10 +27,8 @@ enum AnswerVerdict: Equatable, Sendable {
         case superseded
         /// It never went (the batch stopped first: cancelled, or its client stopped taking work).
         case notSent
-        /// It never went: its endpoint answers nothing (``EndpointWindow``).
-        case refused
-        /// It never went: its endpoint refuses the app's credentials, with this reason (``EndpointWindow``).
-        case credentialsRefused(APNsReason)
+        /// It never went: its endpoint's window refused it (``EndpointWindow/Refusal``).
+        case refused(EndpointWindow.Refusal)
     }
 
     /// The detail of a notification that did not go because APNs refuses the app's credentials.
@@ -48,9 +46,9 @@ enum AnswerVerdict: Equatable, Sendable {
             return .accepted
         case .notSent:
             return .unsettled
-        case .refused:
+        case .refused(.silent):
             return .failed(failure(status: nil, reason: .notAnswering))
-        case .credentialsRefused(let reason):
+        case .refused(.credentials(let reason)):
             // APNs' reason, with no status: APNs did not answer this one.
             return .failed(failure(status: nil, reason: .apns(reason), detail: credentialsRefusedDetail(reason)))
         case .clientError(let code, _) where code == .cancelled || code == .shutDown:

@@ -57,8 +57,8 @@ final class EndpointGate: Sendable {
     /// Batches waiting for the window.
     var waiting: Int { state.withLock { $0.waiters.count } }
 
-    /// Slots for up to `wanted` notifications: ``EndpointWindow/Admission/send(_:)``,
-    /// ``EndpointWindow/Admission/refuse(_:)`` or ``EndpointWindow/Admission/refuseCredentials(_:_:)``, waiting while the window is full (`onWaiting` is called first, only
+    /// Slots for up to `wanted` notifications: ``EndpointWindow/Admission/send(_:)`` or
+    /// ``EndpointWindow/Admission/refuse(_:_:)``, waiting while the window is full (`onWaiting` is called first, only
     /// then). Throws `CancellationError` if the task is cancelled while it waits.
     func admit(_ wanted: Int, topic: String = "", onWaiting: () -> Void = {}) async throws -> EndpointWindow.Admission {
         let instant = now()

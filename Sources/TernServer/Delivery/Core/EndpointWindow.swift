@@ -24,7 +24,7 @@ import TernAPNs
 /// An endpoint that answers that the app's credentials are no good for a topic (``credentialsReasons``:
 /// `InvalidProviderToken`, `TopicDisallowed`, `BadCertificate`…) would answer every notification of that topic so: it
 /// **refuses the credentials** for it. Then that topic's notifications fail at once, unsent, with that reason
-/// (``Admission/refuseCredentials(_:_:)``), and one goes as a probe once ``credentialsProbeInterval`` has passed since
+/// (``Admission/refuse(_:_:)``, ``Refusal/credentials(_:)``), and one goes as a probe once ``credentialsProbeInterval`` has passed since
 /// the last refusal or probe: an app whose key was revoked, or whose topic was mistyped, does not send APNs a
 /// million requests it refuses (nor trickle them, one stream a connection, as APNs allows a connection without a
 /// valid token). Any other answer to that topic ends it. Refusals go by topic, since a certificate can lack the
@@ -66,15 +66,21 @@ struct EndpointWindow: Sendable {
         case acceptingCredentials(topic: String)
     }
 
+    /// Why notifications fail at once, unsent.
+    enum Refusal: Sendable, Equatable {
+        /// The endpoint answers nothing.
+        case silent
+        /// The endpoint refuses the app's credentials for their topic, with this reason.
+        case credentials(APNsReason)
+    }
+
     enum Admission: Sendable, Equatable {
         /// Send this many (at least one).
         case send(Int)
         /// The window is full: wait until a notification ends.
         case wait
-        /// The endpoint is silent: fail this many at once, unsent.
-        case refuse(Int)
-        /// The endpoint refuses the app's credentials, with this reason: fail this many at once, unsent.
-        case refuseCredentials(Int, APNsReason)
+        /// Fail this many at once, unsent, for this reason.
+        case refuse(Int, Refusal)
     }
 
     let initial: Int
@@ -102,11 +108,11 @@ struct EndpointWindow: Sendable {
 
     /// Up to `wanted` notifications asking to go; `waitingSince` is ``silences`` when they began to wait, if they
     /// were told to.
-    mutating func admit(_ wanted: Int, topic: String = "", waitingSince: Int? = nil, at now: ContinuousClock.Instant = .now) -> Admission {
+    mutating func admit(_ wanted: Int, topic: String = "", waitingSince: Int? = nil, at now: ContinuousClock.Instant) -> Admission {
         precondition(wanted > 0, "at least one notification")
         if let (reason, since) = credentialsRefused[topic] {
             // One probe a probe interval after the last refusal or probe, when the window has room; the rest fail now.
-            guard since.duration(to: now) >= Self.credentialsProbeInterval else { return .refuseCredentials(wanted, reason) }
+            guard since.duration(to: now) >= Self.credentialsProbeInterval else { return .refuse(wanted, .credentials(reason)) }
             guard outstanding < limit else { return .wait }
             credentialsRefused[topic] = (reason, now)
             outstanding += 1
@@ -114,7 +120,7 @@ struct EndpointWindow: Sendable {
         }
         if isSilent {
             // A timeout came since they began to wait: the silence goes on.
-            if let waitingSince, waitingSince < silences { return .refuse(wanted) }
+            if let waitingSince, waitingSince < silences { return .refuse(wanted, .silent) }
             // One probe at a time, once what went before the silence has ended.
             guard outstanding == 0 else { return .wait }
             outstanding = 1
