@@ -38,6 +38,15 @@ struct OutrightRejectionsTests {
         #expect(at.answered(accepted: 0, rejected: 2) == (false, .doubting), "20 of 22")
     }
 
+    @Test func aNewTopicStartsAfresh() {
+        var rejections = OutrightRejections(topic: "com.example.app.beta")
+        #expect(rejections.answered(accepted: 0, rejected: 300) == (false, .doubting))
+        // The app's topic put right: its first answers are judged on their own.
+        #expect(rejections.answered(accepted: 10, rejected: 1, topic: "com.example.app") == (true, nil))
+        #expect(rejections.topic == "com.example.app")
+        #expect(!rejections.isDoubted)
+    }
+
     @Test func theCountsKeepToTheWindowSoRecentAnswersWeighMost() {
         var rejections = OutrightRejections(topic: "t")
         for _ in 0..<1_000 { _ = rejections.answered(accepted: 97, rejected: 3) }

@@ -998,8 +998,8 @@ final class PushDispatcher: Service {
     /// outright rejections may deactivate their tokens.
     private func outrightRejectionsDeactivate(app: AppRecord, accepted: Int, rejected: Int) -> Bool {
         let (deactivate, change) = rejections.withLock { rejections in
-            if rejections[app.id]?.topic != app.topic { rejections[app.id] = OutrightRejections(topic: app.topic) }
-            return rejections[app.id]!.answered(accepted: accepted, rejected: rejected)
+            // One hash of the app's id a bunch, on the way of every bunch of answers.
+            rejections[app.id, default: OutrightRejections(topic: app.topic)].answered(accepted: accepted, rejected: rejected, topic: app.topic)
         }
         switch change {
         case .doubting?:

@@ -32,7 +32,7 @@ struct OutrightRejections: Sendable, Equatable {
     static let window = 1_000
 
     /// The app's topic when these answers came: a new topic starts afresh.
-    let topic: String
+    private(set) var topic: String
     private(set) var accepted = 0
     private(set) var rejected = 0
     /// Whether its outright rejections deactivate nothing now.
@@ -42,9 +42,12 @@ struct OutrightRejections: Sendable, Equatable {
         self.topic = topic
     }
 
-    /// Counts a bunch of answers: `accepted` accepted, `rejected` rejected outright. - Returns: whether the bunch's
-    /// outright rejections may deactivate their tokens, and the change in doubt it made, if any.
-    mutating func answered(accepted: Int, rejected: Int) -> (deactivate: Bool, change: Change?) {
+    /// Counts a bunch of answers to notifications of the app's `topic` (by default the one counted so far):
+    /// `accepted` accepted, `rejected` rejected outright. A topic other than the counted one (the app's topic was
+    /// changed) starts the counts afresh. - Returns: whether the bunch's outright rejections may deactivate their
+    /// tokens, and the change in doubt it made, if any.
+    mutating func answered(accepted: Int, rejected: Int, topic: String? = nil) -> (deactivate: Bool, change: Change?) {
+        if let topic, topic != self.topic { self = OutrightRejections(topic: topic) }
         self.accepted += accepted
         self.rejected += rejected
         while self.accepted + self.rejected >= Self.window {
