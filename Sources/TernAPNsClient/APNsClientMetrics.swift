@@ -29,7 +29,7 @@ final class APNsClientMetrics: Sendable {
         if response.isSuccess {
             accepted.increment()
         } else {
-            Counter(label: "tern_apns_rejected_total", dimensions: [("reason", response.reason?.rawValue ?? "\(response.status)")]).increment()
+            Counter(label: "tern_apns_rejected_total", dimensions: [("reason", response.reason?.metricLabel ?? "\(response.status)")]).increment()
         }
     }
 }

@@ -212,6 +212,12 @@ public enum DeliveryFailureReason: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { rawValue }
+
+    /// The reason as a metric's label (`tern_push_failures_total{reason}`): ``rawValue``, with an APNs reason this
+    /// version does not know as `unknown` (``APNsReason/metricLabel``). The other cases are Tern's own, a bounded set.
+    public var metricLabel: String {
+        if case .apns(let reason) = self { reason.metricLabel } else { rawValue }
+    }
 }
 
 /// The results of a chunk's recipients, recorded together.

@@ -80,6 +80,22 @@ struct StoredValueTests {
         }
     }
 
+    /// A metric's label takes a reason's text, except an APNs reason this version does not know: an endpoint that
+    /// makes reasons up must not grow `tern_push_failures_total` or `tern_apns_rejected_total` without bound.
+    @Test func aReasonsMetricLabelIsItsTextUnlessAPNsMadeItUp() {
+        let labels: [(DeliveryFailureReason, String)] = [
+            (.apns(.unregistered), "Unregistered"), (.apns(.invalidProviderToken), "InvalidProviderToken"),
+            (.apns(.unknown("SomethingNew")), "unknown"), (.apns(.unknown("Another\(UUID())")), "unknown"),
+            (.apnsStatus(500), "500"), (.clientError("timedOut"), "timedOut"), (.notAnswering, "notAnswering"),
+            (.clientUnavailable, "clientUnavailable"),
+        ]
+        for (reason, label) in labels {
+            #expect(reason.metricLabel == label)
+        }
+        #expect(APNsReason(rawValue: "Made up").metricLabel == "unknown")
+        #expect(APNsReason.allKnown.allSatisfy { $0.metricLabel == $0.rawValue })
+    }
+
     @Test func tokenDeactivationReasonsReadBackFromTheirText() {
         let reasons: [(TokenDeactivationReason, String)] = [
             (.apns(.unregistered), "Unregistered"), (.apns(.expiredToken), "ExpiredToken"), (.apns(.badDeviceToken), "BadDeviceToken"),

@@ -98,6 +98,12 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { rawValue }
 
+    /// The reason as a metric's label: its documented spelling, or `unknown` for one this version does not know, so
+    /// an endpoint sending made-up reasons cannot grow a metric without bound.
+    public var metricLabel: String {
+        if case .unknown = self { "unknown" } else { rawValue }
+    }
+
     /// The HTTP status APNs answers with this reason (nil for an unknown reason).
     public var status: Int? {
         switch self {

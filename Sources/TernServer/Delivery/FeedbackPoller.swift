@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import Metrics
 import ServiceLifecycle
 import TernAPNs
 import TernAPNsClient
@@ -33,6 +34,8 @@ actor FeedbackPoller: Service {
     private let clients: ClientDirectory
     private let checkInterval: Duration
     private let onTokensPruned: @Sendable () -> Void
+    /// The same series as the dispatcher's, which counts the tokens APNs' answers to pushes deactivate.
+    private let tokensPruned = Counter(label: "tern_tokens_pruned_total")
     /// One node polls on schedule at a time.
     private let lease: JobLease
     /// Reads are due by `wall` (their times are stored); the checks are `checkInterval` apart on `timer`.
@@ -144,6 +147,7 @@ actor FeedbackPoller: Service {
             ).count
         }
         result.kept = result.listed - result.deactivated
+        tokensPruned.increment(by: result.deactivated)
         if result.deactivated > 0 { onTokensPruned() }
         logger.info(
             "feedback service read",

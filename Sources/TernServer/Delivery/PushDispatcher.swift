@@ -384,6 +384,14 @@ final class PushDispatcher: Service {
     private func counted(_ progress: PushProgress) {
         recipientsAccepted.increment(by: progress.accepted)
         recipientsFailed.increment(by: progress.failures.count)
+        if !progress.failures.isEmpty {
+            // By reason, for alerts: a key APNs refuses, an endpoint down, tokens going stale faster than usual.
+            var byReason: [String: Int] = [:]
+            for failure in progress.failures { byReason[failure.reason.metricLabel, default: 0] += 1 }
+            for (reason, count) in byReason {
+                Counter(label: "tern_push_failures_total", dimensions: [("reason", reason)]).increment(by: count)
+            }
+        }
         tokensPruned.increment(by: progress.pruned)
         if progress.pruned > 0 { onTokensPruned() }
     }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Crypto
 import Foundation
 import Logging
+import Metrics
 import NIOCore
 import ServiceLifecycle
 import Synchronization
@@ -34,6 +35,10 @@ final class WebhookSender: Service {
     private let backoff = Mutex<[String: (failures: Int, next: Date)]>([:])
     /// The apps' list that cannot be read (the database away): said when it starts, once a minute, and when it ends.
     private let readFailures: FailureLog
+    /// Events a receiver acknowledged, and attempts that failed (an answer not 2xx, none in time, a refused address),
+    /// for an alert on a receiver that stays down while its events wait.
+    private let eventsDelivered = Counter(label: "tern_webhook_events_delivered_total")
+    private let postsFailed = Counter(label: "tern_webhook_failures_total")
 
     init(
         store: any TernStore, serverKey: ServerKey, policy: WebhookAddressPolicy, pollInterval: Duration = .seconds(1),
@@ -138,9 +143,11 @@ final class WebhookSender: Service {
                 }
                 cursor = last.id
                 try await store.setSetting(cursorKey, to: String(cursor))
+                eventsDelivered.increment(by: events.count)
                 backoff.withLock { $0[app.id] = nil }
             }
         } catch {
+            postsFailed.increment()
             let now = clocks.wall.now
             let delay = backoff.withLock { state -> Int in
                 let failures = (state[app.id]?.failures ?? 0) + 1

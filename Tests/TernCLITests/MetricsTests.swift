@@ -1,0 +1,80 @@
+import Foundation
+import TernTestSupport
+import Testing
+
+/// `GET /metrics` of a running `tern serve` (the process bootstraps the Prometheus registry; the in-process suites
+/// have none): failures are counted by reason, and every series the node gives is in the deployment guide's
+/// "Monitoring" table.
+@Suite struct MetricsTests {
+    /// The deployment guide, from this file's place in the repository.
+    static let deploymentGuide = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("docs/deployment.md")
+
+    /// The value of a series without labels, as Prometheus' text gives it (`name 3`).
+    static func value(of series: String, in metrics: String) -> Double? {
+        metrics.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.dropFirst(series.count + 1)) }
+    }
+
+    @Test func failuresAreCountedByReasonAndEverySeriesIsInTheDeploymentGuide() async throws {
+        let folder = ServeCommandTests.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // Webhooks may go to loopback here, so the test's receiver (a closed port) fails as a down receiver would.
+        let serve = try ServeProcess(folder: folder, environment: ["TERN_WEBHOOKS_ALLOW_PRIVATE_NETWORKS": "true"])
+        defer { _ = serve.interrupt() }
+        let appKey = try #require(serve.value(after: "app key"))
+        let master = try #require(serve.value(after: "master secret"))
+        let controlPort = try #require(
+            serve.banner.components(separatedBy: "control API http://127.0.0.1:").dropFirst().first?.prefix { $0.isNumber })
+        let control = HTTPTestClient(port: try #require(Int(controlPort)))
+
+        let device = serve.client(bearer: appKey)
+        for number in 1...3 {
+            let registered = try await device.put(
+                "/v1/apps/demo/devices/\(ServeCommandTests.device(number))",
+                #"{"token": "\#(ServeCommandTests.token(number))", "environment": "production", "tags": ["metrics"]}"#)
+            #expect(registered.status == 200, "\(registered.text)")
+        }
+        // A webhook receiver that is down.
+        let adminToken = try #require(serve.value(after: "admin token"))
+        let admin = serve.client(bearer: adminToken)
+        let patched = try await admin.patch("/v1/apps/demo", #"{"webhookURL": "http://127.0.0.1:9/hook"}"#)
+        #expect(patched.status == 200, "\(patched.text)")
+        // The built-in simulator answers 410 Unregistered for the first device's token from now on.
+        let unregistered = try await control.post("/tokens/\(ServeCommandTests.token(1))/unregister", "{}")
+        #expect(unregistered.status == 204, "\(unregistered.text)")
+        let push = try await serve.client(bearer: master).post(
+            "/v1/apps/demo/pushes?wait=10", #"{"audience": {"tags": ["metrics"]}, "notification": {"title": "Counted"}}"#)
+        #expect(push.status == 201, "\(push.text)")
+        #expect(try push.json()["counts"]?["failedByReason"]?["Unregistered"] == .int(1))
+
+        let metrics = try await serve.client(bearer: nil).get("/metrics").text
+        for line in [
+            #"tern_push_failures_total{reason="Unregistered"} 1"#,
+            #"tern_push_recipients_total{outcome="failed"} 1"#,
+            #"tern_push_recipients_total{outcome="accepted"} 2"#,
+            #"tern_apns_rejected_total{reason="Unregistered"} 1"#,
+            "tern_tokens_pruned_total 1",
+            "tern_pushes_completed_total 1",
+        ] {
+            #expect(metrics.contains(line), "\(line) is not in /metrics:\n\(metrics)")
+        }
+
+        // The pruned token's event is held for the receiver, and the refused post counted.
+        try await waitUntil("the refused webhook post is counted") {
+            (Self.value(of: "tern_webhook_failures_total", in: try await serve.client(bearer: nil).get("/metrics").text) ?? 0) >= 1
+        }
+        #expect(Self.value(of: "tern_webhook_events_delivered_total", in: metrics) == 0)
+
+        // Every series family the node gives is named in the guide's table (`name` or `name{labels}` in backquotes).
+        let guide = try String(contentsOf: Self.deploymentGuide, encoding: .utf8)
+        let monitoring = try #require(guide.components(separatedBy: "## Monitoring").dropFirst().first?.components(separatedBy: "\n## ").first)
+        let families = metrics.split(separator: "\n").compactMap { line -> String? in
+            line.hasPrefix("# TYPE ") ? line.split(separator: " ").dropFirst(2).first.map(String.init) : nil
+        }
+        #expect(families.count >= 20, "\(families)")
+        for family in families {
+            #expect(monitoring.contains("`\(family)`") || monitoring.contains("`\(family){"), "\(family) is not in docs/deployment.md's Monitoring table")
+        }
+    }
+}
