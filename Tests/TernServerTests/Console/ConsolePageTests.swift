@@ -250,6 +250,29 @@ struct ConsolePageTests {
         #expect(page.text.contains(#"data-status="completed""#))
     }
 
+    @Test("the preview says what sending would refuse: a VoIP push to a tag, which the same form's send is refused for")
+    func previewRefusesWhatSendingRefuses() async throws {
+        let server = try await RouterHarness.shared.value
+        let device = try await device(server)
+        let browser = ConsoleBrowser(server)
+        try await browser.signIn(server.master.bearer!)
+        let toTag = [("audience.kind", "tags"), ("audience.values", device.tag), ("notification.title", "Call"), ("apns.pushType", "voip")]
+        let preview = try await browser.post(
+            "/console/apps/demo/preview", toTag, headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])
+        #expect(preview.status == 200)
+        let problem = try #require(try preview.json()["problem"]?.string)
+        #expect(problem.hasPrefix("apns.pushType: a voip push goes to the tokens PushKit gives the app"), "\(problem)")
+        let sent = try await browser.post("/console/apps/demo/pushes", toTag)
+        #expect(sent.status == 400)
+        #expect(sent.text.contains("a voip push goes to the tokens PushKit gives the app"))
+        // To tokens it is what sending does.
+        let toTokens = [("audience.kind", "tokens"), ("audience.values", device.token), ("notification.title", "Call"), ("apns.pushType", "voip")]
+        let given = try await browser.post(
+            "/console/apps/demo/preview", toTokens, headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])
+        #expect(try given.json()["problem"] == nil, "\(given.text)")
+        #expect(try given.json()["headers"]?.string?.contains("apns-push-type: voip") == true)
+    }
+
     @Test("the overview's data: sixty minutes, connections, APNs' answers")
     func overviewData() async throws {
         let server = try await RouterHarness.shared.value
