@@ -149,7 +149,9 @@ struct ServerAssembly {
 
         let router = Router(context: ServerRequestContext.self)
         let routes = RouteTable()
-        // Outermost, the shape of every refusal; inside it, the log of what went wrong, which sees the error itself.
+        // Outermost, the count of every answer (``HTTPMetrics``); inside it, the shape of every refusal; inside that,
+        // the log of what went wrong, which sees the error itself.
+        router.middlewares.add(MetricsMiddleware())
         router.middlewares.add(RequestShapeMiddleware(routes: routes, console: renderer.map(ConsoleRefusals.init)))
         router.middlewares.add(ErrorLoggingMiddleware(failures: FailureLog("request failed", logger: logger)))
         SystemAPI(store: store, registry: registry).register(on: router)

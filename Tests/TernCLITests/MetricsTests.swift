@@ -56,9 +56,24 @@ import Testing
             #"tern_apns_rejected_total{reason="Unregistered"} 1"#,
             "tern_tokens_pruned_total 1",
             "tern_pushes_completed_total 1",
+            // The API's answers, by the route's pattern.
+            #"tern_http_requests_total{route="/v1/apps/{app}/devices/{device}",method="PUT",status="200"} 3"#,
+            #"tern_http_requests_total{route="/v1/apps/{app}/pushes",method="POST",status="201"} 1"#,
         ] {
             #expect(metrics.contains(line), "\(line) is not in /metrics:\n\(metrics)")
         }
+
+        // A refusal is counted under its route, and a path no route has under one name, whatever the path.
+        #expect(try await device.put("/v1/apps/demo/devices/\(ServeCommandTests.device(4))", #"{"token": "zz"}"#).status == 400)
+        for number in 1...3 { #expect(try await device.get("/no/such/path/\(number)").status == 404) }
+        let refusals = try await serve.client(bearer: nil).get("/metrics").text
+        for line in [
+            #"tern_http_request_errors_total{route="/v1/apps/{app}/devices/{device}",method="PUT",status="400"} 1"#,
+            #"tern_http_requests_total{route="NotFound",method="GET",status="404"} 3"#,
+        ] {
+            #expect(refusals.contains(line), "\(line) is not in /metrics")
+        }
+        #expect(!refusals.contains("/no/such/path"))
 
         // The pruned token's event is held for the receiver, and the refused post counted.
         try await waitUntil("the refused webhook post is counted") {

@@ -139,7 +139,9 @@ struct ServeCommand: AsyncParsableCommand {
 
         bootstrapLogging(logLevel)
         let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        var metrics = PrometheusMetricsFactory(registry: registry)
+        metrics.nameAndLabelSanitizer = HTTPMetrics.prometheusNames
+        MetricsSystem.bootstrap(metrics)
         let logger = Logger(label: "tern")
         // The composition: apps in the `simulator` environment deliver to the built-in simulator.
         let server = TernServer(
