@@ -278,6 +278,34 @@ struct SQLStoreTests {
             if let store = try? await opening.value { try await store.close() }
         }
     }
+
+    /// A caller that throws before its close (a failing test, a start that fails after the open) drops the store: the
+    /// file was left open, and a debug build trapped when the connection went, taking every other test's result with it.
+    @Test("a store dropped without close closes its connection once its calls have ended")
+    func aStoreDroppedWithoutCloseClosesItsConnection() async throws {
+        let directory = try TemporaryDirectory()
+        defer { try? directory.remove() }
+        let path = directory.path("tern.sqlite")
+        var store: SQLStore? = try await SQLStore.openSQLite(path: path, logger: Logger(label: "tern.store.tests"))
+        try await store?.migrate()
+        // A call under way when the store goes: the close waits for it.
+        let gate = AsyncStream<Void>.makeStream()
+        let entered = AsyncStream<Void>.makeStream()
+        let call = Task { [store] in
+            try await store?.exclusive { db in
+                entered.continuation.yield()
+                for await _ in gate.stream { break }
+                return try await db.raw("SELECT COUNT(*) AS n FROM devices").first(decodingColumn: "n", as: Int.self)
+            }
+        }
+        for await _ in entered.stream { break }
+        store = nil
+        #expect(FileManager.default.fileExists(atPath: path + "-wal"), "open in WAL mode")
+        gate.continuation.yield()
+        #expect(try await call.value == 0, "the call under way ended on an open connection")
+        // SQLite checkpoints the log into the file and removes it as the file's last connection closes.
+        try await waitUntil("the dropped store's connection closed") { !FileManager.default.fileExists(atPath: path + "-wal") }
+    }
 }
 
 @Suite("AsyncLock")

@@ -132,17 +132,18 @@ final class FileWatch: Sendable {
 
 /// The one SQLite connection: calls take turns on it.
 struct SQLiteSessions: SQLSessions {
-    let connection: SQLiteConnection
+    var connection: SQLiteConnection { keeper.connection }
     let database: any SQLDatabase
     /// The file's lock for this process, when it was asked for.
     let claim: FileClaim?
-    private let lock = AsyncLock()
+    private let keeper: SQLiteConnectionKeeper
+    private var lock: AsyncLock { keeper.lock }
 
     /// Whether the path is still the file opened.
     let watch: FileWatch?
 
     init(connection: SQLiteConnection, database: any SQLDatabase, claim: FileClaim? = nil, watch: FileWatch? = nil) {
-        self.connection = connection
+        self.keeper = SQLiteConnectionKeeper(connection)
         self.database = database
         self.claim = claim
         self.watch = watch
@@ -176,11 +177,44 @@ struct SQLiteSessions: SQLSessions {
         await watch?.run()
     }
 
+    func close() async throws {
+        try await keeper.close()
+        claim?.release()
+    }
+}
+
+/// Closes the store's connection once: when the store is closed, or else when the last copy of the store goes.
+///
+/// A store dropped without ``SQLStore/close()`` (a caller that threw before its close) would leave the file open for
+/// the process's life, and a debug build traps in sqlite-nio's check when the connection goes: that trap took a whole
+/// test run with it and hid the failure that caused it. Either way the close waits its turn, after the calls under
+/// way.
+final class SQLiteConnectionKeeper: Sendable {
+    let connection: SQLiteConnection
+    let lock = AsyncLock()
+    private let closed = Atomic<Bool>(false)
+
+    init(_ connection: SQLiteConnection) {
+        self.connection = connection
+    }
+
     /// A cancelled caller still closes it: in a task of its own, since waiting for the lock would throw on
     /// cancellation and leave the connection open.
     func close() async throws {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         try await Task { [lock, connection] in try await lock.withLock { try await connection.close() } }.value
-        claim?.release()
+    }
+
+    deinit {
+        guard !closed.load(ordering: .acquiring) else { return }
+        // Unstructured, since a deinit cannot wait: the task holds the lock and the connection until the calls still
+        // under way have ended, then closes it with the future's close, which no cancellation stops.
+        Task { [lock, connection] in
+            try? await lock.withLock {
+                let closing: EventLoopFuture<Void> = connection.close()
+                try await closing.get()
+            }
+        }
     }
 }
 
