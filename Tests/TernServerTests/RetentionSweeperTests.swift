@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import TernStore
 import Testing
 @testable import TernServer
@@ -20,6 +21,22 @@ struct RetentionSweeperTests {
             let left = try await store.inbox(app: "demo", owner: owners[0], after: nil, limit: 10, at: now.addingTimeInterval(-30))
             #expect(left.items.map(\.message.id) == ["new"])
         }
+    }
+
+    /// A backlog takes batch after batch (minutes, after an upgrade); a server stopping meanwhile must not wait for
+    /// them all. A step that always says there may be more, and cancels its task during the first batch: no second
+    /// batch is asked for.
+    @Test func batchesStopOnceTheSweepsTaskIsCancelled() async {
+        let batches = Mutex(0)
+        let sweep = Task {
+            await RetentionSweeper.untilDone(FailureLog("test", logger: Logger(label: "test"))) {
+                let taken = batches.withLock { $0 += 1; return $0 }
+                if taken == 1 { withUnsafeCurrentTask { $0?.cancel() } }
+                return taken < 5
+            }
+        }
+        await sweep.value
+        #expect(batches.withLock { $0 } == 1)
     }
 
     /// Pushes were kept until their app was deleted: a backend pushing to one user at a time grew the database by

@@ -61,13 +61,13 @@ final class RetentionSweeper: Service {
     func sweep(now given: Date? = nil) async -> Swept {
         let now = given ?? clocks.wall.now
         var swept = Swept()
-        await untilDone(inboxFailures) {
+        await Self.untilDone(inboxFailures) {
             let deleted = try await store.purgeExpiredInbox(before: now, limit: Self.batch)
             swept.inboxEntries += deleted
             return deleted == Self.batch
         }
         if swept.inboxEntries > 0 { logger.info("expired inbox messages deleted", metadata: ["entries": "\(swept.inboxEntries)"]) }
-        await untilDone(messageFailures) {
+        await Self.untilDone(messageFailures) {
             let deleted = try await store.purgeExpiredMessages(before: now, limit: Self.batch)
             swept.deviceMessages += deleted
             return deleted == Self.batch
@@ -75,7 +75,7 @@ final class RetentionSweeper: Service {
         if swept.deviceMessages > 0 { logger.info("expired device messages deleted", metadata: ["messages": "\(swept.deviceMessages)"]) }
         guard pushRetention > .zero else { return swept }
         let cutoff = now.addingTimeInterval(-pushRetention.seconds)
-        await untilDone(pushFailures) {
+        await Self.untilDone(pushFailures) {
             let purge = try await store.purgeFinishedPushes(before: cutoff, limit: Self.batch)
             swept.pushes += purge.pushes
             swept.pushFailures += purge.failures
@@ -92,7 +92,7 @@ final class RetentionSweeper: Service {
     /// Runs `step`, a batch at a time, until it says there may be no more (false) or the server stops (a backlog of
     /// pushes from before an upgrade can take minutes); a failure ends it and is said through `failures` (when it
     /// starts, once a minute, and when it ends).
-    private func untilDone(_ failures: FailureLog, _ step: () async throws -> Bool) async {
+    static func untilDone(_ failures: FailureLog, _ step: () async throws -> Bool) async {
         do {
             while !Task.isShuttingDownGracefully, !Task.isCancelled, try await step() {}
             failures.succeeded()
