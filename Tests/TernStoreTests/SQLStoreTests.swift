@@ -288,7 +288,8 @@ struct SQLStoreTests {
         let path = directory.path("tern.sqlite")
         var store: SQLStore? = try await SQLStore.openSQLite(path: path, logger: Logger(label: "tern.store.tests"))
         try await store?.migrate()
-        // A call under way when the store goes: the close waits for it.
+        // A call under way when the caller lets go of the store: the call holds it, so it ends on an open connection,
+        // and the connection closes once the call is done.
         let gate = AsyncStream<Void>.makeStream()
         let entered = AsyncStream<Void>.makeStream()
         let call = Task { [store] in
