@@ -27,6 +27,7 @@ extension SQLStore {
             throw StoreError.unavailable("cannot create the database file \(path)")
         }
         let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        let keeper = SQLiteConnectionKeeper(connection)
         // Every query is logged at trace: its binds hold tokens and aliases.
         let database = connection.sql(queryLogLevel: .trace)
         do {
@@ -44,15 +45,12 @@ extension SQLStore {
                 try await database.raw("PRAGMA \(unsafeRaw: pragma)").run()
             }
         } catch {
-            // Closed even when the open was cancelled (the async close is cancelled too, and leaves the connection
-            // open): the future's close runs whatever the task.
-            let closing: EventLoopFuture<Void> = connection.close()
-            try? await closing.get()
+            // Closed before the error goes on, even when the open was cancelled.
+            try? await keeper.close()
             throw error
         }
         let watch = FileWatch(path: path, interval: fileCheckInterval, logger: logger)
-        return SQLStore(
-            sessions: SQLiteSessions(connection: connection, database: database, claim: claim, watch: watch), flavor: .sqlite, logger: logger)
+        return SQLStore(sessions: SQLiteSessions(keeper: keeper, database: database, claim: claim, watch: watch), flavor: .sqlite, logger: logger)
     }
 }
 
@@ -142,8 +140,8 @@ struct SQLiteSessions: SQLSessions {
     /// Whether the path is still the file opened.
     let watch: FileWatch?
 
-    init(connection: SQLiteConnection, database: any SQLDatabase, claim: FileClaim? = nil, watch: FileWatch? = nil) {
-        self.keeper = SQLiteConnectionKeeper(connection)
+    init(keeper: SQLiteConnectionKeeper, database: any SQLDatabase, claim: FileClaim? = nil, watch: FileWatch? = nil) {
+        self.keeper = keeper
         self.database = database
         self.claim = claim
         self.watch = watch
@@ -198,21 +196,25 @@ final class SQLiteConnectionKeeper: Sendable {
         self.connection = connection
     }
 
-    /// A cancelled caller still closes it: in a task of its own, since waiting for the lock would throw on
-    /// cancellation and leave the connection open.
+    /// Waits for the calls under way, then closes the connection; at once if it was closed already.
     func close() async throws {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        try await Task { [lock, connection] in try await lock.withLock { try await connection.close() } }.value
+        try await closing().value
     }
 
     deinit {
         guard !closed.load(ordering: .acquiring) else { return }
-        // Unstructured, since a deinit cannot wait: the task holds the lock and the connection until the calls still
-        // under way have ended, then closes it with the future's close, which no cancellation stops.
+        // A deinit cannot wait: the task holds the lock and the connection until it has closed it.
+        _ = closing()
+    }
+
+    /// The close, in a task of its own: no caller's cancellation reaches it (waiting for the lock would throw, and
+    /// sqlite-nio's async close would not run, leaving the connection open).
+    private func closing() -> Task<Void, any Error> {
         Task { [lock, connection] in
-            try? await lock.withLock {
-                let closing: EventLoopFuture<Void> = connection.close()
-                try await closing.get()
+            try await lock.withLock {
+                let closed: EventLoopFuture<Void> = connection.close()
+                try await closed.get()
             }
         }
     }
