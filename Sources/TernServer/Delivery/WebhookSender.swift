@@ -35,8 +35,8 @@ final class WebhookSender: Service {
     private let backoff = Mutex<[String: (failures: Int, next: Date)]>([:])
     /// The apps' list that cannot be read (the database away): said when it starts, once a minute, and when it ends.
     private let readFailures: FailureLog
-    /// Events a receiver acknowledged, and attempts that failed (an answer not 2xx, none in time, a refused address),
-    /// for an alert on a receiver that stays down while its events wait.
+    /// Events a receiver acknowledged, and attempts that failed (an answer not 2xx, none in time, a refused address,
+    /// the events not readable), for an alert on a receiver that stays down while its events wait.
     private let eventsDelivered = Counter(label: "tern_webhook_events_delivered_total")
     private let postsFailed = Counter(label: "tern_webhook_failures_total")
 
