@@ -162,15 +162,17 @@ extension SQLStore {
     ) async throws -> Bool {
         // Without failures the record is one UPDATE, which the database applies whole by itself: no transaction
         // around it, two statements fewer each time (a fan-out records a few thousand times per million devices).
+        let flavor = flavor
         let record: @Sendable (any SQLDatabase) async throws -> Bool = { db in
-            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .keep, db)
+            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .keep, flavor, db)
         }
         return try await progress.failures.isEmpty ? exclusive(record) : transaction(record)
     }
 
     public func giveUpChunk(pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark) async throws -> Bool {
-        try await transaction { db in
-            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .giveUp, db)
+        let flavor = flavor
+        return try await transaction { db in
+            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .giveUp, flavor, db)
         }
     }
 
@@ -188,7 +190,7 @@ extension SQLStore {
     /// given, and keeps, gives up or closes the chunk. - Returns: false if `node` no longer holds it (nothing written).
     static func addToChunk(
         pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark?, then after: ChunkAfterRecord,
-        _ db: any SQLDatabase
+        _ flavor: SQLFlavor, _ db: any SQLDatabase
     ) async throws -> Bool {
         let held: SQLQueryString = "push_id = \(bind: pushID) AND sequence = \(bind: sequence) AND owner = \(bind: node) AND status = 'claimed'"
         // Failure reasons and details are merged into the chunk's; with no failure (the usual record), one statement
@@ -227,6 +229,10 @@ extension SQLStore {
             RETURNING sequence
             """).first() != nil
         else { return false }
+        guard !progress.failures.isEmpty else { return true }
+        // Numbered after the push's other failures are committed (on PostgreSQL, where a push's chunks record at
+        // once): a client paging them while the push runs passes none by. Held from here to the commit.
+        if let lock = flavor.numberingLock { try await db.raw(lock(.pushFailures(pushID: pushID))).run() }
         try await insertFailures(progress.failures, pushID: pushID, db)
         return true
     }
@@ -234,8 +240,9 @@ extension SQLStore {
     public func recordChunk(
         pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date
     ) async throws -> ChunkRecording {
-        try await transaction { db in
-            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: nil, then: .close, db) else {
+        let flavor = flavor
+        return try await transaction { db in
+            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: nil, then: .close, flavor, db) else {
                 return .lost
             }
             // Only a push handed out in full can be complete; until then the push's row is not read, so recording
