@@ -154,7 +154,10 @@ struct ServerAssembly {
         router.middlewares.add(MetricsMiddleware())
         router.middlewares.add(RequestShapeMiddleware(routes: routes, console: renderer.map(ConsoleRefusals.init)))
         router.middlewares.add(ErrorLoggingMiddleware(failures: FailureLog("request failed", logger: logger)))
-        SystemAPI(store: store, registry: registry).register(on: router)
+        SystemAPI(
+            store: store, registry: registry, metricsTokenHash: configuration.http.metricsToken.map(Secrets.hash),
+            authorization: authorization
+        ).register(on: router)
         apps.register(on: router)
         let gate = DeviceGate(serverKey: serverKey, limiter: DeviceSecretLimiter(clock: clock), logger: logger)
         DevicesAPI(

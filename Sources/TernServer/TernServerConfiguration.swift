@@ -24,6 +24,9 @@ public struct TernServerConfiguration: Sendable {
         public var requestBodyTimeout: Duration = .seconds(30)
         /// How long a connection may wait between requests (keep-alive) before it is closed.
         public var idleTimeout: Duration = .seconds(75)
+        /// When set, `GET /metrics` answers only `Authorization: Bearer <this>`; when nil, anyone (deny it at the
+        /// public load balancer then).
+        public var metricsToken: String?
     }
 
     public struct Database: Sendable {
@@ -182,6 +185,9 @@ public struct TernServerConfiguration: Sendable {
         if let token = admin.token, token.utf8.count < 16 {
             throw .init("admin.token must be at least 16 characters (it guards every app)")
         }
+        if let token = http.metricsToken, token.utf8.count < 16 {
+            throw .init("http.metricsToken must be at least 16 characters")
+        }
         guard (1...100_000).contains(delivery.chunkSize) else { throw .init("delivery.chunkSize must be 1-100000") }
         guard (1...100_000).contains(delivery.concurrency) else { throw .init("delivery.concurrency must be 1-100000") }
         guard (1...100_000).contains(delivery.minimumConcurrency) else { throw .init("delivery.minimumConcurrency must be 1-100000") }
@@ -246,7 +252,7 @@ public struct TernServerConfigurationError: Error, CustomStringConvertible {
 extension TernServerConfiguration {
     /// The settings from a JSON file (optional) and the environment (`TERN_HTTP_PORT` for `http.port`, …), the
     /// environment winning; what neither sets keeps its default. Keys: `http.host`, `http.port`, `http.maxConnections`,
-    /// `http.requestHeadTimeout`, `http.requestBodyTimeout` and `http.idleTimeout` (seconds), `database.path`,
+    /// `http.requestHeadTimeout`, `http.requestBodyTimeout` and `http.idleTimeout` (seconds), `http.metricsToken`, `database.path`,
     /// `database.url` (PostgreSQL instead of SQLite), `database.connections`, `database.callTimeout` (seconds),
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
@@ -257,7 +263,7 @@ extension TernServerConfiguration {
     /// `console.sessionIdleTimeout` and `console.sessionLifetime` (seconds).
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
         var providers: [any ConfigProvider] = [
-            EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY", "TERN_DATABASE_URL", "TERN_APNS_PROXY"]))
+            EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY", "TERN_DATABASE_URL", "TERN_APNS_PROXY", "TERN_HTTP_METRICS_TOKEN"]))
                 .prefixKeys(with: "tern")
         ]
         let fileSettings = try file.map(ConfigurationFile.init(path:))
@@ -284,6 +290,7 @@ extension TernServerConfiguration {
         read("http.requestHeadTimeout", into: &configuration.http.requestHeadTimeout, unit: .seconds(1))
         read("http.requestBodyTimeout", into: &configuration.http.requestBodyTimeout, unit: .seconds(1))
         read("http.idleTimeout", into: &configuration.http.idleTimeout, unit: .seconds(1))
+        readSecret("http.metricsToken", into: &configuration.http.metricsToken)
         read("database.path", into: &configuration.database.path)
         readSecret("database.url", into: &configuration.database.url)
         read("database.connections", into: &configuration.database.connections)

@@ -93,4 +93,29 @@ import Testing
             #expect(try await server.api.get("/metrics").status == 200)
         }
     }
+
+    @Test("with http.metricsToken set, /metrics answers that token only, and wrong ones are counted as wrong admin tokens are")
+    func theMetricsTokenGuardsMetrics() async throws {
+        let token = "scrape-0123456789abcdef"
+        try await RouterHarness.withServer(configure: { $0.http.metricsToken = token }) { server in
+            let none = try await server.api.get("/metrics")
+            #expect(none.status == 401)
+            #expect(none.headers.first(name: "WWW-Authenticate") == "Bearer")
+            #expect(try none.json()["message"]?.string == "send the secret as 'Authorization: Bearer <secret>'")
+            // The admin token is not it: a scraper holds the one secret it needs.
+            let admin = try await server.admin.get("/metrics")
+            #expect(admin.status == 401)
+            #expect(try admin.json()["message"]?.string == "this call needs the metrics token (http.metricsToken)")
+            let scraped = try await server.api.with(bearer: token).get("/metrics")
+            #expect(scraped.status == 200)
+            #expect(scraped.headers.first(name: "Content-Type") == "text/plain; version=0.0.4")
+            #expect(try await server.api.get("/health").status == 200)
+            #expect(try await server.api.get("/ready").status == 200)
+            // Ten wrong from one address (the admin token above was one), and the address waits, right token or not.
+            for _ in 0..<9 { #expect(try await server.api.with(bearer: "scrape-guess-0123456789").get("/metrics").status == 401) }
+            let waiting = try await server.api.with(bearer: token).get("/metrics")
+            #expect(waiting.status == 429)
+            #expect(waiting.headers.first(name: "Retry-After") != nil)
+        }
+    }
 }

@@ -270,6 +270,22 @@ struct ConfigurationTests {
         }
     }
 
+    @Test func theMetricsTokenIsReadFromTheEnvironmentOrTheFileAndAShortOneIsRefused() async throws {
+        #expect(TernServerConfiguration().http.metricsToken == nil)
+        let fromEnvironment = try await TernServerConfiguration.load(
+            file: nil, environment: ["TERN_HTTP_METRICS_TOKEN": "scrape-0123456789abcdef"])
+        #expect(fromEnvironment.http.metricsToken == "scrape-0123456789abcdef")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("tern-config-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try #"{"http": {"metricsToken": "scrape-from-the-file-0123"}}"#.write(to: file, atomically: true, encoding: .utf8)
+        #expect(try await TernServerConfiguration.load(file: file.path, environment: [:]).http.metricsToken == "scrape-from-the-file-0123")
+
+        var short = TernServerConfiguration()
+        short.http.metricsToken = "scrape-123"
+        let error = #expect(throws: TernServerConfigurationError.self) { try short.validate() }
+        #expect(error?.description == "http.metricsToken must be at least 16 characters")
+    }
+
     @Test func aPostgreSQLDatabaseIsConfiguredByURLAndAWrongOneIsAClearError() async throws {
         let configuration = try await TernServerConfiguration.load(
             file: nil, environment: ["TERN_DATABASE_URL": "postgres://tern:pw@db:5432/tern", "TERN_DATABASE_CONNECTIONS": "4",

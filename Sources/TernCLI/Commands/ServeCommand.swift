@@ -27,7 +27,8 @@ struct ServeCommand: AsyncParsableCommand {
             http.requestHeadTimeout (seconds a request's head may take to arrive: default \
             30), http.requestBodyTimeout (seconds a request's body may \
             take after its head: default 30), http.idleTimeout (seconds between \
-            requests: default 75), database.path, database.url (PostgreSQL; \
+            requests: default 75), http.metricsToken (what GET /metrics asks as \
+            Bearer; unset, it answers anyone), database.path, database.url (PostgreSQL; \
             TERN_DATABASE_URL), database.connections, database.callTimeout (seconds a \
             PostgreSQL call may take: default 15), admin.token, server.key, \
             server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled, \

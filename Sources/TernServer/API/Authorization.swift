@@ -140,6 +140,12 @@ struct Authorization: Sendable {
     /// The admin token (app management). Wrong ones are counted per address (``SecretGuessLimiter``): past the limit,
     /// the address gets 429 before its token is looked at, so a guess then tells nothing.
     func requireAdmin(_ request: Request, _ context: ServerRequestContext) throws(JSONAPIError) {
+        try requireSecret(request, context, storedHash: adminTokenHash, named: "the admin token")
+    }
+
+    /// The node's own secret stored as `storedHash` (its SHA-256), called `name` in the refusal and the log. Wrong ones
+    /// are counted as wrong admin tokens are.
+    func requireSecret(_ request: Request, _ context: ServerRequestContext, storedHash: [UInt8], named name: String) throws(JSONAPIError) {
         let address = SecretGuessLimiter.key(for: context.remoteAddress)
         if let retryAfter = guesses?.retryAfter(address) {
             throw JSONAPIError(
@@ -147,13 +153,13 @@ struct Authorization: Sendable {
                 message: "too many wrong secrets from this address; try again in \(retryAfter) s", field: "Authorization",
                 retryAfter: retryAfter)
         }
-        guard Secrets.matches(try Self.bearer(request), storedHash: adminTokenHash) else {
+        guard Secrets.matches(try Self.bearer(request), storedHash: storedHash) else {
             if guesses?.recordFailure(address) == true {
                 logger.warning(
-                    "wrong admin tokens: too many from one address, answering 429 until the minute is over",
+                    "wrong secrets (\(name)): too many from one address, answering 429 until the minute is over",
                     metadata: ["address": "\(address)"])
             }
-            throw .unauthorized("this call needs the admin token")
+            throw .unauthorized("this call needs \(name)")
         }
     }
 

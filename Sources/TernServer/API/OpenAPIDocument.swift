@@ -80,10 +80,16 @@ enum OpenAPIDocument {
    "get": {
     "operationId": "metrics",
     "summary": "Prometheus metrics",
+    "description": "answers anyone, or, when the node's http.metricsToken is set, that token only",
     "tags": [
      "system"
     ],
-    "security": [],
+    "security": [
+     {},
+     {
+      "metricsToken": []
+     }
+    ],
     "responses": {
      "200": {
       "description": "metrics",
@@ -2553,6 +2559,11 @@ enum OpenAPIDocument {
     "type": "http",
     "scheme": "bearer",
     "description": "an app's app key: it ships in the app, so it is public"
+   },
+   "metricsToken": {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "the node's http.metricsToken, when it is set: GET /metrics"
    },
    "deviceSecret": {
     "type": "apiKey",

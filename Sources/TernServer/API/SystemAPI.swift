@@ -7,6 +7,9 @@ import TernStore
 struct SystemAPI {
     let store: any TernStore
     let registry: PrometheusCollectorRegistry?
+    /// The SHA-256 of `http.metricsToken`, which `/metrics` then asks for; nil: `/metrics` answers anyone.
+    let metricsTokenHash: [UInt8]?
+    let authorization: Authorization
 
     struct Status: ResponseEncodable {
         var status: String
@@ -27,7 +30,10 @@ struct SystemAPI {
                 status: .ok, headers: [.contentType: "application/json"],
                 body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
         }
-        router.get("metrics") { _, _ -> Response in
+        router.get("metrics") { request, context -> Response in
+            if let metricsTokenHash {
+                try authorization.requireSecret(request, context, storedHash: metricsTokenHash, named: "the metrics token (http.metricsToken)")
+            }
             var bytes: [UInt8] = []
             registry?.emit(into: &bytes)
             return Response(
