@@ -56,6 +56,7 @@ import Testing
             #"tern_apns_rejected_total{reason="Unregistered"} 1"#,
             "tern_tokens_pruned_total 1",
             "tern_pushes_completed_total 1",
+            "tern_devices_created_total 3",
             // The API's answers, by the route's pattern.
             #"tern_http_requests_total{route="/v1/apps/{app}/devices/{device}",method="PUT",status="200"} 3"#,
             #"tern_http_requests_total{route="/v1/apps/{app}/pushes",method="POST",status="201"} 1"#,
@@ -74,6 +75,18 @@ import Testing
             #expect(refusals.contains(line), "\(line) is not in /metrics")
         }
         #expect(!refusals.contains("/no/such/path"))
+        // A device registered again is no new device; a refused registration is none at all.
+        let first = try await device.put(
+            "/v1/apps/demo/devices/\(ServeCommandTests.device(5))", #"{"token": "\#(ServeCommandTests.token(5))", "environment": "production"}"#)
+        guard case .string(let secret)? = try first.json()["deviceSecret"] else {
+            Issue.record("no deviceSecret in \(first.text)")
+            return
+        }
+        let again = try await device.send(
+            .PUT, "/v1/apps/demo/devices/\(ServeCommandTests.device(5))",
+            body: #"{"token": "\#(ServeCommandTests.token(6))", "environment": "production"}"#, headers: [("X-Tern-Device-Secret", secret)])
+        #expect(again.status == 200, "\(again.text)")
+        #expect(Self.value(of: "tern_devices_created_total", in: try await serve.client(bearer: nil).get("/metrics").text) == 4)
 
         // The pruned token's event waits for the receiver, and the failed post is counted.
         try await waitUntil("the failed webhook post is counted") {

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Metrics
 import TernAPNs
 import TernStore
 import TernWeb
@@ -15,6 +16,8 @@ struct DevicesAPI {
     /// Told when devices' secrets were replaced or the devices deleted: their open connections (the online channel)
     /// are closed, on every node.
     let credentialsChanged: @Sendable (_ app: String, _ deviceIDs: [String]) async -> Void
+    /// New device ids registered: what a flood of made-up devices with the (public) app key shows up in.
+    private let devicesCreated = Counter(label: "tern_devices_created_total")
 
     struct RegisterRequest: Decodable {
         var token: String
@@ -221,6 +224,7 @@ struct DevicesAPI {
             // device's does (on whichever node holds it), before its id can be registered afresh and be sent to.
             if let deleted = record.tokenTakenFrom { await credentialsChanged(app.id, [deleted]) }
             let created = record.secretHash == registration.newSecretHash
+            if created { devicesCreated.increment() }
             return DeviceView(record, deviceSecret: created ? newSecret : nil)
         } catch StoreError.refused(.deviceSecret) {
             // The device exists: the table's registerExisting row, with what was presented.
