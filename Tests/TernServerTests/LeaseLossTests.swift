@@ -45,9 +45,10 @@ struct LeaseLossTests {
 
     @Test func aChunkBeingSentIsRenewedEveryThirdOfItsLeaseOnTheServersClock() async throws {
         let clock = ManualClock()
-        // One at a time, 300 ms each: the chunk is in flight for three seconds of real time, and none passes on the
-        // server's clock unless the test moves it.
-        try await Self.withSlowPush(devices: 9_101...9_110, tag: "renew", concurrency: 1, latency: 300, clock: clock) { server, _ in
+        // One at a time, 300 ms each: the chunk is in flight for twelve seconds of real time (on a loaded machine the
+        // test may take several to reach its renewal; three were once too few), and none passes on the server's clock
+        // unless the test moves it. The rest go at once when the test is done.
+        try await Self.withSlowPush(devices: 9_101...9_140, tag: "renew", concurrency: 1, latency: 300, clock: clock) { server, _ in
             let store = try await SQLStore.openSQLite(path: server.folder.appendingPathComponent("tern.db").path, logger: Logger(label: "reader"))
             @Sendable func leaseUntil() async throws -> Int? {
                 try await store.exclusive { db in

@@ -565,7 +565,8 @@ struct PushChunkTests {
                     let progress = allFailed(chunks[0])
                     let recorded = try await sql.transaction { db in
                         let recorded = try await SQLStore.addToChunk(
-                            pushID: "p1", sequence: chunks[0].sequence, node: "a", progress, mark: nil, then: .keep, flavor, db)
+                            pushID: "p1", sequence: chunks[0].sequence, node: "a", progress, mark: nil, then: .keep, db)
+                        try await SQLStore.insertFailuresInOrder(progress.failures, pushID: "p1", flavor, db)
                         written.fire()
                         await commit.wait()
                         return recorded

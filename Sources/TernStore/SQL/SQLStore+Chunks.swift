@@ -164,7 +164,9 @@ extension SQLStore {
         // around it, two statements fewer each time (a fan-out records a few thousand times per million devices).
         let flavor = flavor
         let record: @Sendable (any SQLDatabase) async throws -> Bool = { db in
-            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .keep, flavor, db)
+            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .keep, db) else { return false }
+            try await Self.insertFailuresInOrder(progress.failures, pushID: pushID, flavor, db)
+            return true
         }
         return try await progress.failures.isEmpty ? exclusive(record) : transaction(record)
     }
@@ -172,7 +174,9 @@ extension SQLStore {
     public func giveUpChunk(pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark) async throws -> Bool {
         let flavor = flavor
         return try await transaction { db in
-            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .giveUp, flavor, db)
+            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .giveUp, db) else { return false }
+            try await Self.insertFailuresInOrder(progress.failures, pushID: pushID, flavor, db)
+            return true
         }
     }
 
@@ -186,11 +190,12 @@ extension SQLStore {
         case close
     }
 
-    /// Adds `progress` to a chunk `node` holds (its counts, failure reasons and failures), replaces its mark if one is
-    /// given, and keeps, gives up or closes the chunk. - Returns: false if `node` no longer holds it (nothing written).
+    /// Adds `progress` to a chunk `node` holds (its counts and failure reasons; its failures are the caller's, with
+    /// ``insertFailuresInOrder(_:pushID:_:_:)``), replaces its mark if one is given, and keeps, gives up or closes the
+    /// chunk. - Returns: false if `node` no longer holds it (nothing written).
     static func addToChunk(
         pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark?, then after: ChunkAfterRecord,
-        _ flavor: SQLFlavor, _ db: any SQLDatabase
+        _ db: any SQLDatabase
     ) async throws -> Bool {
         let held: SQLQueryString = "push_id = \(bind: pushID) AND sequence = \(bind: sequence) AND owner = \(bind: node) AND status = 'claimed'"
         // Failure reasons and details are merged into the chunk's; with no failure (the usual record), one statement
@@ -229,12 +234,17 @@ extension SQLStore {
             RETURNING sequence
             """).first() != nil
         else { return false }
-        guard !progress.failures.isEmpty else { return true }
-        // Numbered after the push's other failures are committed (on PostgreSQL, where a push's chunks record at
-        // once): a client paging them while the push runs passes none by. Held from here to the commit.
-        if let lock = flavor.numberingLock { try await db.raw(lock(.pushFailures(pushID: pushID))).run() }
-        try await insertFailures(progress.failures, pushID: pushID, db)
         return true
+    }
+
+    /// Stores a chunk's failures as the last step of the transaction that records them. They are numbered after the
+    /// push's other failures are committed (on PostgreSQL, where a push's chunks record at once), so a client paging
+    /// them while the push runs passes none by. The lock is held from here to the commit: taken last, a record waiting
+    /// for it has read and written all it will, and the one it waits for sees nothing of it.
+    static func insertFailuresInOrder(_ failures: [PushFailure], pushID: String, _ flavor: SQLFlavor, _ db: any SQLDatabase) async throws {
+        guard !failures.isEmpty else { return }
+        if let lock = flavor.numberingLock { try await db.raw(lock(.pushFailures(pushID: pushID))).run() }
+        try await insertFailures(failures, pushID: pushID, db)
     }
 
     public func recordChunk(
@@ -242,15 +252,16 @@ extension SQLStore {
     ) async throws -> ChunkRecording {
         let flavor = flavor
         return try await transaction { db in
-            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: nil, then: .close, flavor, db) else {
+            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: nil, then: .close, db) else {
                 return .lost
             }
             // Only a push handed out in full can be complete; until then the push's row is not read, so recording
             // chunks does not conflict with nodes claiming from it.
             let handedOut = try await db.raw("SELECT handed_out FROM pushes WHERE id = \(bind: pushID)").first()?
                 .decode(column: "handed_out", as: Int.self)
-            guard handedOut == 1 else { return .recorded(pushCompleted: false) }
-            return .recorded(pushCompleted: try await Self.completeIfDone(pushID: pushID, at: now, db))
+            let completed = handedOut == 1 ? try await Self.completeIfDone(pushID: pushID, at: now, db) : false
+            try await Self.insertFailuresInOrder(progress.failures, pushID: pushID, flavor, db)
+            return .recorded(pushCompleted: completed)
         }
     }
 
