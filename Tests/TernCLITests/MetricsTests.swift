@@ -95,6 +95,17 @@ import Testing
         let last = try await serve.client(bearer: nil).get("/metrics").text
         #expect(Self.value(of: "tern_webhook_events_delivered_total", in: last) == 0)
 
+        // The legacy feedback service's deactivations are pruned tokens too: the app on the legacy transport, and a
+        // token the service lists as dead since a minute from now.
+        #expect(try await admin.patch("/v1/apps/demo", #"{"transport": "legacy"}"#).status == 200)
+        let deadSince = Int64((Date().timeIntervalSince1970 + 60) * 1000)
+        let listed = try await control.post("/tokens/\(ServeCommandTests.token(2))/unregister", #"{"timestamp": \#(deadSince)}"#)
+        #expect(listed.status == 204, "\(listed.text)")
+        let feedback = try await admin.post("/v1/apps/demo/feedback")
+        #expect(feedback.status == 200, "\(feedback.text)")
+        #expect(try feedback.json()["deactivated"] == .int(1), "\(feedback.text)")
+        #expect(Self.value(of: "tern_tokens_pruned_total", in: try await serve.client(bearer: nil).get("/metrics").text) == 2)
+
         // Every series family the node gives is named in the guide's table (`name` or `name{labels}` in backquotes).
         let guide = try String(contentsOf: Self.deploymentGuide, encoding: .utf8)
         let monitoring = try #require(guide.components(separatedBy: "## Monitoring").dropFirst().first?.components(separatedBy: "\n## ").first)
