@@ -152,6 +152,7 @@ struct ServerAssembly {
         // Outermost, the count of every answer (``HTTPMetrics``); inside it, the shape of every refusal; inside that,
         // the log of what went wrong, which sees the error itself.
         router.middlewares.add(MetricsMiddleware())
+        router.middlewares.add(ClientAddressMiddleware(proxies: try TrustedProxies(parsing: configuration.http.trustedProxies)))
         router.middlewares.add(RequestShapeMiddleware(routes: routes, console: renderer.map(ConsoleRefusals.init)))
         router.middlewares.add(ErrorLoggingMiddleware(failures: FailureLog("request failed", logger: logger)))
         SystemAPI(

@@ -27,6 +27,9 @@ public struct TernServerConfiguration: Sendable {
         /// When set, `GET /metrics` answers only `Authorization: Bearer <this>`; when nil, anyone (deny it at the
         /// public load balancer then).
         public var metricsToken: String?
+        /// Load balancers and proxies (addresses, or ranges such as `10.0.0.0/8`) whose `X-Forwarded-For` names the
+        /// client: wrong secrets are then counted per client, not per balancer. None: every peer is the client.
+        public var trustedProxies: [String] = []
     }
 
     public struct Database: Sendable {
@@ -188,6 +191,7 @@ public struct TernServerConfiguration: Sendable {
         if let token = http.metricsToken, token.utf8.count < 16 {
             throw .init("http.metricsToken must be at least 16 characters")
         }
+        _ = try TrustedProxies(parsing: http.trustedProxies)
         guard (1...100_000).contains(delivery.chunkSize) else { throw .init("delivery.chunkSize must be 1-100000") }
         guard (1...100_000).contains(delivery.concurrency) else { throw .init("delivery.concurrency must be 1-100000") }
         guard (1...100_000).contains(delivery.minimumConcurrency) else { throw .init("delivery.minimumConcurrency must be 1-100000") }
@@ -252,7 +256,7 @@ public struct TernServerConfigurationError: Error, CustomStringConvertible {
 extension TernServerConfiguration {
     /// The settings from a JSON file (optional) and the environment (`TERN_HTTP_PORT` for `http.port`, …), the
     /// environment winning; what neither sets keeps its default. Keys: `http.host`, `http.port`, `http.maxConnections`,
-    /// `http.requestHeadTimeout`, `http.requestBodyTimeout` and `http.idleTimeout` (seconds), `http.metricsToken`, `database.path`,
+    /// `http.requestHeadTimeout`, `http.requestBodyTimeout` and `http.idleTimeout` (seconds), `http.metricsToken`, `http.trustedProxies` (comma-separated), `database.path`,
     /// `database.url` (PostgreSQL instead of SQLite), `database.connections`, `database.callTimeout` (seconds),
     /// `admin.token`, `server.key`, `server.keyFile`, `simulator.enabled`, `simulator.stateDirectory`,
     /// `demo.enabled`, `delivery.chunkSize` (formerly `delivery.pageSize`, still read), `delivery.concurrency`,
@@ -291,6 +295,10 @@ extension TernServerConfiguration {
         read("http.requestBodyTimeout", into: &configuration.http.requestBodyTimeout, unit: .seconds(1))
         read("http.idleTimeout", into: &configuration.http.idleTimeout, unit: .seconds(1))
         readSecret("http.metricsToken", into: &configuration.http.metricsToken)
+        // A list in one string, comma-separated, in the environment and the file alike.
+        var trustedProxies = configuration.http.trustedProxies.joined(separator: ",")
+        read("http.trustedProxies", into: &trustedProxies)
+        configuration.http.trustedProxies = trustedProxies.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         read("database.path", into: &configuration.database.path)
         readSecret("database.url", into: &configuration.database.url)
         read("database.connections", into: &configuration.database.connections)

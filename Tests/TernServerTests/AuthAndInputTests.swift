@@ -94,6 +94,31 @@ import Testing
         }
     }
 
+    /// Behind a load balancer every connection comes from the balancer: counted by it, ten wrong admin tokens a minute
+    /// from anyone on the internet would lock the admin out of the API and the console.
+    @Test("behind a trusted proxy wrong admin tokens are counted per forwarded client, and an untrusted peer's X-Forwarded-For is not believed")
+    func wrongSecretsAreCountedPerForwardedClient() async throws {
+        let wrong = "tat_guess-0000000000"
+        try await ServerHarness.withServer(configure: { $0.http.trustedProxies = ["127.0.0.0/8"] }) { server async throws in
+            let guesser = [("X-Forwarded-For", "203.0.113.7")]
+            for _ in 0..<10 { #expect(try await server.api.with(bearer: wrong).send(.GET, "/v1/apps", headers: guesser).status == 401) }
+            #expect(try await server.admin.send(.GET, "/v1/apps", headers: guesser).status == 429)
+            // Another client behind the same balancer, and the balancer itself, are not held up.
+            #expect(try await server.admin.send(.GET, "/v1/apps", headers: [("X-Forwarded-For", "198.51.100.9")]).status == 200)
+            #expect(try await server.admin.get("/v1/apps").status == 200)
+            // The guesser naming another client itself: its balancer appends the address it saw, which is the one counted.
+            #expect(try await server.admin.send(.GET, "/v1/apps", headers: [("X-Forwarded-For", "198.51.100.9, 203.0.113.7")]).status == 429)
+        }
+        try await ServerHarness.withServer { server async throws in
+            // No proxy trusted: the header is anyone's to write, and each connection is counted by its peer.
+            for number in 0..<10 {
+                let spoofed = [("X-Forwarded-For", "203.0.113.\(number)")]
+                #expect(try await server.api.with(bearer: wrong).send(.GET, "/v1/apps", headers: spoofed).status == 401)
+            }
+            #expect(try await server.admin.send(.GET, "/v1/apps", headers: [("X-Forwarded-For", "198.51.100.9")]).status == 429)
+        }
+    }
+
     @Test(arguments: [
         (#"{"token": "xyz", "environment": "production"}"#, "token"),
         (#"{"token": "\#(Fixture.token(1))", "environment": "staging"}"#, "environment"),

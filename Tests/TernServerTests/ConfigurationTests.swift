@@ -286,6 +286,23 @@ struct ConfigurationTests {
         #expect(error?.description == "http.metricsToken must be at least 16 characters")
     }
 
+    @Test func trustedProxiesAreAListInOneStringAndAWrongEntryIsAClearError() async throws {
+        #expect(TernServerConfiguration().http.trustedProxies.isEmpty)
+        let fromEnvironment = try await TernServerConfiguration.load(
+            file: nil, environment: ["TERN_HTTP_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1,,fd00::/8 "])
+        #expect(fromEnvironment.http.trustedProxies == ["10.0.0.0/8", "127.0.0.1", "fd00::/8"])
+        try fromEnvironment.validate()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("tern-config-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try #"{"http": {"trustedProxies": "192.168.0.0/16"}}"#.write(to: file, atomically: true, encoding: .utf8)
+        #expect(try await TernServerConfiguration.load(file: file.path, environment: [:]).http.trustedProxies == ["192.168.0.0/16"])
+
+        var wrong = TernServerConfiguration()
+        wrong.http.trustedProxies = ["10.0.0.0/8", "lb.internal"]
+        let error = #expect(throws: TernServerConfigurationError.self) { try wrong.validate() }
+        #expect(error?.description == "http.trustedProxies: 'lb.internal' is not an IP address or a range such as 10.0.0.0/8")
+    }
+
     @Test func aPostgreSQLDatabaseIsConfiguredByURLAndAWrongOneIsAClearError() async throws {
         let configuration = try await TernServerConfiguration.load(
             file: nil, environment: ["TERN_DATABASE_URL": "postgres://tern:pw@db:5432/tern", "TERN_DATABASE_CONNECTIONS": "4",

@@ -146,7 +146,7 @@ struct Authorization: Sendable {
     /// The node's own secret stored as `storedHash` (its SHA-256), called `name` in the refusal and the log. Wrong ones
     /// are counted as wrong admin tokens are.
     func requireSecret(_ request: Request, _ context: ServerRequestContext, storedHash: [UInt8], named name: String) throws(JSONAPIError) {
-        let address = SecretGuessLimiter.key(for: context.remoteAddress)
+        let address = SecretGuessLimiter.key(for: context.clientAddress)
         if let retryAfter = guesses?.retryAfter(address) {
             throw JSONAPIError(
                 status: .tooManyRequests, error: "tooManyAttempts",

@@ -6,12 +6,17 @@ import TernWeb
 /// Request context of Tern's API: JSON answers with sorted keys and ISO 8601 dates with milliseconds.
 struct ServerRequestContext: RequestContext, RemoteAddressRequestContext {
     var coreContext: CoreRequestContextStorage
-    /// The client's address (the console counts failed sign-ins by it); nil in the router tests, which have no socket.
+    /// The connection's peer: the client, or a proxy in front of the node. Nil in the router tests, which have no
+    /// socket.
     let remoteAddress: SocketAddress?
+    /// The client's address, which wrong secrets are counted by: the peer's, or behind a trusted proxy
+    /// (`http.trustedProxies`) the address it forwards (``ClientAddressMiddleware``).
+    var clientAddress: SocketAddress?
 
     init(source: Source) {
         self.coreContext = .init(source: source)
         self.remoteAddress = source.channel.remoteAddress
+        self.clientAddress = remoteAddress
     }
 
     var responseEncoder: JSONEncoder { APIJSON.encoder }

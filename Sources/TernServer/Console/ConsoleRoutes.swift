@@ -338,7 +338,7 @@ struct ConsoleRoutes: Sendable {
 
     private func signIn(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         guard Self.isSameOrigin(request) else { throw Self.crossSite }
-        let address = SecretGuessLimiter.key(for: context.remoteAddress)
+        let address = SecretGuessLimiter.key(for: context.clientAddress)
         if let retryAfter = limiter.retryAfter(address) {
             var response = page(
                 "sign-in", Chrome(title: "Sign in"),
