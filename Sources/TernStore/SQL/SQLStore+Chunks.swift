@@ -239,8 +239,9 @@ extension SQLStore {
 
     /// Stores a chunk's failures as the last step of the transaction that records them. They are numbered after the
     /// push's other failures are committed (on PostgreSQL, where a push's chunks record at once), so a client paging
-    /// them while the push runs passes none by. The lock is held from here to the commit: taken last, a record waiting
-    /// for it has read and written all it will, and the one it waits for sees nothing of it.
+    /// them while the push runs passes none by. The lock is held from here to the commit. Taken last, it makes a record
+    /// wait only for another's insert and commit, both having read what they read: taken earlier, a waiting record
+    /// always overlapped the one it waited for, and SERIALIZABLE made it run again (50 at once ran out of attempts).
     static func insertFailuresInOrder(_ failures: [PushFailure], pushID: String, _ flavor: SQLFlavor, _ db: any SQLDatabase) async throws {
         guard !failures.isEmpty else { return }
         if let lock = flavor.numberingLock { try await db.raw(lock(.pushFailures(pushID: pushID))).run() }
