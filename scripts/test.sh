@@ -49,10 +49,12 @@ if [ "$fast" = 1 ]; then
   swift test --skip-build --parallel "${parallel[@]}" "$@" || status=$?
   exit "$status"
 fi
-# The API against its contract (docs: scripts/api-fuzz.sh), and the console in headless Chromium against a real
-# `tern serve` (scripts/console-browser-test.sh), before the suite so the suite's summary ends the log.
+# The API against its contract (docs: scripts/api-fuzz.sh), the console in headless Chromium against a real
+# `tern serve` (scripts/console-browser-test.sh), and the deployment guide's nginx example in front of one
+# (scripts/nginx-example-test.sh), before the suite so the suite's summary ends the log.
 scripts/api-fuzz.sh
 scripts/console-browser-test.sh
+scripts/nginx-example-test.sh
 # The output goes to a log too: a failing run ends by repeating what failed, so the tail of a long CI log names it.
 log="$(mktemp "${TMPDIR:-/tmp}/tern-test.XXXXXX")"
 status=0
