@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import TernAPNs
 import Testing
 import TernStore
@@ -66,9 +65,4 @@ func allRecipients(
     }
     Issue.record("paging never ended", sourceLocation: sourceLocation)
     return recipients
-}
-
-/// A flag one task raises when its writes are done, for a reader running beside them to read once more and stop.
-final class Finished: Sendable {
-    let flag = Atomic<Bool>(false)
 }

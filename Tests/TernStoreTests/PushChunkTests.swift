@@ -1,7 +1,6 @@
 import Foundation
 import TernAPNs
 import Testing
-import TernTestSupport
 @testable import TernStore
 
 /// Delivery in chunks: what nodes claim, renew, record and take over (`claimChunk`, `renewChunks`, `recordChunk`).
@@ -531,82 +530,6 @@ struct PushChunkTests {
             #expect(finished.push.status == .completed)
             #expect(finished.push.cancelledAt == nil)
             #expect(!finished.completedNow)
-        }
-    }
-
-    /// A push's failures are paged by their row ids. On PostgreSQL, a push's chunks record at once: numbered when
-    /// written, a failure numbered 6 could commit before one numbered 1, and a client paging while the push ran passed
-    /// 1 by, never to see it.
-    ///
-    /// The database plans as for a large push (80 chunks, fresh statistics, indexed reads), where each record reads
-    /// its own chunk's row only. On a few rows it reads the whole table, and its SERIALIZABLE check would then make
-    /// the later record run again, renumbered: the race would not show, with or without the mend.
-    @Test("on PostgreSQL, a push's failures are numbered in the order their records commit: a client paging them while the push runs misses none",
-          .enabled(if: PostgresTestServer.url != nil))
-    func failuresNumberedInCommitOrder() async throws {
-        try await StoreFactory.postgresIndexedReads.withStore { store in
-            let sql = try #require(store as? SQLStore)
-            let claimed = try await pushClaimedWhole(devices: 400, chunkSize: 5, in: store)
-            #expect(claimed.count == 80)
-            try await sql.exclusive { db in try await db.raw("ANALYZE").run() }
-            let chunks = [claimed[0], claimed[79]]
-            func allFailed(_ chunk: PushChunk) -> PushProgress {
-                PushProgress(accepted: 0, failures: chunk.recipients.map { failure($0.token) }, pruned: 0)
-            }
-            // Signals, not streams: a transaction that conflicts runs its body again.
-            let written = OneTimeSignal()
-            let commit = OneTimeSignal()
-            let secondDone = Finished()
-            var seen: [String] = []
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                // The first chunk's record has written its failures, and does not commit until told.
-                group.addTask {
-                    let flavor = sql.flavor
-                    let progress = allFailed(chunks[0])
-                    let recorded = try await sql.transaction { db in
-                        let recorded = try await SQLStore.addToChunk(
-                            pushID: "p1", sequence: chunks[0].sequence, node: "a", progress, mark: nil, then: .keep, db)
-                        try await SQLStore.insertFailuresInOrder(progress.failures, pushID: "p1", flavor, db)
-                        written.fire()
-                        await commit.wait()
-                        return recorded
-                    }
-                    #expect(recorded)
-                }
-                await written.wait()
-                // The second chunk records meanwhile: it waits for the first to commit, or (numbered as it writes)
-                // it is done at once.
-                group.addTask {
-                    let recorded = try await store.recordChunkProgress(
-                        pushID: "p1", sequence: chunks[1].sequence, node: "a", allFailed(chunks[1]), mark: ChunkMark(through: chunks[1].recipients[4].key))
-                    #expect(recorded)
-                    secondDone.flag.store(true, ordering: .sequentiallyConsistent)
-                }
-                try await waitUntil("the second record to wait for a lock or to end") {
-                    if secondDone.flag.load(ordering: .sequentiallyConsistent) { return true }
-                    return try await sql.exclusive { db in
-                        try await db.raw("""
-                            SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-                                AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                            """).first(decodingColumn: "n", as: Int.self) == 1
-                    }
-                }
-                // A client pages the failures while the push runs, and later goes on from where it was.
-                let early = try await store.failures(pushID: "p1", after: nil, limit: 2)
-                seen += early.items.map(\.token)
-                commit.fire()
-                try await group.waitForAll()
-                // After a full page it goes on from that page's `next`; after the last page, from where it began.
-                var cursor = early.next
-                while true {
-                    let page = try await store.failures(pushID: "p1", after: cursor, limit: 2)
-                    seen += page.items.map(\.token)
-                    guard let next = page.next else { break }
-                    cursor = next
-                }
-            }
-            let all = chunks.flatMap(\.recipients).map(\.token)
-            #expect(Set(seen) == Set(all), "the client missed \(Set(all).subtracting(seen).sorted())")
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TernAPNs
 import Testing
 import TernStore
@@ -205,5 +206,9 @@ struct TokenHygieneTests {
             #expect(all.count == count)
             #expect(seen == all, "the reader missed \(Set(all).subtracting(seen).count) events")
         }
+    }
+
+    private final class Finished: Sendable {
+        let flag = Atomic<Bool>(false)
     }
 }

@@ -1046,7 +1046,6 @@ enum OpenAPIDocument {
       "name": "failuresAfter",
       "in": "query",
       "required": false,
-      "description": "the nextFailures of the page before. Failures are numbered in the order they are recorded, so a client paging a running push and going on later from its last nextFailures misses none",
       "schema": {
        "type": "string",
        "pattern": "^[0-9]{1,18}$"

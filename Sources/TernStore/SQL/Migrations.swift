@@ -24,12 +24,11 @@ struct SQLFlavor: Sendable {
     /// A query of the database server's time in microseconds since 1970 (column `now`), where the database has a
     /// clock of its own that several nodes share; nil where its time is the node's (SQLite, a file of this node's).
     var serverTime: String? = nil
-    /// A statement that makes the transactions numbering rows of one series (an app's token events, a push's
-    /// failures) take turns, from it to their commit, where transactions may overlap: so the rows are numbered in the
-    /// order they become visible, and a reader past row N never later finds an N - 1 committed behind it (the
-    /// webhook's cursor, or a client paging a running push's failures, would pass it by).
+    /// A statement that makes the transactions recording an app's token events take turns, from it to their commit,
+    /// where transactions may overlap: so events are numbered in the order they become visible, and a
+    /// reader past event N never later finds an N - 1 committed behind it (the webhook's cursor would pass it by).
     /// Nil where writes take turns anyway (SQLite).
-    var numberingLock: (@Sendable (_ series: NumberedSeries) -> SQLQueryString)? = nil
+    var eventOrderLock: (@Sendable (_ app: String) -> SQLQueryString)? = nil
     /// Whether a query may name the index it reads (`INDEXED BY`): SQLite keeps no statistics unless asked, and
     /// without them may read an app's whole history through a wide index where a partial one holds the few rows
     /// wanted. PostgreSQL plans from its statistics, and has no such clause.
@@ -47,23 +46,6 @@ struct SQLFlavor: Sendable {
         pushOrdinal: ("INTEGER", "(SELECT COALESCE(MAX(ordinal), 0) + 1 FROM pushes)"),
         namesIndexes: true
     )
-}
-
-/// Rows numbered by a shared key that readers page through by that number while they are still being written.
-enum NumberedSeries: Sendable {
-    /// `token_events` of an app: the webhook and `GET …/token-events` follow them.
-    case tokenEvents(app: String)
-    /// `push_failures` of a push: `GET …/pushes/{id}?failuresAfter=` pages them while the push runs.
-    case pushFailures(pushID: String)
-
-    /// The name its lock is taken by. Nodes of two versions take the same lock during a rolling upgrade: never
-    /// change a shipped name.
-    var lockName: String {
-        switch self {
-        case .tokenEvents(let app): "token_events " + app
-        case .pushFailures(let pushID): "push_failures " + pushID
-        }
-    }
 }
 
 /// One step of the schema. Never edit a step that has shipped: add one.

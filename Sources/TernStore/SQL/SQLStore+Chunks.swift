@@ -162,21 +162,15 @@ extension SQLStore {
     ) async throws -> Bool {
         // Without failures the record is one UPDATE, which the database applies whole by itself: no transaction
         // around it, two statements fewer each time (a fan-out records a few thousand times per million devices).
-        let flavor = flavor
         let record: @Sendable (any SQLDatabase) async throws -> Bool = { db in
-            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .keep, db) else { return false }
-            try await Self.insertFailuresInOrder(progress.failures, pushID: pushID, flavor, db)
-            return true
+            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .keep, db)
         }
         return try await progress.failures.isEmpty ? exclusive(record) : transaction(record)
     }
 
     public func giveUpChunk(pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark) async throws -> Bool {
-        let flavor = flavor
-        return try await transaction { db in
-            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .giveUp, db) else { return false }
-            try await Self.insertFailuresInOrder(progress.failures, pushID: pushID, flavor, db)
-            return true
+        try await transaction { db in
+            try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .giveUp, db)
         }
     }
 
@@ -190,9 +184,8 @@ extension SQLStore {
         case close
     }
 
-    /// Adds `progress` to a chunk `node` holds (its counts and failure reasons; its failures are the caller's, with
-    /// ``insertFailuresInOrder(_:pushID:_:_:)``), replaces its mark if one is given, and keeps, gives up or closes the
-    /// chunk. - Returns: false if `node` no longer holds it (nothing written).
+    /// Adds `progress` to a chunk `node` holds (its counts, failure reasons and failures), replaces its mark if one is
+    /// given, and keeps, gives up or closes the chunk. - Returns: false if `node` no longer holds it (nothing written).
     static func addToChunk(
         pushID: String, sequence: Int, node: String, _ progress: PushProgress, mark: ChunkMark?, then after: ChunkAfterRecord,
         _ db: any SQLDatabase
@@ -234,25 +227,14 @@ extension SQLStore {
             RETURNING sequence
             """).first() != nil
         else { return false }
+        try await insertFailures(progress.failures, pushID: pushID, db)
         return true
-    }
-
-    /// Stores a chunk's failures as the last step of the transaction that records them. They are numbered after the
-    /// push's other failures are committed (on PostgreSQL, where a push's chunks record at once), so a client paging
-    /// them while the push runs passes none by. The lock is held from here to the commit. Taken last, it makes a record
-    /// wait only for another's insert and commit, both having read what they read: taken earlier, a waiting record
-    /// always overlapped the one it waited for, and SERIALIZABLE made it run again (50 at once ran out of attempts).
-    static func insertFailuresInOrder(_ failures: [PushFailure], pushID: String, _ flavor: SQLFlavor, _ db: any SQLDatabase) async throws {
-        guard !failures.isEmpty else { return }
-        if let lock = flavor.numberingLock { try await db.raw(lock(.pushFailures(pushID: pushID))).run() }
-        try await insertFailures(failures, pushID: pushID, db)
     }
 
     public func recordChunk(
         pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date
     ) async throws -> ChunkRecording {
-        let flavor = flavor
-        return try await transaction { db in
+        try await transaction { db in
             guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: nil, then: .close, db) else {
                 return .lost
             }
@@ -260,9 +242,8 @@ extension SQLStore {
             // chunks does not conflict with nodes claiming from it.
             let handedOut = try await db.raw("SELECT handed_out FROM pushes WHERE id = \(bind: pushID)").first()?
                 .decode(column: "handed_out", as: Int.self)
-            let completed = handedOut == 1 ? try await Self.completeIfDone(pushID: pushID, at: now, db) : false
-            try await Self.insertFailuresInOrder(progress.failures, pushID: pushID, flavor, db)
-            return .recorded(pushCompleted: completed)
+            guard handedOut == 1 else { return .recorded(pushCompleted: false) }
+            return .recorded(pushCompleted: try await Self.completeIfDone(pushID: pushID, at: now, db))
         }
     }
 

@@ -261,7 +261,7 @@ public final class SQLStore: TernStore {
 
     public func deactivateTokens(app: String, _ tokens: [TokenDeactivation], at: Date) async throws -> [TokenEvent] {
         guard !tokens.isEmpty else { return [] }
-        let numberingLock = flavor.numberingLock
+        let eventOrderLock = flavor.eventOrderLock
         return try await transaction { db in
             var deactivated: [(TokenDeactivation, deviceID: String)] = []
             for item in tokens {
@@ -282,7 +282,7 @@ public final class SQLStore: TernStore {
             // The events' numbers are taken after the app's other events are committed (on PostgreSQL, where several
             // deactivations run at once): numbered in commit order, none is passed by the webhook's cursor. Held from
             // here to the commit, once for all of them.
-            if let lock = numberingLock { try await db.raw(lock(.tokenEvents(app: app))).run() }
+            if let lock = eventOrderLock { try await db.raw(lock(app)).run() }
             var events: [TokenEvent] = []
             for (item, deviceID) in deactivated {
                 guard let event = try await db.raw("""
