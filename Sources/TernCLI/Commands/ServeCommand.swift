@@ -28,8 +28,9 @@ struct ServeCommand: AsyncParsableCommand {
             30), http.requestBodyTimeout (seconds a request's body may \
             take after its head: default 30), http.idleTimeout (seconds between \
             requests: default 75), http.metricsToken (what GET /metrics asks as \
-            Bearer; unset, it answers anyone), http.trustedProxies (load balancers whose \
-            X-Forwarded-For names the client: 10.0.0.0/8,127.0.0.1), database.path, database.url (PostgreSQL; \
+            Bearer; unset, it answers anyone), http.trustedProxies (load balancers \
+            whose X-Forwarded-For names the client, e.g. 10.0.0.0/8,127.0.0.1), \
+            database.path, database.url (PostgreSQL; \
             TERN_DATABASE_URL), database.connections, database.callTimeout (seconds a \
             PostgreSQL call may take: default 15), admin.token, server.key, \
             server.keyFile, simulator.enabled, simulator.stateDirectory, demo.enabled, \

@@ -31,12 +31,8 @@ final class SecretGuessLimiter: Sendable {
     /// What a client is counted by: its IPv4 address (an IPv4-mapped IPv6 one too), its IPv6 /64, or `unknown` for a
     /// request without a peer (the in-process router tests').
     static func key(for address: SocketAddress?) -> String {
-        guard let address else { return "unknown" }
-        guard case .v6(let v6) = address else { return address.ipAddress ?? "unknown" }
-        let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
-        if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF {
-            return bytes[12..<16].map(String.init).joined(separator: ".")
-        }
+        guard let bytes = address?.unmappedIPBytes else { return "unknown" }
+        if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") }
         let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
         return groups.joined(separator: ":") + "::/64"
     }

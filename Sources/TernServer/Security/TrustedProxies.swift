@@ -21,7 +21,7 @@ struct TrustedProxies: Sendable, Equatable {
         /// - Throws: a message naming the entry, when it is no address or range.
         init(parsing text: String) throws(TernServerConfigurationError) {
             let parts = text.split(separator: "/", omittingEmptySubsequences: false)
-            guard (1...2).contains(parts.count), let bytes = TrustedProxies.bytes(of: String(parts[0])) else {
+            guard (1...2).contains(parts.count), let bytes = TrustedProxies.address(String(parts[0]))?.unmappedIPBytes else {
                 throw .init("http.trustedProxies: '\(text.prefix(80))' is not an IP address or a range such as 10.0.0.0/8")
             }
             let bits = bytes.count * 8
@@ -41,10 +41,7 @@ struct TrustedProxies: Sendable, Equatable {
         }
 
         var description: String {
-            let address =
-                network.count == 4
-                ? network.map(String.init).joined(separator: ".")
-                : stride(from: 0, to: 16, by: 2).map { String(UInt16(network[$0]) << 8 | UInt16(network[$0 + 1]), radix: 16) }.joined(separator: ":")
+            let address = (try? SocketAddress(packedIPAddress: ByteBuffer(bytes: network), port: 0))?.ipAddress ?? "?"
             return "\(address)/\(prefixLength)"
         }
 
@@ -73,39 +70,21 @@ struct TrustedProxies: Sendable, Equatable {
     /// order, each possibly a comma-separated list). An entry that is not an address ends the walk at the hop that
     /// gave it.
     func client(peer: SocketAddress?, forwardedFor: [String]) -> SocketAddress? {
-        guard let peer, !ranges.isEmpty, let peerBytes = Self.bytes(of: peer), trusts(peerBytes) else { return peer }
+        guard let peer, !ranges.isEmpty, let peerBytes = peer.unmappedIPBytes, trusts(peerBytes) else { return peer }
         var client = peer
         let chain = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
         for entry in chain.reversed() {
-            guard let bytes = Self.bytes(of: entry), let address = try? SocketAddress(ipAddress: Self.bare(entry), port: 0) else { return client }
+            guard let address = Self.address(entry), let bytes = address.unmappedIPBytes else { return client }
             client = address
             guard trusts(bytes) else { return client }
         }
         return client
     }
 
-    /// An address's bytes: 4 for IPv4 (an IPv4-mapped IPv6 address too), 16 for IPv6.
-    static func bytes(of address: SocketAddress) -> [UInt8]? {
-        switch address {
-        case .v4(let v4):
-            return withUnsafeBytes(of: v4.address.sin_addr) { Array($0) }
-        case .v6(let v6):
-            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
-            if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF { return Array(bytes[12..<16]) }
-            return bytes
-        case .unixDomainSocket:
-            return nil
-        }
-    }
-
-    /// The bytes of an address written as text (`203.0.113.7`, `2001:db8::1`, `[2001:db8::1]`), or nil.
-    static func bytes(of text: String) -> [UInt8]? {
-        (try? SocketAddress(ipAddress: bare(text), port: 0)).flatMap { bytes(of: $0) }
-    }
-
-    /// An IPv6 address without the brackets a URL or header may put around it.
-    private static func bare(_ text: String) -> String {
-        text.hasPrefix("[") && text.hasSuffix("]") ? String(text.dropFirst().dropLast()) : text
+    /// An address written as text (`203.0.113.7`, `2001:db8::1`, or `[2001:db8::1]` as a header may write it), or nil.
+    static func address(_ text: String) -> SocketAddress? {
+        let bare = text.hasPrefix("[") && text.hasSuffix("]") ? String(text.dropFirst().dropLast()) : text
+        return try? SocketAddress(ipAddress: bare, port: 0)
     }
 }
 

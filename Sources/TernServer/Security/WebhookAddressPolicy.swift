@@ -10,17 +10,10 @@ struct WebhookAddressPolicy: Sendable {
 
     /// Why an address is refused, or nil if it may be reached.
     func refusal(_ address: SocketAddress) -> String? {
-        switch address {
-        case .v4(let v4):
-            let bytes = withUnsafeBytes(of: v4.address.sin_addr.s_addr) { Array($0) }
-            return refusal(ipv4: bytes)
-        case .v6(let v6):
-            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
-            if let embedded = Self.embeddedIPv4(bytes) { return refusal(ipv4: embedded) }
-            return refusal(ipv6: bytes)
-        case .unixDomainSocket:
-            return "a Unix socket"
-        }
+        guard let bytes = address.ipBytes else { return "a Unix socket" }
+        if bytes.count == 4 { return refusal(ipv4: bytes) }
+        if let embedded = Self.embeddedIPv4(bytes) { return refusal(ipv4: embedded) }
+        return refusal(ipv6: bytes)
     }
 
     /// The IPv4 address an IPv6 address carries to the same host, checked as that address: mapped (::ffff:a.b.c.d),
