@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The deployment guide's nginx example, run as written in front of a real `tern serve` (the built .build/debug/tern)
+# The deployment guide's nginx example, run as written in front of a real `tern serve` (the built .build/debug/tern,
+# started by scripts/lib/serve.sh)
 # with `http.trustedProxies` naming nginx: it checks what the guide says the example does.
 #   - /health answers through it, and /metrics is denied;
 #   - wrong admin tokens are counted per client (nginx's X-Forwarded-For), not per balancer: a guesser is held at 429
@@ -17,48 +18,34 @@ fi
 if [ ! -x .build/debug/tern ]; then
   swift build --product tern
 fi
-tern="$(pwd)/.build/debug/tern"
-
-folder="$(mktemp -d "${TMPDIR:-/tmp}/tern-nginx.XXXXXX")"
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-tern_port="$(free_port)"
-nginx_port="$(free_port)"
-server=""
-cleanup() {
-  [ -f "$folder/nginx.pid" ] && nginx -c "$folder/nginx.conf" -s stop 2>/dev/null || true
-  if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
-  rm -rf "$folder"
-}
-trap cleanup EXIT
+TERN="$(pwd)/.build/debug/tern"
+# One `tern serve` in a temporary folder ($work), trusting nginx, which reaches it from 127.0.0.1.
+export TERN_HTTP_TRUSTED_PROXIES=127.0.0.1
+source scripts/lib/serve.sh
+trap 'nginx -c "$work/nginx.conf" -s stop 2>/dev/null || true; cleanup' EXIT
+start_server "$work"
+tern_port=${url##*:}
+admin=$TERN_ADMIN_TOKEN
+app_key=$(grep 'app key' "$work/serve.out" | awk '{print $3}')
+nginx_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 failed=0
 check() { # what, expected, got
   if [ "$2" = "$3" ]; then echo "  ok: $1 ($3)"; else echo "  FAILED: $1: expected $2, got $3" >&2; failed=1; fi
 }
 
-admin=nginx-example-admin-token-0123
-(cd "$folder" && TERN_HTTP_TRUSTED_PROXIES=127.0.0.1 TERN_ADMIN_TOKEN=$admin exec "$tern" serve --port "$tern_port" \
-  --log-level warning >banner.txt 2>server.log) &
-server=$!
-for _ in $(seq 1 300); do
-  grep -q 'Tern is serving' "$folder/banner.txt" 2>/dev/null && break
-  kill -0 "$server" 2>/dev/null || { echo "tern serve stopped:" >&2; cat "$folder/server.log" >&2; exit 1; }
-  sleep 0.1
-done
-app_key=$(grep 'app key' "$folder/banner.txt" | awk '{print $3}')
-
 # The example as the guide has it, on loopback: no TLS, and both upstreams the one node.
 awk '/^```nginx/ {inside = 1; next} /^```/ {if (inside) exit} inside' docs/deployment.md \
   | sed -e "s/listen 443 ssl;/listen 127.0.0.1:$nginx_port;/" \
-        -e "s/server 10\.0\.0\.11:8080; server 10\.0\.0\.12:8080;/server 127.0.0.1:$tern_port;/g" >"$folder/site.conf"
-grep -q "127.0.0.1:$tern_port" "$folder/site.conf" || { echo "the guide's nginx example has changed its upstreams" >&2; exit 1; }
-cat >"$folder/nginx.conf" <<EOF
-pid $folder/nginx.pid;
-error_log $folder/nginx-error.log;
+        -e "s/server 10\.0\.0\.11:8080; server 10\.0\.0\.12:8080;/server 127.0.0.1:$tern_port;/g" >"$work/site.conf"
+grep -q "127.0.0.1:$tern_port" "$work/site.conf" || { echo "the guide's nginx example has changed its upstreams" >&2; exit 1; }
+cat >"$work/nginx.conf" <<EOF
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
 events {}
-http { access_log off; include $folder/site.conf; }
+http { access_log off; include $work/site.conf; }
 EOF
-nginx -t -q -c "$folder/nginx.conf"
-nginx -c "$folder/nginx.conf"
+nginx -t -q -c "$work/nginx.conf"
+nginx -c "$work/nginx.conf"
 url="http://127.0.0.1:$nginx_port"
 status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 
@@ -89,7 +76,7 @@ check "a GET from the limited client" 200 "$(status --interface 127.0.0.4 "$url/
 
 if [ "$failed" != 0 ]; then
   echo "nginx example: FAILED; tern's log:" >&2
-  tail -20 "$folder/server.log" >&2
+  tail -20 "$work/serve.err" >&2
   exit 1
 fi
 echo "nginx example: every check passed"

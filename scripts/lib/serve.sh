@@ -1,4 +1,5 @@
-# One `tern serve` at a time for the benchmark scripts, on SQLite in a folder of its own. Source this file.
+# One `tern serve` at a time for the benchmark scripts and the nginx example's check, on SQLite in a folder of its own.
+# Source this file.
 #   TERN                the binary: taken as given, or built (release, in SCRATCH, default .build) if unset
 #   work                a temporary folder, deleted on exit with the server stopped
 #   start_server DIR    `tern serve --port 0` in DIR (its tern.db), until it says it serves; sets url and pid
