@@ -3,7 +3,13 @@ import Synchronization
 
 /// Keeps what a logger is given, so a test can count events or look for one (and the test output stays quiet).
 public final class LogRecorder: Sendable {
-    private let messages = Mutex<[String]>([])
+    fileprivate struct Entry {
+        var level: Logger.Level
+        var message: String
+        var metadata: Logger.Metadata
+    }
+
+    private let entries = Mutex<[Entry]>([])
 
     public init() {}
 
@@ -13,16 +19,27 @@ public final class LogRecorder: Sendable {
 
     /// How many messages were exactly `message`.
     public func count(_ message: String) -> Int {
-        messages.withLock { $0.filter { $0 == message }.count }
+        entries.withLock { $0.filter { $0.message == message }.count }
     }
 
     /// The messages that contain `text`.
     public func messages(containing text: String) -> [String] {
-        messages.withLock { $0.filter { $0.contains(text) } }
+        entries.withLock { $0.map(\.message).filter { $0.contains(text) } }
     }
 
-    fileprivate func record(_ message: String) {
-        messages.withLock { $0.append(message) }
+    /// What was logged at `level` or above, a line each with its level and metadata: for a failure's message, so a
+    /// test that failed on a slow or stuck run says what the servers reported meanwhile.
+    public func lines(atLeast level: Logger.Level) -> [String] {
+        entries.withLock { entries in
+            entries.filter { $0.level >= level }.map { entry in
+                let metadata = entry.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+                return "\(entry.level) \(entry.message)" + (metadata.isEmpty ? "" : " \(metadata)")
+            }
+        }
+    }
+
+    fileprivate func record(_ entry: Entry) {
+        entries.withLock { $0.append(entry) }
     }
 
     private struct Handler: LogHandler {
@@ -36,7 +53,7 @@ public final class LogRecorder: Sendable {
         }
 
         func log(event: LogEvent) {
-            recorder.record(event.message.description)
+            recorder.record(Entry(level: event.level, message: event.message.description, metadata: metadata.merging(event.metadata ?? [:]) { $1 }))
         }
     }
 }
