@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TernAPNs
 import Testing
 import TernStore
@@ -65,4 +66,9 @@ func allRecipients(
     }
     Issue.record("paging never ended", sourceLocation: sourceLocation)
     return recipients
+}
+
+/// A flag one task raises when its writes are done, for a reader running beside them to read once more and stop.
+final class Finished: Sendable {
+    let flag = Atomic<Bool>(false)
 }

@@ -33,18 +33,30 @@ struct StoreFactory: Sendable, CustomTestStringConvertible {
     }
 
     /// A database of its own on the test server, dropped afterwards. Its calls may take ``PostgresTestServer/callTimeout``.
-    static let postgres = StoreFactory(name: "PostgreSQL") {
-        let database = try await PostgresTestServer.createDatabase()
-        do {
-            let store = try await SQLStore.openPostgres(
-                url: database.url, callTimeout: PostgresTestServer.callTimeout, logger: Logger(label: "tern.store.tests"))
-            return (store, {
-                try await store.close()
-                try await PostgresTestServer.dropDatabase(database.name)
-            })
-        } catch {
-            try? await PostgresTestServer.dropDatabase(database.name)
-            throw error
+    static let postgres = postgres(name: "PostgreSQL", settings: [])
+
+    /// ``postgres`` planning its reads as it does for large tables: through an index wherever one serves. A test's
+    /// few rows are otherwise read whole, and SERIALIZABLE transactions that read a whole table conflict with every
+    /// write to it: two transactions that race in a large deployment would end in one's retry instead, and a test
+    /// of their race would pass however they were written.
+    static let postgresIndexedReads = postgres(name: "PostgreSQL, indexed reads", settings: ["enable_seqscan = off"])
+
+    private static func postgres(name: String, settings: [String]) -> StoreFactory {
+        StoreFactory(name: name) {
+            let database = try await PostgresTestServer.createDatabase()
+            do {
+                // The database's own settings, so every connection of the store's pool has them.
+                for setting in settings { try await PostgresTestServer.administer("ALTER DATABASE \(database.name) SET \(setting)") }
+                let store = try await SQLStore.openPostgres(
+                    url: database.url, callTimeout: PostgresTestServer.callTimeout, logger: Logger(label: "tern.store.tests"))
+                return (store, {
+                    try await store.close()
+                    try await PostgresTestServer.dropDatabase(database.name)
+                })
+            } catch {
+                try? await PostgresTestServer.dropDatabase(database.name)
+                throw error
+            }
         }
     }
 

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import TernAPNs
 import Testing
 import TernStore
@@ -206,9 +205,5 @@ struct TokenHygieneTests {
             #expect(all.count == count)
             #expect(seen == all, "the reader missed \(Set(all).subtracting(seen).count) events")
         }
-    }
-
-    private final class Finished: Sendable {
-        let flag = Atomic<Bool>(false)
     }
 }

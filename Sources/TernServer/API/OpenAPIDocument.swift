@@ -1046,6 +1046,7 @@ enum OpenAPIDocument {
       "name": "failuresAfter",
       "in": "query",
       "required": false,
+      "description": "the nextFailures of the page before (0 or none: from the first); failures come in the order they were committed",
       "schema": {
        "type": "string",
        "pattern": "^[0-9]{1,18}$"
@@ -2312,7 +2313,8 @@ enum OpenAPIDocument {
       }
      },
      "nextFailures": {
-      "type": "string"
+      "type": "string",
+      "description": "the failuresAfter of the next page of failures; while the push has not completed, also on the last page so far: where the failures still to come begin"
      }
     },
     "required": [

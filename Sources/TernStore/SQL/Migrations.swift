@@ -33,6 +33,11 @@ struct SQLFlavor: Sendable {
     /// without them may read an app's whole history through a wide index where a partial one holds the few rows
     /// wanted. PostgreSQL plans from its statistics, and has no such clause.
     var namesIndexes = false
+    /// Whether transactions that write run at once (PostgreSQL), so a row numbered N can commit after one numbered
+    /// N + 1, rather than one after another (SQLite), where rows are numbered in the order they commit. A push's
+    /// failures, which its chunks record at once, are then read in the order of the transactions that wrote them
+    /// (`push_failures.xact`); see ``SQLStore/failures(pushID:after:limit:)``.
+    var overlappingWrites = false
 
     /// ` INDEXED BY index` where the database takes it, else nothing.
     func indexedBy(_ index: String) -> String { namesIndexes ? " INDEXED BY \(index)" : "" }
@@ -425,6 +430,18 @@ extension SQLStore {
             Migration(version: 15, name: "failure details", statements: [
                 "ALTER TABLE push_chunks ADD COLUMN failure_details TEXT",
             ]),
+            // Where writes overlap (PostgreSQL), each failure keeps the transaction that wrote it: a push's failures
+            // are paged in the order of those transactions, and while the push runs only those written by
+            // transactions older than every one still running, so a client paging a running push passes none by.
+            // The rows from before get 0 (their transactions ended long ago: the ALTER waits for any still writing),
+            // the rows after their transaction's id, also when a node of the previous version writes them during a
+            // rolling upgrade. Both ALTERs change no row. Nothing on SQLite, whose rows are numbered in commit order.
+            // Needs PostgreSQL 13 or later (`xid8`).
+            Migration(version: 16, name: "failures in commit order", statements: flavor.overlappingWrites ? [
+                "ALTER TABLE push_failures ADD COLUMN xact xid8 NOT NULL DEFAULT '0'",
+                "ALTER TABLE push_failures ALTER COLUMN xact SET DEFAULT pg_current_xact_id()",
+                "CREATE INDEX push_failures_in_commit_order ON push_failures (push_id, xact, id)",
+            ] : []),
         ]
     }
 }

@@ -378,27 +378,47 @@ public final class SQLStore: TernStore {
         try await exclusive { db in try await Self.recipients(app: app, audience: audience, after: cursor, limit: limit, db) }
     }
 
+    /// A push's failures, `limit` at a time, in the order they were committed, so a client paging a running push
+    /// passes none by. The cursor is a failure's row id ("0" or none: from the start). One that is not ours gives an
+    /// empty last page rather than a fresh start, which could loop a client forever. While the push has not completed,
+    /// the last page so far has a `next` too (its last failure, or the cursor it was read after): where the failures
+    /// still to come begin.
+    ///
+    /// Where writes overlap (PostgreSQL), chunks record at once, and a failure numbered 6 can commit before one
+    /// numbered 1. So the failures go in the order of the transactions that wrote them (`xact`, then id), and while
+    /// the push runs only those whose transaction is older than every one still running (`pg_snapshot_xmin`): none
+    /// can commit behind them later. A completed push's failures are all committed (it completes with its last
+    /// chunk's record), and are read whole, however old a transaction still runs elsewhere.
     public func failures(pushID: String, after cursor: String?, limit: Int) async throws -> Page<PushFailure> {
-        // The cursor is a failure's row id. One that is not ours gives an empty last page rather than a fresh start,
-        // which could loop a client forever.
         let after: Int64
         if let cursor {
-            guard let id = Int64(cursor) else { return Page(items: [], next: nil) }
+            guard let id = Int64(cursor), id >= 0 else { return Page(items: [], next: nil) }
             after = id
         } else {
             after = 0
         }
         let limit = max(limit, 1)
+        let overlapping = flavor.overlappingWrites
         return try await exclusive { db in
-            let rows = try await db.raw("""
-                SELECT id, device_id, token, status, reason, failed_at FROM push_failures
-                WHERE push_id = \(bind: pushID) AND id > \(bind: after)
-                ORDER BY id
-                LIMIT \(bind: limit + 1)
-                """).all()
+            // Read first: a push read as completed has every failure committed before the read below begins.
+            let status = try await db.raw("SELECT status FROM pushes WHERE id = \(bind: pushID)").first(decodingColumn: "status", as: String.self)
+            let running = status != nil && status != PushRecord.Status.completed.rawValue
+            var query: SQLQueryString = "SELECT id, device_id, token, status, reason, failed_at FROM push_failures f WHERE push_id = \(bind: pushID)"
+            if overlapping {
+                if after > 0 {
+                    query += " AND (xact, id) > (SELECT xact, id FROM push_failures WHERE push_id = \(bind: pushID) AND id = \(bind: after))"
+                }
+                if running { query += " AND xact < pg_snapshot_xmin(pg_current_snapshot())" }
+                query += " ORDER BY xact, id"
+            } else {
+                query += " AND id > \(bind: after) ORDER BY id"
+            }
+            query += " LIMIT \(bind: limit + 1)"
+            let rows = try await db.raw(query).all()
             let page = rows.prefix(limit)
-            let next = rows.count > limit ? try page.last.map { String(try $0.decode(column: "id", as: Int64.self)) } : nil
-            return Page(items: try page.map(PushFailure.init(row:)), next: next)
+            let last = try page.last.map { try $0.decode(column: "id", as: Int64.self) }
+            let next: Int64? = rows.count > limit ? last : running ? (last ?? after) : nil
+            return Page(items: try page.map(PushFailure.init(row:)), next: next.map(String.init))
         }
     }
 
