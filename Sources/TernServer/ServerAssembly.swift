@@ -149,10 +149,11 @@ struct ServerAssembly {
 
         let router = Router(context: ServerRequestContext.self)
         let routes = RouteTable()
-        // Outermost, the count of every answer (``HTTPMetrics``); inside it, the client's address (behind a trusted
-        // proxy, the one it forwards); then the shape of every refusal; inside that, the log of what went wrong, which
-        // sees the error itself.
+        // Outermost, the count of every answer (``HTTPMetrics``) and the time of those that ended in an error, which
+        // the count does not time; inside them, the client's address (behind a trusted proxy, the one it forwards);
+        // then the shape of every refusal; inside that, the log of what went wrong, which sees the error itself.
         router.middlewares.add(MetricsMiddleware())
+        router.middlewares.add(ErrorTimingMiddleware())
         router.middlewares.add(ClientAddressMiddleware(proxies: try TrustedProxies(parsing: configuration.http.trustedProxies)))
         router.middlewares.add(RequestShapeMiddleware(routes: routes, console: renderer.map(ConsoleRefusals.init)))
         router.middlewares.add(ErrorLoggingMiddleware(failures: FailureLog("request failed", logger: logger)))

@@ -71,8 +71,12 @@ import Testing
         for line in [
             #"tern_http_request_errors_total{route="/v1/apps/{app}/devices/{device}",method="PUT",status="400"} 1"#,
             #"tern_http_requests_total{route="NotFound",method="GET",status="404"} 3"#,
+            // Timed as the answers that were no error are: the API's latency includes its refusals.
+            #"tern_http_request_duration_seconds_count{route="/v1/apps/{app}/devices/{device}",method="PUT",status="400"} 1"#,
+            #"tern_http_request_duration_seconds_count{route="NotFound",method="GET",status="404"} 3"#,
+            #"tern_http_request_duration_seconds_count{route="/v1/apps/{app}/devices/{device}",method="PUT",status="200"} 3"#,
         ] {
-            #expect(refusals.contains(line), "\(line) is not in /metrics")
+            #expect(refusals.contains(line), "\(line) is not in /metrics:\n\(refusals)")
         }
         #expect(!refusals.contains("/no/such/path"))
         // A device registered again is no new device; a refused registration is none at all.
