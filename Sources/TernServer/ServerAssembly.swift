@@ -93,7 +93,7 @@ struct ServerAssembly {
             legacyReplayWindow: configuration.apns.legacyReplayWindow, logger: logger)
         let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
         let webhooks = WebhookSender(
-            store: store, serverKey: serverKey, policy: webhookPolicy, coordinator: coordinator, clocks: clocks, logger: logger)
+            store: store, serverKey: serverKey, policy: webhookPolicy, proxy: try configuration.webhooksProxy, coordinator: coordinator, clocks: clocks, logger: logger)
         let connections = DeviceConnections(node: UUID.random().uuidString.lowercased())
         self.connections = connections
         let dispatcher = PushDispatcher(

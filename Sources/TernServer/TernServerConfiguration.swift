@@ -152,6 +152,11 @@ public struct TernServerConfiguration: Sendable {
     public struct Webhooks: Sendable {
         /// Let webhook URLs point at loopback and private networks (link-local and metadata addresses never).
         public var allowPrivateNetworks = false
+        /// An HTTP proxy, `http://[user:password@]host:port`, that webhooks are posted through, each post a CONNECT
+        /// tunnel (TLS end to end for an https receiver). The receiver's name is still resolved and checked here
+        /// first; the proxy's own address is the operator's, and may be private. nil: no proxy. A secret (its
+        /// password): never logged.
+        public var proxy: String?
     }
 
     public var http = HTTP()
@@ -204,6 +209,7 @@ public struct TernServerConfiguration: Sendable {
         }
         guard (.seconds(1) ... .seconds(600)).contains(apns.sendTimeout) else { throw .init("apns.sendTimeout must be 1-600 seconds") }
         _ = try apnsProxy
+        _ = try webhooksProxy
         guard (1...1024).contains(delivery.pushes) else { throw .init("delivery.pushes must be 1-1024") }
         guard (.seconds(2) ... .seconds(3600)).contains(delivery.chunkLease) else { throw .init("delivery.chunkLease must be 2-3600 seconds") }
         guard delivery.pushRetention == .zero || (.seconds(86_400) ... .seconds(3650 * 86_400)).contains(delivery.pushRetention) else {
@@ -241,6 +247,18 @@ extension TernServerConfiguration {
         }
     }
 
+    /// `webhooks.proxy`, read. - Throws: what is wrong with it, naming the setting (never its password).
+    var webhooksProxy: HTTPProxy? {
+        get throws(TernServerConfigurationError) {
+            guard let url = webhooks.proxy else { return nil }
+            do {
+                return try HTTPProxy(url: url)
+            } catch {
+                throw .init("webhooks.proxy: \(error.message)")
+            }
+        }
+    }
+
     /// Where the data is, for the banner: the SQLite file, or `PostgreSQL host:port/database` (never the password).
     var databaseDescription: String {
         guard let text = database.url, let url = URLComponents(string: text), let host = url.host else { return database.path }
@@ -263,11 +281,11 @@ extension TernServerConfiguration {
     /// `delivery.minimumConcurrency`, `delivery.ordering`, `delivery.pushes`, `delivery.chunkLease` (seconds), `delivery.pushRetention` (days),
     /// `apns.connections`, `apns.idleTimeout` (seconds), `apns.sendTimeout` (seconds), `apns.legacyReplayWindow` (milliseconds), `apns.proxy`, `inbox.sweepInterval` (seconds),
     /// `inbox.badgeUpdateDelay` (milliseconds), `channel.pingInterval` (milliseconds), `channel.nodeTimeout` (seconds), `feedback.checkInterval` (seconds),
-    /// `webhooks.allowPrivateNetworks`, `server.shutdownTimeout` (seconds), `console.enabled`, `console.secureCookies`,
+    /// `webhooks.allowPrivateNetworks`, `webhooks.proxy`, `server.shutdownTimeout` (seconds), `console.enabled`, `console.secureCookies`,
     /// `console.sessionIdleTimeout` and `console.sessionLifetime` (seconds).
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> TernServerConfiguration {
         var providers: [any ConfigProvider] = [
-            EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY", "TERN_DATABASE_URL", "TERN_APNS_PROXY", "TERN_HTTP_METRICS_TOKEN"]))
+            EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: .specific(["TERN_ADMIN_TOKEN", "TERN_SERVER_KEY", "TERN_DATABASE_URL", "TERN_APNS_PROXY", "TERN_WEBHOOKS_PROXY", "TERN_HTTP_METRICS_TOKEN"]))
                 .prefixKeys(with: "tern")
         ]
         let fileSettings = try file.map(ConfigurationFile.init(path:))
@@ -330,6 +348,7 @@ extension TernServerConfiguration {
         read("channel.nodeTimeout", into: &configuration.channel.nodeTimeout, unit: .seconds(1))
         read("feedback.checkInterval", into: &configuration.feedback.checkInterval, unit: .seconds(1))
         read("webhooks.allowPrivateNetworks", into: &configuration.webhooks.allowPrivateNetworks)
+        readSecret("webhooks.proxy", into: &configuration.webhooks.proxy)
         read("console.enabled", into: &configuration.console.enabled)
         read("console.secureCookies", into: &configuration.console.secureCookies)
         read("console.sessionIdleTimeout", into: &configuration.console.sessionIdleTimeout, unit: .seconds(1))

@@ -251,21 +251,25 @@ struct ConfigurationTests {
         #expect(taken.server.shutdownTimeout == .seconds(5))
     }
 
-    @Test func theAPNsProxyIsReadAsASecretAndAWrongOneIsAClearErrorWithoutItsPassword() async throws {
-        #expect(TernServerConfiguration().apns.proxy == nil)
+    @Test(arguments: ["apns.proxy", "webhooks.proxy"])
+    func aProxyIsReadAsASecretAndAWrongOneIsAClearErrorWithoutItsPassword(setting: String) async throws {
+        let variable = setting == "apns.proxy" ? "TERN_APNS_PROXY" : "TERN_WEBHOOKS_PROXY"
+        let proxy = { (configuration: TernServerConfiguration) throws in
+            try setting == "apns.proxy" ? configuration.apnsProxy : configuration.webhooksProxy
+        }
+        #expect(try proxy(TernServerConfiguration()) == nil)
         let configuration = try await TernServerConfiguration.load(
-            file: nil, environment: ["TERN_APNS_PROXY": "http://tern:hunter2secret@proxy.internal:3128"])
-        #expect(configuration.apns.proxy == "http://tern:hunter2secret@proxy.internal:3128")
-        #expect(try configuration.apnsProxy == HTTPProxy(host: "proxy.internal", port: 3128, username: "tern", password: "hunter2secret"))
+            file: nil, environment: [variable: "http://tern:hunter2secret@proxy.internal:3128"])
+        #expect(try proxy(configuration) == HTTPProxy(host: "proxy.internal", port: 3128, username: "tern", password: "hunter2secret"))
         for (url, problem) in [
             ("https://tern:hunter2secret@proxy.internal:3128", "the scheme is https, not http"),
             ("http://tern:hunter2secret@proxy.internal", "no port"),
         ] {
             var settings = TernServerConfiguration()
-            settings.apns.proxy = url
+            if setting == "apns.proxy" { settings.apns.proxy = url } else { settings.webhooks.proxy = url }
             let error = #expect(throws: TernServerConfigurationError.self) { try settings.validate() }
             let text = error?.description ?? ""
-            #expect(text.hasPrefix("apns.proxy: the proxy must be http://[user:password@]host:port: \(problem)"), "\(text)")
+            #expect(text.hasPrefix("\(setting): the proxy must be http://[user:password@]host:port: \(problem)"), "\(text)")
             #expect(!text.contains("hunter2secret"))
         }
     }

@@ -202,6 +202,46 @@ import Testing
         }
     }
 
+    /// `webhooks.proxy`: a node whose only way out is an egress proxy posts its webhooks through the proxy's tunnel,
+    /// with the proxy's credentials; a proxy that refuses the tunnel is a failed post, retried, its password in no
+    /// log line.
+    @Test func webhooksGoThroughTheEgressProxyAndARefusalIsAFailedPost() async throws {
+        let receiver = Receiver(failures: 0)
+        let proxy = try await ConnectProxy(credentials: "tern:s3cret-proxy")
+        let logs = LogRecorder()
+        try await receiver.run { port in
+            for (credentials, delivered) in [("tern:s3cret-proxy", true), ("tern:wrong-hunter2", false)] {
+                try await RouterHarness.withServer(configure: {
+                    $0.webhooks.allowPrivateNetworks = true
+                    $0.webhooks.proxy = "http://\(credentials)@127.0.0.1:\(proxy.port)"
+                }, logs: logs) { server in
+                    #expect(try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": "http://127.0.0.1:\#(port)/hook"}"#).status == 200)
+                    let number = delivered ? 1 : 2
+                    try await server.register(Fixture.device(number), token: Fixture.token(number))
+                    let later = Int64((Date().timeIntervalSince1970 + 60) * 1000)
+                    _ = try await server.simulator.post("/tokens/\(Fixture.token(number))/unregister", #"{"timestamp": \#(later)}"#)
+                    #expect(try await server.push(Fixture.push(audience: #"{"devices": ["\#(Fixture.device(number))"]}"#))[path: "counts.pruned"]?.int == 1)
+                    if delivered {
+                        try await waitUntil("the post through the proxy") { receiver.received.withLock { $0.count } == 1 }
+                        let event = try JSONValue(parsing: Data(try #require(receiver.received.withLock { $0.first?.body })))
+                        #expect(event["events"]?.arrayFirst?["token"]?.string == Fixture.token(1))
+                        #expect(proxy.tunnels == ["127.0.0.1:\(port)"], "one tunnel, to the receiver")
+                    } else {
+                        try await waitUntil("the refused post to be logged") { !logs.messages(containing: "webhook delivery failed").isEmpty }
+                        #expect(receiver.received.withLock { $0.count } == 1, "nothing more reached the receiver")
+                        #expect(proxy.tunnels.count == 1)
+                        let failure = logs.lines(atLeast: .warning).first { $0.contains("webhook delivery failed") } ?? ""
+                        #expect(failure.contains("proxyAuthenticationRequired"), "\(failure)")
+                    }
+                }
+            }
+        }
+        await proxy.close()
+        let lines = logs.lines(atLeast: .trace).joined(separator: "\n")
+        #expect(!lines.contains("hunter2") && !lines.contains("s3cret-proxy"), "\(lines)")
+        #expect(proxy.requests.allSatisfy { $0.hasPrefix("CONNECT 127.0.0.1:") }, "\(proxy.requests)")
+    }
+
     /// Whether `header` (`t=…,v1=…`) is HMAC-SHA256(secret, "<t>.<body>").
     static func signatureFits(_ header: String?, body: [UInt8], secret: String) -> Bool {
         guard let header else { return false }

@@ -31,7 +31,7 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased() else {
             throw invalid("not a URL")
         }
-        guard scheme == "http" else { throw invalid("the scheme is \(scheme), not http (the tunnel's own TLS is APNs')") }
+        guard scheme == "http" else { throw invalid("the scheme is \(scheme), not http (TLS runs through the tunnel, end to end)") }
         guard let host = components.host, !host.isEmpty else { throw invalid("no host") }
         guard let port = components.port, (1...65_535).contains(port) else { throw invalid("no port 1-65535") }
         guard components.path.isEmpty || components.path == "/", components.query == nil, components.fragment == nil else {

@@ -56,7 +56,9 @@ struct ServeCommand: AsyncParsableCommand {
             between pings on each device connection: default 30000), channel.nodeTimeout \
             (seconds a node sharing the database may go unseen before its devices count \
             as disconnected: default 60), \
-            webhooks.allowPrivateNetworks, server.shutdownTimeout (seconds), \
+            webhooks.allowPrivateNetworks, webhooks.proxy (http://[user:password@]host:port: \
+            an HTTP proxy to post webhooks through; TERN_WEBHOOKS_PROXY), \
+            server.shutdownTimeout (seconds), \
             console.enabled (the operator's console at /console: default true), \
             console.secureCookies (behind a TLS proxy that sends no X-Forwarded-Proto), \
             console.sessionIdleTimeout and console.sessionLifetime (seconds: default \

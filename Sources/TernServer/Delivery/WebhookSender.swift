@@ -7,6 +7,7 @@ import NIOCore
 import ServiceLifecycle
 import Synchronization
 import TernAPNs
+import TernAPNsClient
 import TernStore
 
 /// POSTs each app's token events to its webhook URL: in order, at least once, signed.
@@ -23,6 +24,7 @@ final class WebhookSender: Service {
     private let store: any TernStore
     private let serverKey: ServerKey
     private let policy: WebhookAddressPolicy
+    private let proxy: HTTPProxy?
     private let logger: Logger
     private let pollInterval: Duration
     /// One node sends webhooks at a time, so a receiver gets each event once per attempt.
@@ -40,11 +42,13 @@ final class WebhookSender: Service {
     private let eventsDelivered = Counter(label: "tern_webhook_events_delivered_total")
     private let postsFailed = Counter(label: "tern_webhook_failures_total")
 
+    /// - Parameter proxy: the egress proxy posts go through (`webhooks.proxy`), if any.
     init(
-        store: any TernStore, serverKey: ServerKey, policy: WebhookAddressPolicy, pollInterval: Duration = .seconds(1),
+        store: any TernStore, serverKey: ServerKey, policy: WebhookAddressPolicy, proxy: HTTPProxy? = nil, pollInterval: Duration = .seconds(1),
         coordinator: any NodeCoordinator = LocalCoordinator(), clocks: ServerClocks = .system, logger: Logger
     ) {
         self.clocks = clocks
+        self.proxy = proxy
         self.store = store
         self.serverKey = serverKey
         self.policy = policy
@@ -61,6 +65,11 @@ final class WebhookSender: Service {
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.timeout = .init(connect: .seconds(5), read: .seconds(10))
+        if let proxy {
+            // A CONNECT tunnel for every post, http or https: the proxy sees the receiver's name and port.
+            configuration.proxy = .server(
+                host: proxy.host, port: proxy.port, authorization: proxy.username.map { .basic(username: $0, password: proxy.password ?? "") })
+        }
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         await withGracefulShutdownHandler {
             // Each app's posts run on their own, at most ``appsAtATime`` apps at once: a receiver that never answers

@@ -98,6 +98,7 @@ enum RouterHarness {
         configure: (inout TernServerConfiguration) -> Void = { _ in },
         clocks: ServerClocks = .system,
         timeout: Double = 120,
+        logs: LogRecorder? = nil,
         _ body: @escaping @Sendable (RoutedServer) async throws -> T
     ) async throws -> T {
         let folder = given ?? FileManager.default.temporaryDirectory.appendingPathComponent("tern-router-\(UUID().uuidString)")
@@ -107,16 +108,16 @@ enum RouterHarness {
         configure(&configuration)
         let prepared = configuration
         return try await withTimeout(timeout, "the test on the router, with its services' start and stop") {
-            try await serve(prepared, folder: folder, clocks: clocks, body)
+            try await serve(prepared, folder: folder, clocks: clocks, logs: logs, body)
         }
     }
 
     /// Opens the store and loads the key as `tern serve` does, assembles the server, and runs `body` on its router.
     private static func serve<T: Sendable>(
-        _ configuration: TernServerConfiguration, folder: URL, clocks: ServerClocks = .system,
+        _ configuration: TernServerConfiguration, folder: URL, clocks: ServerClocks = .system, logs: LogRecorder? = nil,
         _ body: @escaping @Sendable (RoutedServer) async throws -> T
     ) async throws -> T {
-        var logger = Logger(label: "tern.test")
+        var logger = logs?.logger ?? Logger(label: "tern.test")
         logger.logLevel = .warning
         let serverKey = try TernServer.loadServerKey(configuration).key
         let store = try await TernServer.openStore(configuration, logger: logger)
