@@ -49,6 +49,17 @@ struct HardeningTests {
         #expect(WebhookAddressPolicy(allowPrivateNetworks: false).refusal(host: "hooks.example.com") == nil, "names are checked when resolved")
     }
 
+    /// A name that does not resolve is refused, unless the post goes through an egress proxy, which resolves names
+    /// itself; through one, a name or an address that is forbidden is refused as ever.
+    @Test func throughAProxyOnlyANameThatDoesNotResolveIsLeftToTheProxy() async {
+        let policy = WebhookAddressPolicy(allowPrivateNetworks: false)
+        // `.invalid` never resolves (RFC 6761).
+        #expect(await policy.refusal(resolving: "hooks.invalid", port: 443)?.contains("does not resolve") == true)
+        #expect(await policy.refusal(resolving: "hooks.invalid", port: 443, proxied: true) == nil)
+        #expect(await policy.refusal(resolving: "localhost", port: 443, proxied: true) != nil)
+        #expect(await policy.refusal(resolving: "169.254.169.254", port: 80, proxied: true)?.contains("link-local") == true)
+    }
+
     @Test func backoffDoublesToItsMaximumAndStartsOverAfterASuccess() {
         var backoff = ErrorBackoff(initial: .milliseconds(100), maximum: .seconds(1))
         let waits = (0..<6).map { _ in backoff.failed() }

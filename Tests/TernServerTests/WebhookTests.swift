@@ -209,7 +209,9 @@ import Testing
         let receiver = Receiver(failures: 0)
         let proxy = try await ConnectProxy(credentials: "tern:s3cret-proxy")
         let logs = LogRecorder()
+        let portBox = Mutex(0)
         try await receiver.run { port in
+            portBox.withLock { $0 = port }
             for (credentials, delivered) in [("tern:s3cret-proxy", true), ("tern:wrong-hunter2", false)] {
                 try await RouterHarness.withServer(configure: {
                     $0.webhooks.allowPrivateNetworks = true
@@ -226,20 +228,29 @@ import Testing
                         let event = try JSONValue(parsing: Data(try #require(receiver.received.withLock { $0.first?.body })))
                         #expect(event["events"]?.arrayFirst?["token"]?.string == Fixture.token(1))
                         #expect(proxy.tunnels == ["127.0.0.1:\(port)"], "one tunnel, to the receiver")
+                        // A name the node cannot resolve is the proxy's to resolve (a network whose only way out is the
+                        // proxy often resolves no outside name).
+                        #expect(try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": "http://hooks.invalid:\#(port)/hook"}"#).status == 200)
+                        try await server.register(Fixture.device(3), token: Fixture.token(3))
+                        _ = try await server.simulator.post("/tokens/\(Fixture.token(3))/unregister", #"{"timestamp": \#(later)}"#)
+                        #expect(try await server.push(Fixture.push(audience: #"{"devices": ["\#(Fixture.device(3))"]}"#))[path: "counts.pruned"]?.int == 1)
+                        try await waitUntil("the proxy to be asked for hooks.invalid") { proxy.requests.contains("CONNECT hooks.invalid:\(port) HTTP/1.1") }
+                        #expect(try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": null}"#).status == 200)
                     } else {
-                        try await waitUntil("the refused post to be logged") { !logs.messages(containing: "webhook delivery failed").isEmpty }
+                        try await waitUntil("the refused post to be logged, saying why") {
+                            logs.lines(atLeast: .warning).contains { $0.contains("webhook delivery failed") && $0.contains("proxyAuthenticationRequired") }
+                        }
                         #expect(receiver.received.withLock { $0.count } == 1, "nothing more reached the receiver")
                         #expect(proxy.tunnels.count == 1)
-                        let failure = logs.lines(atLeast: .warning).first { $0.contains("webhook delivery failed") } ?? ""
-                        #expect(failure.contains("proxyAuthenticationRequired"), "\(failure)")
                     }
                 }
             }
         }
         await proxy.close()
+        let receiverPort = portBox.withLock { $0 }
         let lines = logs.lines(atLeast: .trace).joined(separator: "\n")
         #expect(!lines.contains("hunter2") && !lines.contains("s3cret-proxy"), "\(lines)")
-        #expect(proxy.requests.allSatisfy { $0.hasPrefix("CONNECT 127.0.0.1:") }, "\(proxy.requests)")
+        #expect(Set(proxy.requests) == ["CONNECT 127.0.0.1:\(receiverPort) HTTP/1.1", "CONNECT hooks.invalid:\(receiverPort) HTTP/1.1"], "\(proxy.requests)")
     }
 
     /// Whether `header` (`t=…,v1=…`) is HMAC-SHA256(secret, "<t>.<body>").

@@ -136,7 +136,9 @@ final class WebhookSender: Service {
                 let events = try await store.tokenEvents(app: app.id, after: cursor, limit: 100)
                 guard let last = events.last else { return }
                 // Checked on the addresses the name has now, not only as the URL was written.
-                if let refused = await policy.refusal(resolving: host, port: parsed.port ?? (parsed.scheme == "https" ? 443 : 80)) {
+                if let refused = await policy.refusal(
+                    resolving: host, port: parsed.port ?? (parsed.scheme == "https" ? 443 : 80), proxied: proxy != nil)
+                {
                     throw WebhookError("the webhook URL may not be reached: \(refused)")
                 }
                 let body = try Self.body(app: app.id, events: events)

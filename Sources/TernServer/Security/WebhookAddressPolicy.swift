@@ -65,13 +65,16 @@ struct WebhookAddressPolicy: Sendable {
 
     /// Resolves `host` and checks every address it has, so a name that points at a forbidden address is refused
     /// too. (A name whose answers change between this look-up and the connection is not caught.)
-    func refusal(resolving host: String, port: Int) async -> String? {
+    /// - Parameter proxied: whether the post goes through an egress proxy (`webhooks.proxy`), which resolves the
+    ///   name itself: a network whose only way out is a proxy often resolves no outside name, so a name that does not
+    ///   resolve here is left to the proxy. One that does, and an address written in the URL, are checked as ever.
+    func refusal(resolving host: String, port: Int, proxied: Bool = false) async -> String? {
         if let refused = refusal(host: host) { return refused }
         let addresses: [SocketAddress]
         do {
             addresses = try await NIOThreadPool.singleton.runIfActive { try Self.resolve(host, port: port) }
         } catch {
-            return "its host \(host) does not resolve"
+            return proxied ? nil : "its host \(host) does not resolve"
         }
         for address in addresses {
             if let refused = refusal(address) { return "\(host) resolves to \(address.ipAddress ?? "?"), \(refused)" }
