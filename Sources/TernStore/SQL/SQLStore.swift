@@ -403,7 +403,7 @@ public final class SQLStore: TernStore {
             // Read first: a push read as completed has every failure committed before the read below begins.
             let status = try await db.raw("SELECT status FROM pushes WHERE id = \(bind: pushID)").first(decodingColumn: "status", as: String.self)
             let running = status != nil && status != PushRecord.Status.completed.rawValue
-            var query: SQLQueryString = "SELECT id, device_id, token, status, reason, failed_at FROM push_failures f WHERE push_id = \(bind: pushID)"
+            var query: SQLQueryString = "SELECT id, device_id, token, status, reason, failed_at FROM push_failures WHERE push_id = \(bind: pushID)"
             if overlapping {
                 if after > 0 {
                     query += " AND (xact, id) > (SELECT xact, id FROM push_failures WHERE push_id = \(bind: pushID) AND id = \(bind: after))"
