@@ -237,25 +237,20 @@ public struct TernServerConfiguration: Sendable {
 extension TernServerConfiguration {
     /// `apns.proxy`, read. - Throws: what is wrong with it, naming the setting (never its password).
     var apnsProxy: HTTPProxy? {
-        get throws(TernServerConfigurationError) {
-            guard let url = apns.proxy else { return nil }
-            do {
-                return try HTTPProxy(url: url)
-            } catch {
-                throw .init("apns.proxy: \(error.message)")
-            }
-        }
+        get throws(TernServerConfigurationError) { try Self.proxy(apns.proxy, setting: "apns.proxy") }
     }
 
     /// `webhooks.proxy`, read. - Throws: what is wrong with it, naming the setting (never its password).
     var webhooksProxy: HTTPProxy? {
-        get throws(TernServerConfigurationError) {
-            guard let url = webhooks.proxy else { return nil }
-            do {
-                return try HTTPProxy(url: url)
-            } catch {
-                throw .init("webhooks.proxy: \(error.message)")
-            }
+        get throws(TernServerConfigurationError) { try Self.proxy(webhooks.proxy, setting: "webhooks.proxy") }
+    }
+
+    private static func proxy(_ url: String?, setting: String) throws(TernServerConfigurationError) -> HTTPProxy? {
+        guard let url else { return nil }
+        do {
+            return try HTTPProxy(url: url)
+        } catch {
+            throw .init("\(setting): \(error.message)")
         }
     }
 
