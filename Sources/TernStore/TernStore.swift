@@ -116,6 +116,9 @@ public protocol TernStore: Sendable {
     func devices(app: String, alias: String) async throws -> [DeviceRecord]
     /// The devices with a tag, by device id, `limit` at a time after the cursor.
     func devices(app: String, tag: String, after cursor: String?, limit: Int) async throws -> Page<DeviceRecord>
+    /// The devices created from `since` on (and before `before`, if given), active or not, oldest first, `limit` at
+    /// a time after the cursor (opaque): what a flood of made-up registrations left, for an operator to delete.
+    func devices(app: String, createdSince since: Date, before: Date?, after cursor: String?, limit: Int) async throws -> Page<DeviceRecord>
     /// The tokens the device had before its current one, oldest first.
     func tokenHistory(app: String, deviceID: String) async throws -> [TokenHistoryEntry]
 

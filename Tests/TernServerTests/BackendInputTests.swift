@@ -1,6 +1,7 @@
 import Foundation
 import TernAPNs
 import TernTestSupport
+import TernWeb
 import Testing
 
 /// What the backend (master secret) and the admin send, tried as a hostile or careless caller would: each refusal is
@@ -130,6 +131,43 @@ struct BackendInputTests {
         }
     }
 
+    /// After a flood of made-up registrations, the operator lists the devices created in its time, a page at a time,
+    /// and deletes them; the devices from before and after it are not listed.
+    @Test func devicesAreListedByWhenTheyWereCreated() async throws {
+        let clock = ManualClock(wallStart: Date(timeIntervalSince1970: 1_796_000_000))
+        try await RouterHarness.withServer(clocks: .manual(clock)) { server in
+            let format = { (date: Date) in InternetDate.format(date) }
+            try await server.register(Fixture.device(1), token: Fixture.token(1))
+            clock.advance(by: .seconds(60))
+            let floodStart = clock.wall.now
+            for number in 2...6 { try await server.register(Fixture.device(number), token: Fixture.token(number)) }
+            clock.advance(by: .seconds(60))
+            let floodEnd = clock.wall.now
+            try await server.register(Fixture.device(7), token: Fixture.token(7))
+
+            var listed: [String] = []
+            var next: String? = nil
+            repeat {
+                let cursor = next.map { "&after=\($0)" } ?? ""
+                let page = try await server.master.get(
+                    "/v1/apps/demo/devices?createdSince=\(format(floodStart))&createdBefore=\(format(floodEnd))&limit=2\(cursor)")
+                #expect(page.status == 200, "\(page.text)")
+                let json = try page.json()
+                let ids = json["devices"]?.arrayItems?.compactMap { $0["deviceId"]?.string } ?? []
+                #expect(ids.count <= 2)
+                listed += ids
+                // Deleted as they are listed: the next page starts where this one ended all the same.
+                for id in ids { #expect(try await server.master.delete("/v1/apps/demo/devices/\(id)").status == 204) }
+                next = json["next"]?.string
+            } while next != nil && listed.count < 10
+            #expect(listed == (2...6).map { Fixture.device($0) })
+            let left = try await server.master.get("/v1/apps/demo/devices?createdSince=\(format(clock.wall.now.addingTimeInterval(-3600)))")
+            #expect(try left.json()["devices"]?.arrayItems?.compactMap { $0["deviceId"]?.string } == [Fixture.device(1), Fixture.device(7)])
+            // The app key may not list devices.
+            #expect(try await server.device.get("/v1/apps/demo/devices?createdSince=\(format(floodStart))").status == 403)
+        }
+    }
+
     /// Query parameters are checked as body fields are: one a call does not take, or one given twice, is an error;
     /// an alias or tag that could never be stored is refused as it is everywhere else.
     @Test func queriesAreCheckedLikeBodies() async throws {
@@ -149,6 +187,14 @@ struct BackendInputTests {
                 ("/v1/apps/demo/devices?tag=t1&after=zzz", "after"),
                 ("/v1/apps/demo/devices?tag=t1&tag=t2", "tag"),
                 ("/v1/apps/demo/devices?tag=t1&colour=red", "colour"),
+                ("/v1/apps/demo/devices?createdSince=yesterday", "createdSince"),
+                ("/v1/apps/demo/devices?createdSince=2026-11-30T00:00:00", "createdSince"),
+                ("/v1/apps/demo/devices?createdSince=2026-11-30T00:00:00Z&createdBefore=2026-11-29T00:00:00Z", "createdBefore"),
+                ("/v1/apps/demo/devices?createdBefore=2026-11-30T00:00:00Z", "createdBefore"),
+                ("/v1/apps/demo/devices?tag=t1&createdBefore=2026-11-30T00:00:00Z", "createdBefore"),
+                ("/v1/apps/demo/devices?tag=t1&createdSince=2026-11-30T00:00:00Z", "createdSince"),
+                ("/v1/apps/demo/devices?createdSince=2026-11-30T00:00:00Z&after=\(Fixture.device(1))", "after"),
+                ("/v1/apps/demo/devices?createdSince=2026-11-30T00:00:00Z&limit=0", "limit"),
                 ("/v1/apps/demo/pushes/\(pushID)?failuresAfter=abc", "failuresAfter"),
                 ("/v1/apps/demo/pushes/\(pushID)?failuresAfter=-1", "failuresAfter"),
                 ("/v1/apps/demo/pushes/\(pushID)?failuresAfter=99999999999999999999", "failuresAfter"),

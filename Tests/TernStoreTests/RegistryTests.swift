@@ -167,6 +167,42 @@ struct RegistryTests {
         }
     }
 
+    @Test("devices(createdSince:) lists the devices created in a time, oldest first, paged; a device deleted between pages moves nothing", arguments: StoreFactory.all)
+    func devicesByCreation(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await store.createApp(makeApp("other"))
+            for (deviceID, at) in [("d2", 1), ("d1", 1), ("d3", 2), ("d6", 3), ("d4", 3), ("d5", 3), ("d7", 5)] {
+                _ = try await store.register(registration(deviceID, token: "token-\(deviceID)", tags: ["t"]), app: "demo", at: time(Int64(at)))
+            }
+            _ = try await store.register(registration("o1", token: "token-o1"), app: "other", at: time(3))
+            // Registered again later, and deactivated: each keeps its place, as created.
+            _ = try await store.register(registration("d1", token: "token-d1b"), app: "demo", at: time(4))
+            _ = try await store.deactivateToken(app: "demo", token: "token-d4", reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(4))
+
+            let all = try await store.devices(app: "demo", createdSince: time(0), before: nil, after: nil, limit: 100)
+            #expect(all.items.map(\.deviceID) == ["d1", "d2", "d3", "d4", "d5", "d6", "d7"])
+            #expect(all.next == nil)
+            #expect(all.items.first { $0.deviceID == "d1" }?.token == "token-d1b")
+            #expect(all.items.first { $0.deviceID == "d4" }?.isActive == false)
+            #expect(all.items.allSatisfy { $0.tags == ["t"] })
+
+            // From 2 up to (not including) 5, two a page; the cursor's own device deleted before the next page.
+            let first = try await store.devices(app: "demo", createdSince: time(2), before: time(5), after: nil, limit: 2)
+            #expect(first.items.map(\.deviceID) == ["d3", "d4"])
+            let cursor = try #require(first.next)
+            #expect(try await store.deleteDevice(app: "demo", deviceID: "d4"))
+            let second = try await store.devices(app: "demo", createdSince: time(2), before: time(5), after: cursor, limit: 2)
+            #expect(second.items.map(\.deviceID) == ["d5", "d6"])
+            #expect(second.next == nil)
+
+            #expect(try await store.devices(app: "demo", createdSince: time(6), before: nil, after: nil, limit: 10).items.isEmpty)
+            #expect(try await store.devices(app: "other", createdSince: time(0), before: nil, after: nil, limit: 10).items.map(\.deviceID) == ["o1"])
+            let foreign = try await store.devices(app: "demo", createdSince: time(0), before: nil, after: "not-a-cursor", limit: 10)
+            #expect(foreign.items.isEmpty && foreign.next == nil)
+        }
+    }
+
     @Test("tags: a registration's set replaces them, nil leaves them, updateTags adds and removes", arguments: StoreFactory.all)
     func tags(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in

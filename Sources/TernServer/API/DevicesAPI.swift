@@ -175,18 +175,31 @@ struct DevicesAPI {
             let app = try await apps.app(request, context)
             try Authorization.requireMaster(request, app: app, call: .list)
             let query = request.uri.queryParameters
-            switch (query.get("alias"), query.get("tag")) {
-            case (let alias?, nil):
+            // One way of listing at a time.
+            let ways = ["alias", "tag", "createdSince"].filter { query.get($0) != nil }
+            guard let way = ways.first else {
+                if query.get("createdBefore") != nil {
+                    throw JSONAPIError.badRequest(field: "createdBefore", "createdBefore goes with createdSince")
+                }
+                throw JSONAPIError.badRequest(field: "alias", "list devices by ?alias=…, ?tag=… or ?createdSince=…")
+            }
+            guard ways.count == 1 else {
+                throw JSONAPIError.badRequest(field: ways[1], "list devices by ?alias=…, ?tag=… or ?createdSince=…, one of them")
+            }
+            if way != "createdSince", query.get("createdBefore") != nil {
+                throw JSONAPIError.badRequest(field: "createdBefore", "createdBefore goes with createdSince")
+            }
+            switch way {
+            case "alias":
+                let alias = query.get("alias") ?? ""
                 guard Self.isValidAlias(alias) else { throw JSONAPIError.badRequest(field: "alias", Self.aliasRule) }
                 for name in ["after", "limit"] where query.get(name) != nil {
-                    throw JSONAPIError.badRequest(field: name, "a user's devices come in one answer: \(name) goes with ?tag=")
+                    throw JSONAPIError.badRequest(field: name, "a user's devices come in one answer: \(name) goes with ?tag= or ?createdSince=")
                 }
                 return DeviceList(devices: try await store.devices(app: app.id, alias: alias).map { DeviceView($0) }, next: nil)
-            case (nil, nil):
-                throw JSONAPIError.badRequest(field: "alias", "list devices by ?alias=… or ?tag=…")
-            case (.some, .some):
-                throw JSONAPIError.badRequest(field: "tag", "list devices by ?alias=… or ?tag=…, not both")
-            case (nil, _):
+            case "createdSince":
+                return try await devicesCreated(app: app, query: query)
+            default:
                 break
             }
             let tag = query.get("tag") ?? ""
@@ -199,6 +212,33 @@ struct DevicesAPI {
             let page = try await store.devices(app: app.id, tag: tag, after: after, limit: limit)
             return DeviceList(devices: page.items.map { DeviceView($0) }, next: page.next)
         }
+    }
+
+    /// `GET …/devices?createdSince=…[&createdBefore=…]`: the devices created in that time, oldest first, paged.
+    private func devicesCreated(app: AppRecord, query: Parameters) async throws -> DeviceList {
+        let dateRule = "an RFC 3339 date-time with its offset, like 2026-12-01T09:00:00Z"
+        guard let since = InternetDate.parse(query.get("createdSince") ?? "") else {
+            throw JSONAPIError.badRequest(field: "createdSince", "createdSince is \(dateRule)")
+        }
+        var before: Date?
+        if let text = query.get("createdBefore") {
+            guard let date = InternetDate.parse(text) else { throw JSONAPIError.badRequest(field: "createdBefore", "createdBefore is \(dateRule)") }
+            guard date > since else { throw JSONAPIError.badRequest(field: "createdBefore", "createdBefore is after createdSince") }
+            before = date
+        }
+        let limit = try Self.limit(query.get("limit"))
+        let after = query.get("after")
+        if let after, !Self.isCreationCursor(after) {
+            throw JSONAPIError.badRequest(field: "after", "after is the cursor from the last page (its next)")
+        }
+        let page = try await store.devices(app: app.id, createdSince: since, before: before, after: after, limit: limit)
+        return DeviceList(devices: page.items.map { DeviceView($0) }, next: page.next)
+    }
+
+    /// A page's cursor in creation order: the last device's creation time in milliseconds, a colon, its id.
+    static func isCreationCursor(_ text: String) -> Bool {
+        guard let colon = text.firstIndex(of: ":"), let milliseconds = Int64(text[..<colon]), milliseconds >= 0 else { return false }
+        return UUID(apnsText: String(text[text.index(after: colon)...])) != nil
     }
 
     /// Registers (or registers again) a device. A device created now gets a new random secret, in this answer only.

@@ -336,7 +336,7 @@ enum OpenAPIDocument {
   "/v1/apps/{app}/devices": {
    "get": {
     "operationId": "listDevices",
-    "summary": "A user's devices (alias), or a tag's (paged)",
+    "summary": "A user's devices (alias), a tag's (paged), or those created in a time (paged, oldest first)",
     "tags": [
      "backend"
     ],
@@ -385,13 +385,33 @@ enum OpenAPIDocument {
       }
      },
      {
+      "name": "createdSince",
+      "in": "query",
+      "required": false,
+      "description": "the devices created from this time on, active or not, oldest first: what a flood of made-up registrations left",
+      "schema": {
+       "type": "string",
+       "format": "date-time"
+      }
+     },
+     {
+      "name": "createdBefore",
+      "in": "query",
+      "required": false,
+      "description": "with createdSince: only those created before this time",
+      "schema": {
+       "type": "string",
+       "format": "date-time"
+      }
+     },
+     {
       "name": "after",
       "in": "query",
       "required": false,
-      "description": "the cursor from the last page (next): a device id",
+      "description": "the cursor from the last page (next): a device id, or with createdSince the last one's creation time in milliseconds, a colon and its id",
       "schema": {
        "type": "string",
-       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+       "pattern": "^([0-9]{1,15}:)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
       }
      },
      {

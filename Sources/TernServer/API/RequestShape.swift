@@ -141,7 +141,7 @@ final class ParserErrorResponder: ChannelInboundHandler, RemovableChannelHandler
 /// The query parameters each call of the API under `/v1` takes; every call not listed takes none.
 enum QueryRules {
     static let calls: [(method: HTTPRequest.Method, path: [String], parameters: Set<String>)] = [
-        call(.get, "v1/apps/:app/devices", ["alias", "tag", "after", "limit"]),
+        call(.get, "v1/apps/:app/devices", ["alias", "tag", "createdSince", "createdBefore", "after", "limit"]),
         call(.get, "v1/apps/:app/devices/:device/connect", ["after"]),
         call(.get, "v1/apps/:app/inbox", ["alias", "deviceId", "after", "limit"]),
         call(.post, "v1/apps/:app/inbox/read", ["alias", "deviceId"]),

@@ -442,6 +442,11 @@ extension SQLStore {
                 "ALTER TABLE push_failures ALTER COLUMN xact SET DEFAULT pg_current_xact_id()",
                 "CREATE INDEX push_failures_in_commit_order ON push_failures (push_id, xact, id)",
             ] : []),
+            // An app's devices in the order they were created (`GET …/devices?createdSince=`): an operator finds what
+            // a flood of made-up registrations left, and deletes it.
+            Migration(version: 17, name: "devices by creation", statements: [
+                "CREATE INDEX devices_by_creation ON devices (app_id, created_at, device_id)",
+            ]),
         ]
     }
 }
