@@ -426,7 +426,8 @@ struct MultiNode: Sendable {
         configuration.tokenKeys = [ProviderTokenKey(keyID: key.keyID, teamID: key.teamID, publicKey: key.publicKey)]
         try await APNsSimulator.withRunning(configuration, logger: Logger(label: "test.simulator")) { simulator in
             try await PostgresTestServer.withDatabase(prefix: "tern_nodes") { url in
-                let logs = given ?? LogRecorder()
+                // Printed too, as the nodes' logs were before they were kept for the large pushes' failure messages.
+                let logs = given ?? LogRecorder(printing: true)
                 let serverKey = Data((0..<32).map { UInt8($0) }).base64EncodedString()
                 let configure = { (settings: inout TernServerConfiguration) in
                     settings.database.url = url

@@ -10,11 +10,18 @@ public final class LogRecorder: Sendable {
     }
 
     private let entries = Mutex<[Entry]>([])
+    private let printing: Bool
 
-    public init() {}
+    /// - Parameter printing: also write each entry to standard error, as an unrecorded logger does: for suites whose
+    ///   failures should show what the servers said in the test run's output too.
+    public init(printing: Bool = false) {
+        self.printing = printing
+    }
 
     public var logger: Logger {
-        Logger(label: "tern.test") { _ in Handler(recorder: self) }
+        Logger(label: "tern.test") { label in
+            Handler(recorder: self, echo: self.printing ? StreamLogHandler.standardError(label: label) : nil)
+        }
     }
 
     /// How many messages were exactly `message`.
@@ -44,8 +51,13 @@ public final class LogRecorder: Sendable {
 
     private struct Handler: LogHandler {
         let recorder: LogRecorder
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .debug
+        var echo: StreamLogHandler?
+        var metadata: Logger.Metadata = [:] {
+            didSet { echo?.metadata = metadata }
+        }
+        var logLevel: Logger.Level = .debug {
+            didSet { echo?.logLevel = logLevel }
+        }
 
         subscript(metadataKey key: String) -> Logger.Metadata.Value? {
             get { metadata[key] }
@@ -54,6 +66,7 @@ public final class LogRecorder: Sendable {
 
         func log(event: LogEvent) {
             recorder.record(Entry(level: event.level, message: event.message.description, metadata: metadata.merging(event.metadata ?? [:]) { $1 }))
+            echo?.log(event: event)
         }
     }
 }
