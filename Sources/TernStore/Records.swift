@@ -348,6 +348,27 @@ public enum Audience: Sendable, Equatable {
     case everyone
 }
 
+/// Where a listing of an app's devices in creation order goes on from: the last device's creation time (milliseconds)
+/// and id, written `<ms>:<id>`. With the time in it, a device deleted between pages (as an operator deleting a flood of
+/// made-up ones does) leaves the next page where it was.
+public struct DeviceCreationCursor: Sendable, Equatable, CustomStringConvertible {
+    public var createdAt: Int64
+    public var deviceID: String
+
+    public init(createdAt: Int64, deviceID: String) {
+        self.createdAt = createdAt
+        self.deviceID = deviceID
+    }
+
+    /// Reads `<ms>:<id>`; nil for text of another form.
+    public init?(_ text: String) {
+        guard let colon = text.firstIndex(of: ":"), let createdAt = Int64(text[..<colon]), createdAt >= 0 else { return nil }
+        self.init(createdAt: createdAt, deviceID: String(text[text.index(after: colon)...]))
+    }
+
+    public var description: String { "\(createdAt):\(deviceID)" }
+}
+
 /// A page of a listing, with the cursor for the next one (nil when this is the last).
 public struct Page<Item: Sendable>: Sendable {
     public var items: [Item]

@@ -117,8 +117,11 @@ public protocol TernStore: Sendable {
     /// The devices with a tag, by device id, `limit` at a time after the cursor.
     func devices(app: String, tag: String, after cursor: String?, limit: Int) async throws -> Page<DeviceRecord>
     /// The devices created from `since` on (and before `before`, if given), active or not, oldest first, `limit` at
-    /// a time after the cursor (opaque): what a flood of made-up registrations left, for an operator to delete.
-    func devices(app: String, createdSince since: Date, before: Date?, after cursor: String?, limit: Int) async throws -> Page<DeviceRecord>
+    /// a time after the cursor (the page's `next` is a ``DeviceCreationCursor``): what a flood of made-up
+    /// registrations left, for an operator to delete.
+    func devices(
+        app: String, createdSince since: Date, before: Date?, after cursor: DeviceCreationCursor?, limit: Int
+    ) async throws -> Page<DeviceRecord>
     /// The tokens the device had before its current one, oldest first.
     func tokenHistory(app: String, deviceID: String) async throws -> [TokenHistoryEntry]
 

@@ -192,14 +192,14 @@ struct RegistryTests {
             #expect(first.items.map(\.deviceID) == ["d3", "d4"])
             let cursor = try #require(first.next)
             #expect(try await store.deleteDevice(app: "demo", deviceID: "d4"))
-            let second = try await store.devices(app: "demo", createdSince: time(2), before: time(5), after: cursor, limit: 2)
+            let second = try await store.devices(app: "demo", createdSince: time(2), before: time(5), after: DeviceCreationCursor(cursor), limit: 2)
             #expect(second.items.map(\.deviceID) == ["d5", "d6"])
             #expect(second.next == nil)
 
             #expect(try await store.devices(app: "demo", createdSince: time(6), before: nil, after: nil, limit: 10).items.isEmpty)
             #expect(try await store.devices(app: "other", createdSince: time(0), before: nil, after: nil, limit: 10).items.map(\.deviceID) == ["o1"])
-            let foreign = try await store.devices(app: "demo", createdSince: time(0), before: nil, after: "not-a-cursor", limit: 10)
-            #expect(foreign.items.isEmpty && foreign.next == nil)
+            #expect(DeviceCreationCursor(cursor)?.description == cursor)
+            #expect(DeviceCreationCursor("not-a-cursor") == nil && DeviceCreationCursor("-5:d1") == nil)
         }
     }
 

@@ -175,34 +175,25 @@ struct DevicesAPI {
             let app = try await apps.app(request, context)
             try Authorization.requireMaster(request, app: app, call: .list)
             let query = request.uri.queryParameters
-            // One way of listing at a time.
+            // One way of listing at a time, and createdBefore only with createdSince.
             let ways = ["alias", "tag", "createdSince"].filter { query.get($0) != nil }
-            guard let way = ways.first else {
-                if query.get("createdBefore") != nil {
-                    throw JSONAPIError.badRequest(field: "createdBefore", "createdBefore goes with createdSince")
-                }
-                throw JSONAPIError.badRequest(field: "alias", "list devices by ?alias=…, ?tag=… or ?createdSince=…")
-            }
-            guard ways.count == 1 else {
+            guard ways.count <= 1 else {
                 throw JSONAPIError.badRequest(field: ways[1], "list devices by ?alias=…, ?tag=… or ?createdSince=…, one of them")
             }
-            if way != "createdSince", query.get("createdBefore") != nil {
+            if query.get("createdBefore") != nil, ways != ["createdSince"] {
                 throw JSONAPIError.badRequest(field: "createdBefore", "createdBefore goes with createdSince")
             }
-            switch way {
-            case "alias":
-                let alias = query.get("alias") ?? ""
+            if let alias = query.get("alias") {
                 guard Self.isValidAlias(alias) else { throw JSONAPIError.badRequest(field: "alias", Self.aliasRule) }
                 for name in ["after", "limit"] where query.get(name) != nil {
                     throw JSONAPIError.badRequest(field: name, "a user's devices come in one answer: \(name) goes with ?tag= or ?createdSince=")
                 }
                 return DeviceList(devices: try await store.devices(app: app.id, alias: alias).map { DeviceView($0) }, next: nil)
-            case "createdSince":
-                return try await devicesCreated(app: app, query: query)
-            default:
-                break
             }
-            let tag = query.get("tag") ?? ""
+            if query.get("createdSince") != nil { return try await devicesCreated(app: app, query: query) }
+            guard let tag = query.get("tag") else {
+                throw JSONAPIError.badRequest(field: "alias", "list devices by ?alias=…, ?tag=… or ?createdSince=…")
+            }
             guard Self.isValidTag(tag) else { throw JSONAPIError.badRequest(field: "tag", Self.tagRule) }
             let limit = try Self.limit(query.get("limit"))
             let after = query.get("after")
@@ -227,18 +218,15 @@ struct DevicesAPI {
             before = date
         }
         let limit = try Self.limit(query.get("limit"))
-        let after = query.get("after")
-        if let after, !Self.isCreationCursor(after) {
-            throw JSONAPIError.badRequest(field: "after", "after is the cursor from the last page (its next)")
+        var cursor: DeviceCreationCursor?
+        if let after = query.get("after") {
+            guard let given = DeviceCreationCursor(after), UUID(apnsText: given.deviceID) != nil else {
+                throw JSONAPIError.badRequest(field: "after", "after is the cursor from the last page (its next)")
+            }
+            cursor = given
         }
-        let page = try await store.devices(app: app.id, createdSince: since, before: before, after: after, limit: limit)
+        let page = try await store.devices(app: app.id, createdSince: since, before: before, after: cursor, limit: limit)
         return DeviceList(devices: page.items.map { DeviceView($0) }, next: page.next)
-    }
-
-    /// A page's cursor in creation order: the last device's creation time in milliseconds, a colon, its id.
-    static func isCreationCursor(_ text: String) -> Bool {
-        guard let colon = text.firstIndex(of: ":"), let milliseconds = Int64(text[..<colon]), milliseconds >= 0 else { return false }
-        return UUID(apnsText: String(text[text.index(after: colon)...])) != nil
     }
 
     /// Registers (or registers again) a device. A device created now gets a new random secret, in this answer only.

@@ -247,20 +247,10 @@ public final class SQLStore: TernStore {
         }
     }
 
-    /// The cursor is the last device's creation time (milliseconds) and id, `<ms>:<id>`: a device deleted between
-    /// pages (as an operator deleting a flood does) leaves the next page where it was. One that is not of that form
-    /// gives an empty last page.
     public func devices(
-        app: String, createdSince since: Date, before: Date?, after cursor: String?, limit: Int
+        app: String, createdSince since: Date, before: Date?, after cursor: DeviceCreationCursor?, limit: Int
     ) async throws -> Page<DeviceRecord> {
         let limit = max(limit, 1)
-        let position: (createdAt: Int64, deviceID: String)?
-        if let cursor {
-            guard let colon = cursor.firstIndex(of: ":"), let createdAt = Int64(cursor[..<colon]) else { return Page(items: [], next: nil) }
-            position = (createdAt, String(cursor[cursor.index(after: colon)...]))
-        } else {
-            position = nil
-        }
         let byCreation = flavor.indexedBy("devices_by_creation")
         return try await exclusive { db in
             // The app's devices in creation order, from the index: a page reads its rows and one more.
@@ -269,12 +259,12 @@ public final class SQLStore: TernStore {
                 WHERE app_id = \(bind: app) AND created_at >= \(bind: since.milliseconds)
                 """
             if let before { query += " AND created_at < \(bind: before.milliseconds)" }
-            if let position { query += " AND (created_at, device_id) > (\(bind: position.createdAt), \(bind: position.deviceID))" }
+            if let cursor { query += " AND (created_at, device_id) > (\(bind: cursor.createdAt), \(bind: cursor.deviceID))" }
             query += " ORDER BY created_at, device_id LIMIT \(bind: limit + 1)"
             let rows = try await db.raw(query).all()
             let devices = try await Self.devices(rows: rows.prefix(limit), app: app, db)
-            let next = rows.count > limit ? devices.last.map { "\($0.createdAt.milliseconds):\($0.deviceID)" } : nil
-            return Page(items: devices, next: next)
+            let next = rows.count > limit ? devices.last.map { DeviceCreationCursor(createdAt: $0.createdAt.milliseconds, deviceID: $0.deviceID) } : nil
+            return Page(items: devices, next: next?.description)
         }
     }
 
