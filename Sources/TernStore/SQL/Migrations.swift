@@ -33,11 +33,12 @@ struct SQLFlavor: Sendable {
     /// without them may read an app's whole history through a wide index where a partial one holds the few rows
     /// wanted. PostgreSQL plans from its statistics, and has no such clause.
     var namesIndexes = false
+
     /// Whether transactions that write run at once (PostgreSQL), so a row numbered N can commit after one numbered
-    /// N + 1, rather than one after another (SQLite), where rows are numbered in the order they commit. A push's
-    /// failures, which its chunks record at once, are then read in the order of the transactions that wrote them
-    /// (`push_failures.xact`); see ``SQLStore/failures(pushID:after:limit:)``.
-    var overlappingWrites = false
+    /// N + 1, rather than one after another (SQLite), where rows are numbered in the order they commit: where the
+    /// token events need their lock. A push's failures, which its chunks record at once, are then read in the order of
+    /// the transactions that wrote them (`push_failures.xact`); see ``SQLStore/failures(pushID:after:limit:)``.
+    var overlappingWrites: Bool { eventOrderLock != nil }
 
     /// ` INDEXED BY index` where the database takes it, else nothing.
     func indexedBy(_ index: String) -> String { namesIndexes ? " INDEXED BY \(index)" : "" }
