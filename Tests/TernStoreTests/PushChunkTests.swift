@@ -549,9 +549,6 @@ struct PushChunkTests {
             #expect(claimed.count == 80)
             try await sql.exclusive { db in try await db.raw("ANALYZE").run() }
             let chunks = [claimed[0], claimed[79]]
-            func allFailed(_ chunk: PushChunk) -> PushProgress {
-                PushProgress(accepted: 0, failures: chunk.recipients.map { failure($0.token) }, pruned: 0)
-            }
             // Signals, not streams: a transaction that conflicts runs its body again.
             let written = OneTimeSignal()
             let commit = OneTimeSignal()
@@ -559,7 +556,7 @@ struct PushChunkTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 // The first chunk's record has written its failures (numbered first), and does not commit until told.
                 group.addTask {
-                    let progress = allFailed(chunks[0])
+                    let progress = Self.allFailed(chunks[0])
                     let recorded = try await sql.transaction { db in
                         let recorded = try await SQLStore.addToChunk(
                             pushID: "p1", sequence: chunks[0].sequence, node: "a", progress, mark: nil, then: .keep, db)
@@ -572,7 +569,7 @@ struct PushChunkTests {
                 await written.wait()
                 // The second chunk records meanwhile, numbered after the first, and commits first.
                 let recorded = try await store.recordChunkProgress(
-                    pushID: "p1", sequence: chunks[1].sequence, node: "a", allFailed(chunks[1]),
+                    pushID: "p1", sequence: chunks[1].sequence, node: "a", Self.allFailed(chunks[1]),
                     mark: ChunkMark(through: chunks[1].recipients[4].key))
                 #expect(recorded)
                 // A client pages the failures while the push runs, and goes on from each page's `next`.
@@ -621,13 +618,13 @@ struct PushChunkTests {
                     }
                 }
                 await opened.wait()
-                let first = PushProgress(accepted: 0, failures: chunks[0].recipients.map { failure($0.token) }, pruned: 0)
+                let first = Self.allFailed(chunks[0])
                 #expect(try await store.recordChunk(pushID: "p1", sequence: chunks[0].sequence, node: "a", first, at: time(2)) == .recorded(pushCompleted: false))
                 let running = try await store.failures(pushID: "p1", after: nil, limit: 100)
                 #expect(running.items.isEmpty, "written after a transaction still running: they could have company committing behind them")
                 #expect(running.next == "0")
 
-                let second = PushProgress(accepted: 0, failures: chunks[1].recipients.map { failure($0.token) }, pruned: 0)
+                let second = Self.allFailed(chunks[1])
                 #expect(try await store.recordChunk(pushID: "p1", sequence: chunks[1].sequence, node: "a", second, at: time(3)) == .recorded(pushCompleted: true))
                 let completed = try await store.failures(pushID: "p1", after: running.next, limit: 100)
                 #expect(completed.items.map(\.token).sorted() == chunks.flatMap(\.recipients).map(\.token).sorted())
@@ -651,13 +648,13 @@ struct PushChunkTests {
             do {
                 try await sql.migrate(through: 15)
                 let chunks = try await pushClaimedWhole(devices: 10, chunkSize: 5, in: store)
-                let before = PushProgress(accepted: 0, failures: chunks[1].recipients.map { failure($0.token) }, pruned: 0)
+                let before = Self.allFailed(chunks[1])
                 #expect(try await store.recordChunk(pushID: "p1", sequence: chunks[1].sequence, node: "a", before, at: time(2)) == .recorded(pushCompleted: false))
 
                 try await sql.migrate()
                 let running = try await store.failures(pushID: "p1", after: nil, limit: 100)
                 #expect(running.items.map(\.token) == chunks[1].recipients.map(\.token))
-                let after = PushProgress(accepted: 0, failures: chunks[0].recipients.map { failure($0.token) }, pruned: 0)
+                let after = Self.allFailed(chunks[0])
                 #expect(try await store.recordChunk(pushID: "p1", sequence: chunks[0].sequence, node: "a", after, at: time(3)) == .recorded(pushCompleted: true))
                 let rest = try await store.failures(pushID: "p1", after: running.next, limit: 100)
                 #expect(rest.items.map(\.token) == chunks[0].recipients.map(\.token))
@@ -668,6 +665,11 @@ struct PushChunkTests {
             }
             try await dispose()
         }
+    }
+
+    /// A chunk's record in which every recipient failed.
+    private static func allFailed(_ chunk: PushChunk) -> PushProgress {
+        PushProgress(accepted: 0, failures: chunk.recipients.map { failure($0.token) }, pruned: 0)
     }
 
     /// Push p1 to `devices` devices, claimed whole by node a at 1 ms in chunks of `chunkSize` (at most one chunk more
