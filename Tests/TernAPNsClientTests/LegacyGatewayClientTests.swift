@@ -166,6 +166,59 @@ extension ClientFaultTests {
             }
         }
 
+        @Test func aWaitForAConnectionReturnsOnceTheHandshakeIsDoneAndAtOnceAfter() async throws {
+            try await Self.withLegacySimulator { simulator, configuration in
+                let client = try LegacyGatewayClient(configuration: configuration)
+                var waited = 0
+                try await client.waitForConnection { waited += 1 }
+                #expect(waited == 1)
+                #expect(await client.connectionsOpened == 1)
+                try await client.waitForConnection { waited += 1 }
+                #expect(waited == 1, "a connection was ready: the second caller did not wait")
+                let outcomes = await client.send(Self.notifications(2))
+                #expect(outcomes == [.accepted, .accepted])
+                #expect(await client.connectionsOpened == 1)
+                await client.shutdown()
+            }
+        }
+
+        @Test func aGatewayThatWasDownIsFoundAgainByOneConnectionAProbeInterval() async throws {
+            try await Self.withLegacySimulator(configure: {
+                $0.maxConnectFailures = 2
+                $0.reconnectBackoff = .init(initial: .milliseconds(20), maximum: .milliseconds(300))
+            }) { simulator, configuration in
+                let relay = try await TCPRelay(to: "127.0.0.1", port: configuration.endpoint.port)
+                await relay.refuse()
+                var relayed = configuration
+                relayed.endpoint.port = relay.port
+                let client = try LegacyGatewayClient(configuration: relayed)
+
+                // Down: every connection closes before its handshake, and the client gives up after two.
+                let first = try await withTimeout(10, "a wait for a gateway that is down") {
+                    await ClientFaultTests.LegacyHostilePeer.waitForConnection(client)
+                }
+                #expect((first as? APNsClientError)?.code == .connectionFailed, "\(String(describing: first))")
+                let down = await client.send(Self.notifications(1))
+                if case .failed(let message)? = down.first {
+                    #expect(message.hasPrefix("not sent: the gateway is unreachable"), "\(message)")
+                } else {
+                    Issue.record("expected a failure at once, got \(down)")
+                }
+
+                // Back: a caller a probe interval on has one connection tried, and once it is through its handshake
+                // the client sends again.
+                relay.carry()
+                try await waitUntil("the client to find the gateway back", within: 10) {
+                    await ClientFaultTests.LegacyHostilePeer.waitForConnection(client) == nil
+                }
+                let outcomes = await client.send(Self.notifications(3, series: 1))
+                #expect(outcomes == [.accepted, .accepted, .accepted])
+                #expect(Set(Harness.arrivals(simulator).map(\.token)) == Set((0..<3).map { Harness.token($0, series: 1).hex }))
+                await client.shutdown()
+                await relay.close()
+            }
+        }
+
         @Test func aClientWithoutAPushCertificateIsTurnedAwayAndFails() async throws {
             try await Self.withLegacySimulator(configure: {
                 // A certificate from another CA: the simulator's TLS handshake refuses it.

@@ -105,5 +105,76 @@ extension ClientFaultTests {
             #expect(message.hasPrefix("timed out"), "\(message)")
             #expect(peer.connections == 1)
         }
+
+        /// How a wait for a connection ended: nil when it returned, else its error.
+        static func waitForConnection(_ client: LegacyGatewayClient, onWaiting: () -> Void = {}) async -> (any Error)? {
+            do {
+                try await client.waitForConnection(onWaiting: onWaiting)
+                return nil
+            } catch {
+                return error
+            }
+        }
+
+        @Test func aWaitForAConnectionEndsAtTheSendTimeoutAndThenWaitsAndSendsFailAtOnceWithoutConnecting() async throws {
+            let peer = try await HostileLegacyPeer.start(.silentTCP)
+            var configuration = Self.configuration(peer)
+            configuration.sendTimeout = .milliseconds(300)
+            // One connection a minute while the gateway is unreachable: none in this test.
+            configuration.reconnectBackoff = .init(initial: .milliseconds(100), maximum: .seconds(60))
+            let client = try LegacyGatewayClient(configuration: configuration)
+
+            var waited = false
+            // Bounded by the send timeout under test.
+            let first = await Self.waitForConnection(client) { waited = true }
+            #expect(waited, "no connection was ready, so the caller hears that it waits")
+            let timedOut = try #require(first as? APNsClientError, "\(String(describing: first))")
+            #expect(timedOut.code == .timedOut, "\(timedOut)")
+            #expect(timedOut.message.contains("no connection to the gateway in time"), "\(timedOut)")
+
+            // The gateway now counts as unreachable: a wait and a send fail at once, with why, and nothing connects.
+            let second = try #require(await Self.waitForConnection(client) as? APNsClientError)
+            #expect(second.code == .connectionFailed, "\(second)")
+            #expect(second.message.hasPrefix("not sent: the gateway is unreachable"), "\(second)")
+            let outcomes = await client.send([Self.notification, Self.notification])
+            #expect(outcomes.count == 2)
+            for outcome in outcomes {
+                guard case .failed(let message) = outcome else {
+                    Issue.record("expected a failure at once, got \(outcome)")
+                    continue
+                }
+                #expect(message.hasPrefix("not sent: the gateway is unreachable"), "\(message)")
+            }
+            #expect(peer.connections == 1, "\(peer.connections) connections: the client tried the gateway again at once")
+            await client.shutdown()
+            await peer.stop()
+        }
+
+        @Test func aWaitWithoutASendTimeoutGivesUpAfterTheFruitlessConnectionsAndACancelledWaitEndsAtOnce() async throws {
+            let peer = try await HostileLegacyPeer.start(.silentTCP)
+            var configuration = Self.configuration(peer)
+            configuration.connectTimeout = .milliseconds(200)
+            configuration.maxConnectFailures = 2
+            let client = try LegacyGatewayClient(configuration: configuration)
+            // Nothing written: a connection without a handshake is still closed at its connect timeout.
+            let error = try await withTimeout(10, "a wait through two 200 ms connects") { await Self.waitForConnection(client) }
+            let failed = try #require(error as? APNsClientError, "\(String(describing: error))")
+            #expect(failed.code == .connectionFailed, "\(failed)")
+            #expect(failed.message.contains("no TLS handshake"), "\(failed)")
+            #expect(peer.connections == 2)
+            await client.shutdown()
+
+            // Cancelled while it waits (a fresh client, whose connect timeout is far off): it ends at once.
+            configuration.connectTimeout = .seconds(60)
+            let patient = try LegacyGatewayClient(configuration: configuration)
+            let (waiting, nowWaiting) = AsyncStream.makeStream(of: Void.self)
+            let waiter = Task { await Self.waitForConnection(patient) { nowWaiting.yield() } }
+            for await _ in waiting { break }
+            waiter.cancel()
+            let cancelled = try await withTimeout(10, "a cancelled wait") { await waiter.value }
+            #expect(cancelled is CancellationError, "\(String(describing: cancelled))")
+            await patient.shutdown()
+            await peer.stop()
+        }
     }
 }

@@ -54,6 +54,78 @@ struct FairnessTests {
         }
     }
 
+    @Test func aLegacyAppWhoseGatewayIsDownHoldsUpNoOtherAppAndItsNextPushFailsAtOnce() async throws {
+        // A gateway that takes TCP and never completes the TLS handshake, as a host whose service is gone can.
+        let gateway = try await HostileLegacyPeer.start(.silentTCP, topic: "com.example.old")
+        // Chunks of 10, two at a time, 20 in flight: the legacy app's first two chunks would take every permit until
+        // the send timeout.
+        try await RouterHarness.withServer(configure: {
+            $0.delivery.chunkSize = 10
+            $0.delivery.pushes = 2
+            $0.delivery.concurrency = 20
+            $0.delivery.minimumConcurrency = 20
+            $0.apns.sendTimeout = .seconds(6)
+        }) { server in
+            let escape = { (text: String) in text.replacingOccurrences(of: "\n", with: "\\n") }
+            let created = try await server.admin.post("/v1/apps", """
+                {"id": "old", "topic": "com.example.old", "environment": "custom", "transport": "legacy",
+                 "endpoint": {"host": "127.0.0.1", "port": \(gateway.port), "caPEM": "\(escape(gateway.trustRootsPEM))"},
+                 "credentials": {"type": "certificate", "certificatePEM": "\(escape(gateway.client.certificatePEM))",
+                                 "privateKeyPEM": "\(escape(gateway.client.privateKeyPEM))"}}
+                """)
+            #expect(created.status == 201, "\(created.text)")
+            let app = try created.json()
+            let appKey = try #require(app["appKey"]?.string)
+            let oldMaster = server.master.with(bearer: try #require(app["masterSecret"]?.string))
+            let devices = 40
+            for number in 0..<devices {
+                let registered = try await server.device.with(bearer: appKey)
+                    .put("/v1/apps/old/devices/\(Fixture.device(number))", Fixture.registration(token: Fixture.token(number)))
+                #expect(registered.status == 200, "\(registered.text)")
+            }
+            _ = try await server.register(Fixture.device(100), token: Fixture.token(100))
+
+            let started = ContinuousClock.now
+            let stuck = try await oldMaster.post("/v1/apps/old/pushes", Fixture.push(audience: #"{"all": true}"#, title: "stuck"))
+            #expect(stuck.status == 202, "\(stuck.text)")
+            let stuckID = try #require(try stuck.json()["id"]?.string)
+            try await waitUntil("the legacy app's client to connect", within: 10) { gateway.connections >= 1 }
+            let otherStarted = ContinuousClock.now
+            let other = try await server.master.post(
+                "/v1/apps/demo/pushes?wait=30", Fixture.push(audience: #"{"devices": ["\#(Fixture.device(100))"]}"#, title: "other"))
+            let waited = ContinuousClock.now - otherStarted
+            #expect(other.status == 201, "\(other.text)")
+            #expect(try other.json()[path: "counts.accepted"]?.int == 1)
+            // Its chunk waited for a handshake holding no permit: the other app's push did not wait for the legacy
+            // app's send timeout (6 s).
+            #expect(waited < .seconds(3), "the other app's push took \(waited)")
+
+            // After one send time, its notifications fail, and so do those of its later chunks, at once.
+            try await waitUntil("the legacy app's push to complete", within: 30) {
+                try await oldMaster.get("/v1/apps/old/pushes/\(stuckID)").json()["status"]?.string == "completed"
+            }
+            let took = ContinuousClock.now - started
+            let ended = try await oldMaster.get("/v1/apps/old/pushes/\(stuckID)").json()
+            #expect(ended[path: "counts.failedByReason.connectionFailed"]?.int == devices, "\(ended)")
+            #expect(took < .seconds(12), "one send time and no more: \(took)")
+
+            // The next push is not held either: it fails at once, saying why, and the gateway is not tried again
+            // before the probe interval (30 s).
+            let connections = gateway.connections
+            let nextStarted = ContinuousClock.now
+            let next = try await oldMaster.post("/v1/apps/old/pushes?wait=30", Fixture.push(audience: #"{"all": true}"#, title: "next"))
+            let nextTook = ContinuousClock.now - nextStarted
+            #expect(next.status == 201, "\(next.text)")
+            let nextBody = try next.json()
+            #expect(nextBody[path: "counts.failedByReason.connectionFailed"]?.int == devices, "\(nextBody)")
+            let detail = nextBody[path: "failureDetails.connectionFailed"]?.string ?? ""
+            #expect(detail.contains("the gateway is unreachable"), "\(nextBody)")
+            #expect(nextTook < .seconds(3), "the next push took \(nextTook)")
+            #expect(gateway.connections == connections)
+        }
+        await gateway.stop()
+    }
+
     @Test func anAppWhoseEndpointStopsAnsweringHoldsUpNoOtherAppFailsSoonAndRecovers() async throws {
         // An endpoint that takes connections and streams and answers none: a simulator whose every answer takes an hour.
         let key = APNsSigningKey.generate(keyID: "SILENT0001", teamID: "TEAM123456")

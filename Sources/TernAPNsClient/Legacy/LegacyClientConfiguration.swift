@@ -17,12 +17,14 @@ public struct LegacyClientConfiguration: Sendable {
     /// Most notifications written and not yet settled; writing waits when this many are. With ``replayWindow`` it
     /// bounds throughput per client (capacity ÷ window) and memory (capacity × notification size).
     public var replayCapacity = 65_536
+    /// The waits between fruitless connections. Its maximum is also how often a gateway that counts as unreachable is
+    /// tried again, one connection for a caller that comes.
     public var reconnectBackoff = APNsClientConfiguration.Backoff(initial: .milliseconds(200), maximum: .seconds(30))
     /// Connections in a row that fail without settling anything before the notifications waiting end with
-    /// ``LegacyOutcome/failed(_:)``.
+    /// ``LegacyOutcome/failed(_:)``, and the gateway counts as unreachable: later notifications fail at once.
     public var maxConnectFailures = 5
     /// The most a connection may take to carry bytes: the TCP connect, and then the first write to complete, which
-    /// NIOSSL holds back until the TLS handshake is done. A connection past it is closed as fruitless (and counts
+    /// NIOSSL holds back until the TLS handshake is done (with nothing to write, the handshake itself). A connection past it is closed as fruitless (and counts
     /// toward ``maxConnectFailures``): a gateway that accepts TCP and never finishes the handshake must not have
     /// what waited on it counted accepted.
     public var connectTimeout: Duration = .seconds(10)

@@ -2,6 +2,8 @@ import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
+import NIOTLS
+import Synchronization
 import TernAPNs
 
 /// Sends notifications over the legacy binary gateway on one long-lived TLS connection with a client certificate.
@@ -19,7 +21,9 @@ import TernAPNs
 /// not complete within ``LegacyClientConfiguration/connectTimeout`` is closed. A connection is fruitless unless it
 /// settled a notification it carried (an error response naming an identifier the client never sent settles nothing);
 /// reconnects after fruitless connections back off, and after ``LegacyClientConfiguration/maxConnectFailures`` of
-/// them in a row the waiting notifications fail.
+/// them in a row the waiting notifications fail. From then on the gateway counts as unreachable (``LegacyReachability``):
+/// what is handed over fails at once, and one connection is tried every `reconnectBackoff.maximum` for a caller, until
+/// one completes its TLS handshake. ``waitForConnection(onWaiting:)`` lets a sender learn that before it commits work.
 ///
 /// ```swift
 /// let client = try LegacyGatewayClient(configuration: configuration)
@@ -30,6 +34,7 @@ public final class LegacyGatewayClient: Sendable {
     public let configuration: LegacyClientConfiguration
     private let eventLoop: any EventLoop
     private let core: NIOLoopBoundBox<LegacyGatewayCore>
+    private let shared: LegacyGatewayCore.Shared
 
     public init(
         configuration: LegacyClientConfiguration,
@@ -42,8 +47,10 @@ public final class LegacyGatewayClient: Sendable {
             authentication: configuration.authentication, endpoint: configuration.endpoint, applicationProtocols: [])
         let eventLoop = eventLoopGroup.next()
         self.eventLoop = eventLoop
+        let shared = LegacyGatewayCore.Shared()
+        self.shared = shared
         self.core = NIOLoopBoundBox.makeBoxSendingValue(
-            LegacyGatewayCore(configuration: configuration, sslContext: sslContext, eventLoop: eventLoop, logger: logger),
+            LegacyGatewayCore(configuration: configuration, sslContext: sslContext, eventLoop: eventLoop, shared: shared, logger: logger),
             eventLoop: eventLoop)
         eventLoop.execute { [core] in core.value.start() }
     }
@@ -56,6 +63,31 @@ public final class LegacyGatewayClient: Sendable {
             eventLoop.execute { [core] in
                 core.value.enqueue(notifications) { continuation.resume(returning: $0) }
             }
+        }
+    }
+
+    /// Waits until a connection to the gateway has completed its TLS handshake, opening one if none is, and sends
+    /// nothing. Returns at once while one is ready. A sender with much to send asks first, so that it commits nothing
+    /// (the permits a server shares between its apps, say) to a gateway it cannot reach.
+    /// - Parameter onWaiting: called before the wait when no connection is ready yet, and not at all otherwise.
+    /// - Throws: ``APNsClientError`` `connectionFailed` once the client gives up on the gateway
+    ///   (``LegacyClientConfiguration/maxConnectFailures`` fruitless connections), and at once while it counts as
+    ///   unreachable (``send(_:)`` then fails each notification at once too); `timedOut` when no connection is ready
+    ///   within ``LegacyClientConfiguration/sendTimeout``, after which the gateway counts as unreachable; `shutDown`;
+    ///   `CancellationError` when the task is cancelled while it waits.
+    public func waitForConnection(onWaiting: () -> Void = {}) async throws {
+        if Task.isCancelled { throw CancellationError() }
+        if shared.ready.load(ordering: .acquiring) { return }
+        onWaiting()
+        let id = shared.waiterIDs.wrappingAdd(1, ordering: .relaxed).oldValue
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                eventLoop.execute { [core] in core.value.awaitConnection(id: id) { continuation.resume(with: $0) } }
+                // Cancelled before it joined the waiters: the handler below ran first and found nothing to end.
+                if Task.isCancelled { eventLoop.execute { [core] in core.value.cancelWaiter(id) } }
+            }
+        } onCancel: { [eventLoop, core] in
+            eventLoop.execute { core.value.cancelWaiter(id) }
         }
     }
 
@@ -78,6 +110,19 @@ public final class LegacyGatewayClient: Sendable {
 
 /// The client's state, on its event loop only.
 final class LegacyGatewayCore {
+    /// What the client reads without a hop to the loop.
+    final class Shared: Sendable {
+        /// A connection is open and has completed its TLS handshake.
+        let ready = Atomic<Bool>(false)
+        let waiterIDs = Atomic<Int>(0)
+    }
+
+    /// A caller of ``LegacyGatewayClient/waitForConnection(onWaiting:)``, and when it stops waiting.
+    private struct Waiter {
+        var resume: (Result<Void, any Error>) -> Void
+        var deadline: Scheduled<Void>?
+    }
+
     /// The notifications of one `send` call, and where their outcomes go.
     final class Batch {
         var outcomes: [LegacyOutcome?]
@@ -155,7 +200,17 @@ final class LegacyGatewayCore {
     /// those (writes complete in order, and only they are settled by age or removed but by `takeWritten`).
     private var flushedCount = 0
     private var runs: UInt64 = 0
-    private var connection = Connection.idle
+    private var connection = Connection.idle {
+        didSet { shared.ready.store(isReady, ordering: .releasing) }
+    }
+    /// The open connection completed its TLS handshake.
+    private var handshaken = false {
+        didSet { shared.ready.store(isReady, ordering: .releasing) }
+    }
+    private var connectStartedAt = NIODeadline.uptimeNanoseconds(0)
+    private var reachability: LegacyReachability
+    private var waiters: [Int: Waiter] = [:]
+    private let shared: Shared
     private var generation = 0
     private var nextIdentifier: UInt32 = 1
     private var fruitlessConnections = 0
@@ -166,11 +221,18 @@ final class LegacyGatewayCore {
     private var drained: [() -> Void] = []
     private(set) var connectionsOpened = 0
 
-    init(configuration: LegacyClientConfiguration, sslContext: NIOSSLContext, eventLoop: any EventLoop, logger: Logger) {
+    init(configuration: LegacyClientConfiguration, sslContext: NIOSSLContext, eventLoop: any EventLoop, shared: Shared, logger: Logger) {
         self.configuration = configuration
         self.sslContext = sslContext
         self.eventLoop = eventLoop
+        self.shared = shared
         self.logger = logger
+        self.reachability = LegacyReachability(probeInterval: configuration.reconnectBackoff.maximum.timeAmount)
+    }
+
+    private var isReady: Bool {
+        guard handshaken, case .open(_, _, closing: false) = connection else { return false }
+        return true
     }
 
     func start() {
@@ -188,6 +250,10 @@ final class LegacyGatewayCore {
             for index in notifications.indices { batch.settle(index, .shutDown) }
             return
         }
+        if case .failAtOnce(let reason, _) = admit(now: now) {
+            for index in notifications.indices { batch.settle(index, .failed(reason)) }
+            return
+        }
         for (index, var notification) in notifications.enumerated() {
             notification.identifier = nextIdentifier
             nextIdentifier = nextIdentifier == .max ? 1 : nextIdentifier + 1
@@ -202,9 +268,75 @@ final class LegacyGatewayCore {
         pump()
     }
 
+    /// Whether a caller that needs the gateway at `now` goes on or fails at once (``LegacyReachability``); a probe
+    /// it is due starts a connection.
+    private func admit(now: NIODeadline) -> LegacyReachability.Decision {
+        let canConnect = if case .idle = connection { true } else { false }
+        let decision = reachability.admit(now: now, canConnect: canConnect)
+        if case .failAtOnce(_, probe: true) = decision {
+            logger.debug("legacy gateway unreachable; trying one connection")
+            connect()
+        }
+        return decision
+    }
+
+    /// A caller of ``LegacyGatewayClient/waitForConnection(onWaiting:)``: answered at once when a connection is
+    /// ready, when the gateway counts as unreachable, or at shutdown; otherwise once a connection completes its
+    /// handshake, the client gives up, or ``LegacyClientConfiguration/sendTimeout`` passes.
+    func awaitConnection(id: Int, _ resume: @escaping (Result<Void, any Error>) -> Void) {
+        if shuttingDown { return resume(.failure(APNsClientError.shutDown)) }
+        if isReady { return resume(.success(())) }
+        if case .failAtOnce(let reason, _) = admit(now: .now()) {
+            return resume(.failure(APNsClientError.connectionFailed(reason)))
+        }
+        var waiter = Waiter(resume: resume)
+        if let sendTimeout = configuration.sendTimeout {
+            let core = NIOLoopBound(self, eventLoop: eventLoop)
+            waiter.deadline = eventLoop.scheduleTask(in: sendTimeout.timeAmount) { core.value.waitedInVain(id: id) }
+        }
+        waiters[id] = waiter
+        if case .idle = connection { connect() }
+    }
+
+    /// The caller `id` stopped waiting: its task was cancelled.
+    func cancelWaiter(_ id: Int) {
+        guard let waiter = waiters.removeValue(forKey: id) else { return }
+        waiter.deadline?.cancel()
+        waiter.resume(.failure(CancellationError()))
+    }
+
+    /// The caller `id` waited its whole send time for a connection: the gateway counts as unreachable from now.
+    private func waitedInVain(id: Int) {
+        guard let waiter = waiters.removeValue(forKey: id) else { return }
+        let problem = lastProblem ?? "no connection completed its TLS handshake within \(configuration.sendTimeout ?? .zero)"
+        if !isReady {
+            reachability.gaveUp(problem, now: .now())
+            // A connection that has not completed its handshake in a whole send time will not: the next is a probe's.
+            if case .open(let channel, let generation, closing: false) = connection {
+                connection = .open(channel, generation: generation, closing: true)
+                channel.close(promise: nil)
+            }
+        }
+        waiter.resume(.failure(APNsClientError(code: .timedOut, message: "no connection to the gateway in time; last problem: \(problem)")))
+    }
+
+    /// Tells every waiter how the wait ended.
+    private func resumeWaiters(_ result: Result<Void, any Error>) {
+        let all = waiters
+        waiters.removeAll()
+        for waiter in all.values {
+            waiter.deadline?.cancel()
+            waiter.resume(result)
+        }
+    }
+
     /// Writes what waits, as far as the replay buffer and the socket allow, connecting first if need be.
     func pump() {
-        guard !pending.isEmpty else { return checkDrained() }
+        guard !pending.isEmpty else {
+            // Callers waiting for a connection need one, with nothing to write yet.
+            if !waiters.isEmpty, case .idle = connection { connect() }
+            return checkDrained()
+        }
         switch connection {
         case .idle:
             connect()
@@ -275,7 +407,17 @@ final class LegacyGatewayCore {
     /// notification's send timeout): the handshake never completed, or the gateway does not read. What it held goes
     /// again, and the connection counts as fruitless.
     private func closeIfStalled(now: NIODeadline) {
-        guard case .open(let channel, let generation, closing: false) = connection, flushedCount < written.count else { return }
+        guard case .open(let channel, let generation, closing: false) = connection else { return }
+        guard flushedCount < written.count else {
+            // Nothing written yet, as while a caller waits for a connection: one still without a handshake a connect
+            // timeout after it was begun will not do.
+            if !handshaken, connectStartedAt <= now - configuration.connectTimeout.timeAmount {
+                lastProblem = "no TLS handshake within \(configuration.connectTimeout)"
+                connection = .open(channel, generation: generation, closing: true)
+                channel.close(promise: nil)
+            }
+            return
+        }
         let oldest = written[written.index(written.startIndex, offsetBy: flushedCount)]
         let stalled = oldest.handedAt <= now - configuration.connectTimeout.timeAmount
         let overdue = configuration.sendTimeout.map { oldest.enqueuedAt <= now - $0.timeAmount } ?? false
@@ -309,6 +451,8 @@ final class LegacyGatewayCore {
 
     private func connect() {
         connection = .connecting
+        handshaken = false
+        connectStartedAt = .now()
         generation += 1
         let generation = self.generation
         progressOnConnection = false
@@ -343,6 +487,18 @@ final class LegacyGatewayCore {
         connection = .open(channel, generation: generation, closing: false)
         logger.debug("legacy gateway connected", metadata: ["generation": "\(generation)"])
         pump()
+    }
+
+    /// Connection `generation` completed its TLS handshake: the gateway can be reached, and whoever waited for that
+    /// goes on.
+    func handshakeCompleted(generation: Int) {
+        guard case .open(_, let current, _) = connection, current == generation else { return }
+        handshaken = true
+        if reachability.problem != nil {
+            logger.notice("legacy gateway reachable again")
+        }
+        reachability.reached()
+        resumeWaiters(.success(()))
     }
 
     /// An error response on connection `generation`.
@@ -391,20 +547,23 @@ final class LegacyGatewayCore {
             if lastProblem == nil { lastProblem = "the gateway closed the connection without settling anything" }
         }
         connection = .idle
+        if reachability.problem != nil, !progressOnConnection {
+            // A connection tried while the gateway counts as unreachable did not work either: the next is tried for a
+            // caller a probe interval on, and nothing waits meanwhile (callers fail at once).
+            reachability.stillUnreachable(lastProblem)
+            giveUp(reason: lastProblem ?? "no connection to the gateway")
+            return checkDrained()
+        }
         if fruitlessConnections >= configuration.maxConnectFailures {
             let reason = lastProblem ?? "no connection to the gateway"
             logger.warning(
-                "legacy gateway unreachable; failing the notifications waiting",
-                metadata: ["waiting": "\(pending.count)", "problem": "\(reason)"])
-            while !pending.isEmpty {
-                let entry = pending.removeFirst()
-                entry.batch.settle(entry.index, .failed(reason))
-            }
-            fruitlessConnections = 0
-            lastProblem = nil
+                "legacy gateway unreachable; failing the notifications waiting, and those that come at once, until a connection works",
+                metadata: ["waiting": "\(pending.count + waiters.count)", "problem": "\(reason)"])
+            reachability.gaveUp(reason, now: .now())
+            giveUp(reason: reason)
             return checkDrained()
         }
-        guard !pending.isEmpty else { return checkDrained() }
+        guard !pending.isEmpty || !waiters.isEmpty else { return checkDrained() }
         let delay: TimeAmount = configuration.reconnectBackoff.delay(afterFailures: fruitlessConnections)
         if delay == .zero {
             connect()
@@ -417,6 +576,17 @@ final class LegacyGatewayCore {
                 core.pump()
             })
         }
+    }
+
+    /// Fails whatever waits for the gateway: the notifications not written and the callers waiting for a connection.
+    private func giveUp(reason: String) {
+        while !pending.isEmpty {
+            let entry = pending.removeFirst()
+            entry.batch.settle(entry.index, .failed(reason))
+        }
+        resumeWaiters(.failure(APNsClientError.connectionFailed(reason)))
+        fruitlessConnections = 0
+        lastProblem = nil
     }
 
     private func takeWritten() -> [Entry] {
@@ -435,6 +605,7 @@ final class LegacyGatewayCore {
 
     func shutdown(_ done: @escaping () -> Void) {
         shuttingDown = true
+        resumeWaiters(.failure(APNsClientError.shutDown))
         drained.append(done)
         checkDrained()
     }
@@ -480,6 +651,11 @@ final class LegacyGatewayClientHandler: ChannelInboundHandler {
             // Not an error response: the stream is not the gateway's.
             context.close(promise: nil)
         }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted = event as? TLSUserEvent { core.value.handshakeCompleted(generation: generation) }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

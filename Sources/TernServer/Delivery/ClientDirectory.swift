@@ -84,6 +84,8 @@ actor ClientDirectory {
             var configuration = LegacyClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
             configuration.proxy = proxy(for: app)
             configuration.replayWindow = legacyReplayWindow
+            // As an HTTP/2 send's: the most a notification waits for a connection that carries it, and a chunk for one.
+            configuration.sendTimeout = sendTimeout
             client = LegacySender(client: try LegacyGatewayClient(configuration: configuration, logger: clientLogger))
         } else {
             var configuration = APNsClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)

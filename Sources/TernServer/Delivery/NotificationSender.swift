@@ -52,9 +52,10 @@ struct LegacySender: NotificationSender {
         await client.sendAllBunched(notifications, onResults: onResults)
     }
 
-    /// At once: the gateway client holds one connection per app, opened by the first send, and bounds what it has out
-    /// by its replay buffer, not by waiting for streams.
-    func waitForConnection(onWaiting: () -> Void) async {}
+    func waitForConnection(onWaiting: () -> Void) async {
+        // Whatever the answer: while the gateway counts as unreachable, the sends that follow fail at once.
+        try? await client.waitForConnection(onWaiting: onWaiting)
+    }
 
     /// None: the gateway answers only errors, so silence is its usual answer; its replay buffer bounds what it has
     /// out.
