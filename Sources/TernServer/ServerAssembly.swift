@@ -90,7 +90,7 @@ struct ServerAssembly {
             sendTimeout: configuration.apns.sendTimeout,
             endpointWindow: (initial: configuration.delivery.minimumConcurrency / 2, maximum: configuration.delivery.concurrency),
             proxy: try configuration.apnsProxy,
-            legacyReplayWindow: configuration.apns.legacyReplayWindow, logger: logger)
+            legacyReplayWindow: configuration.apns.legacyReplayWindow, clock: clock, logger: logger)
         let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
         let webhooks = WebhookSender(
             store: store, serverKey: serverKey, policy: webhookPolicy, proxy: try configuration.webhooksProxy, coordinator: coordinator, clocks: clocks, logger: logger)

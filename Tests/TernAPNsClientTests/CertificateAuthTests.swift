@@ -2,6 +2,7 @@ import Foundation
 import TernAPNs
 import TernAPNsClient
 import TernSimulator
+import TernTestSupport
 import Testing
 
 extension ClientFaultTests {
@@ -14,28 +15,6 @@ extension ClientFaultTests {
             try await Harness.withSimulatorAndClient(
                 configureSimulator: { $0.certificateAuthority = authority },
                 configureClient: { $0.authentication = authentication }, body)
-        }
-
-        /// `openssl pkcs12 -export` of a PEM certificate and key, with `passphrase`.
-        private static func makePKCS12(_ certificate: IssuedCertificate, passphrase: String) throws -> [UInt8] {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tern-p12-\(UUID().uuidString)")
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let (certificateURL, keyURL) = try certificate.write(to: directory, name: "push")
-            let bundleURL = directory.appendingPathComponent("push.p12")
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = [
-                "openssl", "pkcs12", "-export", "-in", certificateURL.path, "-inkey", keyURL.path, "-out", bundleURL.path,
-                "-passout", "pass:\(passphrase)",
-            ]
-            let errors = Pipe()
-            process.standardError = errors
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            try #require(process.terminationStatus == 0, "openssl pkcs12 failed: \(message)")
-            return Array(try Data(contentsOf: bundleURL))
         }
 
         @Test func aPEMPushCertificateAuthenticates() async throws {
@@ -53,7 +32,7 @@ extension ClientFaultTests {
         @Test func aPKCS12BundleAuthenticates() async throws {
             let authority = try SimulatorCertificateAuthority.generate()
             let certificate = try authority.issuePushCertificate(bundleID: Harness.topic)
-            let bundle = try Self.makePKCS12(certificate, passphrase: "secret")
+            let bundle = try pkcs12Bundle(certificate, passphrase: "secret")
             try await Self.withCertificateClient(authority, .pkcs12(bytes: bundle, passphrase: "secret")) { simulator, client in
                 let delivery = try await client.send(Harness.notification(1))
                 #expect(delivery.isDelivered)
@@ -61,10 +40,28 @@ extension ClientFaultTests {
             }
         }
 
+        @Test func aCertificatesEndOfValidityIsReadFromPEMAndFromAPKCS12Bundle() throws {
+            let authority = try SimulatorCertificateAuthority.generate()
+            let certificate = try authority.issuePushCertificate(bundleID: Harness.topic, validFor: 10 * 86400)
+            let expected = Date().addingTimeInterval(10 * 86400)
+            let pem = APNsClientConfiguration.Authentication.certificate(
+                chainPEM: certificate.certificatePEM, privateKeyPEM: certificate.privateKeyPEM)
+            let fromPEM = try #require(try pem.certificateExpiry())
+            #expect(abs(fromPEM.timeIntervalSince(expected)) < 60, "\(fromPEM) against \(expected)")
+            let bundle = APNsClientConfiguration.Authentication.pkcs12(bytes: try pkcs12Bundle(certificate, passphrase: "secret"), passphrase: "secret")
+            #expect(try bundle.certificateExpiry() == fromPEM)
+            // A provider token does not expire.
+            #expect(try APNsClientConfiguration.Authentication.token(Harness.key).certificateExpiry() == nil)
+            // Unreadable: the same error a client would give, naming no key material.
+            let garbage = APNsClientConfiguration.Authentication.certificate(chainPEM: "not a certificate", privateKeyPEM: "nor a key")
+            let error = #expect(throws: APNsClientError.self) { try garbage.certificateExpiry() }
+            #expect(error?.code == .invalidCredentials)
+        }
+
         @Test func aWrongPKCS12PassphraseIsInvalidCredentialsWithoutThePassphrase() async throws {
             let authority = try SimulatorCertificateAuthority.generate()
             let certificate = try authority.issuePushCertificate(bundleID: Harness.topic)
-            let bundle = try Self.makePKCS12(certificate, passphrase: "secret")
+            let bundle = try pkcs12Bundle(certificate, passphrase: "secret")
             let wrong = "Wr0ngPassphrase-4711"
             let configuration = APNsClientConfiguration(
                 authentication: .pkcs12(bytes: bundle, passphrase: wrong), endpoint: .init(host: "127.0.0.1", port: 2197))

@@ -110,10 +110,24 @@ import Testing
         #expect(try feedback.json()["deactivated"] == .int(1), "\(feedback.text)")
         #expect(Self.value(of: "tern_tokens_pruned_total", in: try await serve.client(bearer: nil).get("/metrics").text) == 2)
 
+        // An app on a certificate (the legacy transport's, from the built-in simulator's CA, good for a year): its end
+        // is a gauge from the moment the node makes the app's client for a push.
+        let legacyPush = try await serve.client(bearer: master).post(
+            "/v1/apps/demo/pushes?wait=10", #"{"audience": {"tags": ["metrics"]}, "notification": {"title": "Over 2195"}}"#)
+        #expect(legacyPush.status == 201, "\(legacyPush.text)")
+        let withCertificate = try await serve.client(bearer: nil).get("/metrics").text
+        let expiry = try #require(
+            Self.value(of: #"tern_apns_certificate_expiry_timestamp_seconds{app="demo"}"#, in: withCertificate), "\(withCertificate)")
+        #expect(abs(expiry - Date().addingTimeInterval(365 * 86400).timeIntervalSince1970) < 86400, "\(expiry)")
+        // Back on a token key: the series goes, so no alert is left about a certificate the app no longer uses.
+        #expect(try await admin.patch("/v1/apps/demo", #"{"transport": "http2"}"#).status == 200)
+        let withoutCertificate = try await serve.client(bearer: nil).get("/metrics").text
+        #expect(!withoutCertificate.contains("tern_apns_certificate_expiry_timestamp_seconds{"), "\(withoutCertificate)")
+
         // Every series family the node gives is named in the guide's table (`name` or `name{labels}` in backquotes).
         let guide = try String(contentsOf: Self.deploymentGuide, encoding: .utf8)
         let monitoring = try #require(guide.components(separatedBy: "## Monitoring").dropFirst().first?.components(separatedBy: "\n## ").first)
-        let families = last.split(separator: "\n").compactMap { line -> String? in
+        let families = withCertificate.split(separator: "\n").compactMap { line -> String? in
             line.hasPrefix("# TYPE ") ? line.split(separator: " ").dropFirst(2).first.map(String.init) : nil
         }
         #expect(families.count >= 20, "\(families)")

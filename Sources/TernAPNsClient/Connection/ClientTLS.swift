@@ -1,3 +1,4 @@
+import Foundation
 import NIOSSL
 
 /// The TLS context of a provider connection: the credentials' certificate (if any) and the endpoint's trust roots.
@@ -17,24 +18,9 @@ enum ClientTLS {
                 throw APNsClientError.invalidCredentials("the endpoint's trusted CA is not PEM certificates")
             }
         }
-        switch authentication {
-        case .token:
-            break
-        case .certificate(let chainPEM, let privateKeyPEM):
-            do {
-                tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(chainPEM.utf8)).map { .certificate($0) }
-                tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(privateKeyPEM.utf8), format: .pem))
-            } catch {
-                throw APNsClientError.invalidCredentials("the client certificate or its key is not PEM")
-            }
-        case .pkcs12(let bytes, let passphrase):
-            do {
-                let bundle = try NIOSSLPKCS12Bundle(buffer: bytes, passphrase: Array(passphrase.utf8))
-                tls.certificateChain = bundle.certificateChain.map { .certificate($0) }
-                tls.privateKey = .privateKey(bundle.privateKey)
-            } catch {
-                throw APNsClientError.invalidCredentials("the PKCS#12 bundle cannot be opened (wrong passphrase or not PKCS#12)")
-            }
+        if let identity = try clientIdentity(authentication) {
+            tls.certificateChain = identity.chain.map { .certificate($0) }
+            tls.privateKey = .privateKey(identity.key)
         }
         do {
             return try NIOSSLContext(configuration: tls)
@@ -43,9 +29,47 @@ enum ClientTLS {
         }
     }
 
+    /// The client certificate's chain (leaf first) and its key; nil for a provider token.
+    /// - Throws: ``APNsClientError`` (`invalidCredentials`) for unreadable PEM or PKCS#12, never showing key bytes.
+    static func clientIdentity(
+        _ authentication: APNsClientConfiguration.Authentication
+    ) throws -> (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey)? {
+        switch authentication {
+        case .token:
+            return nil
+        case .certificate(let chainPEM, let privateKeyPEM):
+            do {
+                let chain = try NIOSSLCertificate.fromPEMBytes(Array(chainPEM.utf8))
+                guard !chain.isEmpty else { throw APNsClientError.invalidCredentials("no certificate") }
+                return (chain, try NIOSSLPrivateKey(bytes: Array(privateKeyPEM.utf8), format: .pem))
+            } catch {
+                throw APNsClientError.invalidCredentials("the client certificate or its key is not PEM")
+            }
+        case .pkcs12(let bytes, let passphrase):
+            do {
+                let bundle = try NIOSSLPKCS12Bundle(buffer: bytes, passphrase: Array(passphrase.utf8))
+                guard !bundle.certificateChain.isEmpty else { throw APNsClientError.invalidCredentials("no certificate") }
+                return (bundle.certificateChain, bundle.privateKey)
+            } catch {
+                throw APNsClientError.invalidCredentials("the PKCS#12 bundle cannot be opened (wrong passphrase or not PKCS#12)")
+            }
+        }
+    }
+
     /// The name to check the server's certificate against: nil for an IP address.
     static func serverHostname(_ host: String) -> String? {
         host.first?.isNumber == true || host.contains(":") ? nil : host
+    }
+}
+
+extension APNsClientConfiguration.Authentication {
+    /// When the client certificate stops being valid: its own (the chain's first) `notValidAfter`. APNs refuses an
+    /// expired push certificate at the TLS handshake, so every notification would fail; Apple's last a year. Nil for
+    /// a provider token, which does not expire (its key is revoked, if ever, in Apple's developer account).
+    /// - Throws: ``APNsClientError`` (`invalidCredentials`) when the certificate or bundle cannot be read.
+    public func certificateExpiry() throws -> Date? {
+        guard let identity = try ClientTLS.clientIdentity(self), let leaf = identity.chain.first else { return nil }
+        return Date(timeIntervalSince1970: TimeInterval(leaf.notValidAfter))
     }
 }
 

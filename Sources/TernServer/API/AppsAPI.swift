@@ -182,7 +182,7 @@ struct AppsAPI {
         case (nil, .simulator): credentials = try simulatorCredentials(topic: body.topic, transport: transport)
         case (nil, _): throw JSONAPIError.badRequest(field: "credentials", "credentials are required (token key, certificate or PKCS#12)")
         }
-        try Self.check(credentials, transport: transport)
+        try Self.check(credentials, transport: transport, now: now)
         try Self.validateWebhook(body.webhookURL, policy: webhookPolicy)
         let appKey = Secrets.generate(prefix: "tak_")
         let masterSecret = Secrets.generate(prefix: "tms_")
@@ -233,7 +233,7 @@ struct AppsAPI {
             guard updated.environment != .simulator else {
                 throw JSONAPIError.badRequest(field: "credentials", "apps on the built-in simulator use its key: leave credentials out")
             }
-            try Self.check(credentials, transport: updated.transport)
+            try Self.check(credentials, transport: updated.transport, now: clock.now)
             updated.sealedCredentials = AppCredentialsVault(serverKey: serverKey).seal(credentials)
         } else if updated.environment == .simulator,
             app.environment != .simulator || updated.transport != app.transport
@@ -388,8 +388,9 @@ struct AppsAPI {
     }
 
     /// Credentials must build a client (the key parses, the certificate and key load, the bundle opens), and the
-    /// legacy transport takes a certificate.
-    static func check(_ credentials: AppCredentials, transport: String = AppRecord.http2) throws(JSONAPIError) {
+    /// legacy transport takes a certificate. New credentials (`now` given) must not be an expired certificate: APNs
+    /// refuses one at the TLS handshake, so every notification would fail.
+    static func check(_ credentials: AppCredentials, transport: String = AppRecord.http2, now: Date? = nil) throws(JSONAPIError) {
         if transport == AppRecord.legacy, case .token = credentials {
             throw .badRequest(field: "transport", "the legacy binary protocol takes a certificate (certificate or pkcs12), not a token key")
         }
@@ -397,13 +398,14 @@ struct AppsAPI {
         do {
             _ = try APNsClient(configuration: APNsClientConfiguration(authentication: authentication, endpoint: .production))
         } catch {
-            let field: String
-            switch credentials {
-            case .token: field = "credentials.keyPEM"
-            case .certificate: field = "credentials.certificatePEM"
-            case .pkcs12: field = "credentials.passphrase"
-            }
-            throw .badRequest(field: field, "the credentials cannot be used: \((error as? APNsClientError)?.message ?? "unreadable")")
+            throw .badRequest(
+                field: credentials.materialField, "the credentials cannot be used: \((error as? APNsClientError)?.message ?? "unreadable")")
+        }
+        if let now, let expiry = credentials.certificateExpiry, expiry <= now {
+            let field = if case .pkcs12 = credentials { "credentials.base64" } else { credentials.materialField }
+            throw .badRequest(
+                field: field,
+                "the certificate expired on \(expiry.formatted(.iso8601)): APNs refuses it; make a new push certificate in Apple's developer account, or use a token key (.p8), which does not expire")
         }
     }
 

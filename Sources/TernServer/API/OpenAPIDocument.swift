@@ -1652,6 +1652,11 @@ enum OpenAPIDocument {
        },
        "teamID": {
         "type": "string"
+       },
+       "certificateExpiresAt": {
+        "type": "string",
+        "format": "date-time",
+        "description": "A certificate's or PKCS#12 bundle's end of validity (its notValidAfter): APNs refuses it after that"
        }
       },
       "required": [

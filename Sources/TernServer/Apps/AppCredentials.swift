@@ -81,12 +81,27 @@ enum AppCredentials: Codable, Sendable, Equatable {
         }
     }
 
-    /// What may be shown of them: the type and the key's ids, never key material.
+    /// What may be shown of them: the type, the key's ids and a certificate's end of validity, never key material.
     var summary: CredentialsSummary {
         switch self {
         case .token(_, let keyID, let teamID): CredentialsSummary(type: "token", keyID: keyID, teamID: teamID)
-        case .certificate: CredentialsSummary(type: "certificate", keyID: nil, teamID: nil)
-        case .pkcs12: CredentialsSummary(type: "pkcs12", keyID: nil, teamID: nil)
+        case .certificate: CredentialsSummary(type: "certificate", certificateExpiresAt: certificateExpiry)
+        case .pkcs12: CredentialsSummary(type: "pkcs12", certificateExpiresAt: certificateExpiry)
+        }
+    }
+
+    /// A certificate's or bundle's `notValidAfter`; nil for a token key, or for a certificate that cannot be read
+    /// (``AppsAPI/check(_:transport:now:)`` refused such credentials before they were kept).
+    var certificateExpiry: Date? {
+        try? authentication().certificateExpiry()
+    }
+
+    /// The field a problem with these credentials' key material is named by.
+    var materialField: String {
+        switch self {
+        case .token: "credentials.keyPEM"
+        case .certificate: "credentials.certificatePEM"
+        case .pkcs12: "credentials.passphrase"
         }
     }
 }
@@ -96,4 +111,6 @@ struct CredentialsSummary: Codable, Sendable, Equatable {
     var type: String
     var keyID: String?
     var teamID: String?
+    /// A certificate's end of validity: APNs refuses the certificate after it.
+    var certificateExpiresAt: Date?
 }

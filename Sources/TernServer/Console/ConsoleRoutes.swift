@@ -121,14 +121,15 @@ struct ConsoleRoutes: Sendable {
     }
 
     private func appsPage(_ user: SignedIn, form: ConsoleForm, problem: Problem?, status: HTTPResponse.Status) async throws -> Response {
-        let rows = try await store.apps().map { AppRow(try apps.view($0)) }
+        let now = clock.now
+        let rows = try await store.apps().map { AppRow(try apps.view($0), now: now) }
         return page("apps", chrome(user, "Apps") { $0.appsPage = true }, view: AppsView(apps: rows, form: form), problem: problem, status: status)
     }
 
     private func appPage(_ user: SignedIn, _ app: AppRecord, problem: Problem?, status: HTTPResponse.Status) throws -> Response {
         struct View { var app: AppRow }
         return page(
-            "app", chrome(user, "App \(app.id)", app: app.id) { $0.app?.settings = true }, view: View(app: AppRow(try apps.view(app))),
+            "app", chrome(user, "App \(app.id)", app: app.id) { $0.app?.settings = true }, view: View(app: AppRow(try apps.view(app), now: clock.now)),
             problem: problem, status: status)
     }
 

@@ -179,6 +179,10 @@ struct AppRow {
     var endpoint: String?
     var transport: String
     var credentials: String
+    /// When the app's certificate stops being valid, and how soon.
+    var certificate: String?
+    /// Said at the top of the app's page when its certificate has expired or expires within 30 days.
+    var certificateWarning: String?
     var userBinding: String
     var identitySecret: String
     var webhookURL: String
@@ -186,7 +190,10 @@ struct AppRow {
     var createdAt: String
     var updatedAt: String
 
-    init(_ view: AppsAPI.AppView) {
+    /// Days before a certificate's end from which the console warns (Apple's push certificates last a year).
+    static let certificateWarningDays = 30
+
+    init(_ view: AppsAPI.AppView, now: Date) {
         id = view.id
         topic = view.topic
         environment = view.environment
@@ -194,6 +201,23 @@ struct AppRow {
         transport = view.transport
         let credentials = view.credentials
         self.credentials = credentials.type + (credentials.keyID.map { " \($0)" } ?? "") + (credentials.teamID.map { " (team \($0))" } ?? "")
+        if let expiry = credentials.certificateExpiresAt {
+            let days = Int((expiry.timeIntervalSince(now) / 86400).rounded(.down))
+            let date = ConsoleFormat.date(expiry)
+            if expiry <= now {
+                self.credentials += ", expired"
+                certificate = "\(date) (expired)"
+                certificateWarning =
+                    "The app's push certificate expired on \(date): APNs refuses it, so every notification fails. Make a new one in Apple's developer account and change the credentials, or use a token key (.p8), which does not expire."
+            } else {
+                self.credentials += ", expires \(date.prefix(10))"
+                certificate = "\(date) (in \(days) day\(days == 1 ? "" : "s"))"
+                if days < Self.certificateWarningDays {
+                    certificateWarning =
+                        "The app's push certificate expires in \(days) day\(days == 1 ? "" : "s") (\(date)). After that APNs refuses it and every notification fails: make a new one in Apple's developer account and change the credentials, or use a token key (.p8), which does not expire."
+                }
+            }
+        }
         userBinding = view.userBinding
         identitySecret = view.hasIdentitySecret ? "set (shown only when made)" : "none"
         webhookURL = view.webhookURL ?? "—"

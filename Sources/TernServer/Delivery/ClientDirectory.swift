@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Metrics
 import TernAPNs
 import TernAPNsClient
 import TernStore
@@ -45,13 +46,18 @@ actor ClientDirectory {
     private let endpointWindow: (initial: Int, maximum: Int)
     /// The egress proxy to Apple's and custom endpoints (`apns.proxy`); the built-in simulator is reached directly.
     private let proxy: HTTPProxy?
+    /// What a certificate's end of validity is compared with.
+    private let clock: any WallClock
+    /// Apps whose certificate's end this node shows (`tern_apns_certificate_expiry_timestamp_seconds`).
+    private var certificateApps: Set<String> = []
     private let logger: Logger
 
     init(
         serverKey: ServerKey, simulator: SimulatorPorts?, connections: Int, idleTimeout: Duration = .seconds(600),
         sendTimeout: Duration = .seconds(30), endpointWindow: (initial: Int, maximum: Int) = (500, 4000), proxy: HTTPProxy? = nil,
-        legacyReplayWindow: Duration = .milliseconds(500), logger: Logger
+        legacyReplayWindow: Duration = .milliseconds(500), clock: any WallClock = SystemWallClock(), logger: Logger
     ) {
+        self.clock = clock
         self.sendTimeout = sendTimeout
         self.proxy = proxy
         self.endpointWindow = endpointWindow
@@ -79,6 +85,11 @@ actor ClientDirectory {
         let credentials = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
         var clientLogger = logger
         clientLogger[metadataKey: "app"] = "\(app.id)"
+        if let expiry = credentials.certificateExpiry {
+            noteCertificate(expiring: expiry, app: app.id, logger: clientLogger)
+        } else if certificateApps.remove(app.id) != nil {
+            Self.certificateGauge(app.id).destroy()
+        }
         let client: any NotificationSender
         if legacy {
             var configuration = LegacyClientConfiguration(authentication: try credentials.authentication(), endpoint: endpoint)
@@ -115,6 +126,32 @@ actor ClientDirectory {
         }
         clients[key] = (app.updatedAt, client)
         return client
+    }
+
+    /// Days before a certificate's end from which a client made for it is logged as a warning.
+    static let certificateWarningDays = 30
+
+    /// An app's certificate, as its client is made: its end in `tern_apns_certificate_expiry_timestamp_seconds` (an
+    /// operator alerts on it coming near), and a log line when it is near or past (APNs then refuses every
+    /// notification at the TLS handshake, which alone would read as a connect error).
+    private func noteCertificate(expiring expiry: Date, app: String, logger: Logger) {
+        Self.certificateGauge(app).record(expiry.timeIntervalSince1970)
+        certificateApps.insert(app)
+        let now = clock.now
+        let metadata: Logger.Metadata = ["expiresAt": "\(expiry.formatted(.iso8601))"]
+        if expiry <= now {
+            logger.error(
+                "the app's APNs certificate has expired: APNs refuses it, so its notifications fail until its credentials are changed (a new certificate, or a token key)",
+                metadata: metadata)
+        } else if expiry.timeIntervalSince(now) < TimeInterval(Self.certificateWarningDays) * 86400 {
+            logger.warning(
+                "the app's APNs certificate expires within \(Self.certificateWarningDays) days; after that APNs refuses it: change its credentials before",
+                metadata: metadata)
+        }
+    }
+
+    private static func certificateGauge(_ app: String) -> Gauge {
+        Gauge(label: "tern_apns_certificate_expiry_timestamp_seconds", dimensions: [("app", app)])
     }
 
     /// How to read `app`'s legacy feedback service (for tokens of `tokenEnvironment` on Apple's).
@@ -173,6 +210,8 @@ actor ClientDirectory {
             clients.removeValue(forKey: key)
             retired.continuation.yield(entry.client)
         }
+        // Shown again, if it still has a certificate, when its next client is made.
+        if certificateApps.remove(app) != nil { Self.certificateGauge(app).destroy() }
     }
 
     /// Closes replaced clients as they come, in parallel; returns once ``close()`` was called and every client is

@@ -102,12 +102,14 @@ extension ConsoleTemplates {
     static let app = """
         {{<layout}}{{$main}}
         {{#view.app}}
+        {{#certificateWarning}}<div class="error" role="alert" id="certificate-warning"><p>{{.}}</p></div>{{/certificateWarning}}
         <dl class="facts">
           <dt>Topic</dt><dd>{{topic}}</dd>
           <dt>Environment</dt><dd>{{environment}}</dd>
           {{#endpoint}}<dt>Endpoint</dt><dd>{{.}}</dd>{{/endpoint}}
           <dt>Transport</dt><dd>{{transport}}</dd>
           <dt>Credentials</dt><dd>{{credentials}}</dd>
+          {{#certificate}}<dt>Certificate valid until</dt><dd>{{.}}</dd>{{/certificate}}
           <dt>User binding</dt><dd>{{userBinding}}</dd>
           <dt>Identity secret</dt><dd>{{identitySecret}}</dd>
           <dt>Webhook URL</dt><dd>{{webhookURL}}</dd>
