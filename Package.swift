@@ -42,6 +42,9 @@ let package = Package(
             name: "TernAPNs",
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto"),
+                // Apple's push certificates name their app and topics (`PushCertificateIdentity`).
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
         // HTTP/2 frames on a ByteBuffer: what the simulator's server framing and the client's framing share.
@@ -226,7 +229,10 @@ let package = Package(
         ),
         .testTarget(
             name: "TernAPNsTests",
-            dependencies: ["TernAPNs", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "TernAPNs", .product(name: "Crypto", package: "swift-crypto"), .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
         ),
         // Helpers every test target shares (timeouts, HTTP and HTTP/2 clients, the PostgreSQL test server).
         .target(

@@ -39,6 +39,20 @@ import Testing
         }
     }
 
+    @Test func aLegacyAppOnTheSimulatorGetsACertificateForItsNewTopic() async throws {
+        try await RouterHarness.withServer { server in
+            _ = try await Self.useLegacy(server)
+            // The binary protocol carries no topic: the gateway reads it from the client certificate, which names it.
+            let renamed = try await server.admin.patch("/v1/apps/demo", #"{"topic": "com.example.tern.renamed"}"#)
+            #expect(renamed.status == 200, "\(renamed.text)")
+            try await server.register(Fixture.device(1), token: Fixture.token(1))
+            let push = try await server.push(Fixture.push(audience: #"{"all": true}"#))
+            #expect(push[path: "counts.accepted"]?.int == 1, "\(push)")
+            let arrivals = try await server.arrivals()
+            #expect(arrivals.map(\.topic) == ["com.example.tern.renamed"], "\(arrivals)")
+        }
+    }
+
     @Test func aPushUnderWayWhenItsLegacyClientIsReplacedIsSentToEveryone() async throws {
         // Four in flight, each settled after the 2 s replay window: 12 devices take about 6 s, and the operator
         // changes the app a moment in. The next push asks for a client made from the changed app, which replaces

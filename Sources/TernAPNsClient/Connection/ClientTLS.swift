@@ -71,6 +71,17 @@ extension APNsClientConfiguration.Authentication {
         guard let identity = try ClientTLS.clientIdentity(self), let leaf = identity.chain.first else { return nil }
         return Date(timeIntervalSince1970: TimeInterval(leaf.notValidAfter))
     }
+
+    /// The client certificate itself (the chain's first), DER-encoded; nil for a provider token.
+    /// - Throws: ``APNsClientError`` (`invalidCredentials`) when the certificate or bundle cannot be read.
+    public func certificateDER() throws -> [UInt8]? {
+        guard let identity = try ClientTLS.clientIdentity(self), let leaf = identity.chain.first else { return nil }
+        do {
+            return try leaf.toDERBytes()
+        } catch {
+            throw APNsClientError.invalidCredentials("the client certificate cannot be read")
+        }
+    }
 }
 
 extension APNsClientConfiguration.Endpoint {

@@ -183,6 +183,7 @@ struct AppsAPI {
         case (nil, _): throw JSONAPIError.badRequest(field: "credentials", "credentials are required (token key, certificate or PKCS#12)")
         }
         try Self.check(credentials, transport: transport, now: now)
+        try Self.checkTopic(credentials, topic: body.topic, field: credentials.certificateField)
         try Self.validateWebhook(body.webhookURL, policy: webhookPolicy)
         let appKey = Secrets.generate(prefix: "tak_")
         let masterSecret = Secrets.generate(prefix: "tms_")
@@ -234,14 +235,18 @@ struct AppsAPI {
                 throw JSONAPIError.badRequest(field: "credentials", "apps on the built-in simulator use its key: leave credentials out")
             }
             try Self.check(credentials, transport: updated.transport, now: clock.now)
+            try Self.checkTopic(credentials, topic: updated.topic, field: credentials.certificateField)
             updated.sealedCredentials = AppCredentialsVault(serverKey: serverKey).seal(credentials)
         } else if updated.environment == .simulator,
-            app.environment != .simulator || updated.transport != app.transport
+            app.environment != .simulator || updated.transport != app.transport || updated.topic != app.topic
         {
+            // The built-in simulator's certificate names its topic: a new topic gets a new one.
             updated.sealedCredentials = AppCredentialsVault(serverKey: serverKey).seal(
                 try simulatorCredentials(topic: updated.topic, transport: updated.transport))
-        } else if updated.transport != app.transport {
-            try Self.check(try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials), transport: updated.transport)
+        } else if updated.transport != app.transport || updated.topic != app.topic {
+            let kept = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
+            if updated.transport != app.transport { try Self.check(kept, transport: updated.transport) }
+            if updated.topic != app.topic { try Self.checkTopic(kept, topic: updated.topic, field: "topic") }
         }
         if let webhookURL = body.webhookURL {
             try Self.validateWebhook(webhookURL, policy: webhookPolicy)
@@ -402,10 +407,23 @@ struct AppsAPI {
                 field: credentials.materialField, "the credentials cannot be used: \((error as? APNsClientError)?.message ?? "unreadable")")
         }
         if let now, let expiry = credentials.certificateExpiry, expiry <= now {
-            let field = if case .pkcs12 = credentials { "credentials.base64" } else { credentials.materialField }
+            throw .badRequest(
+                field: credentials.certificateField,
+                "the certificate expired on \(expiry.formatted(.iso8601)): APNs refuses it; make a new push certificate in Apple's developer account, or use a token key (.p8), which does not expire")
+        }
+    }
+
+    /// An Apple push certificate names the topics it may push to (`PushCertificateIdentity`): one that is not for the
+    /// app's topic (another app's certificate) would have APNs refuse every notification. A certificate that names no
+    /// app (a custom gateway's) is not checked.
+    static func checkTopic(_ credentials: AppCredentials, topic: String, field: String) throws(JSONAPIError) {
+        guard let der = try? credentials.authentication().certificateDER(),
+            let identity = try? PushCertificateIdentity.apple(derEncoded: der)
+        else { return }
+        guard identity.covers(topic) else {
             throw .badRequest(
                 field: field,
-                "the certificate expired on \(expiry.formatted(.iso8601)): APNs refuses it; make a new push certificate in Apple's developer account, or use a token key (.p8), which does not expire")
+                "the certificate is for \(identity.bundleID) (topics \(identity.topics.joined(separator: ", "))), not this app's topic \(topic): APNs would refuse every notification")
         }
     }
 

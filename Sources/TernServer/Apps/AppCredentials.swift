@@ -96,6 +96,11 @@ enum AppCredentials: Codable, Sendable, Equatable {
         try? authentication().certificateExpiry()
     }
 
+    /// The field a problem with the certificate itself (its end, its topics) is named by.
+    var certificateField: String {
+        if case .pkcs12 = self { "credentials.base64" } else { materialField }
+    }
+
     /// The field a problem with these credentials' key material is named by.
     var materialField: String {
         switch self {

@@ -1,7 +1,5 @@
-import Crypto
 import Foundation
 import SwiftASN1
-import TernAPNs
 import X509
 
 /// What a push client certificate says about itself: the topics it may push to and the environments it is for.
@@ -47,6 +45,22 @@ public struct PushCertificateIdentity: Hashable, Sendable {
         self.environments = environments.isEmpty ? [.development, .production] : environments
     }
 
+    /// The identity of an Apple push certificate (DER): nil for a certificate that does not name its app in a `UID`
+    /// (a custom gateway's, say), whose topics cannot be told.
+    /// - Throws: when the bytes are not a certificate, or its topics extension cannot be read.
+    public static func apple(derEncoded bytes: [UInt8]) throws -> PushCertificateIdentity? {
+        let certificate = try Certificate(derEncoded: bytes)
+        let namesItsApp = certificate.subject.contains { rdn in rdn.contains { $0.type == PushCertificateOID.userID } }
+        return namesItsApp ? try PushCertificateIdentity(certificate: certificate) : nil
+    }
+
+    /// Whether it may push to the app whose bundle id is `topic`: one of its topics is the bundle id, or the bundle id
+    /// with a push type's suffix (a VoIP Services certificate lists `<bundle>.voip` only).
+    public func covers(_ topic: String) -> Bool {
+        let forms = Set(APNsPushType.allKnown.compactMap { $0.topicSuffix.map { topic + $0 } })
+        return forms.contains(bundleID) || topics.contains { forms.contains($0) }
+    }
+
     static func parseTopics(_ bytes: ArraySlice<UInt8>) throws -> [String] {
         let root = try DER.parse(bytes)
         return try DER.sequence(root, identifier: .sequence) { nodes in
@@ -63,7 +77,7 @@ public struct PushCertificateIdentity: Hashable, Sendable {
     }
 
     /// The DER value of the topics extension.
-    static func encodeTopics(_ topics: [(topic: String, kind: String)]) throws -> [UInt8] {
+    public static func encodeTopics(_ topics: [(topic: String, kind: String)]) throws -> [UInt8] {
         var serializer = DER.Serializer()
         try serializer.appendConstructedNode(identifier: .sequence) { coder in
             for entry in topics {
@@ -77,9 +91,10 @@ public struct PushCertificateIdentity: Hashable, Sendable {
     }
 }
 
-enum PushCertificateOID {
-    static let topics: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 3, 6]
-    static let development: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 3, 1]
-    static let production: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 3, 2]
-    static let userID: ASN1ObjectIdentifier = [0, 9, 2342, 19_200_300, 100, 1, 1]
+/// The object identifiers of Apple's push certificates.
+public enum PushCertificateOID {
+    public static let topics: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 3, 6]
+    public static let development: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 3, 1]
+    public static let production: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 3, 2]
+    public static let userID: ASN1ObjectIdentifier = [0, 9, 2342, 19_200_300, 100, 1, 1]
 }

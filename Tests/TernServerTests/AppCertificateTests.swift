@@ -5,10 +5,10 @@ import TernTestSupport
 import Testing
 
 /// An app on a push certificate: its end of validity shown by the API and the console, an expired one refused, and one
-/// near or past its end logged when the node makes the app's client. Apple's push certificates last a year, and APNs
-/// refuses an expired one at the TLS handshake, so every notification fails. It runs openssl for a PKCS#12 bundle, so
+/// near or past its end logged when the node makes the app's client (Apple's push certificates last a year, and APNs
+/// refuses an expired one at the TLS handshake, so every notification fails); and one for another app refused. It runs openssl for a PKCS#12 bundle, so
 /// `scripts/test.sh` runs it with the suites that start processes (one test at a time).
-@Suite struct CertificateExpiryTests {
+@Suite struct AppCertificateTests {
     static func escape(_ text: String) -> String { text.replacingOccurrences(of: "\n", with: "\\n") }
 
     /// An app `id` on a custom endpoint (a closed port will do: nothing here needs an answer) with `credentials`.
@@ -57,6 +57,39 @@ import Testing
                 #expect(patched.status == 400, "\(patched.text)")
                 #expect(try patched.json()["field"]?.string == "credentials.certificatePEM")
                 #expect(try await server.admin.get("/v1/apps/shop").json()[path: "credentials.certificateExpiresAt"]?.string == shown)
+            }
+        }
+    }
+
+    @Test func aCertificateForAnotherAppIsRefusedAndOneThatNamesNoAppIsTaken() async throws {
+        try await withClosedPort { port in
+            try await RouterHarness.withServer { server in
+                // Another app's certificate: APNs would refuse every notification for this topic.
+                let other = try SimulatorCertificateAuthority.generate().issuePushCertificate(bundleID: "com.example.other")
+                let refused = try await server.admin.post("/v1/apps", Self.certificateApp("shop", port: port, credentials: Self.pem(other)))
+                #expect(refused.status == 400, "\(refused.text)")
+                #expect(try refused.json()["field"]?.string == "credentials.certificatePEM")
+                #expect(try refused.json()["message"]?.string?.contains("the certificate is for com.example.other") == true, "\(refused.text)")
+                #expect(try await server.admin.get("/v1/apps/shop").status == 404)
+
+                // Its own: taken. A new topic it does not cover is refused, naming the topic, and nothing changes.
+                let own = try Self.certificate("shop", validFor: 86400)
+                #expect(try await server.admin.post("/v1/apps", Self.certificateApp("shop", port: port, credentials: Self.pem(own))).status == 201)
+                let renamed = try await server.admin.patch("/v1/apps/shop", #"{"topic": "com.example.renamed"}"#)
+                #expect(renamed.status == 400, "\(renamed.text)")
+                #expect(try renamed.json()["field"]?.string == "topic")
+                #expect(try await server.admin.get("/v1/apps/shop").json()["topic"]?.string == "com.example.shop")
+                // With the certificate for the new topic, in the same change: taken.
+                let renamedToo = try Self.certificate("renamed", validFor: 86400)
+                let both = try await server.admin.patch(
+                    "/v1/apps/shop", #"{"topic": "com.example.renamed", "credentials": \#(Self.pem(renamedToo))}"#)
+                #expect(both.status == 200, "\(both.text)")
+
+                // A certificate that names no app (a custom gateway's client certificate): its topics cannot be told, so
+                // any topic goes.
+                let plain = try SimulatorCertificateAuthority.generate().issueServerCertificate()
+                let gateway = try await server.admin.post("/v1/apps", Self.certificateApp("gateway", port: port, credentials: Self.pem(plain)))
+                #expect(gateway.status == 201, "\(gateway.text)")
             }
         }
     }
