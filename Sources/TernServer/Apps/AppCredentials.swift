@@ -96,6 +96,10 @@ enum AppCredentials: Codable, Sendable, Equatable {
         try? authentication().certificateExpiry()
     }
 
+    /// Days before a certificate's end from which the console and the log warn of it (Apple's push certificates last a
+    /// year).
+    static let certificateWarningDays = 30
+
     /// The field a problem with the certificate itself (its end, its topics) is named by.
     var certificateField: String {
         if case .pkcs12 = self { "credentials.base64" } else { materialField }

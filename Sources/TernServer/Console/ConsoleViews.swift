@@ -190,9 +190,6 @@ struct AppRow {
     var createdAt: String
     var updatedAt: String
 
-    /// Days before a certificate's end from which the console warns (Apple's push certificates last a year).
-    static let certificateWarningDays = 30
-
     init(_ view: AppsAPI.AppView, now: Date) {
         id = view.id
         topic = view.topic
@@ -212,7 +209,7 @@ struct AppRow {
             } else {
                 self.credentials += ", expires \(date.prefix(10))"
                 certificate = "\(date) (in \(days) day\(days == 1 ? "" : "s"))"
-                if days < Self.certificateWarningDays {
+                if days < AppCredentials.certificateWarningDays {
                     certificateWarning =
                         "The app's push certificate expires in \(days) day\(days == 1 ? "" : "s") (\(date)). After that APNs refuses it and every notification fails: make a new one in Apple's developer account and change the credentials, or use a token key (.p8), which does not expire."
                 }

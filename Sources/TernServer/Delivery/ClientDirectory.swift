@@ -128,9 +128,6 @@ actor ClientDirectory {
         return client
     }
 
-    /// Days before a certificate's end from which a client made for it is logged as a warning.
-    static let certificateWarningDays = 30
-
     /// An app's certificate, as its client is made: its end in `tern_apns_certificate_expiry_timestamp_seconds` (an
     /// operator alerts on it coming near), and a log line when it is near or past (APNs then refuses every
     /// notification at the TLS handshake, which alone would read as a connect error).
@@ -143,9 +140,9 @@ actor ClientDirectory {
             logger.error(
                 "the app's APNs certificate has expired: APNs refuses it, so its notifications fail until its credentials are changed (a new certificate, or a token key)",
                 metadata: metadata)
-        } else if expiry.timeIntervalSince(now) < TimeInterval(Self.certificateWarningDays) * 86400 {
+        } else if expiry.timeIntervalSince(now) < TimeInterval(AppCredentials.certificateWarningDays) * 86400 {
             logger.warning(
-                "the app's APNs certificate expires within \(Self.certificateWarningDays) days; after that APNs refuses it: change its credentials before",
+                "the app's APNs certificate expires within \(AppCredentials.certificateWarningDays) days; after that APNs refuses it: change its credentials before",
                 metadata: metadata)
         }
     }
