@@ -1,22 +1,46 @@
 import Foundation
 import TernAPNs
+import TernServer
 import TernSimulator
 import TernTestSupport
 import Testing
 
 /// Several apps on one node: one app's large push, or an app whose endpoint is down, does not hold up another app.
 struct FairnessTests {
+    /// The demo app's one-device push (device 100, registered by the test), made while another app's push is held up:
+    /// how long it took to be accepted.
+    static func otherAppsPush(_ server: RoutedServer) async throws -> Duration {
+        let started = ContinuousClock.now
+        let other = try await server.master.post(
+            "/v1/apps/demo/pushes?wait=30", Fixture.push(audience: #"{"devices": ["\#(Fixture.device(100))"]}"#, title: "other"))
+        let waited = ContinuousClock.now - started
+        #expect(other.status == 201, "\(other.text)")
+        #expect(try other.json()[path: "counts.accepted"]?.int == 1)
+        return waited
+    }
+
+    /// Chunks of 10, two at a time, 20 in flight: an app's first two chunks can take every chunk slot and permit.
+    static func twoChunksFillTheNode(sendTimeout: Duration) -> @Sendable (inout TernServerConfiguration) -> Void {
+        { configuration in
+            configuration.delivery.chunkSize = 10
+            configuration.delivery.pushes = 2
+            configuration.delivery.concurrency = 20
+            configuration.delivery.minimumConcurrency = 20
+            configuration.apns.sendTimeout = sendTimeout
+        }
+    }
+
+    /// Waits until `app`'s push `id` has completed.
+    static func waitForCompletion(_ master: RouterTestClient, app: String, push id: String, within seconds: Double) async throws {
+        try await waitUntil("\(app)'s push to complete", within: seconds) {
+            try await master.get("/v1/apps/\(app)/pushes/\(id)").json()["status"]?.string == "completed"
+        }
+    }
+
     @Test func anAppWhoseEndpointIsDownHoldsUpNoOtherApp() async throws {
         try await withClosedPort { port in
-            // Chunks of 10, two at a time, 20 in flight: the down app's first two chunks would take every chunk slot
-            // and every permit until the send timeout.
-            try await RouterHarness.withServer(configure: {
-                $0.delivery.chunkSize = 10
-                $0.delivery.pushes = 2
-                $0.delivery.concurrency = 20
-                $0.delivery.minimumConcurrency = 20
-                $0.apns.sendTimeout = .seconds(10)
-            }) { server in
+            // The down app's first two chunks would take every chunk slot and every permit until the send timeout.
+            try await RouterHarness.withServer(configure: Self.twoChunksFillTheNode(sendTimeout: .seconds(10))) { server in
                 let devices = 50
                 let (_, downMaster) = try await server.createCustomApp(
                     "down", port: port, key: APNsSigningKey.generate(keyID: "ABCDE12345", teamID: "TEAM123456"), devices: devices)
@@ -28,12 +52,7 @@ struct FairnessTests {
                 try await waitUntil("the down app's push to be claimed", within: 10) {
                     try await downMaster.get("/v1/apps/down/pushes/\(stuckID)").json()["status"]?.string == "sending"
                 }
-                let started = ContinuousClock.now
-                let other = try await server.master.post(
-                    "/v1/apps/demo/pushes?wait=30", Fixture.push(audience: #"{"devices": ["\#(Fixture.device(100))"]}"#, title: "other"))
-                let waited = ContinuousClock.now - started
-                #expect(other.status == 201, "\(other.text)")
-                #expect(try other.json()[path: "counts.accepted"]?.int == 1)
+                let waited = try await Self.otherAppsPush(server)
                 // Its chunks waited for a connection holding no room and no permit: the other app's push did not wait
                 // for the down app's send timeout (10 s).
                 #expect(waited < .seconds(5), "the other app's push took \(waited)")
@@ -41,9 +60,7 @@ struct FairnessTests {
 
                 // Then the down app's push ends: once its first chunk waited a whole send time, each notification fails
                 // at once, naming the connect error, and the later chunks do not wait again.
-                try await waitUntil("the down app's push to complete", within: 40) {
-                    try await downMaster.get("/v1/apps/down/pushes/\(stuckID)").json()["status"]?.string == "completed"
-                }
+                try await Self.waitForCompletion(downMaster, app: "down", push: stuckID, within: 40)
                 let ended = try await downMaster.get("/v1/apps/down/pushes/\(stuckID)").json()
                 #expect(ended[path: "counts.failed"]?.int == devices)
                 #expect(ended[path: "counts.failedByReason.connectionFailed"]?.int == devices, "\(ended)")
@@ -57,15 +74,8 @@ struct FairnessTests {
     @Test func aLegacyAppWhoseGatewayIsDownHoldsUpNoOtherAppAndItsNextPushFailsAtOnce() async throws {
         // A gateway that takes TCP and never completes the TLS handshake, as a host whose service is gone can.
         let gateway = try await HostileLegacyPeer.start(.silentTCP, topic: "com.example.old")
-        // Chunks of 10, two at a time, 20 in flight: the legacy app's first two chunks would take every permit until
-        // the send timeout.
-        try await RouterHarness.withServer(configure: {
-            $0.delivery.chunkSize = 10
-            $0.delivery.pushes = 2
-            $0.delivery.concurrency = 20
-            $0.delivery.minimumConcurrency = 20
-            $0.apns.sendTimeout = .seconds(6)
-        }) { server in
+        // The legacy app's first two chunks would take every permit until the send timeout.
+        try await RouterHarness.withServer(configure: Self.twoChunksFillTheNode(sendTimeout: .seconds(6))) { server in
             let escape = { (text: String) in text.replacingOccurrences(of: "\n", with: "\\n") }
             let created = try await server.admin.post("/v1/apps", """
                 {"id": "old", "topic": "com.example.old", "environment": "custom", "transport": "legacy",
@@ -90,20 +100,13 @@ struct FairnessTests {
             #expect(stuck.status == 202, "\(stuck.text)")
             let stuckID = try #require(try stuck.json()["id"]?.string)
             try await waitUntil("the legacy app's client to connect", within: 10) { gateway.connections >= 1 }
-            let otherStarted = ContinuousClock.now
-            let other = try await server.master.post(
-                "/v1/apps/demo/pushes?wait=30", Fixture.push(audience: #"{"devices": ["\#(Fixture.device(100))"]}"#, title: "other"))
-            let waited = ContinuousClock.now - otherStarted
-            #expect(other.status == 201, "\(other.text)")
-            #expect(try other.json()[path: "counts.accepted"]?.int == 1)
+            let waited = try await Self.otherAppsPush(server)
             // Its chunk waited for a handshake holding no permit: the other app's push did not wait for the legacy
             // app's send timeout (6 s).
             #expect(waited < .seconds(3), "the other app's push took \(waited)")
 
             // After one send time, its notifications fail, and so do those of its later chunks, at once.
-            try await waitUntil("the legacy app's push to complete", within: 30) {
-                try await oldMaster.get("/v1/apps/old/pushes/\(stuckID)").json()["status"]?.string == "completed"
-            }
+            try await Self.waitForCompletion(oldMaster, app: "old", push: stuckID, within: 30)
             let took = ContinuousClock.now - started
             let ended = try await oldMaster.get("/v1/apps/old/pushes/\(stuckID)").json()
             #expect(ended[path: "counts.failedByReason.connectionFailed"]?.int == devices, "\(ended)")
@@ -153,21 +156,14 @@ struct FairnessTests {
                 try await waitUntil("the silent app's notifications to reach its endpoint", within: 10) {
                     try await control.get("/stats").json()["requests"]?.int ?? 0 >= 10
                 }
-                let otherStarted = ContinuousClock.now
-                let other = try await server.master.post(
-                    "/v1/apps/demo/pushes?wait=30", Fixture.push(audience: #"{"devices": ["\#(Fixture.device(100))"]}"#, title: "other"))
-                let waited = ContinuousClock.now - otherStarted
-                #expect(other.status == 201, "\(other.text)")
-                #expect(try other.json()[path: "counts.accepted"]?.int == 1)
+                let waited = try await Self.otherAppsPush(server)
                 // The silent app holds its window's 10 permits, not the node's 20, and its next chunks wait without
                 // any: the other app's push did not wait for the silent app's attempt timeout (6 s).
                 #expect(waited < .seconds(3), "the other app's push took \(waited)")
 
                 // Its first notifications time out with nothing answered meanwhile: the endpoint is silent. The rest
                 // of the push fails then, unsent, but for one probe at a time.
-                try await waitUntil("the silent app's push to complete", within: 30) {
-                    try await silentMaster.get("/v1/apps/silent/pushes/\(stuckID)").json()["status"]?.string == "completed"
-                }
+                try await Self.waitForCompletion(silentMaster, app: "silent", push: stuckID, within: 30)
                 let took = ContinuousClock.now - started
                 let ended = try await silentMaster.get("/v1/apps/silent/pushes/\(stuckID)").json()
                 let timedOut = ended[path: "counts.failedByReason.timedOut"]?.int ?? 0
