@@ -187,7 +187,8 @@ let package = Package(
         ),
         .testTarget(
             name: "TernCLITests",
-            dependencies: ["TernCLI", "TernAPNs", "TernTestSupport"]
+            // TernSimulator: a certificate authority for certificates `tern simulator issue-cert` does not make (expired).
+            dependencies: ["TernCLI", "TernAPNs", "TernSimulator", "TernTestSupport"]
         ),
         .testTarget(
             name: "TernServerTests",

@@ -1,4 +1,5 @@
 import Foundation
+import TernSimulator
 import TernTestSupport
 import Testing
 
@@ -127,6 +128,31 @@ struct SendCommandTests {
         #expect(result.stdout.hasPrefix("rejected  410 Unregistered  apns-id "), "stdout: \(result.stdout)")
         #expect(result.stdout.contains("timestamp 2023-11-14T22:13:20Z"), "stdout: \(result.stdout)")
         #expect(result.stdout.contains("token is invalid: remove it"), "stdout: \(result.stdout)")
+    }
+
+    @Test func anExpiredCertificateIsNamedAsTheCauseAndOneNearItsEndIsWarnedOf() throws {
+        let simulator = try SimulatorProcess()
+        defer { _ = simulator.interrupt() }
+        // From the simulator's own CA, which `issue-cert` uses, but ended a day ago.
+        let authority = try SimulatorCertificateAuthority.loadOrCreate(in: simulator.stateDirectory)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-send-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let expired = try authority.issuePushCertificate(bundleID: "com.example.app", validFor: -86400).write(to: folder, name: "expired")
+        let refused = try send(simulator, ["--cert", expired.certificate.path, "--cert-key", expired.privateKey.path, "--alert", "Hi"])
+        #expect(refused.status == 2, "stdout: \(refused.stdout) stderr: \(refused.stderr)")
+        #expect(refused.stderr.contains("warning: --cert: the certificate expired on"), "stderr: \(refused.stderr)")
+
+        let near = try authority.issuePushCertificate(bundleID: "com.example.app", validFor: 5 * 86400 + 3600).write(to: folder, name: "near")
+        let accepted = try send(simulator, ["--cert", near.certificate.path, "--cert-key", near.privateKey.path, "--alert", "Hi"])
+        #expect(accepted.status == 0, "stderr: \(accepted.stderr)")
+        #expect(accepted.stderr.contains("warning: --cert: the certificate expires on"), "stderr: \(accepted.stderr)")
+        #expect(accepted.stderr.contains("in 5 days"), "stderr: \(accepted.stderr)")
+
+        // A year left: nothing to say.
+        let fresh = try simulator.issueCertificate()
+        let quiet = try send(simulator, ["--cert", fresh.certificate, "--cert-key", fresh.privateKey, "--alert", "Hi"])
+        #expect(quiet.status == 0, "stderr: \(quiet.stderr)")
+        #expect(!quiet.stderr.contains("warning"), "stderr: \(quiet.stderr)")
     }
 
     @Test func aServerThatIsNotThereIsAClientErrorWithExitStatus2() throws {

@@ -80,6 +80,9 @@ struct FeedbackCommand: AsyncParsableCommand {
             printError("Error: \(error)")
             throw ExitCode.validationFailure
         }
+        if let warning = ProviderOptions.certificateWarning(configuration.authentication, option: p12 != nil ? "--p12" : "--cert") {
+            printError(warning)
+        }
         let tuples: [FeedbackTuple]
         do {
             tuples = try await LegacyFeedbackClient.fetch(configuration)

@@ -197,6 +197,7 @@ struct SendCommand: AsyncParsableCommand {
             throw ExitCode.validationFailure
         }
         bootstrapLogging(logLevel)
+        if let warning = ProviderOptions.certificateWarning(plan.configuration.authentication, option: plan.authOption) { printError(warning) }
         if legacy { return try await sendLegacy(plan) }
 
         var started = false

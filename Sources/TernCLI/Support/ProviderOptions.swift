@@ -103,4 +103,16 @@ enum ProviderOptions {
             return (.pkcs12(bytes: Array(bytes), passphrase: secret), "--p12")
         }
     }
+
+    /// A warning for standard error when the client certificate has ended or ends within 30 days: APNs refuses an
+    /// expired one at the TLS handshake, which alone reads as a connection error. Nil for a token key, or a certificate
+    /// with a month or more left.
+    static func certificateWarning(_ authentication: APNsClientConfiguration.Authentication, option: String, now: Date = Date()) -> String? {
+        guard let expiry = try? authentication.certificateExpiry() else { return nil }
+        let date = expiry.formatted(.iso8601)
+        if expiry <= now { return "warning: \(option): the certificate expired on \(date); APNs refuses it at the TLS handshake" }
+        let days = Int(expiry.timeIntervalSince(now) / 86400)
+        guard days < 30 else { return nil }
+        return "warning: \(option): the certificate expires on \(date), in \(days) day\(days == 1 ? "" : "s"); APNs refuses it after that"
+    }
 }
