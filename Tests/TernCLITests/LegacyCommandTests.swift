@@ -1,5 +1,6 @@
 import Foundation
 import TernAPNs
+import TernSimulator
 import TernTestSupport
 import Testing
 
@@ -66,6 +67,24 @@ struct LegacyCommandTests {
         let second = try Commands.run(Commands.tern, arguments)
         #expect(second.status == 0)
         #expect(second.stdout.isEmpty)
+    }
+
+    @Test func feedbackWithAnExpiredCertificateSaysWhyTheServiceRefusesIt() throws {
+        let simulator = try SimulatorProcess()
+        defer { _ = simulator.interrupt() }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-feedback-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let expired = try SimulatorCertificateAuthority.loadOrCreate(in: simulator.stateDirectory)
+            .issuePushCertificate(bundleID: "com.example.app", validFor: -86400).write(to: folder, name: "expired")
+        let result = try Commands.run(
+            Commands.tern,
+            [
+                "feedback", "--port", String(simulator.feedbackPort), "--host", "localhost", "--timeout", "10",
+                "--ca-file", simulator.stateDirectory.appendingPathComponent("ca.pem").path,
+                "--cert", expired.certificate.path, "--cert-key", expired.privateKey.path,
+            ])
+        #expect(result.status == 2, "stdout: \(result.stdout) stderr: \(result.stderr)")
+        #expect(result.stderr.contains("warning: --cert: the certificate expired on"), "stderr: \(result.stderr)")
     }
 
     @Test func feedbackWithNothingListeningExitsTwo() throws {
