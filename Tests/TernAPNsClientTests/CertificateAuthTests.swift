@@ -46,15 +46,17 @@ extension ClientFaultTests {
             let expected = Date().addingTimeInterval(10 * 86400)
             let pem = APNsClientConfiguration.Authentication.certificate(
                 chainPEM: certificate.certificatePEM, privateKeyPEM: certificate.privateKeyPEM)
-            let fromPEM = try #require(try pem.certificateExpiry())
-            #expect(abs(fromPEM.timeIntervalSince(expected)) < 60, "\(fromPEM) against \(expected)")
+            let fromPEM = try #require(try pem.clientCertificate())
+            #expect(abs(fromPEM.notValidAfter.timeIntervalSince(expected)) < 60, "\(fromPEM.notValidAfter) against \(expected)")
+            // The certificate itself: it names the app it was issued for.
+            #expect(try PushCertificateIdentity.apple(derEncoded: fromPEM.der)?.bundleID == Harness.topic)
             let bundle = APNsClientConfiguration.Authentication.pkcs12(bytes: try pkcs12Bundle(certificate, passphrase: "secret"), passphrase: "secret")
-            #expect(try bundle.certificateExpiry() == fromPEM)
+            #expect(try bundle.clientCertificate() == fromPEM)
             // A provider token does not expire.
-            #expect(try APNsClientConfiguration.Authentication.token(Harness.key).certificateExpiry() == nil)
+            #expect(try APNsClientConfiguration.Authentication.token(Harness.key).clientCertificate() == nil)
             // Unreadable: the same error a client would give, naming no key material.
             let garbage = APNsClientConfiguration.Authentication.certificate(chainPEM: "not a certificate", privateKeyPEM: "nor a key")
-            let error = #expect(throws: APNsClientError.self) { try garbage.certificateExpiry() }
+            let error = #expect(throws: APNsClientError.self) { try garbage.clientCertificate() }
             #expect(error?.code == .invalidCredentials)
         }
 

@@ -62,22 +62,24 @@ enum ClientTLS {
     }
 }
 
-extension APNsClientConfiguration.Authentication {
-    /// When the client certificate stops being valid: its own (the chain's first) `notValidAfter`. APNs refuses an
-    /// expired push certificate at the TLS handshake, so every notification would fail; Apple's last a year. Nil for
-    /// a provider token, which does not expire (its key is revoked, if ever, in Apple's developer account).
-    /// - Throws: ``APNsClientError`` (`invalidCredentials`) when the certificate or bundle cannot be read.
-    public func certificateExpiry() throws -> Date? {
-        guard let identity = try ClientTLS.clientIdentity(self), let leaf = identity.chain.first else { return nil }
-        return Date(timeIntervalSince1970: TimeInterval(leaf.notValidAfter))
-    }
+/// The client certificate of certificate credentials (the chain's first), as read once from its PEM or PKCS#12 bundle.
+public struct ClientCertificate: Sendable, Hashable {
+    /// The certificate, DER-encoded: what it says about itself (`PushCertificateIdentity`) is read from it.
+    public var der: [UInt8]
+    /// When it stops being valid. APNs refuses an expired push certificate at the TLS handshake, so every notification
+    /// would fail; Apple's last a year.
+    public var notValidAfter: Date
+}
 
-    /// The client certificate itself (the chain's first), DER-encoded; nil for a provider token.
+extension APNsClientConfiguration.Authentication {
+    /// The client certificate; nil for a provider token, which does not expire (its key is revoked, if ever, in Apple's
+    /// developer account) and is not parsed here.
     /// - Throws: ``APNsClientError`` (`invalidCredentials`) when the certificate or bundle cannot be read.
-    public func certificateDER() throws -> [UInt8]? {
+    public func clientCertificate() throws -> ClientCertificate? {
+        if case .token = self { return nil }
         guard let identity = try ClientTLS.clientIdentity(self), let leaf = identity.chain.first else { return nil }
         do {
-            return try leaf.toDERBytes()
+            return ClientCertificate(der: try leaf.toDERBytes(), notValidAfter: Date(timeIntervalSince1970: TimeInterval(leaf.notValidAfter)))
         } catch {
             throw APNsClientError.invalidCredentials("the client certificate cannot be read")
         }

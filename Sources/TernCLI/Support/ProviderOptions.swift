@@ -108,7 +108,7 @@ enum ProviderOptions {
     /// expired one at the TLS handshake, which alone reads as a connection error. Nil for a token key, or a certificate
     /// with a month or more left.
     static func certificateWarning(_ authentication: APNsClientConfiguration.Authentication, option: String, now: Date = Date()) -> String? {
-        guard let expiry = try? authentication.certificateExpiry() else { return nil }
+        guard let expiry = (try? authentication.clientCertificate())?.notValidAfter else { return nil }
         let date = expiry.formatted(.iso8601)
         if expiry <= now { return "warning: \(option): the certificate expired on \(date); APNs refuses it at the TLS handshake" }
         let days = Int(expiry.timeIntervalSince(now) / 86400)

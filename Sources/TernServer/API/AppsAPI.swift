@@ -406,7 +406,7 @@ struct AppsAPI {
             throw .badRequest(
                 field: credentials.materialField, "the credentials cannot be used: \((error as? APNsClientError)?.message ?? "unreadable")")
         }
-        if let now, let expiry = credentials.certificateExpiry, expiry <= now {
+        if let now, let expiry = credentials.certificate?.notValidAfter, expiry <= now {
             throw .badRequest(
                 field: credentials.certificateField,
                 "the certificate expired on \(expiry.formatted(.iso8601)): APNs refuses it; make a new push certificate in Apple's developer account, or use a token key (.p8), which does not expire")
@@ -417,8 +417,7 @@ struct AppsAPI {
     /// app's topic (another app's certificate) would have APNs refuse every notification. A certificate that names no
     /// app (a custom gateway's) is not checked.
     static func checkTopic(_ credentials: AppCredentials, topic: String, field: String) throws(JSONAPIError) {
-        guard let der = try? credentials.authentication().certificateDER(),
-            let identity = try? PushCertificateIdentity.apple(derEncoded: der)
+        guard let certificate = credentials.certificate, let identity = try? PushCertificateIdentity.apple(derEncoded: certificate.der)
         else { return }
         guard identity.covers(topic) else {
             throw .badRequest(

@@ -85,15 +85,16 @@ enum AppCredentials: Codable, Sendable, Equatable {
     var summary: CredentialsSummary {
         switch self {
         case .token(_, let keyID, let teamID): CredentialsSummary(type: "token", keyID: keyID, teamID: teamID)
-        case .certificate: CredentialsSummary(type: "certificate", certificateExpiresAt: certificateExpiry)
-        case .pkcs12: CredentialsSummary(type: "pkcs12", certificateExpiresAt: certificateExpiry)
+        case .certificate: CredentialsSummary(type: "certificate", certificateExpiresAt: certificate?.notValidAfter)
+        case .pkcs12: CredentialsSummary(type: "pkcs12", certificateExpiresAt: certificate?.notValidAfter)
         }
     }
 
-    /// A certificate's or bundle's `notValidAfter`; nil for a token key, or for a certificate that cannot be read
-    /// (``AppsAPI/check(_:transport:now:)`` refused such credentials before they were kept).
-    var certificateExpiry: Date? {
-        try? authentication().certificateExpiry()
+    /// A certificate's or bundle's certificate, read once; nil for a token key (not parsed), or for a certificate that
+    /// cannot be read (``AppsAPI/check(_:transport:now:)`` refused such credentials before they were kept).
+    var certificate: ClientCertificate? {
+        if case .token = self { return nil }
+        return try? authentication().clientCertificate()
     }
 
     /// Days before a certificate's end from which the console and the log warn of it (Apple's push certificates last a

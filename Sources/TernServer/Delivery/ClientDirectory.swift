@@ -85,7 +85,7 @@ actor ClientDirectory {
         let credentials = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
         var clientLogger = logger
         clientLogger[metadataKey: "app"] = "\(app.id)"
-        if let expiry = credentials.certificateExpiry {
+        if let expiry = credentials.certificate?.notValidAfter {
             noteCertificate(expiring: expiry, app: app.id, logger: clientLogger)
         } else if certificateApps.remove(app.id) != nil {
             Self.certificateGauge(app.id).destroy()
