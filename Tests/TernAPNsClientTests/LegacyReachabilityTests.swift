@@ -23,8 +23,8 @@ import Testing
 
         // Within the interval: failed at once, no connection tried.
         let soon = reachability.admit(now: Self.start + .seconds(29), canConnect: true)
-        #expect(soon == .failAtOnce(reason: try #require(Self.reason(soon)), probe: false))
-        let reason = try #require(Self.reason(soon))
+        let reason = try #require(Self.reason(soon), "\(soon)")
+        #expect(soon == .failAtOnce(reason: reason, probe: false))
         #expect(reason.hasPrefix("not sent: the gateway is unreachable (cannot connect to gateway.test:2195: connection refused)"))
         #expect(reason.contains("every 30.0 seconds"), "\(reason)")
 

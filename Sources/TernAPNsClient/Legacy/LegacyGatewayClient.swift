@@ -404,8 +404,9 @@ final class LegacyGatewayCore {
     }
 
     /// Closes the connection when its oldest unfinished write is older than the connect timeout (or its
-    /// notification's send timeout): the handshake never completed, or the gateway does not read. What it held goes
-    /// again, and the connection counts as fruitless.
+    /// notification's send timeout), or, with nothing written, when its handshake has not completed a connect timeout
+    /// after it was begun: the handshake never completed, or the gateway does not read. What it held goes again, and
+    /// the connection counts as fruitless.
     private func closeIfStalled(now: NIODeadline) {
         guard case .open(let channel, let generation, closing: false) = connection else { return }
         guard flushedCount < written.count else {
