@@ -182,8 +182,8 @@ struct AppsAPI {
         case (nil, .simulator): credentials = try simulatorCredentials(topic: body.topic, transport: transport)
         case (nil, _): throw JSONAPIError.badRequest(field: "credentials", "credentials are required (token key, certificate or PKCS#12)")
         }
-        try Self.check(credentials, transport: transport, now: now)
-        try Self.checkTopic(credentials, topic: body.topic, field: credentials.certificateField)
+        let certificate = try Self.check(credentials, transport: transport, now: now)
+        try Self.checkTopic(certificate, topic: body.topic, field: credentials.certificateField)
         try Self.validateWebhook(body.webhookURL, policy: webhookPolicy)
         let appKey = Secrets.generate(prefix: "tak_")
         let masterSecret = Secrets.generate(prefix: "tms_")
@@ -234,8 +234,8 @@ struct AppsAPI {
             guard updated.environment != .simulator else {
                 throw JSONAPIError.badRequest(field: "credentials", "apps on the built-in simulator use its key: leave credentials out")
             }
-            try Self.check(credentials, transport: updated.transport, now: clock.now)
-            try Self.checkTopic(credentials, topic: updated.topic, field: credentials.certificateField)
+            let certificate = try Self.check(credentials, transport: updated.transport, now: clock.now)
+            try Self.checkTopic(certificate, topic: updated.topic, field: credentials.certificateField)
             updated.sealedCredentials = AppCredentialsVault(serverKey: serverKey).seal(credentials)
         } else if updated.environment == .simulator,
             app.environment != .simulator || updated.transport != app.transport || updated.topic != app.topic
@@ -246,7 +246,7 @@ struct AppsAPI {
         } else if updated.transport != app.transport || updated.topic != app.topic {
             let kept = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
             if updated.transport != app.transport { try Self.check(kept, transport: updated.transport) }
-            if updated.topic != app.topic { try Self.checkTopic(kept, topic: updated.topic, field: "topic") }
+            if updated.topic != app.topic { try Self.checkTopic(kept.certificate, topic: updated.topic, field: "topic") }
         }
         if let webhookURL = body.webhookURL {
             try Self.validateWebhook(webhookURL, policy: webhookPolicy)
@@ -395,7 +395,9 @@ struct AppsAPI {
     /// Credentials must build a client (the key parses, the certificate and key load, the bundle opens), and the
     /// legacy transport takes a certificate. New credentials (`now` given) must not be an expired certificate: APNs
     /// refuses one at the TLS handshake, so every notification would fail.
-    static func check(_ credentials: AppCredentials, transport: String = AppRecord.http2, now: Date? = nil) throws(JSONAPIError) {
+    /// - Returns: the credentials' certificate, read once here for the checks that follow (nil for a token key).
+    @discardableResult
+    static func check(_ credentials: AppCredentials, transport: String = AppRecord.http2, now: Date? = nil) throws(JSONAPIError) -> ClientCertificate? {
         if transport == AppRecord.legacy, case .token = credentials {
             throw .badRequest(field: "transport", "the legacy binary protocol takes a certificate (certificate or pkcs12), not a token key")
         }
@@ -406,19 +408,20 @@ struct AppsAPI {
             throw .badRequest(
                 field: credentials.materialField, "the credentials cannot be used: \((error as? APNsClientError)?.message ?? "unreadable")")
         }
-        if let now, let expiry = credentials.certificate?.notValidAfter, expiry <= now {
+        let certificate = credentials.certificate
+        if let now, let expiry = certificate?.notValidAfter, expiry <= now {
             throw .badRequest(
                 field: credentials.certificateField,
                 "the certificate expired on \(expiry.formatted(.iso8601)): APNs refuses it; make a new push certificate in Apple's developer account, or use a token key (.p8), which does not expire")
         }
+        return certificate
     }
 
     /// An Apple push certificate names the topics it may push to (`PushCertificateIdentity`): one that is not for the
     /// app's topic (another app's certificate) would have APNs refuse every notification. A certificate that names no
     /// app (a custom gateway's) is not checked.
-    static func checkTopic(_ credentials: AppCredentials, topic: String, field: String) throws(JSONAPIError) {
-        guard let certificate = credentials.certificate, let identity = try? PushCertificateIdentity.apple(derEncoded: certificate.der)
-        else { return }
+    static func checkTopic(_ certificate: ClientCertificate?, topic: String, field: String) throws(JSONAPIError) {
+        guard let certificate, let identity = try? PushCertificateIdentity.apple(derEncoded: certificate.der) else { return }
         guard identity.covers(topic) else {
             throw .badRequest(
                 field: field,
