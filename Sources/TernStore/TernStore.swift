@@ -199,6 +199,11 @@ public protocol TernStore: Sendable {
     /// many calls as they take. A push whose device messages are still kept for the online channel stays until they
     /// expire.
     func purgeFinishedPushes(before: Date, limit: Int) async throws -> PushPurge
+    /// Completes, at `now`, the pushes whose audience is handed out in full and whose chunks are all closed, but which
+    /// are not completed: at most `limit`, oldest first. A chunk's close completes its push when it is the last open
+    /// one, so none should be found; up to this version, two nodes on PostgreSQL closing a push's last two chunks at
+    /// once could each see the other's chunk open and leave it so. - Returns: the ids of those it completed.
+    func completeStrandedPushes(at now: Date, limit: Int) async throws -> [String]
 
     // MARK: Inbox and badges
 

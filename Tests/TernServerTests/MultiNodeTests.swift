@@ -35,11 +35,12 @@ struct MultiNodeTests {
             // Taken in through the node ahead, and sent by both.
             let id = try await cluster.pushToAllWithBothNodesSending(devices: 400)
             // What the node ahead stores is dated by the database's clock: the push it took in is not dated a
-            // minute into the future.
-            let stored = try await PostgresTestServer.integers(
-                "SELECT (created_at - (extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM pushes WHERE id = '\(id)'",
+            // minute into the future. Its first chunk was claimed just after it was made (the earliest claim is the
+            // other node's, whose clock is the database's, if the node ahead dated its own wrongly too).
+            let madeBeforeClaimed = try await PostgresTestServer.integers(
+                "SELECT (SELECT MIN(claimed_at) FROM push_chunks WHERE push_id = '\(id)') - created_at FROM pushes WHERE id = '\(id)'",
                 database: cluster.databaseURL)
-            #expect(stored.allSatisfy { abs($0) < 30_000 }, "\(stored)")
+            #expect(madeBeforeClaimed.count == 1 && madeBeforeClaimed.allSatisfy { (-1_000..<30_000).contains($0) }, "\(madeBeforeClaimed)")
         }
     }
 
@@ -385,7 +386,16 @@ struct MultiNode: Sendable {
                 return (push["status"]?.string == "completed", push["counts"]?["targeted"]?.int)
             }
         } catch {
-            Issue.record(error, "\(push)\nthe nodes logged:\n\(logs.lines(atLeast: .warning).joined(separator: "\n"))")
+            // The rows as the database holds them, for the diagnosis.
+            let rows = try await PostgresTestServer.texts(
+                """
+                SELECT format('push %s: status %s, handed_out %s, chunks %s', id, status, handed_out, chunks) FROM pushes WHERE id = '\(id)'
+                UNION ALL
+                SELECT format('chunk %s: %s by %s, lease_until %s, accepted %s, failed %s', sequence, status, owner, lease_until, accepted, failed)
+                FROM (SELECT * FROM push_chunks WHERE push_id = '\(id)' ORDER BY sequence) k
+                """, database: databaseURL)
+            Issue.record(
+                error, "\(push)\nthe database holds:\n\(rows.joined(separator: "\n"))\nthe nodes logged:\n\(logs.lines(atLeast: .warning).joined(separator: "\n"))")
         }
         return push
     }

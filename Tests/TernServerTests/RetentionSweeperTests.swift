@@ -1,8 +1,9 @@
 import Foundation
 import Logging
 import Synchronization
-import TernStore
+import TernTestSupport
 import Testing
+@testable import TernStore
 @testable import TernServer
 
 /// The retention sweeper on a real SQLite file: expired inbox messages, and pushes past `delivery.pushRetention`.
@@ -61,6 +62,37 @@ struct RetentionSweeperTests {
             // A day later, the other one is past it too.
             #expect(await sweeper.sweep(now: now.addingTimeInterval(day + 1)) == .init(pushes: 1, pushFailures: 1))
             #expect(try await store.push(app: "demo", id: "recent") == nil)
+        }
+    }
+
+    /// A push sent in full that an earlier version left uncompleted (its last chunk closed without the completion
+    /// check, as two nodes on PostgreSQL could) shows `sending` for ever: the next sweep completes it, and says so.
+    @Test func aPushSentInFullButNeverMarkedCompletedIsCompletedByTheNextSweep() async throws {
+        try await withStore { store, now in
+            for n in 0..<3 { _ = try await store.register(registration(n), app: "demo", at: now) }
+            _ = try await store.createPush(PushRecord(
+                id: "stranded", appID: "demo", idempotencyKey: nil, audience: .everyone, notification: Array("{\"aps\":{}}".utf8),
+                createdAt: now))
+            guard case .chunk(let chunk) = try await store.claimChunk(node: "a", size: 100, leaseUntil: now.addingTimeInterval(60), at: now) else {
+                Issue.record("the push's one chunk was not claimed")
+                return
+            }
+            try await store.transaction { db in
+                _ = try await SQLStore.addToChunk(
+                    pushID: "stranded", sequence: chunk.sequence, node: "a", PushProgress(accepted: 3, failures: [], pruned: 0), mark: nil,
+                    then: .close, db)
+            }
+            #expect(try await store.push(app: "demo", id: "stranded")?.status == .sending)
+
+            let logs = LogRecorder()
+            let sweeper = RetentionSweeper(store: store, interval: .seconds(60), logger: logs.logger)
+            #expect(await sweeper.sweep(now: now.addingTimeInterval(5)) == .init(strandedPushes: 1))
+            let push = try #require(try await store.push(app: "demo", id: "stranded"))
+            #expect(push.status == .completed)
+            // Stored in milliseconds.
+            #expect(push.finishedAt.map { abs($0.timeIntervalSince(now) - 5) < 0.001 } == true)
+            #expect(logs.lines(atLeast: .warning).contains { $0.contains("never marked completed") && $0.contains("stranded") })
+            #expect(await sweeper.sweep(now: now.addingTimeInterval(6)) == .init(), "nothing more to complete")
         }
     }
 

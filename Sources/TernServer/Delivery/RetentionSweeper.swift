@@ -7,6 +7,8 @@ import TernStore
 /// channel's expired device messages, and pushes that completed longer than `pushRetention` ago. Listings and
 /// connections leave expired messages out the moment they expire; this only frees the space. Pushes are deleted
 /// with their failures and chunks, oldest first; one whose device messages are still kept stays until they expire.
+/// It also completes pushes sent in full that were never marked completed (``TernStore/completeStrandedPushes(at:limit:)``),
+/// which an earlier version could leave on PostgreSQL.
 final class RetentionSweeper: Service {
     static let batch = 1000
 
@@ -24,6 +26,7 @@ final class RetentionSweeper: Service {
     private let inboxFailures: FailureLog
     private let messageFailures: FailureLog
     private let pushFailures: FailureLog
+    private let strandedFailures: FailureLog
 
     init(
         store: any TernStore, interval: Duration, pushRetention: Duration = .zero, coordinator: any NodeCoordinator = LocalCoordinator(),
@@ -38,6 +41,7 @@ final class RetentionSweeper: Service {
         inboxFailures = FailureLog("cannot sweep expired inbox messages", logger: logger)
         messageFailures = FailureLog("cannot sweep expired device messages", logger: logger)
         pushFailures = FailureLog("cannot delete pushes past delivery.pushRetention", logger: logger)
+        strandedFailures = FailureLog("cannot complete pushes sent in full", logger: logger)
     }
 
     func run() async throws {
@@ -53,6 +57,7 @@ final class RetentionSweeper: Service {
         var deviceMessages = 0
         var pushes = 0
         var pushFailures = 0
+        var strandedPushes = 0
     }
 
     /// Deletes everything that expired by `now` (the wall clock's, unless given), and the pushes that completed
@@ -73,6 +78,18 @@ final class RetentionSweeper: Service {
             return deleted == Self.batch
         }
         if swept.deviceMessages > 0 { logger.info("expired device messages deleted", metadata: ["messages": "\(swept.deviceMessages)"]) }
+        var stranded: [String] = []
+        await Self.untilDone(strandedFailures) {
+            let completed = try await store.completeStrandedPushes(at: now, limit: Self.batch)
+            stranded += completed.prefix(max(0, 5 - stranded.count))
+            swept.strandedPushes += completed.count
+            return completed.count == Self.batch
+        }
+        if swept.strandedPushes > 0 {
+            logger.warning(
+                "pushes sent in full but never marked completed were completed now",
+                metadata: ["pushes": "\(swept.strandedPushes)", "first": "\(stranded.joined(separator: ", "))"])
+        }
         guard pushRetention > .zero else { return swept }
         let cutoff = now.addingTimeInterval(-pushRetention.seconds)
         await Self.untilDone(pushFailures) {

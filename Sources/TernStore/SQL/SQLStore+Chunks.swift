@@ -11,11 +11,24 @@ extension SQLStore {
     public func claimChunk(
         node: String, size: Int, leaseUntil: Date, at now: Date, passingOver: Set<String>
     ) async throws -> ChunkClaim {
+        try await claimChunk(node: node, size: size, leaseUntil: leaseUntil, at: now, passingOver: passingOver, beforeClaiming: nil)
+    }
+
+    /// ``claimChunk(node:size:leaseUntil:at:passingOver:)``, with `beforeClaiming` run first in its transaction (a
+    /// test holds the transaction there, begun, while chunks are recorded). A push it finds handed out in full without
+    /// completing it is looked at again once it has committed (``lookAgainForCompletion(of:at:)``).
+    func claimChunk(
+        node: String, size: Int, leaseUntil: Date, at now: Date, passingOver: Set<String>,
+        beforeClaiming: (@Sendable (any SQLDatabase) async throws -> Void)?
+    ) async throws -> ChunkClaim {
         let lock = flavor.lockSkippingLocked
         let size = max(size, 1)
         let nextOrdinal = flavor.pushOrdinal.value ?? "DEFAULT"
         let (byOrdinal, byApp) = (flavor.indexedBy("pushes_due_by_ordinal"), flavor.indexedBy("pushes_due_by_app"))
-        return try await transaction { db in
+        let (claim, handedOutNow) = try await transaction { db -> (ChunkClaim, [String]) in
+            // Pushes this claim marked handed out in full without completing them: looked at again once it commits.
+            var handedOutNow: [String] = []
+            try await beforeClaiming?(db)
             try await Self.releaseDuePushes(at: now, nextOrdinal: nextOrdinal, lock: lock, db)
             // Pushes with audience left to hand out, or with a chunk whose lease ran out, with how many of their chunks
             // are being sent now.
@@ -59,7 +72,7 @@ extension SQLStore {
                     let runs = try open.decode(column: "progress_runs", as: String?.self).map { try JSON.decode([ChunkMark.Run].self, $0) } ?? []
                     let mark = ChunkMark(through: nil, runs: runs)
                     let recorded = runs.isEmpty ? [] : Set(recipients.lazy.map(\.key).filter(mark.inRun))
-                    return .chunk(PushChunk(push: push, sequence: sequence, recipients: recipients, reclaimed: true, recorded: recorded))
+                    return (.chunk(PushChunk(push: push, sequence: sequence, recipients: recipients, reclaimed: true, recorded: recorded)), handedOutNow)
                 }
                 guard try row.decode(column: "handed_out", as: Int.self) == 0 else {
                     // Its expired chunk is being taken over by another node right now.
@@ -76,7 +89,11 @@ extension SQLStore {
                     // The previous chunk ended exactly at the end of the audience (or it is empty).
                     try await db.raw("UPDATE pushes SET handed_out = 1 WHERE id = \(bind: push.id)").run()
                     // Completed, it no longer holds the app's later pushes back.
-                    if try await Self.completeIfDone(pushID: push.id, at: now, db) { looked.remove(push.appID) }
+                    if try await Self.completeIfDone(pushID: push.id, at: now, db) {
+                        looked.remove(push.appID)
+                    } else {
+                        handedOutNow.append(push.id)
+                    }
                     retrySoon = true
                     continue
                 }
@@ -93,10 +110,12 @@ extension SQLStore {
                     """).run()
                 push.status = .sending
                 push.cursor = last.key
-                return .chunk(PushChunk(push: push, sequence: sequence, recipients: page.items, reclaimed: false))
+                return (.chunk(PushChunk(push: push, sequence: sequence, recipients: page.items, reclaimed: false)), handedOutNow)
             }
-            return retrySoon ? .retrySoon : .idle
+            return (retrySoon ? .retrySoon : .idle, handedOutNow)
         }
+        for pushID in handedOutNow { _ = await lookAgainForCompletion(of: pushID, at: now) }
+        return claim
     }
 
     /// How many scheduled pushes one claim makes pending at most: the rest, the next.
@@ -162,6 +181,8 @@ extension SQLStore {
     ) async throws -> Bool {
         // Without failures the record is one UPDATE, which the database applies whole by itself: no transaction
         // around it, two statements fewer each time (a fan-out records a few thousand times per million devices).
+        // On PostgreSQL it runs at READ COMMITTED, where SERIALIZABLE's checks do not follow it: nothing may count
+        // on them to see a chunk's progress records (see ``recordChunk(pushID:sequence:node:_:at:beforeClosing:)``).
         let record: @Sendable (any SQLDatabase) async throws -> Bool = { db in
             try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: mark, then: .keep, db)
         }
@@ -234,16 +255,76 @@ extension SQLStore {
     public func recordChunk(
         pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date
     ) async throws -> ChunkRecording {
-        try await transaction { db in
-            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: nil, then: .close, db) else {
-                return .lost
-            }
-            // Only a push handed out in full can be complete; until then the push's row is not read, so recording
-            // chunks does not conflict with nodes claiming from it.
-            let handedOut = try await db.raw("SELECT handed_out FROM pushes WHERE id = \(bind: pushID)").first()?
-                .decode(column: "handed_out", as: Int.self)
-            guard handedOut == 1 else { return .recorded(pushCompleted: false) }
-            return .recorded(pushCompleted: try await Self.completeIfDone(pushID: pushID, at: now, db))
+        try await recordChunk(pushID: pushID, sequence: sequence, node: node, progress, at: now, beforeClosing: nil)
+    }
+
+    /// ``recordChunk(pushID:sequence:node:_:at:)``, with `beforeClosing` run first in the closing transaction (a test
+    /// holds the transaction there, begun, while other chunks are recorded). A close that did not complete the push
+    /// looks again once it has committed (``lookAgainForCompletion(of:at:)``).
+    func recordChunk(
+        pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date,
+        beforeClosing: (@Sendable (any SQLDatabase) async throws -> Void)?
+    ) async throws -> ChunkRecording {
+        let recording = try await transaction { db in
+            try await beforeClosing?(db)
+            return try await Self.closeChunk(pushID: pushID, sequence: sequence, node: node, progress, at: now, db)
+        }
+        guard recording == .recorded(pushCompleted: false) else { return recording }
+        return .recorded(pushCompleted: await lookAgainForCompletion(of: pushID, at: now))
+    }
+
+    /// Completes the push if it is done, in a transaction of its own: for a write that moved it towards completion
+    /// (closed a chunk, or marked its audience handed out in full), once that write has committed, when its own look
+    /// in its transaction found it not done. Never throws: the write is committed, and a push left so is completed
+    /// by the next retention sweep (``completeStrandedPushes(at:limit:)``). - Returns: whether it completed it.
+    ///
+    /// Why twice: on PostgreSQL two nodes may close a push's last two chunks at once, each seeing the other's still
+    /// open. SERIALIZABLE runs one of them again when that is all they did, but not when a progress record of the
+    /// other chunk (a statement outside a transaction, which its checks do not follow) came between the first
+    /// close's beginning and its look: then neither was run again, and the push stayed `sending` for ever, every
+    /// result recorded (`PushChunkTests.lastTwoChunksClosedAtOnce`). This look needs no such check: of all the writes
+    /// that move a push towards completion, the last to commit looks after every other has committed.
+    func lookAgainForCompletion(of pushID: String, at now: Date) async -> Bool {
+        // SQLite's writes take turns: the look in the write's own transaction saw every other write.
+        guard flavor.overlappingWrites else { return false }
+        do {
+            return try await transaction { db in try await Self.completeIfDone(pushID: pushID, at: now, db) }
+        } catch {
+            logger.warning(
+                "cannot check whether a push is complete; the next retention sweep does it", metadata: ["push": "\(pushID)", "error": "\(error)"])
+            return false
+        }
+    }
+
+    /// Adds a chunk's last results to it, closes it, and completes the push if that was its last open chunk
+    /// (``recordChunk(pushID:sequence:node:_:at:)``'s transaction).
+    static func closeChunk(
+        pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date, _ db: any SQLDatabase
+    ) async throws -> ChunkRecording {
+        guard try await addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: nil, then: .close, db) else {
+            return .lost
+        }
+        // Only a push handed out in full can be complete; until then the push's row is not read, so recording
+        // chunks does not conflict with nodes claiming from it.
+        let handedOut = try await db.raw("SELECT handed_out FROM pushes WHERE id = \(bind: pushID)").first()?
+            .decode(column: "handed_out", as: Int.self)
+        guard handedOut == 1 else { return .recorded(pushCompleted: false) }
+        return .recorded(pushCompleted: try await completeIfDone(pushID: pushID, at: now, db))
+    }
+
+    public func completeStrandedPushes(at now: Date, limit: Int) async throws -> [String] {
+        let byOrdinal = flavor.indexedBy("pushes_due_by_ordinal")
+        return try await transaction { db in
+            let stranded = try await db.raw("""
+                SELECT p.id FROM pushes p\(unsafeRaw: byOrdinal)
+                WHERE p.status IN ('pending', 'sending') AND p.handed_out = 1
+                    AND NOT EXISTS (SELECT 1 FROM push_chunks k WHERE k.push_id = p.id AND k.status = 'claimed')
+                ORDER BY p.ordinal
+                LIMIT \(bind: max(limit, 1))
+                """).all(decodingColumn: "id", as: String.self)
+            var completed: [String] = []
+            for id in stranded where try await Self.completeIfDone(pushID: id, at: now, db) { completed.append(id) }
+            return completed
         }
     }
 

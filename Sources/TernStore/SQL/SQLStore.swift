@@ -374,7 +374,17 @@ public final class SQLStore: TernStore {
     }
 
     public func cancelPush(app: String, id: String, at now: Date) async throws -> (push: PushRecord, completedNow: Bool)? {
-        try await transaction { db in
+        try await cancelPush(app: app, id: id, at: now, beforeCancelling: nil)
+    }
+
+    /// ``cancelPush(app:id:at:)``, with `beforeCancelling` run first in its transaction (a test holds the transaction
+    /// there, begun, while chunks are recorded). A push it marks handed out in full without completing it is looked at
+    /// again once it has committed (``lookAgainForCompletion(of:at:)``).
+    func cancelPush(
+        app: String, id: String, at now: Date, beforeCancelling: (@Sendable (any SQLDatabase) async throws -> Void)?
+    ) async throws -> (push: PushRecord, completedNow: Bool)? {
+        let cancelled = try await transaction { db -> (push: PushRecord, completedNow: Bool)? in
+            try await beforeCancelling?(db)
             // The app's own push only, and one not completed: the id alone would let one app complete another's.
             guard let status = try await db.raw("""
                 SELECT status FROM pushes WHERE app_id = \(bind: app) AND id = \(bind: id)
@@ -393,6 +403,11 @@ public final class SQLStore: TernStore {
             guard let row = try await db.raw("SELECT \(unsafeRaw: Columns.push) FROM pushes WHERE id = \(bind: id)").first() else { return nil }
             return (try await Self.withChunkCounts(try PushRecord(row: row), db), completedNow)
         }
+        // Marked handed out in full, it may have had its last chunk closed meanwhile by a node that did not see that.
+        guard let cancelled, cancelled.push.status != .completed, await lookAgainForCompletion(of: id, at: now),
+            let push = try await push(app: app, id: id)
+        else { return cancelled }
+        return (push, true)
     }
 
     public func recipients(app: String, audience: Audience, after cursor: String?, limit: Int) async throws -> Page<Recipient> {
