@@ -50,6 +50,9 @@ actor ClientDirectory {
     private let clock: any WallClock
     /// Apps whose certificate's end this node shows (`tern_apns_certificate_expiry_timestamp_seconds`).
     private var certificateApps: Set<String> = []
+    /// The version (`updatedAt`) of each app whose certificate's end was logged: an app with tokens of both APNs
+    /// environments has two clients, and its certificate is said once.
+    private var certificateLogged: [String: Date] = [:]
     private let logger: Logger
 
     init(
@@ -86,9 +89,10 @@ actor ClientDirectory {
         var clientLogger = logger
         clientLogger[metadataKey: "app"] = "\(app.id)"
         if let expiry = credentials.certificate?.notValidAfter {
-            noteCertificate(expiring: expiry, app: app.id, logger: clientLogger)
+            noteCertificate(expiring: expiry, app: app, logger: clientLogger)
         } else if certificateApps.remove(app.id) != nil {
             Self.certificateGauge(app.id).destroy()
+            certificateLogged[app.id] = nil
         }
         let client: any NotificationSender
         if legacy {
@@ -130,10 +134,12 @@ actor ClientDirectory {
 
     /// An app's certificate, as its client is made: its end in `tern_apns_certificate_expiry_timestamp_seconds` (an
     /// operator alerts on it coming near), and a log line when it is near or past (APNs then refuses every
-    /// notification at the TLS handshake, which alone would read as a connect error).
-    private func noteCertificate(expiring expiry: Date, app: String, logger: Logger) {
-        Self.certificateGauge(app).record(expiry.timeIntervalSince1970)
-        certificateApps.insert(app)
+    /// notification at the TLS handshake, which alone would read as a connect error), once for each version of the
+    /// app.
+    private func noteCertificate(expiring expiry: Date, app: AppRecord, logger: Logger) {
+        Self.certificateGauge(app.id).record(expiry.timeIntervalSince1970)
+        certificateApps.insert(app.id)
+        guard certificateLogged.updateValue(app.updatedAt, forKey: app.id) != app.updatedAt else { return }
         let now = clock.now
         let metadata: Logger.Metadata = ["expiresAt": "\(expiry.formatted(.iso8601))"]
         if expiry <= now {
@@ -209,6 +215,7 @@ actor ClientDirectory {
         }
         // Shown again, if it still has a certificate, when its next client is made.
         if certificateApps.remove(app) != nil { Self.certificateGauge(app).destroy() }
+        certificateLogged[app] = nil
     }
 
     /// Closes replaced clients as they come, in parallel; returns once ``close()`` was called and every client is

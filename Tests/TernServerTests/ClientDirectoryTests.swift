@@ -1,0 +1,41 @@
+import Foundation
+import Logging
+import TernAPNs
+import TernSimulator
+import TernStore
+import TernTestSupport
+import Testing
+@testable import TernServer
+
+/// The node's clients by app and endpoint (`ClientDirectory`), made without sending anything.
+struct ClientDirectoryTests {
+    /// An app on Apple's servers has a client for each APNs environment its tokens are of. Its certificate's coming
+    /// end was logged by each, so twice; it is said once for each version of the app.
+    @Test func aCertificateNearItsEndIsLoggedOnceForAnAppWithClientsForBothEnvironments() async throws {
+        let serverKey = try ServerKey(bytes: Array(repeating: 7, count: 32))
+        let issued = try SimulatorCertificateAuthority.generate().issuePushCertificate(bundleID: "com.example.near", validFor: 10 * 86400)
+        let sealed = AppCredentialsVault(serverKey: serverKey).seal(
+            .certificate(certificatePEM: issued.certificatePEM, privateKeyPEM: issued.privateKeyPEM))
+        let created = Date()
+        var app = AppRecord(
+            id: "near", topic: "com.example.near", environment: .production, endpoint: nil, sealedCredentials: sealed, appKeyHash: [1],
+            masterSecretHash: [2], webhookURL: nil, createdAt: created, updatedAt: created)
+        let logs = LogRecorder()
+        let directory = ClientDirectory(serverKey: serverKey, simulator: nil, connections: 1, logger: logs.logger)
+        let warning = "certificate expires within \(AppCredentials.certificateWarningDays) days"
+
+        // Clients it replaces, and all of them once it is closed, are shut down here.
+        async let closing: Void = directory.closeRetired()
+        _ = try await directory.client(for: app, tokenEnvironment: .production)
+        _ = try await directory.client(for: app, tokenEnvironment: .development)
+        #expect(logs.messages(containing: warning).count == 1, "\(logs.lines(atLeast: .warning))")
+
+        // A new version of the app (its credentials or settings changed): its clients are made again, and it is said again.
+        app.updatedAt = created.addingTimeInterval(1)
+        _ = try await directory.client(for: app, tokenEnvironment: .production)
+        _ = try await directory.client(for: app, tokenEnvironment: .development)
+        #expect(logs.messages(containing: warning).count == 2, "\(logs.lines(atLeast: .warning))")
+        await directory.close()
+        await closing
+    }
+}
