@@ -77,11 +77,12 @@ struct RetentionSweeperTests {
                 Issue.record("the push's one chunk was not claimed")
                 return
             }
-            try await store.transaction { db in
-                _ = try await SQLStore.addToChunk(
+            let closed = try await store.transaction { db in
+                try await SQLStore.addToChunk(
                     pushID: "stranded", sequence: chunk.sequence, node: "a", PushProgress(accepted: 3, failures: [], pruned: 0), mark: nil,
                     then: .close, db)
             }
+            #expect(closed)
             #expect(try await store.push(app: "demo", id: "stranded")?.status == .sending)
 
             let logs = LogRecorder()
