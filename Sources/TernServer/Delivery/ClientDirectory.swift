@@ -48,11 +48,10 @@ actor ClientDirectory {
     private let proxy: HTTPProxy?
     /// What a certificate's end of validity is compared with.
     private let clock: any WallClock
-    /// Apps whose certificate's end this node shows (`tern_apns_certificate_expiry_timestamp_seconds`).
-    private var certificateApps: Set<String> = []
-    /// The version (`updatedAt`) of each app whose certificate's end was logged: an app with tokens of both APNs
-    /// environments has two clients, and its certificate is said once.
-    private var certificateLogged: [String: Date] = [:]
+    /// Apps whose certificate's end this node shows (`tern_apns_certificate_expiry_timestamp_seconds`), each with the
+    /// version (`updatedAt`) of the app whose certificate was last noted: an app with tokens of both APNs environments
+    /// has two clients, and its certificate's end is logged once.
+    private var certificateApps: [String: Date] = [:]
     private let logger: Logger
 
     init(
@@ -90,9 +89,8 @@ actor ClientDirectory {
         clientLogger[metadataKey: "app"] = "\(app.id)"
         if let expiry = credentials.certificate?.notValidAfter {
             noteCertificate(expiring: expiry, app: app, logger: clientLogger)
-        } else if certificateApps.remove(app.id) != nil {
+        } else if certificateApps.removeValue(forKey: app.id) != nil {
             Self.certificateGauge(app.id).destroy()
-            certificateLogged[app.id] = nil
         }
         let client: any NotificationSender
         if legacy {
@@ -138,8 +136,7 @@ actor ClientDirectory {
     /// app.
     private func noteCertificate(expiring expiry: Date, app: AppRecord, logger: Logger) {
         Self.certificateGauge(app.id).record(expiry.timeIntervalSince1970)
-        certificateApps.insert(app.id)
-        guard certificateLogged.updateValue(app.updatedAt, forKey: app.id) != app.updatedAt else { return }
+        guard certificateApps.updateValue(app.updatedAt, forKey: app.id) != app.updatedAt else { return }
         let now = clock.now
         let metadata: Logger.Metadata = ["expiresAt": "\(expiry.formatted(.iso8601))"]
         if expiry <= now {
@@ -214,8 +211,7 @@ actor ClientDirectory {
             retired.continuation.yield(entry.client)
         }
         // Shown again, if it still has a certificate, when its next client is made.
-        if certificateApps.remove(app) != nil { Self.certificateGauge(app).destroy() }
-        certificateLogged[app] = nil
+        if certificateApps.removeValue(forKey: app) != nil { Self.certificateGauge(app).destroy() }
     }
 
     /// Closes replaced clients as they come, in parallel; returns once ``close()`` was called and every client is
