@@ -265,9 +265,17 @@ extension SQLStore {
         pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date,
         beforeClosing: (@Sendable (any SQLDatabase) async throws -> Void)?
     ) async throws -> ChunkRecording {
-        let recording = try await transaction { db in
+        let recording = try await transaction { db -> ChunkRecording in
             try await beforeClosing?(db)
-            return try await Self.closeChunk(pushID: pushID, sequence: sequence, node: node, progress, at: now, db)
+            guard try await Self.addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: nil, then: .close, db) else {
+                return .lost
+            }
+            // Only a push handed out in full can be complete; until then the push's row is not read, so recording
+            // chunks does not conflict with nodes claiming from it.
+            let handedOut = try await db.raw("SELECT handed_out FROM pushes WHERE id = \(bind: pushID)").first()?
+                .decode(column: "handed_out", as: Int.self)
+            guard handedOut == 1 else { return .recorded(pushCompleted: false) }
+            return .recorded(pushCompleted: try await Self.completeIfDone(pushID: pushID, at: now, db))
         }
         guard recording == .recorded(pushCompleted: false) else { return recording }
         return .recorded(pushCompleted: await lookAgainForCompletion(of: pushID, at: now))
@@ -294,22 +302,6 @@ extension SQLStore {
                 "cannot check whether a push is complete; the next retention sweep does it", metadata: ["push": "\(pushID)", "error": "\(error)"])
             return false
         }
-    }
-
-    /// Adds a chunk's last results to it, closes it, and completes the push if that was its last open chunk
-    /// (``recordChunk(pushID:sequence:node:_:at:)``'s transaction).
-    static func closeChunk(
-        pushID: String, sequence: Int, node: String, _ progress: PushProgress, at now: Date, _ db: any SQLDatabase
-    ) async throws -> ChunkRecording {
-        guard try await addToChunk(pushID: pushID, sequence: sequence, node: node, progress, mark: nil, then: .close, db) else {
-            return .lost
-        }
-        // Only a push handed out in full can be complete; until then the push's row is not read, so recording
-        // chunks does not conflict with nodes claiming from it.
-        let handedOut = try await db.raw("SELECT handed_out FROM pushes WHERE id = \(bind: pushID)").first()?
-            .decode(column: "handed_out", as: Int.self)
-        guard handedOut == 1 else { return .recorded(pushCompleted: false) }
-        return .recorded(pushCompleted: try await completeIfDone(pushID: pushID, at: now, db))
     }
 
     public func completeStrandedPushes(at now: Date, limit: Int) async throws -> [String] {
