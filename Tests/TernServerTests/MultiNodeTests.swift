@@ -386,14 +386,14 @@ struct MultiNode: Sendable {
                 return (push["status"]?.string == "completed", push["counts"]?["targeted"]?.int)
             }
         } catch {
-            // The rows as the database holds them, for the diagnosis.
-            let rows = try await PostgresTestServer.texts(
+            // The rows as the database holds them, for the diagnosis (which does not hide the failure if it fails).
+            let rows = (try? await PostgresTestServer.texts(
                 """
                 SELECT format('push %s: status %s, handed_out %s, chunks %s', id, status, handed_out, chunks) FROM pushes WHERE id = '\(id)'
                 UNION ALL
                 SELECT format('chunk %s: %s by %s, lease_until %s, accepted %s, failed %s', sequence, status, owner, lease_until, accepted, failed)
                 FROM (SELECT * FROM push_chunks WHERE push_id = '\(id)' ORDER BY sequence) k
-                """, database: databaseURL)
+                """, database: databaseURL)) ?? ["(the rows could not be read)"]
             Issue.record(
                 error, "\(push)\nthe database holds:\n\(rows.joined(separator: "\n"))\nthe nodes logged:\n\(logs.lines(atLeast: .warning).joined(separator: "\n"))")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import SQLKit
 import TernAPNs
 import Testing
 import TernTestSupport
@@ -609,18 +610,12 @@ struct PushChunkTests {
             let sql = try #require(store as? SQLStore)
             let chunks = try await pushClaimedWhole(devices: 10, chunkSize: 5, in: store)
             #expect(chunks.count == 2)
-            let begun = OneTimeSignal()
-            let close = OneTimeSignal()
-            // The first chunk's close, held in its transaction after a first statement. Signals, not streams: a
-            // transaction that conflicts runs again.
+            // The first chunk's close, held in its transaction after a first statement.
+            let held = HeldTransaction()
             async let first = sql.recordChunk(
                 pushID: "p1", sequence: chunks[0].sequence, node: "a", PushProgress(accepted: 5, failures: [], pruned: 0), at: time(3),
-                beforeClosing: { db in
-                    try await db.raw("SELECT 1").run()
-                    begun.fire()
-                    await close.wait()
-                })
-            await begun.wait()
+                beforeClosing: held.hold)
+            await held.begun.wait()
             // The second chunk: (a progress record, then) its close, committed.
             var rest = 5
             if progressRecordBetween {
@@ -631,7 +626,7 @@ struct PushChunkTests {
             }
             let second = try await store.recordChunk(
                 pushID: "p1", sequence: chunks[1].sequence, node: "a", PushProgress(accepted: rest, failures: [], pruned: 0), at: time(3))
-            close.fire()
+            held.release.fire()
             let recordings = [try await first, second]
             #expect(recordings.filter { $0 == .recorded(pushCompleted: true) }.count == 1, "\(recordings)")
             let push = try #require(try await store.push(app: "demo", id: "p1"))
@@ -648,16 +643,11 @@ struct PushChunkTests {
         try await StoreFactory.postgresIndexedReads.withStore { store in
             let sql = try #require(store as? SQLStore)
             let chunk = try await firstOfTwoChunksClaimed(in: store)
-            let begun = OneTimeSignal()
-            let cancel = OneTimeSignal()
-            async let cancelled = sql.cancelPush(app: "demo", id: "p1", at: time(4), beforeCancelling: { db in
-                try await db.raw("SELECT 1").run()
-                begun.fire()
-                await cancel.wait()
-            })
-            await begun.wait()
+            let held = HeldTransaction()
+            async let cancelled = sql.cancelPush(app: "demo", id: "p1", at: time(4), beforeCancelling: held.hold)
+            await held.begun.wait()
             try await recordInTwo(chunk, in: store)
-            cancel.fire()
+            held.release.fire()
             let answer = try #require(try await cancelled)
             #expect(answer.completedNow)
             #expect(answer.push.status == .completed)
@@ -676,16 +666,11 @@ struct PushChunkTests {
             let sql = try #require(store as? SQLStore)
             let chunk = try await firstOfTwoChunksClaimed(in: store)
             for n in 6...10 { #expect(try await store.deleteDevice(app: "demo", deviceID: numbered("device", n))) }
-            let begun = OneTimeSignal()
-            let claim = OneTimeSignal()
-            async let claimed = sql.claimChunk(node: "b", size: 5, leaseUntil: Self.lease, at: time(4), passingOver: [], beforeClaiming: { db in
-                try await db.raw("SELECT 1").run()
-                begun.fire()
-                await claim.wait()
-            })
-            await begun.wait()
+            let held = HeldTransaction()
+            async let claimed = sql.claimChunk(node: "b", size: 5, leaseUntil: Self.lease, at: time(4), passingOver: [], beforeClaiming: held.hold)
+            await held.begun.wait()
             try await recordInTwo(chunk, in: store)
-            claim.fire()
+            held.release.fire()
             #expect(try await claimed == .retrySoon)
             let push = try #require(try await store.push(app: "demo", id: "p1"))
             #expect(push.status == .completed)
@@ -850,6 +835,21 @@ struct PushChunkTests {
     private func registerDevices(_ count: Int, in store: any TernStore) async throws {
         for n in 1...count {
             _ = try await store.register(registration(numbered("device", n), token: numbered("token", n)), app: "demo", at: time(0))
+        }
+    }
+}
+
+/// Holds a transaction after its first statement (so it has taken its snapshot) until `release` fires; `begun` fires
+/// once it is held. Signals, not streams: a transaction that conflicts runs its body again, and then goes straight on.
+struct HeldTransaction {
+    let begun = OneTimeSignal()
+    let release = OneTimeSignal()
+
+    var hold: @Sendable (any SQLDatabase) async throws -> Void {
+        { [begun, release] db in
+            try await db.raw("SELECT 1").run()
+            begun.fire()
+            await release.wait()
         }
     }
 }
