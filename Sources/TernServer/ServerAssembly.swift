@@ -116,6 +116,9 @@ struct ServerAssembly {
             appDeleted: { app in
                 await connections.disconnect(app: app)
                 if !coordinator.isSoleNode { coordinator.announce(DeviceConnections.dropAppEvent(app: app)) }
+            },
+            appChanged: { app in
+                if !coordinator.isSoleNode { coordinator.announce(ClientDirectory.appChangedEvent(app: app)) }
             })
         var demo: TernServer.DemoSecrets?
         do {
@@ -228,8 +231,8 @@ struct ServerAssembly {
             store: store, interval: configuration.inbox.sweepInterval, pushRetention: configuration.delivery.pushRetention,
             coordinator: coordinator, clocks: clocks, logger: logger))
         services.append(ChannelService(
-            store: store, connections: connections, recorder: recorder, tasks: channelTasks, coordinator: coordinator, timer: clocks.timer,
-            clock: clock, nodeTimeout: configuration.channel.nodeTimeout, logger: logger))
+            store: store, connections: connections, clients: clients, recorder: recorder, tasks: channelTasks, coordinator: coordinator,
+            timer: clocks.timer, clock: clock, nodeTimeout: configuration.channel.nodeTimeout, logger: logger))
         if let consoleActivity { services.append(consoleActivity) }
         services.append(HeapTrimmer(timer: clocks.timer, logger: logger))
         self.services = services
@@ -304,10 +307,14 @@ struct ServerAssembly {
 }
 
 /// Wakes this node's device connections when another node kept messages for them, and keeps the presence table
-/// honest: the sole node clears what a previous run left, and a node leaving clears its own entries.
+/// honest: the sole node clears what a previous run left, and a node leaving clears its own entries. When another
+/// node changes or deletes an app, it also closes this node's APNs clients of the app.
 private struct ChannelService: Service {
     let store: any TernStore
     let connections: DeviceConnections
+    /// This node's APNs clients: an app changed or deleted on another node has its clients closed here too, and its
+    /// certificate's end is no longer shown (an alert on it would be about a certificate the app no longer has).
+    let clients: ClientDirectory
     let recorder: ChannelRecorder
     /// The connections' work: checks, opening, sending.
     let tasks: ChannelTasks
@@ -360,6 +367,8 @@ private struct ChannelService: Service {
                         await connections.disconnect(app: app, deviceIDs: deviceIDs)
                     } else if let app = DeviceConnections.dropAppTarget(of: event) {
                         await connections.disconnect(app: app)
+                    } else if let app = ClientDirectory.appChangedTarget(of: event) {
+                        await clients.forget(app: app)
                     } else if let (app, replaced) = connections.replacedTarget(of: event) {
                         await connections.closeReplaced(app: app, connections: replaced)
                     }

@@ -161,6 +161,67 @@ struct MultiNodeCommandTests {
             #expect(simulator.interrupt() == 0)
         }
     }
+
+    /// An app changed or deleted through one node: the other closes its APNs clients of the app too, so the end of a
+    /// certificate the app no longer has leaves that node's metrics (an alert on it would be false). Before, the other
+    /// node showed it until it next sent for the app, and for ever for a deleted app.
+    @Test func anAppChangedOrDeletedThroughOneNodeLeavesTheOtherNodesCertificateGauge() async throws {
+        try await PostgresTestServer.withDatabase(prefix: "tern_cli_apps") { url in
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-apps-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: folder) }
+            let simulator = try SimulatorProcess()
+            let environment = [
+                "TERN_ADMIN_TOKEN": TwoNodes.admin, "TERN_DATABASE_URL": url,
+                "TERN_SERVER_KEY": Data((0..<32).map { UInt8($0 * 7) }).base64EncodedString(),
+            ]
+            // The second node alone at first, so it is the one that sends, and makes the apps' clients.
+            let second = try ServeProcess(folder: folder.appendingPathComponent("b"), arguments: ["--no-demo", "--no-simulator"], environment: environment)
+            defer { second.kill() }
+            let admin = second.client(bearer: TwoNodes.admin)
+            func escaped(_ text: String) -> String { text.replacingOccurrences(of: "\n", with: "\\n") }
+            let caPEM = try String(contentsOf: simulator.stateDirectory.appendingPathComponent("ca.pem"), encoding: .utf8)
+            let endpoint = #"{"host": "127.0.0.1", "port": \#(simulator.port), "caPEM": "\#(escaped(caPEM))"}"#
+            for (app, topic) in [("shop", "com.example.app"), ("mall", "com.example.mall")] {
+                let issued = try simulator.issueCertificate(topic: topic)
+                let certificate = try String(contentsOfFile: issued.certificate, encoding: .utf8)
+                let key = try String(contentsOfFile: issued.privateKey, encoding: .utf8)
+                let created = try await admin.post("/v1/apps", """
+                    {"id": "\(app)", "topic": "\(topic)", "environment": "custom", "endpoint": \(endpoint),
+                     "credentials": {"type": "certificate", "certificatePEM": "\(escaped(certificate))", "privateKeyPEM": "\(escaped(key))"}}
+                    """)
+                guard created.status == 201, case .string(let appKey)? = try created.json()["appKey"],
+                    case .string(let master)? = try created.json()["masterSecret"]
+                else { throw CLITestError("creating \(app): \(created.status) \(created.text)") }
+                let registered = try await second.client(bearer: appKey).put(
+                    "/v1/apps/\(app)/devices/\(ServeCommandTests.device(1))",
+                    #"{"token": "\#(ServeCommandTests.token(1))", "environment": "production"}"#)
+                #expect(registered.status == 200, "\(registered.text)")
+                let pushed = try await second.client(bearer: master).post(
+                    "/v1/apps/\(app)/pushes?wait=20", #"{"audience": {"all": true}, "notification": {"title": "over a certificate"}}"#)
+                #expect(try pushed.json()["counts"]?["accepted"] == .int(1), "\(pushed.text)")
+            }
+            func gauges() async throws -> Set<String> {
+                let metrics = try await second.client(bearer: nil).get("/metrics").text
+                return Set(["shop", "mall"].filter { metrics.contains(#"tern_apns_certificate_expiry_timestamp_seconds{app="\#($0)"}"#) })
+            }
+            #expect(try await gauges() == ["shop", "mall"])
+
+            let first = try ServeProcess(folder: folder.appendingPathComponent("a"), arguments: ["--no-demo", "--no-simulator"], environment: environment)
+            defer { first.kill() }
+            let firstAdmin = first.client(bearer: TwoNodes.admin)
+            let keyPEM = try String(contentsOf: simulator.stateDirectory.appendingPathComponent("SIMKEY0001.p8"), encoding: .utf8)
+            let changed = try await firstAdmin.patch("/v1/apps/shop", """
+                {"credentials": {"type": "token", "keyPEM": "\(escaped(keyPEM))", "keyID": "SIMKEY0001", "teamID": "SIMTEAM001"}}
+                """)
+            #expect(changed.status == 200, "\(changed.text)")
+            try await waitUntil("the second node no longer shows the certificate shop no longer has") { try await gauges() == ["mall"] }
+            #expect(try await firstAdmin.delete("/v1/apps/mall").status == 204)
+            try await waitUntil("the second node no longer shows the certificate of mall, deleted") { try await gauges().isEmpty }
+            #expect(first.interrupt() == 0)
+            #expect(second.interrupt() == 0)
+            #expect(simulator.interrupt() == 0)
+        }
+    }
 }
 
 /// The set-up both tests share: a fresh database, a simulator with 20 ms latency, two nodes with 3-second chunk

@@ -38,4 +38,19 @@ struct ClientDirectoryTests {
         await directory.close()
         await closing
     }
+
+    /// The event a node announces when it changes or deletes an app: the other nodes take it for that app, and take no
+    /// other node event for it, nor it for another.
+    @Test func anAppChangedEventNamesItsAppAndNoOtherEventIsTakenForIt() {
+        let event = ClientDirectory.appChangedEvent(app: "shop")
+        #expect(ClientDirectory.appChangedTarget(of: event) == "shop")
+        #expect(DeviceConnections.dropAppTarget(of: event) == nil)
+        #expect(DeviceConnections.dropTarget(of: event) == nil)
+        let others = [DeviceConnections.dropAppEvent(app: "shop")]
+            + DeviceConnections.dropEvents(app: "shop", deviceIDs: ["d1"])
+            + DeviceConnections.wakeEvents(node: "n1", app: "shop", deviceIDs: ["d1"])
+        #expect(others.compactMap(ClientDirectory.appChangedTarget(of:)).isEmpty)
+        #expect(ClientDirectory.appChangedTarget(of: "appchanged ") == nil, "no app")
+        #expect(ClientDirectory.appChangedTarget(of: "appchanged a b") == nil, "an app id has no space")
+    }
 }

@@ -23,6 +23,9 @@ struct AppsAPI {
     var clock: any WallClock = SystemWallClock()
     /// Told when an app is deleted: its devices' open connections end, on every node.
     var appDeleted: @Sendable (_ app: String) async -> Void = { _ in }
+    /// Told when an app is changed or deleted, after this node closed its own clients of it: the other nodes close
+    /// theirs.
+    var appChanged: @Sendable (_ app: String) async -> Void = { _ in }
 
     struct CreateRequest: Decodable {
         var id: String
@@ -155,6 +158,7 @@ struct AppsAPI {
             _ = try await store.deleteApp(id)
             cache.evict(id)
             await clients.forget(app: id)
+            await appChanged(id)
             await appDeleted(id)
             return .noContent
         }
@@ -283,6 +287,7 @@ struct AppsAPI {
         try await store.updateApp(updated)
         cache.evict(app.id)
         await clients.forget(app: app.id)
+        await appChanged(app.id)
         var shown = try view(updated)
         shown.appKey = appKey
         shown.masterSecret = masterSecret

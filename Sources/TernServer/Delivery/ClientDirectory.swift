@@ -214,6 +214,23 @@ actor ClientDirectory {
         if certificateApps.removeValue(forKey: app) != nil { Self.certificateGauge(app).destroy() }
     }
 
+    // MARK: Events between nodes
+
+    static let appChangedPrefix = "appchanged "
+
+    /// The coordinator event that tells every other node an app was changed or deleted: each closes its clients of the
+    /// app (``forget(app:)``), as the node that made the change did. Until then another node would go on showing a
+    /// certificate the app no longer has, or an app that is gone, in its gauge, and keep the clients' connections
+    /// open; a changed app's clients it would replace only when it next sent for the app.
+    static func appChangedEvent(app: String) -> String { appChangedPrefix + app }
+
+    /// The app of an app-changed event, or nil (not one).
+    static func appChangedTarget(of event: String) -> String? {
+        guard event.hasPrefix(appChangedPrefix) else { return nil }
+        let app = event.dropFirst(appChangedPrefix.count)
+        return app.isEmpty || app.contains(" ") ? nil : String(app)
+    }
+
     /// Closes replaced clients as they come, in parallel; returns once ``close()`` was called and every client is
     /// closed.
     nonisolated func closeRetired() async {
