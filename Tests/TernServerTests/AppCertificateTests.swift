@@ -142,4 +142,52 @@ import Testing
             }
         }
     }
+
+    /// What an Apple certificate is for (its APNs environments and topics) is shown by the API and the console, and the
+    /// console warns when it is not for the app's own environment, the one its tokens are of unless they say otherwise.
+    /// The view is made once for each version of the app: a new certificate shows at once.
+    @Test func whatACertificateIsForIsShownAndOneNotForTheAppsEnvironmentIsWarnedOf() async throws {
+        try await RouterHarness.withServer { server in
+            let authority = try SimulatorCertificateAuthority.generate()
+            func app(_ id: String, environment: String, _ certificate: IssuedCertificate) -> String {
+                #"{"id": "\#(id)", "topic": "com.example.\#(id)", "environment": "\#(environment)", "credentials": \#(Self.pem(certificate))}"#
+            }
+            let developmentOnly = try authority.issuePushCertificate(bundleID: "com.example.shop", environments: [.development])
+            let created = try await server.admin.post("/v1/apps", app("shop", environment: "production", developmentOnly))
+            #expect(created.status == 201, "\(created.text)")
+            #expect(try created.json()[path: "credentials.certificateEnvironments"] == .array([.string("development")]), "\(created.text)")
+            // Apple's list the app's VoIP and complication topics too, and so do the simulator's.
+            let topics = ["com.example.shop", "com.example.shop.voip", "com.example.shop.complication"]
+            #expect(try created.json()[path: "credentials.certificateTopics"] == .array(topics.map { .string($0) }), "\(created.text)")
+            let both = try authority.issuePushCertificate(bundleID: "com.example.both")
+            #expect(try await server.admin.post("/v1/apps", app("both", environment: "production", both)).status == 201)
+            let shown = try await server.admin.get("/v1/apps/both").json()
+            #expect(shown[path: "credentials.certificateEnvironments"] == .array([.string("production"), .string("development")]), "\(shown)")
+            // A token key says nothing of the kind.
+            #expect(try await server.admin.get("/v1/apps/demo").json()[path: "credentials.certificateEnvironments"] == nil)
+
+            let browser = ConsoleBrowser(server)
+            try await browser.signIn(try #require(server.admin.bearer))
+            let shop = try await browser.get("/console/apps/shop")
+            #expect(shop.text.contains("development only; topics " + topics.joined(separator: ", ")), "\(shop.text)")
+            #expect(shop.text.contains(#"id="certificate-environment-warning""#), "\(shop.text)")
+            let bothPage = try await browser.get("/console/apps/both")
+            #expect(bothPage.text.contains("production and development"), "\(bothPage.text)")
+            #expect(!bothPage.text.contains(#"id="certificate-environment-warning""#), "\(bothPage.text)")
+
+            // The app's tokens are development ones now: the certificate is right for it, and no warning is left.
+            #expect(try await server.admin.patch("/v1/apps/shop", #"{"environment": "development"}"#).status == 200)
+            #expect(!(try await browser.get("/console/apps/shop")).text.contains(#"id="certificate-environment-warning""#))
+            // A new certificate is shown at once, though the one before was read for the views before.
+            let renewed = try authority.issuePushCertificate(bundleID: "com.example.shop", environments: [.production], validFor: 20 * 86400)
+            #expect(try await server.admin.patch("/v1/apps/shop", #"{"credentials": \#(Self.pem(renewed))}"#).status == 200)
+            let listed = try await server.admin.get("/v1/apps").json()
+            let entry = try #require(listed["apps"]?.arrayItems?.first { $0["id"]?.string == "shop" }, "\(listed)")
+            #expect(entry[path: "credentials.certificateEnvironments"] == .array([.string("production")]), "\(entry)")
+            let expiry = try #require(entry[path: "credentials.certificateExpiresAt"]?.string
+                .flatMap { try? Date($0, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) })
+            #expect(abs(expiry.timeIntervalSinceNow - 20 * 86400) < 120, "\(entry)")
+            #expect((try await browser.get("/console/apps/shop")).text.contains(#"id="certificate-environment-warning""#))
+        }
+    }
 }

@@ -26,6 +26,8 @@ struct AppsAPI {
     /// Told when an app is changed or deleted, after this node closed its own clients of it: the other nodes close
     /// theirs.
     var appChanged: @Sendable (_ app: String) async -> Void = { _ in }
+    /// What each app's credentials show, made once for each version of the app.
+    let summaries = CredentialsSummaries()
 
     struct CreateRequest: Decodable {
         var id: String
@@ -119,7 +121,7 @@ struct AppsAPI {
         }
         apps.get { request, context -> AppList in
             try authorization.requireAdmin(request, context)
-            return AppList(apps: try await store.apps().map { try view($0) })
+            return AppList(apps: try views(try await store.apps()))
         }
         apps.get(":app") { request, context -> AppView in
             try authorization.requireAdmin(request, context)
@@ -157,6 +159,7 @@ struct AppsAPI {
             let id = try await app(context).id
             _ = try await store.deleteApp(id)
             cache.evict(id)
+            summaries.forget(id)
             await clients.forget(app: id)
             await appChanged(id)
             await appDeleted(id)
@@ -299,8 +302,14 @@ struct AppsAPI {
         return shown
     }
 
+    /// The views of every app there is.
+    func views(_ apps: [AppRecord]) throws -> [AppView] {
+        summaries.keep(only: Set(apps.map(\.id)))
+        return try apps.map { try view($0) }
+    }
+
     func view(_ app: AppRecord) throws -> AppView {
-        let credentials = try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials)
+        let credentials = try summaries.summary(of: app) { try AppCredentialsVault(serverKey: serverKey).open(app.sealedCredentials).summary }
         return AppView(
             id: app.id, topic: app.topic, environment: app.environment.rawValue,
             endpoint: app.endpoint.map {
@@ -308,7 +317,7 @@ struct AppsAPI {
                     host: $0.host, port: $0.port, customCA: $0.caPEM != nil,
                     feedbackPort: app.transport == AppRecord.legacy ? $0.feedbackPort ?? $0.port + 1 : nil)
             },
-            credentials: credentials.summary, webhookURL: app.webhookURL, inboxMaxTTL: app.inboxMaxTTL, inboxCap: app.inboxCap,
+            credentials: credentials, webhookURL: app.webhookURL, inboxMaxTTL: app.inboxMaxTTL, inboxCap: app.inboxCap,
             transport: app.transport, feedbackInterval: app.transport == AppRecord.legacy ? app.feedbackInterval : nil,
             feedbackPolledAt: app.feedbackPolledAt, userBinding: app.userBinding.rawValue, hasIdentitySecret: app.sealedIdentitySecret != nil,
             createdAt: app.createdAt, updatedAt: app.updatedAt)

@@ -1657,6 +1657,24 @@ enum OpenAPIDocument {
         "type": "string",
         "format": "date-time",
         "description": "A certificate's or PKCS#12 bundle's end of validity (its notValidAfter): APNs refuses it after that"
+       },
+       "certificateEnvironments": {
+        "type": "array",
+        "items": {
+         "type": "string",
+         "enum": [
+          "production",
+          "development"
+         ]
+        },
+        "description": "The APNs environments an Apple push certificate is for: APNs refuses it for a token of another"
+       },
+       "certificateTopics": {
+        "type": "array",
+        "items": {
+         "type": "string"
+        },
+        "description": "The topics an Apple push certificate may push to: the bundle id, and its .voip or .complication forms"
        }
       },
       "required": [

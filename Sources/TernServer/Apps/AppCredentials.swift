@@ -1,6 +1,8 @@
 import Foundation
+import Synchronization
 import TernAPNs
 import TernAPNsClient
+import TernStore
 import TernWeb
 
 /// An app's APNs credentials, as the API takes them and as they are sealed at rest with the server key.
@@ -81,13 +83,21 @@ enum AppCredentials: Codable, Sendable, Equatable {
         }
     }
 
-    /// What may be shown of them: the type, the key's ids and a certificate's end of validity, never key material.
+    /// What may be shown of them: the type, the key's ids, and a certificate's end of validity and what Apple's
+    /// certificate says it is for (its APNs environments and topics); never key material.
     var summary: CredentialsSummary {
+        let type: String
         switch self {
-        case .token(_, let keyID, let teamID): CredentialsSummary(type: "token", keyID: keyID, teamID: teamID)
-        case .certificate: CredentialsSummary(type: "certificate", certificateExpiresAt: certificate?.notValidAfter)
-        case .pkcs12: CredentialsSummary(type: "pkcs12", certificateExpiresAt: certificate?.notValidAfter)
+        case .token(_, let keyID, let teamID): return CredentialsSummary(type: "token", keyID: keyID, teamID: teamID)
+        case .certificate: type = "certificate"
+        case .pkcs12: type = "pkcs12"
         }
+        let certificate = self.certificate
+        // Only Apple's certificates say what they are for; a custom gateway's may not.
+        let identity = certificate.flatMap { try? PushCertificateIdentity.apple(derEncoded: $0.der) }
+        return CredentialsSummary(
+            type: type, certificateExpiresAt: certificate?.notValidAfter,
+            certificateEnvironments: identity.map { $0.environments.map(\.rawValue).sorted(by: >) }, certificateTopics: identity?.topics)
     }
 
     /// A certificate's or bundle's certificate, read once; nil for a token key (not parsed), or for a certificate that
@@ -123,4 +133,35 @@ struct CredentialsSummary: Codable, Sendable, Equatable {
     var teamID: String?
     /// A certificate's end of validity: APNs refuses the certificate after it.
     var certificateExpiresAt: Date?
+    /// The APNs environments an Apple push certificate is for (`production`, `development`, or both); APNs refuses it
+    /// for a token of another.
+    var certificateEnvironments: [String]?
+    /// The topics an Apple push certificate may push to: the bundle id, and `.voip` or `.complication` forms of it.
+    var certificateTopics: [String]?
+}
+
+/// Each app's ``CredentialsSummary`` by the version (`updatedAt`) it was made for: showing an app reads its
+/// certificate, and a PKCS#12 bundle is decrypted for that, so it is done once for each change of the app, not for
+/// every view. One entry for each app shown; an app's goes when it is deleted, or missing from a listing.
+final class CredentialsSummaries: Sendable {
+    private let entries = Mutex<[String: (version: Date, summary: CredentialsSummary)]>([:])
+
+    /// The summary of `app`'s credentials at its version, made by `make` if it was not yet.
+    func summary(of app: AppRecord, _ make: () throws -> CredentialsSummary) rethrows -> CredentialsSummary {
+        if let entry = entries.withLock({ $0[app.id] }), entry.version == app.updatedAt { return entry.summary }
+        let summary = try make()
+        entries.withLock { $0[app.id] = (app.updatedAt, summary) }
+        return summary
+    }
+
+    /// Keeps the entries of these apps only (all there are).
+    func keep(only apps: Set<String>) {
+        entries.withLock { $0 = $0.filter { apps.contains($0.key) } }
+    }
+
+    func forget(_ app: String) {
+        entries.withLock { _ = $0.removeValue(forKey: app) }
+    }
+
+    var count: Int { entries.withLock { $0.count } }
 }

@@ -122,7 +122,7 @@ struct ConsoleRoutes: Sendable {
 
     private func appsPage(_ user: SignedIn, form: ConsoleForm, problem: Problem?, status: HTTPResponse.Status) async throws -> Response {
         let now = clock.now
-        let rows = try await store.apps().map { AppRow(try apps.view($0), now: now) }
+        let rows = try apps.views(try await store.apps()).map { AppRow($0, now: now) }
         return page("apps", chrome(user, "Apps") { $0.appsPage = true }, view: AppsView(apps: rows, form: form), problem: problem, status: status)
     }
 

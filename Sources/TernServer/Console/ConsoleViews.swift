@@ -181,8 +181,12 @@ struct AppRow {
     var credentials: String
     /// When the app's certificate stops being valid, and how soon.
     var certificate: String?
+    /// What the app's Apple push certificate is for: its APNs environments, and its topics.
+    var certificateFor: String?
     /// Said at the top of the app's page when its certificate has expired or expires within 30 days.
     var certificateWarning: String?
+    /// Said at the top of the app's page when its certificate is not for the app's APNs environment.
+    var certificateEnvironmentWarning: String?
     var userBinding: String
     var identitySecret: String
     var webhookURL: String
@@ -213,6 +217,16 @@ struct AppRow {
                     certificateWarning =
                         "The app's push certificate expires in \(days) day\(days == 1 ? "" : "s") (\(date)). After that APNs refuses it and every notification fails: make a new one in Apple's developer account and change the credentials, or use a token key (.p8), which does not expire."
                 }
+            }
+        }
+        if let environments = credentials.certificateEnvironments {
+            let both = Set(environments) == [APNsEnvironment.production.rawValue, APNsEnvironment.development.rawValue]
+            certificateFor = (both ? "production and development" : environments.joined(separator: ", ") + " only")
+                + (credentials.certificateTopics.map { "; topics " + $0.joined(separator: ", ") } ?? "")
+            // The app's environment is the one its tokens go to when they do not say theirs; on Apple's servers only.
+            if ["production", "development"].contains(view.environment), !environments.contains(view.environment) {
+                certificateEnvironmentWarning =
+                    "The app's push certificate is for \(environments.joined(separator: " and ")) only, and the app's tokens are \(view.environment) ones unless they say otherwise: APNs refuses the certificate for them. Make a certificate for \(view.environment) in Apple's developer account (or one for both), or use a token key (.p8), which works for both."
             }
         }
         userBinding = view.userBinding

@@ -103,6 +103,7 @@ extension ConsoleTemplates {
         {{<layout}}{{$main}}
         {{#view.app}}
         {{#certificateWarning}}<div class="error" role="alert" id="certificate-warning"><p>{{.}}</p></div>{{/certificateWarning}}
+        {{#certificateEnvironmentWarning}}<div class="error" role="alert" id="certificate-environment-warning"><p>{{.}}</p></div>{{/certificateEnvironmentWarning}}
         <dl class="facts">
           <dt>Topic</dt><dd>{{topic}}</dd>
           <dt>Environment</dt><dd>{{environment}}</dd>
@@ -110,6 +111,7 @@ extension ConsoleTemplates {
           <dt>Transport</dt><dd>{{transport}}</dd>
           <dt>Credentials</dt><dd>{{credentials}}</dd>
           {{#certificate}}<dt>Certificate valid until</dt><dd>{{.}}</dd>{{/certificate}}
+          {{#certificateFor}}<dt>Certificate for</dt><dd>{{.}}</dd>{{/certificateFor}}
           <dt>User binding</dt><dd>{{userBinding}}</dd>
           <dt>Identity secret</dt><dd>{{identitySecret}}</dd>
           <dt>Webhook URL</dt><dd>{{webhookURL}}</dd>
