@@ -33,11 +33,15 @@ public struct PushRecord: Sendable, Equatable {
     public var cancelledAt: Date?
     /// When a push stored as ``Status-swift.enum/scheduled`` is to be sent; nil for a push sent as soon as it is stored.
     public var sendAt: Date?
+    /// A throttled push's recipients handed out a second at most, across every node: one chunk at a time, of at most
+    /// that many, each the time its size takes at this rate after the one before. It holds none of its app's later
+    /// pushes back, and waits for none of the earlier ones. Nil: as fast as the nodes go, in the app's order.
+    public var ratePerSecond: Int?
 
     public init(
         id: String, appID: String, idempotencyKey: String?, audience: Audience, notification: [UInt8], status: Status = .pending,
         counts: PushCounts = PushCounts(), cursor: String? = nil, createdAt: Date, finishedAt: Date? = nil, cancelledAt: Date? = nil,
-        sendAt: Date? = nil
+        sendAt: Date? = nil, ratePerSecond: Int? = nil
     ) {
         self.id = id
         self.appID = appID
@@ -51,6 +55,7 @@ public struct PushRecord: Sendable, Equatable {
         self.finishedAt = finishedAt
         self.cancelledAt = cancelledAt
         self.sendAt = sendAt
+        self.ratePerSecond = ratePerSecond
     }
 }
 
@@ -326,6 +331,8 @@ public enum ChunkClaim: Sendable, Equatable {
     /// Nothing claimable now, but something may be soon (another node was claiming from the same push, or a push
     /// just completed): ask again shortly.
     case retrySoon
+    /// Nothing claimable now; a throttled push's next chunk may be handed out at this time.
+    case notBefore(Date)
     /// Nothing to do until a push is stored or a lease runs out.
     case idle
 }

@@ -2224,6 +2224,12 @@ enum OpenAPIDocument {
       "type": "string",
       "format": "date-time",
       "description": "when to send it (RFC 3339, with its offset), at most 90 days ahead; until then its status is scheduled. A time already past sends it now"
+     },
+     "ratePerSecond": {
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 100000,
+      "description": "throttles it: at most this many recipients a second, across every node, a second's worth at a time. A throttled push is out of its app's order: it holds none of the app's later pushes back (a later one may reach a device first)"
      }
     },
     "required": [
@@ -2316,6 +2322,10 @@ enum OpenAPIDocument {
       "type": "string",
       "format": "date-time",
       "description": "when a scheduled push is (or was) to be sent"
+     },
+     "ratePerSecond": {
+      "type": "integer",
+      "description": "a throttled push's recipients a second at most"
      },
      "failureDetails": {
       "type": "object",

@@ -29,6 +29,9 @@ struct PushesAPI {
         /// When to send it, an RFC 3339 date-time, at most ``longestSchedule`` ahead: until then it is `scheduled`.
         /// A time already past sends it now.
         var sendAt: String?
+        /// Throttles it: at most this many recipients a second (1-100,000), across every node. Such a push is out of
+        /// its app's order: it holds none of the app's later pushes back (a later one may reach a device first).
+        var ratePerSecond: Int?
     }
 
     /// `POST …/pushes/{id}/cancel` takes no body, or an empty object: any member is an unknown field, refused, so that
@@ -69,6 +72,8 @@ struct PushesAPI {
         var cancelledAt: Date?
         /// When it is (or was) to be sent, for a push made with a `sendAt` still ahead.
         var sendAt: Date?
+        /// A throttled push's recipients a second at most.
+        var ratePerSecond: Int?
         /// By failure reason, what the reason alone does not say, from the first failure that said it: the APNs
         /// client's last connect error (`connectionFailed`, `timedOut`), why the app has no client
         /// (`clientUnavailable`), why a token APNs refused outright was kept. Absent when no failure had one.
@@ -252,10 +257,11 @@ struct PushesAPI {
         try Self.checkTokenKind(content, audience: audience)
         let now = clock.now
         let sendAt = try Self.sendAt(body.sendAt, content: content, now: now)
+        let rate = try Self.ratePerSecond(body.ratePerSecond)
         let record = PushRecord(
             id: id, appID: app.id, idempotencyKey: body.idempotencyKey, audience: audience,
             notification: Array(try JSONEncoder().encode(content)), status: sendAt == nil ? .pending : .scheduled, createdAt: now,
-            sendAt: sendAt)
+            sendAt: sendAt, ratePerSecond: rate)
         let (push, created) = try await store.createPush(record)
         // A scheduled push is made pending by the claim that finds it due (the dispatcher looks every second).
         if created, push.status != .scheduled { dispatcher.wake() }
@@ -319,6 +325,7 @@ struct PushesAPI {
             id: push.id, status: push.status.rawValue, idempotencyKey: push.idempotencyKey,
             counts: viewCounts,
             createdAt: push.createdAt, finishedAt: push.finishedAt, cancelledAt: push.cancelledAt, sendAt: push.sendAt,
+            ratePerSecond: push.ratePerSecond,
             failureDetails: counts.failureDetails.isEmpty ? nil : counts.failureDetails, failures: failures, nextFailures: next)
     }
 
@@ -348,6 +355,17 @@ struct PushesAPI {
             throw .badRequest(field: "apns.expiration", "apns.expiration is before sendAt: the notification would expire before it is sent")
         }
         return date
+    }
+
+    /// The fastest a push may be throttled to: faster, and throttling would only take it out of its app's order.
+    static let fastestThrottle = 100_000
+
+    static func ratePerSecond(_ rate: Int?) throws(JSONAPIError) -> Int? {
+        guard let rate else { return nil }
+        guard (1...fastestThrottle).contains(rate) else {
+            throw .badRequest(field: "ratePerSecond", "ratePerSecond is 1-\(fastestThrottle) recipients a second")
+        }
+        return rate
     }
 
     /// A push type whose tokens are of their own kind (``APNsPushType/tokenSource``: VoIP, Live Activities…) goes to

@@ -139,6 +139,7 @@ enum ConsoleRequests {
         body.number("ackTimeout", form.given("ackTimeout"))
         body.string("idempotencyKey", form.given("idempotencyKey"))
         body.string("sendAt", form.given("sendAt"))
+        body.number("ratePerSecond", form.given("ratePerSecond"))
         return body
     }
 

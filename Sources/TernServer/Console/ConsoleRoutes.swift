@@ -303,6 +303,7 @@ struct ConsoleRoutes: Sendable {
             // What sending it would refuse, said before it is sent: a VoIP push to a tag, a sendAt past expiry.
             try PushesAPI.checkTokenKind(content, audience: try PushesAPI.audience(request.audience))
             _ = try PushesAPI.sendAt(request.sendAt, content: content, now: clock.now)
+            _ = try PushesAPI.ratePerSecond(request.ratePerSecond)
             preview.show(content, topic: app.topic)
         } catch {
             preview.problem = (error.field.map { "\($0): " } ?? "") + error.message

@@ -419,6 +419,8 @@ struct PushPageView {
         var cancelledAt: String?
         /// When it is (or was) to be sent, for a scheduled push.
         var sendAt: String?
+        /// A throttled push's recipients a second at most.
+        var ratePerSecond: Int?
         /// Whether its Stop button shows: it is not completed, nor cancelled yet.
         var stoppable: Bool
         var online: Online?
@@ -448,7 +450,7 @@ struct PushPageView {
         push = Summary(
             id: view.id, status: view.status, targeted: counts.targeted, accepted: counts.accepted, failed: counts.failed, pruned: counts.pruned,
             inboxDropped: counts.inboxDropped, createdAt: ConsoleFormat.date(view.createdAt), finishedAt: ConsoleFormat.date(view.finishedAt),
-            cancelledAt: view.cancelledAt.map { ConsoleFormat.date($0) }, sendAt: view.sendAt.map { ConsoleFormat.date($0) }, stoppable: view.status != "completed" && view.cancelledAt == nil,
+            cancelledAt: view.cancelledAt.map { ConsoleFormat.date($0) }, sendAt: view.sendAt.map { ConsoleFormat.date($0) }, ratePerSecond: view.ratePerSecond, stoppable: view.status != "completed" && view.cancelledAt == nil,
             online: counts.deliveredOnline.map {
                 Online(deliveredOnline: $0, acked: counts.acked ?? 0, fellBackToAPNs: counts.fellBackToAPNs ?? 0, opened: counts.opened ?? 0)
             })

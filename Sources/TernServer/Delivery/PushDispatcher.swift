@@ -216,6 +216,10 @@ final class PushDispatcher: Service {
                 start(chunk, admission.reserve())
             case .retrySoon:
                 return .milliseconds(20)
+            case .notBefore(let due):
+                // A throttled push's next chunk: looked for again when it is due.
+                let wait = Duration.seconds(max(0.001, due.timeIntervalSince(clocks.wall.now)))
+                return min(wait, settings.pollInterval)
             case .idle:
                 return settings.pollInterval
             }

@@ -448,6 +448,13 @@ extension SQLStore {
             Migration(version: 17, name: "devices by creation", statements: [
                 "CREATE INDEX devices_by_creation ON devices (app_id, created_at, device_id)",
             ]),
+            // A push can be throttled: `rate_per_second` recipients handed out a second at most, one chunk at a time,
+            // the next not before `next_chunk_at`. A node of the previous version (during a rolling upgrade) sends
+            // its chunks unthrottled.
+            Migration(version: 18, name: "throttled pushes", statements: [
+                "ALTER TABLE pushes ADD COLUMN rate_per_second INTEGER",
+                "ALTER TABLE pushes ADD COLUMN next_chunk_at BIGINT",
+            ]),
         ]
     }
 }

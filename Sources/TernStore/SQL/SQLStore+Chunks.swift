@@ -30,13 +30,16 @@ extension SQLStore {
             var handedOutNow: [String] = []
             try await beforeClaiming?(db)
             try await Self.releaseDuePushes(at: now, nextOrdinal: nextOrdinal, lock: lock, db)
-            // Pushes with audience left to hand out, or with a chunk whose lease ran out, with how many of their chunks
-            // are being sent now.
+            // Pushes with audience left to hand out (a throttled one only when its next chunk is due), or with a chunk
+            // whose lease ran out, with how many of their chunks are being sent now. Throttled pushes waiting for
+            // their time are left out here, so however many there are, they take no room in the scan.
             let stored = try await db.raw("""
-                SELECT \(unsafeRaw: Columns.push), ordinal, chunks, handed_out,
+                SELECT \(unsafeRaw: Columns.push), ordinal, chunks, handed_out, next_chunk_at,
                     (SELECT COUNT(*) FROM push_chunks k WHERE k.push_id = p.id AND k.status = 'claimed') AS open_chunks
                 FROM pushes p\(unsafeRaw: byOrdinal)
-                WHERE status IN ('pending', 'sending') AND (handed_out = 0 OR EXISTS (
+                WHERE status IN ('pending', 'sending') AND ((handed_out = 0 AND (rate_per_second IS NULL OR (
+                    COALESCE(next_chunk_at, 0) <= \(bind: now.milliseconds)
+                    AND NOT EXISTS (SELECT 1 FROM push_chunks k WHERE k.push_id = p.id AND k.status = 'claimed')))) OR EXISTS (
                     SELECT 1 FROM push_chunks k WHERE k.push_id = p.id AND k.status = 'claimed'
                         AND k.lease_until < \(bind: now.milliseconds)))
                 ORDER BY ordinal
@@ -47,10 +50,16 @@ extension SQLStore {
             var retrySoon = false
             for row in candidates {
                 var push = try PushRecord(row: row)
-                // An app's first candidate only: a later one waits at least until this one is handed out in full.
-                guard looked.insert(push.appID).inserted, !passingOver.contains(push.appID) else { continue }
-                let ordinal = try row.decode(column: "ordinal", as: Int64.self)
-                guard try await !Self.waitsForEarlierPushes(push, ordinal: ordinal, node: node, indexedBy: byApp, db) else { continue }
+                let rate = push.ratePerSecond
+                if rate == nil {
+                    // An app's first candidate only: a later one waits at least until this one is handed out in full.
+                    guard looked.insert(push.appID).inserted, !passingOver.contains(push.appID) else { continue }
+                    let ordinal = try row.decode(column: "ordinal", as: Int64.self)
+                    guard try await !Self.waitsForEarlierPushes(push, ordinal: ordinal, node: node, indexedBy: byApp, db) else { continue }
+                } else {
+                    // A throttled push is out of its app's order: it waits for no earlier push, and holds no later one back.
+                    guard !passingOver.contains(push.appID) else { continue }
+                }
 
                 // A chunk whose lease ran out (its node died, lost the database, or gave it up): taken over as it was.
                 if let open = try await db.raw("""
@@ -79,6 +88,12 @@ extension SQLStore {
                     retrySoon = true
                     continue
                 }
+                var size = size
+                if let rate {
+                    // One chunk at a time (the scan found none open), of a second's worth at most, each in its turn.
+                    guard try row.decode(column: "open_chunks", as: Int.self) == 0 else { continue }
+                    size = min(size, rate)
+                }
                 // The next run of the audience. Another node handing out from this push now has its row locked.
                 guard try await db.raw("SELECT id FROM pushes WHERE id = \(bind: push.id)\(unsafeRaw: lock)").first() != nil else {
                     retrySoon = true
@@ -103,16 +118,26 @@ extension SQLStore {
                     VALUES (\(bind: push.id), \(bind: sequence), \(bind: push.cursor), \(bind: last.key), 'claimed', \(bind: node),
                         \(bind: leaseUntil.milliseconds), \(bind: now.milliseconds))
                     """).run()
+                // A throttled push's next chunk is due when this one's recipients have had their time at the rate.
+                let nextChunkAt = rate.map { now.milliseconds + Int64((Double(page.items.count) * 1000 / Double($0)).rounded(.up)) }
                 try await db.raw("""
                     UPDATE pushes SET cursor_key = \(bind: last.key), chunks = chunks + 1, handed_out = \(bind: page.next == nil ? 1 : 0),
-                        status = 'sending', started_at = COALESCE(started_at, \(bind: now.milliseconds))
+                        status = 'sending', started_at = COALESCE(started_at, \(bind: now.milliseconds)),
+                        next_chunk_at = \(bind: nextChunkAt)
                     WHERE id = \(bind: push.id)
                     """).run()
                 push.status = .sending
                 push.cursor = last.key
                 return (.chunk(PushChunk(push: push, sequence: sequence, recipients: page.items, reclaimed: false)), handedOutNow)
             }
-            return (retrySoon ? .retrySoon : .idle, handedOutNow)
+            if retrySoon { return (.retrySoon, handedOutNow) }
+            // Nothing to claim: when the next chunk of a throttled push is due, if one waits for its time.
+            let due = try await db.raw("""
+                SELECT MIN(next_chunk_at) AS due FROM pushes p\(unsafeRaw: byOrdinal)
+                WHERE status IN ('pending', 'sending') AND handed_out = 0 AND rate_per_second IS NOT NULL
+                    AND next_chunk_at > \(bind: now.milliseconds)
+                """).first()?.decode(column: "due", as: Int64?.self)
+            return (due.map { .notBefore(Date(milliseconds: $0)) } ?? .idle, handedOutNow)
         }
         for pushID in handedOutNow { _ = await lookAgainForCompletion(of: pushID, at: now) }
         return claim
@@ -337,7 +362,7 @@ extension SQLStore {
         try await db.raw("""
             SELECT 1 AS waits FROM pushes e\(unsafeRaw: indexedBy)
             WHERE e.app_id = \(bind: push.appID) AND e.status IN ('pending', 'sending')
-                AND e.ordinal < \(bind: ordinal)
+                AND e.ordinal < \(bind: ordinal) AND e.rate_per_second IS NULL
                 AND (e.handed_out = 0 OR EXISTS (
                     SELECT 1 FROM push_chunks k WHERE k.push_id = e.id AND k.status = 'claimed' AND k.owner <> \(bind: node)))
             LIMIT 1

@@ -99,6 +99,8 @@ struct ConsolePageTests {
              #"{"audience": {"all": true}, "notification": {"title": "x"}, "inbox": {"ttl": 0}}"#),
             ([("audience.kind", "all"), ("notification.title", "x"), ("apns.expiration", "soon")],
              #"{"audience": {"all": true}, "notification": {"title": "x"}, "apns": {"expiration": "soon"}}"#),
+            ([("audience.kind", "all"), ("notification.title", "x"), ("ratePerSecond", "0")],
+             #"{"audience": {"all": true}, "notification": {"title": "x"}, "ratePerSecond": 0}"#),
         ]
         for (form, json) in cases {
             let api = try await server.master.post("/v1/apps/demo/pushes", json)

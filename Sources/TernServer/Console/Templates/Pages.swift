@@ -261,6 +261,7 @@ extension ConsoleTemplates {
           {{#online}}<dt>Delivered online</dt><dd>{{deliveredOnline}}</dd><dt>Acknowledged</dt><dd>{{acked}}</dd><dt>Fell back to APNs</dt><dd>{{fellBackToAPNs}}</dd><dt>Opened</dt><dd>{{opened}}</dd>{{/online}}
           <dt>Created</dt><dd><time datetime="{{createdAt}}">{{createdAt}}</time></dd>
           {{#sendAt}}<dt>Scheduled for</dt><dd><time datetime="{{.}}">{{.}}</time></dd>{{/sendAt}}
+          {{#ratePerSecond}}<dt>Throttled to</dt><dd>{{.}} recipients a second</dd>{{/ratePerSecond}}
           <dt>Finished</dt><dd data-field="finishedAt">{{finishedAt}}</dd>
           {{#cancelledAt}}<dt>Cancelled</dt><dd>{{.}}: no recipient was handed out after it</dd>{{/cancelledAt}}
           <dt>Push id</dt><dd><code>{{id}}</code></dd>
