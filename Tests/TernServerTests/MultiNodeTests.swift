@@ -300,6 +300,33 @@ struct MultiNodeTests {
             #expect(arrivals.filter { $0.token == Fixture.token(2) }.count == 1)
         }
     }
+
+    @Test("a throttled push keeps its rate with both nodes claiming: a second's worth at a time, each device once")
+    func aThrottledPushKeepsItsRateAcrossNodes() async throws {
+        try await MultiNode.with { cluster in
+            try await cluster.createApp(on: cluster.nodes[0])
+            try await cluster.register(60, on: cluster.nodes[1])
+            let stored = try await cluster.master(0).post(
+                "/v1/apps/shop/pushes", Fixture.push(audience: #"{"all": true}"#, title: "paced", extra: #", "ratePerSecond": 20"#))
+            #expect(stored.status == 202, "\(stored.text)")
+            let id = try #require(try stored.json()["id"]?.string)
+            try await waitUntil("the throttled push to complete", within: 60, every: .milliseconds(100)) {
+                try await cluster.master(1).get("/v1/apps/shop/pushes/\(id)").json()["status"]?.string == "completed"
+            }
+            let arrivals = cluster.arrivals()
+            #expect(arrivals.count == 60 && Set(arrivals.map(\.token)).count == 60, "each device once: \(arrivals.count)")
+            // Three chunks of 20, each claimed (by either node) a second or more after the one before, by the
+            // database's clock.
+            let claimed = try await PostgresTestServer.integers(
+                "SELECT claimed_at FROM push_chunks WHERE push_id = '\(id)' ORDER BY sequence", database: cluster.databaseURL)
+            #expect(claimed.count == 3, "\(claimed)")
+            let gaps = zip(claimed.dropFirst(), claimed).map { $0 - $1 }
+            #expect(gaps.allSatisfy { $0 >= 1_000 }, "milliseconds between chunks: \(gaps)")
+            let sizes = try await PostgresTestServer.integers(
+                "SELECT accepted FROM push_chunks WHERE push_id = '\(id)' ORDER BY sequence", database: cluster.databaseURL)
+            #expect(sizes == [20, 20, 20])
+        }
+    }
 }
 
 /// Two nodes, one database, one simulator.
