@@ -6,12 +6,14 @@
 #   scripts/bench-history.sh                      # 300,000 kept pushes, 500 pushes timed
 #   HISTORY=0 scripts/bench-history.sh            # the same with nothing kept, to compare
 #   SCHEDULED=100000 scripts/bench-history.sh     # and 100,000 pushes scheduled for tomorrow besides
+#   THROTTLED=1000 scripts/bench-history.sh       # and 1,000 throttled pushes whose next chunk is due tomorrow
 #   TERN=/path/to/tern scripts/bench-history.sh   # another build (an earlier version, say) instead of building
 #
 # What it does (release build, SQLite, the built-in simulator, everything on loopback):
 #   1. `tern serve` on a fresh folder: one device, one push to it (completed), then it stops. The script copies that
 #      push (and its chunk) HISTORY times in SQL (sqlite3), finished a day ago, and SCHEDULED times as a push
-#      scheduled (`sendAt`) for a day later, not yet sent.
+#      scheduled (`sendAt`) for a day later, not yet sent, and THROTTLED times as a throttled push being sent
+#      (`ratePerSecond` 1) whose next chunk is due a day later.
 #   2. `tern serve` on that database: PUSHES pushes to the device, one after another, each waiting for its outcome
 #      (`?wait=10`); the script prints their latencies and rate.
 set -euo pipefail
@@ -19,6 +21,7 @@ cd "$(dirname "$0")/.."
 
 HISTORY=${HISTORY:-300000}
 SCHEDULED=${SCHEDULED:-0}
+THROTTLED=${THROTTLED:-0}
 PUSHES=${PUSHES:-500}
 
 need() { command -v "$1" >/dev/null 2>&1; }
@@ -76,6 +79,21 @@ INSERT INTO pushes ($(sqlite3 "$work/tern.db" "SELECT group_concat(name, ', ') F
 COMMIT;
 SQL
 fi
+if [ "$THROTTLED" -gt 0 ]; then
+  echo "── copying the push $THROTTLED times, throttled, its next chunk due tomorrow" >&2
+  throttled=$(sqlite3 "$work/tern.db" "SELECT group_concat(CASE name WHEN 'id' THEN 'id || ''-t'' || n' WHEN 'status' THEN '''sending'''
+    WHEN 'rate_per_second' THEN '1' WHEN 'next_chunk_at' THEN 'created_at + 86400000' WHEN 'handed_out' THEN '0' WHEN 'chunks' THEN '0'
+    WHEN 'cursor_key' THEN 'NULL' WHEN 'finished_at' THEN 'NULL' WHEN 'targeted' THEN '0' WHEN 'accepted' THEN '0'
+    WHEN 'idempotency_key' THEN 'NULL' WHEN 'ordinal' THEN 'ordinal + $HISTORY + $SCHEDULED + n' ELSE name END, ', ') FROM pragma_table_info('pushes')")
+  sqlite3 "$work/tern.db" <<SQL
+BEGIN;
+CREATE TEMP TABLE seq (n INTEGER PRIMARY KEY);
+WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < $THROTTLED) INSERT INTO seq SELECT n FROM s;
+INSERT INTO pushes ($(sqlite3 "$work/tern.db" "SELECT group_concat(name, ', ') FROM pragma_table_info('pushes')"))
+  SELECT $throttled FROM pushes, seq WHERE id NOT LIKE '%-%-%-%-%-%';
+COMMIT;
+SQL
+fi
 echo "kept: $(sqlite3 "$work/tern.db" "SELECT status, COUNT(*) FROM pushes GROUP BY status" | tr '\n' ' ')" >&2
 
 # ── 2. one push after another
@@ -88,7 +106,7 @@ took=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
 stop_server
 
 echo
-sort -n "$work/latencies" | awk -v history="$HISTORY" -v scheduled="$SCHEDULED" -v took="$took" '{a[NR] = $1; s[$2]++} END {
-  printf "%d pushes to one device, one after another, with %d kept and %d scheduled: %.1f pushes/s; median %.1f ms, p99 %.1f ms, max %.1f ms; statuses",
-    NR, history, scheduled, NR / took, a[int((NR + 1) / 2)] * 1000, a[int(NR * 0.99 + 0.5)] * 1000, a[NR] * 1000
+sort -n "$work/latencies" | awk -v history="$HISTORY" -v scheduled="$SCHEDULED" -v throttled="$THROTTLED" -v took="$took" '{a[NR] = $1; s[$2]++} END {
+  printf "%d pushes to one device, one after another, with %d kept, %d scheduled and %d throttled waiting: %.1f pushes/s; median %.1f ms, p99 %.1f ms, max %.1f ms; statuses",
+    NR, history, scheduled, throttled, NR / took, a[int((NR + 1) / 2)] * 1000, a[int(NR * 0.99 + 0.5)] * 1000, a[NR] * 1000
   for (k in s) printf " %s × %d", k, s[k]; printf "\n" }'
