@@ -64,35 +64,31 @@ INSERT INTO push_chunks ($chunk_columns) SELECT $(copy push_chunks push_id "push
 COMMIT;
 SQL
 fi
-if [ "$SCHEDULED" -gt 0 ]; then
-  echo "── copying the push $SCHEDULED times, scheduled for tomorrow" >&2
-  scheduled=$(sqlite3 "$work/tern.db" "SELECT group_concat(CASE name WHEN 'id' THEN 'id || ''-s'' || n' WHEN 'status' THEN '''scheduled'''
-    WHEN 'send_at' THEN 'created_at + 86400000' WHEN 'handed_out' THEN '1' WHEN 'chunks' THEN '0' WHEN 'cursor_key' THEN 'NULL'
-    WHEN 'started_at' THEN 'NULL' WHEN 'finished_at' THEN 'NULL' WHEN 'targeted' THEN '0' WHEN 'accepted' THEN '0'
-    WHEN 'idempotency_key' THEN 'NULL' WHEN 'ordinal' THEN 'ordinal + $HISTORY + n' ELSE name END, ', ') FROM pragma_table_info('pushes')")
+# The template push copied COUNT times as a push not yet (fully) sent: its id with SUFFIX and a number, the columns
+# in CASES (`WHEN 'column' THEN 'expression'` clauses) set as they say, no progress, and ordinals after OFFSET.
+copy_waiting() { # suffix, count, offset, cases
+  local select
+  select=$(sqlite3 "$work/tern.db" "SELECT group_concat(CASE name WHEN 'id' THEN 'id || ''-$1'' || n' $4
+    WHEN 'chunks' THEN '0' WHEN 'cursor_key' THEN 'NULL' WHEN 'started_at' THEN 'NULL' WHEN 'finished_at' THEN 'NULL'
+    WHEN 'targeted' THEN '0' WHEN 'accepted' THEN '0' WHEN 'idempotency_key' THEN 'NULL' WHEN 'ordinal' THEN 'ordinal + $3 + n'
+    ELSE name END, ', ') FROM pragma_table_info('pushes')")
   sqlite3 "$work/tern.db" <<SQL
 BEGIN;
 CREATE TEMP TABLE seq (n INTEGER PRIMARY KEY);
-WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < $SCHEDULED) INSERT INTO seq SELECT n FROM s;
+WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < $2) INSERT INTO seq SELECT n FROM s;
 INSERT INTO pushes ($(sqlite3 "$work/tern.db" "SELECT group_concat(name, ', ') FROM pragma_table_info('pushes')"))
-  SELECT $scheduled FROM pushes, seq WHERE id NOT LIKE '%-%-%-%-%-%';
+  SELECT $select FROM pushes, seq WHERE id NOT LIKE '%-%-%-%-%-%';
 COMMIT;
 SQL
+}
+if [ "$SCHEDULED" -gt 0 ]; then
+  echo "── copying the push $SCHEDULED times, scheduled for tomorrow" >&2
+  copy_waiting s "$SCHEDULED" "$HISTORY" "WHEN 'status' THEN '''scheduled''' WHEN 'send_at' THEN 'created_at + 86400000' WHEN 'handed_out' THEN '1'"
 fi
 if [ "$THROTTLED" -gt 0 ]; then
   echo "── copying the push $THROTTLED times, throttled, its next chunk due tomorrow" >&2
-  throttled=$(sqlite3 "$work/tern.db" "SELECT group_concat(CASE name WHEN 'id' THEN 'id || ''-t'' || n' WHEN 'status' THEN '''sending'''
-    WHEN 'rate_per_second' THEN '1' WHEN 'next_chunk_at' THEN 'created_at + 86400000' WHEN 'handed_out' THEN '0' WHEN 'chunks' THEN '0'
-    WHEN 'cursor_key' THEN 'NULL' WHEN 'finished_at' THEN 'NULL' WHEN 'targeted' THEN '0' WHEN 'accepted' THEN '0'
-    WHEN 'idempotency_key' THEN 'NULL' WHEN 'ordinal' THEN 'ordinal + $HISTORY + $SCHEDULED + n' ELSE name END, ', ') FROM pragma_table_info('pushes')")
-  sqlite3 "$work/tern.db" <<SQL
-BEGIN;
-CREATE TEMP TABLE seq (n INTEGER PRIMARY KEY);
-WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < $THROTTLED) INSERT INTO seq SELECT n FROM s;
-INSERT INTO pushes ($(sqlite3 "$work/tern.db" "SELECT group_concat(name, ', ') FROM pragma_table_info('pushes')"))
-  SELECT $throttled FROM pushes, seq WHERE id NOT LIKE '%-%-%-%-%-%';
-COMMIT;
-SQL
+  copy_waiting t "$THROTTLED" "$((HISTORY + SCHEDULED))" "WHEN 'status' THEN '''sending''' WHEN 'rate_per_second' THEN '1'
+    WHEN 'next_chunk_at' THEN 'created_at + 86400000' WHEN 'handed_out' THEN '0'"
 fi
 echo "kept: $(sqlite3 "$work/tern.db" "SELECT status, COUNT(*) FROM pushes GROUP BY status" | tr '\n' ' ')" >&2
 

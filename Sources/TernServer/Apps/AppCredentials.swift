@@ -162,6 +162,4 @@ final class CredentialsSummaries: Sendable {
     func forget(_ app: String) {
         entries.withLock { _ = $0.removeValue(forKey: app) }
     }
-
-    var count: Int { entries.withLock { $0.count } }
 }

@@ -34,7 +34,7 @@ extension SQLStore {
             // whose lease ran out, with how many of their chunks are being sent now. Throttled pushes waiting for
             // their time are left out here, so however many there are, they take no room in the scan.
             let stored = try await db.raw("""
-                SELECT \(unsafeRaw: Columns.push), ordinal, chunks, handed_out, next_chunk_at,
+                SELECT \(unsafeRaw: Columns.push), ordinal, chunks, handed_out,
                     (SELECT COUNT(*) FROM push_chunks k WHERE k.push_id = p.id AND k.status = 'claimed') AS open_chunks
                 FROM pushes p\(unsafeRaw: byOrdinal)
                 WHERE status IN ('pending', 'sending') AND ((handed_out = 0 AND (rate_per_second IS NULL OR (
