@@ -68,6 +68,40 @@ struct ThrottledPushTests {
         }
     }
 
+    @Test("a throttled push stopped between chunks completes at once; one scheduled is throttled from its time; a chunk whose node died is taken over, and the next still waits its turn", arguments: StoreFactory.all)
+    func stoppedScheduledAndTakenOver(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(25, in: store)
+
+            // Stopped while it waits for its next chunk: nothing is open, so it completes at once, with what it sent.
+            _ = try await store.createPush(throttled("stopped", rate: 10, at: time(0)))
+            try await close(try #require(try await claim(store, node: "a", at: time(100))), store, at: time(200))
+            let cancelled = try #require(try await store.cancelPush(app: "demo", id: "stopped", at: time(300)))
+            #expect(cancelled.completedNow && cancelled.push.status == .completed && cancelled.push.counts.accepted == 10)
+            #expect(try await store.claimChunk(node: "a", size: 100, leaseUntil: time(60_000), at: time(5_000)) == .idle)
+
+            // Scheduled and throttled: nothing before its time, then ten at a time.
+            var later = throttled("later", rate: 10, at: time(0))
+            later.status = .scheduled
+            later.sendAt = time(10_000)
+            _ = try await store.createPush(later)
+            #expect(try await store.claimChunk(node: "a", size: 100, leaseUntil: time(60_000), at: time(9_999)) == .idle)
+            let first = try #require(try await claim(store, node: "a", at: time(10_000)))
+            #expect(first.push.id == "later" && first.recipients.count == 10)
+
+            // Node a dies with that chunk: once its lease has run out (a minute), node b takes it over as it was. The
+            // next chunk was due a second after the first was handed out, long past, so it goes once that one is
+            // closed; the one after it a second later.
+            let takenOver = try #require(try await claim(store, node: "b", at: time(70_001)))
+            #expect(takenOver.reclaimed && takenOver.sequence == first.sequence && takenOver.recipients == first.recipients)
+            try await close(takenOver, by: "b", store, at: time(70_002))
+            let second = try #require(try await claim(store, node: "b", at: time(70_002)))
+            #expect(second.recipients.count == 10 && second.sequence == first.sequence + 1)
+            #expect(try await store.claimChunk(node: "a", size: 100, leaseUntil: time(130_000), at: time(70_003)) == .notBefore(time(71_002)))
+        }
+    }
+
     private func throttled(_ id: String, rate: Int, at created: Date) -> PushRecord {
         var push = makePush(id, at: created)
         push.ratePerSecond = rate
