@@ -361,6 +361,14 @@ private struct ChannelService: Service {
                 for await event in coordinator.events() {
                     if event == CoordinationEvent.resumed {
                         connections.ringAll()
+                        // Apps changed or deleted while this node heard nothing: their clients close.
+                        do {
+                            await clients.forgetChanged(current: try await store.apps())
+                        } catch {
+                            logger.warning(
+                                "cannot look for apps changed or deleted while this node was cut off: their APNs clients stay until it next sends for them, or restarts",
+                                metadata: ["error": "\(error)"])
+                        }
                     } else if let (app, deviceIDs) = connections.wakeTarget(of: event) {
                         connections.ring(app: app, deviceIDs: deviceIDs)
                     } else if let (app, deviceIDs) = DeviceConnections.dropTarget(of: event) {

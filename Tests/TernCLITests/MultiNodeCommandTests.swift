@@ -164,7 +164,8 @@ struct MultiNodeCommandTests {
 
     /// An app changed or deleted through one node: the other closes its APNs clients of the app too, so the end of a
     /// certificate the app no longer has leaves that node's metrics (an alert on it would be false). Before, the other
-    /// node showed it until it next sent for the app, and for ever for a deleted app.
+    /// node showed it until it next sent for the app, and for ever for a deleted app. A node that was cut off from the
+    /// database when the app was deleted, and so missed the word, finds out when it is back.
     @Test func anAppChangedOrDeletedThroughOneNodeLeavesTheOtherNodesCertificateGauge() async throws {
         try await PostgresTestServer.withDatabase(prefix: "tern_cli_apps") { url in
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-apps-\(UUID().uuidString)")
@@ -174,8 +175,13 @@ struct MultiNodeCommandTests {
                 "TERN_ADMIN_TOKEN": TwoNodes.admin, "TERN_DATABASE_URL": url,
                 "TERN_SERVER_KEY": Data((0..<32).map { UInt8($0 * 7) }).base64EncodedString(),
             ]
-            // The second node alone at first, so it is the one that sends, and makes the apps' clients.
-            let second = try ServeProcess(folder: folder.appendingPathComponent("b"), arguments: ["--no-demo", "--no-simulator"], environment: environment)
+            // The second node alone at first, so it is the one that sends, and makes the apps' clients. It reaches the
+            // database through a relay, to be cut off from it later.
+            let (relay, relayed) = try await TCPRelay.relaying(url)
+            var secondEnvironment = environment
+            secondEnvironment["TERN_DATABASE_URL"] = relayed
+            let second = try ServeProcess(
+                folder: folder.appendingPathComponent("b"), arguments: ["--no-demo", "--no-simulator"], environment: secondEnvironment)
             defer { second.kill() }
             let admin = second.client(bearer: TwoNodes.admin)
             func escaped(_ text: String) -> String { text.replacingOccurrences(of: "\n", with: "\\n") }
@@ -215,8 +221,14 @@ struct MultiNodeCommandTests {
                 """)
             #expect(changed.status == 200, "\(changed.text)")
             try await waitUntil("the second node no longer shows the certificate shop no longer has") { try await gauges() == ["mall"] }
+
+            // Deleted while the second node is cut off from the database: it hears nothing, and shows the gauge on.
+            await relay.refuse()
             #expect(try await firstAdmin.delete("/v1/apps/mall").status == 204)
-            try await waitUntil("the second node no longer shows the certificate of mall, deleted") { try await gauges().isEmpty }
+            #expect(try await gauges() == ["mall"])
+            relay.carry()
+            try await waitUntil("the second node, back, no longer shows the certificate of mall, deleted", within: 30) { try await gauges().isEmpty }
+            await relay.close()
             #expect(first.interrupt() == 0)
             #expect(second.interrupt() == 0)
             #expect(simulator.interrupt() == 0)

@@ -214,6 +214,16 @@ actor ClientDirectory {
         if certificateApps.removeValue(forKey: app) != nil { Self.certificateGauge(app).destroy() }
     }
 
+    /// Closes the clients of apps deleted or changed since their clients were made (``forget(app:)``), given every
+    /// app there is: for a node that may have missed other nodes' announcements of such changes, its connection to
+    /// them lost for a while.
+    func forgetChanged(current apps: [AppRecord]) {
+        let versions = Dictionary(apps.map { ($0.id, $0.updatedAt) }, uniquingKeysWith: { first, _ in first })
+        let changed = Set(clients.filter { versions[$0.key.app] != $0.value.version }.map(\.key.app))
+            .union(certificateApps.filter { versions[$0.key] != $0.value }.map(\.key))
+        for app in changed { forget(app: app) }
+    }
+
     // MARK: Events between nodes
 
     static let appChangedPrefix = "appchanged "
