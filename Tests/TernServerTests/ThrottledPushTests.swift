@@ -22,6 +22,11 @@ struct ThrottledPushTests {
             try await waitUntil("the first ten recorded") { try await view()[path: "counts.targeted"]?.int == 10 }
             #expect(try await server.arrivals().count == 10)
             #expect(try await view()["status"]?.string == "sending")
+            // The console's list and the push's page say it is throttled.
+            let browser = ConsoleBrowser(server)
+            try await browser.signIn(try #require(server.master.bearer))
+            #expect(try await browser.get("/console/apps/demo/pushes").text.contains("sending</span>, 10 a second"))
+            #expect(try await browser.get("/console/apps/demo/pushes/\(id)").text.contains("Throttled to</dt><dd>10 recipients a second"))
 
             // Each second, the next ten, then the last five.
             clock.advance(by: .seconds(1))

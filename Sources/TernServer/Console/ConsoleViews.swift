@@ -373,6 +373,8 @@ struct PushRow {
     var createdAt: String
     /// When a scheduled push goes.
     var sendAt: String?
+    /// A throttled push's recipients a second at most, while it is being sent.
+    var ratePerSecond: Int?
     /// Whether its Stop button shows: it is not completed, nor cancelled yet.
     var stoppable: Bool
 
@@ -381,6 +383,7 @@ struct PushRow {
         shortID = String(push.id.prefix(8))
         status = push.status.rawValue
         sendAt = push.status == .scheduled ? push.sendAt.map { ConsoleFormat.date($0) } : nil
+        ratePerSecond = push.status == .completed ? nil : push.ratePerSecond
         stoppable = push.status != .completed && push.cancelledAt == nil
         targeted = push.counts.targeted
         accepted = push.counts.accepted
