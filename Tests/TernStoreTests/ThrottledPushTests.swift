@@ -102,6 +102,33 @@ struct ThrottledPushTests {
         }
     }
 
+    @Test("nodes claiming a throttled push at once hand out one chunk between them", arguments: StoreFactory.all)
+    func oneChunkWhateverTheNodes(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(25, in: store)
+            _ = try await store.createPush(throttled("t1", rate: 10, at: time(0)))
+            // Four nodes at the same moment, each asking until it gets a chunk or is told there is none for now.
+            let claimed = try await withThrowingTaskGroup(of: [PushChunk].self) { group in
+                for node in ["a", "b", "c", "d"] {
+                    group.addTask {
+                        for _ in 0..<200 {
+                            switch try await store.claimChunk(node: node, size: 100, leaseUntil: time(60_000), at: time(1_000)) {
+                            case .chunk(let chunk): return [chunk]
+                            case .retrySoon: try await Task.sleep(for: .milliseconds(5))
+                            case .idle, .notBefore: return []
+                            }
+                        }
+                        return []
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(claimed.count == 1, "\(claimed.map(\.sequence))")
+            #expect(claimed.first?.recipients.count == 10)
+        }
+    }
+
     private func throttled(_ id: String, rate: Int, at created: Date) -> PushRecord {
         var push = makePush(id, at: created)
         push.ratePerSecond = rate
