@@ -35,6 +35,34 @@ func failure(_ token: String, reason: DeliveryFailureReason = .apns(.badDeviceTo
     PushFailure(deviceID: "device-\(token)", token: token, status: status, reason: reason, at: at)
 }
 
+/// Registers devices `device-0001`… with tokens `token-0001`… (``numbered(_:_:)``) for app `demo`.
+func registerDevices(_ count: Int, in store: any TernStore) async throws {
+    for n in 1...count {
+        _ = try await store.register(registration(numbered("device", n), token: numbered("token", n)), app: "demo", at: time(0))
+    }
+}
+
+/// What `nodes` claim of `size` each when they ask all at once at `now`, every one asking again until there is
+/// nothing for now (a claim that met another node's retries shortly): the chunks they were handed, together.
+func claimTogether(_ nodes: [String], size: Int, leaseUntil: Date, at now: Date, in store: any TernStore) async throws -> [PushChunk] {
+    try await withThrowingTaskGroup(of: [PushChunk].self) { group in
+        for node in nodes {
+            group.addTask {
+                var mine: [PushChunk] = []
+                for _ in 0..<200 {
+                    switch try await store.claimChunk(node: node, size: size, leaseUntil: leaseUntil, at: now) {
+                    case .chunk(let chunk): mine.append(chunk)
+                    case .retrySoon: try await Task.sleep(for: .milliseconds(5))
+                    case .idle, .notBefore: return mine
+                    }
+                }
+                return mine
+            }
+        }
+        return try await group.reduce(into: []) { $0 += $1 }
+    }
+}
+
 /// A zero-padded name, so string order is number order: `numbered("device", 7)` is `device-0007`.
 func numbered(_ prefix: String, _ n: Int) -> String {
     "\(prefix)-" + String(repeating: "0", count: max(0, 4 - String(n).count)) + String(n)

@@ -101,22 +101,7 @@ struct PushChunkTests {
             try await registerDevices(200, in: store)
             _ = try await store.createPush(makePush("p1"))
 
-            let claimed = try await withThrowingTaskGroup(of: [PushChunk].self) { group in
-                for node in ["a", "b", "c", "d"] {
-                    group.addTask {
-                        var mine: [PushChunk] = []
-                        for _ in 0..<200 {
-                            switch try await store.claimChunk(node: node, size: 7, leaseUntil: Self.lease, at: time(1)) {
-                            case .chunk(let chunk): mine.append(chunk)
-                            case .retrySoon: try await Task.sleep(for: .milliseconds(5))
-                            case .idle, .notBefore: return mine
-                            }
-                        }
-                        return mine
-                    }
-                }
-                return try await group.reduce(into: [PushChunk]()) { $0 += $1 }
-            }
+            let claimed = try await claimTogether(["a", "b", "c", "d"], size: 7, leaseUntil: Self.lease, at: time(1), in: store)
             #expect(claimed.flatMap(\.recipients).map(\.key).sorted() == (1...200).map { numbered("device", $0) })
             #expect(Set(claimed.map(\.sequence)).count == claimed.count, "each chunk went to one node")
             #expect(claimed.count == 29)
@@ -835,12 +820,6 @@ struct PushChunkTests {
         try await registerDevices(10, in: store)
         _ = try await store.createPush(makePush("p1"))
         return try #require(try await store.claimChunk(node: "a", size: 10, leaseUntil: time(1_000), at: time(0)).chunk)
-    }
-
-    private func registerDevices(_ count: Int, in store: any TernStore) async throws {
-        for n in 1...count {
-            _ = try await store.register(registration(numbered("device", n), token: numbered("token", n)), app: "demo", at: time(0))
-        }
     }
 }
 

@@ -103,10 +103,4 @@ struct ScheduledPushTests {
         Issue.record("still claiming after 1,000 chunks")
         return order
     }
-
-    private func registerDevices(_ count: Int, in store: any TernStore) async throws {
-        for n in 1...count {
-            _ = try await store.register(registration(numbered("device", n), token: numbered("token", n)), app: "demo", at: time(0))
-        }
-    }
 }

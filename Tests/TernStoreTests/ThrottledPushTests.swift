@@ -108,22 +108,8 @@ struct ThrottledPushTests {
             try await store.createApp(makeApp())
             try await registerDevices(25, in: store)
             _ = try await store.createPush(throttled("t1", rate: 10, at: time(0)))
-            // Four nodes at the same moment, each asking until it gets a chunk or is told there is none for now.
-            let claimed = try await withThrowingTaskGroup(of: [PushChunk].self) { group in
-                for node in ["a", "b", "c", "d"] {
-                    group.addTask {
-                        for _ in 0..<200 {
-                            switch try await store.claimChunk(node: node, size: 100, leaseUntil: time(60_000), at: time(1_000)) {
-                            case .chunk(let chunk): return [chunk]
-                            case .retrySoon: try await Task.sleep(for: .milliseconds(5))
-                            case .idle, .notBefore: return []
-                            }
-                        }
-                        return []
-                    }
-                }
-                return try await group.reduce(into: []) { $0 += $1 }
-            }
+            // Four nodes at the same moment, each asking until it is told there is nothing for now.
+            let claimed = try await claimTogether(["a", "b", "c", "d"], size: 100, leaseUntil: time(60_000), at: time(1_000), in: store)
             #expect(claimed.count == 1, "\(claimed.map(\.sequence))")
             #expect(claimed.first?.recipients.count == 10)
         }
@@ -146,11 +132,5 @@ struct ThrottledPushTests {
             pushID: chunk.push.id, sequence: chunk.sequence, node: node, PushProgress(accepted: chunk.recipients.count, failures: [], pruned: 0),
             at: now)
         #expect(recorded != .lost)
-    }
-
-    private func registerDevices(_ count: Int, in store: any TernStore) async throws {
-        for n in 1...count {
-            _ = try await store.register(registration(numbered("device", n), token: numbered("token", n)), app: "demo", at: time(0))
-        }
     }
 }
