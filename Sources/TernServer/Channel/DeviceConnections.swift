@@ -198,9 +198,13 @@ final class DeviceConnections: Sendable {
     static func dropAppEvent(app: String) -> String { dropAppPrefix + app }
 
     /// The app of a drop-app event, or nil (not one).
-    static func dropAppTarget(of event: String) -> String? {
-        guard event.hasPrefix(dropAppPrefix) else { return nil }
-        let app = event.dropFirst(dropAppPrefix.count)
+    static func dropAppTarget(of event: String) -> String? { app(of: event, after: dropAppPrefix) }
+
+    /// The app an event of one word after `prefix` names (`dropapp shop`), or nil: another kind of event, or not one
+    /// word (no app id has a space).
+    static func app(of event: String, after prefix: String) -> String? {
+        guard event.hasPrefix(prefix) else { return nil }
+        let app = event.dropFirst(prefix.count)
         return app.isEmpty || app.contains(" ") ? nil : String(app)
     }
 

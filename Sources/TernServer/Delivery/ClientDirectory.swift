@@ -235,11 +235,7 @@ actor ClientDirectory {
     static func appChangedEvent(app: String) -> String { appChangedPrefix + app }
 
     /// The app of an app-changed event, or nil (not one).
-    static func appChangedTarget(of event: String) -> String? {
-        guard event.hasPrefix(appChangedPrefix) else { return nil }
-        let app = event.dropFirst(appChangedPrefix.count)
-        return app.isEmpty || app.contains(" ") ? nil : String(app)
-    }
+    static func appChangedTarget(of event: String) -> String? { DeviceConnections.app(of: event, after: appChangedPrefix) }
 
     /// Closes replaced clients as they come, in parallel; returns once ``close()`` was called and every client is
     /// closed.
