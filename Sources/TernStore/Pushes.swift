@@ -59,6 +59,45 @@ public struct PushRecord: Sendable, Equatable {
     }
 }
 
+extension PushRecord {
+    /// Whether this push was handed out to `device`, as far as the push's record can tell: the device is in its audience
+    /// as the device is now, the push's recipients were handed out up to the device's place in the audience, the
+    /// device existed before the push finished, and its token was not dead before the push was made. An open the
+    /// device reports is taken only then, so a device cannot count opens of pushes that were never its own. (A device
+    /// whose tags or alias changed since is not taken.)
+    public func wasHandedOut(to device: DeviceRecord, at now: Date) -> Bool {
+        guard device.appID == appID, let key = audience.recipientKey(of: device), let cursor else { return false }
+        guard device.createdAt <= (finishedAt ?? now), (device.deactivatedAt ?? createdAt) >= createdAt else { return false }
+        return !cursor.precedesByBytes(key)
+    }
+}
+
+extension Audience {
+    /// The key `device` has among this audience's recipients (``Recipient/key``, the order chunks hand them out in),
+    /// or nil if the audience does not include it.
+    public func recipientKey(of device: DeviceRecord) -> String? {
+        switch self {
+        case .tokens(let tokens):
+            return tokens.contains(device.token) ? device.token : nil
+        case .devices(let deviceIDs):
+            return deviceIDs.contains(device.deviceID) ? device.deviceID : nil
+        case .aliases(let aliases):
+            guard let alias = device.alias, aliases.contains(where: { Self.sameBytes($0, alias) }) else { return nil }
+            return alias + SQLStore.aliasKeySeparator + device.deviceID
+        case .tags(let tags, all: false):
+            return tags.contains { tag in device.tags.contains { Self.sameBytes($0, tag) } } ? device.deviceID : nil
+        case .tags(let tags, all: true):
+            return !tags.isEmpty && tags.allSatisfy { tag in device.tags.contains { Self.sameBytes($0, tag) } } ? device.deviceID : nil
+        case .everyone:
+            return device.deviceID
+        }
+    }
+
+    /// Aliases and tags compared as the database compares them, by their bytes: Swift's `==` takes canonically
+    /// equivalent texts for the same.
+    private static func sameBytes(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
+}
+
 /// How a push's recipients fared so far.
 public struct PushCounts: Sendable, Equatable {
     /// Recipients whose result is recorded (accepted + failed).
@@ -153,12 +192,15 @@ public struct PushFailure: Sendable, Equatable {
 public struct PushPurge: Sendable, Equatable {
     public var pushes: Int
     public var failures: Int
-    /// Whether a call may find more to delete: it deleted as many rows of one kind as it was allowed.
+    /// Devices' opens of the pushes (``TernStore/recordPushOpen(pushID:deviceID:at:)``).
+    public var opens: Int
+    /// Whether a call may find more to delete: it deleted as many rows as it was allowed.
     public var more: Bool
 
-    public init(pushes: Int, failures: Int, more: Bool) {
+    public init(pushes: Int, failures: Int, opens: Int = 0, more: Bool) {
         self.pushes = pushes
         self.failures = failures
+        self.opens = opens
         self.more = more
     }
 }

@@ -41,9 +41,11 @@ def check(condition, message):
         raise AssertionError(message)
 
 
-def api(method, path, secret, body=None):
+def api(method, path, secret, body=None, device_secret=None):
     request = urllib.request.Request(URL + path, method=method, data=json.dumps(body).encode() if body is not None else None)
     request.add_header("Authorization", "Bearer " + secret)
+    if device_secret:
+        request.add_header("X-Tern-Device-Secret", device_secret)
     request.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(request, timeout=10) as response:
         text = response.read()
@@ -158,9 +160,9 @@ def run(driver):
     phones = []
     for _ in range(2):
         device, token = str(uuid.uuid4()), secrets.token_hex(32)
-        api("PUT", f"/v1/apps/{APP}/devices/{device}", app_key,
-            {"token": token, "environment": "production", "tags": ["browser", "beta"], "locale": "en_GB", "appVersion": "2.1"})
-        phones.append((device, token))
+        registered = api("PUT", f"/v1/apps/{APP}/devices/{device}", app_key,
+                         {"token": token, "environment": "production", "tags": ["browser", "beta"], "locale": "en_GB", "appVersion": "2.1"})
+        phones.append((device, token, registered["deviceSecret"]))
     urllib.request.urlopen(urllib.request.Request(
         f"{SIMULATOR}/tokens/{phones[1][1]}/unregister", method="POST",
         data=json.dumps({"timestamp": int(time.time() * 1000) + 60_000}).encode()), timeout=10)
@@ -188,7 +190,9 @@ def run(driver):
          message="the preview shows the payload")
     wait(driver, lambda d: "Reaches 2 devices now." in text_of(d, "#audience-estimate"), message="the audience is counted")
     preview = json.loads(text_of(driver, "#payload-preview"))
-    check(preview == {"aps": {"alert": {"title": "Hello from the console", "body": "Your order has shipped."}, "badge": 1}, "orderId": 17},
+    # The push's id goes beside aps once it is sent; the preview holds a stand-in of the same length.
+    check(preview == {"aps": {"alert": {"title": "Hello from the console", "body": "Your order has shipped."}, "badge": 1}, "orderId": 17,
+                      "tern": {"pushId": "00000000-0000-4000-8000-000000000000"}},
           f"the preview is the APNs payload: {preview}")
     size = text_of(driver, "#payload-size")
     check(size == f"{len(text_of(driver, '#payload-preview').encode())} of 4,096 bytes", f"the byte meter: {size}")
@@ -208,6 +212,12 @@ def run(driver):
     check(text_of(driver, "[data-field=accepted]") == "1", "one phone accepted it")
     check(text_of(driver, "[data-field=failed]") == "1", "the uninstalled one failed")
     check("Unregistered" in driver.page_source, "and why")
+    check(text_of(driver, "[data-field=opened]") == "0", "nobody opened it yet")
+    # The first phone's user opens it: its app reports the push's id, and the page counts it.
+    push_id = driver.current_url.rstrip("/").split("/")[-1]
+    api("POST", f"/v1/apps/{APP}/devices/{phones[0][0]}/opens", app_key, {"pushId": push_id}, device_secret=phones[0][2])
+    driver.refresh()
+    wait(driver, lambda d: text_of(d, "[data-field=opened]") == "1", message="the open is counted")
     shoot(driver, "push")
 
     driver.get(URL + f"/console/apps/{APP}/pushes")

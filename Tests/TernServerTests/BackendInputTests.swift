@@ -49,11 +49,12 @@ struct BackendInputTests {
     }
 
     /// An `auto` push falls back to APNs with `tern.id` and `tern.sequence` added; a payload that fits only without
-    /// them was taken and then failed `PayloadTooLarge` for every offline device.
+    /// them was taken and then failed `PayloadTooLarge` for every offline device. (The padding leaves the plain payload,
+    /// with its `tern.pushId`, 16 bytes under the limit.)
     @Test func anAutoPushWhoseFallbackWouldOutgrowAPNsLimitIsRefusedWhenMade() async throws {
         try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1))
-            let padded = #"{"audience": {"devices": ["\#(Fixture.device(1))"]}, "notification": {"title": "x", "data": {"pad": "\#(String(repeating: "y", count: 4040))"}}"#
+            let padded = #"{"audience": {"devices": ["\#(Fixture.device(1))"]}, "notification": {"title": "x", "data": {"pad": "\#(String(repeating: "y", count: 3983))"}}"#
             let plain = try await server.master.post("/v1/apps/demo/pushes?wait=20", padded + "}")
             #expect(plain.status == 201, "\(plain.text)")
             let auto = try await server.master.post("/v1/apps/demo/pushes", padded + #", "delivery": "auto"}"#)

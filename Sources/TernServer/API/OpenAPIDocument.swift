@@ -724,7 +724,8 @@ enum OpenAPIDocument {
   "/v1/apps/{app}/devices/{deviceId}/opens": {
    "post": {
     "operationId": "reportOpen",
-    "summary": "The device's user opened one of its messages",
+    "summary": "The device's user opened one of its messages (messageId: tern.id, or a channel frame's id), or a push that came through APNs (pushId: tern.pushId)",
+    "description": "404 if the device has no such message, or was not sent that push: not in its audience as the device is now, not handed out yet, or the device is newer than the push.",
     "tags": [
      "device"
     ],
@@ -739,8 +740,9 @@ enum OpenAPIDocument {
     ],
     "responses": {
      "204": {
-      "description": "counted (the first open of a message counts)"
+      "description": "counted (the first open of a message or push by the device counts)"
      },
+
      "default": {
       "$ref": "#/components/responses/Error"
      }
@@ -763,10 +765,23 @@ enum OpenAPIDocument {
          "messageId": {
           "type": "string",
           "format": "uuid"
+         },
+         "pushId": {
+          "type": "string",
+          "format": "uuid"
          }
         },
-        "required": [
-         "messageId"
+        "oneOf": [
+         {
+          "required": [
+           "messageId"
+          ]
+         },
+         {
+          "required": [
+           "pushId"
+          ]
+         }
         ],
         "additionalProperties": false
        }
@@ -2137,7 +2152,7 @@ enum OpenAPIDocument {
      },
      "data": {
       "type": "object",
-      "description": "keys beside aps"
+      "description": "keys beside aps; not tern, which carries the push's id (tern.pushId) and its inbox message's (tern.messageId)"
      }
     },
     "additionalProperties": false
@@ -2293,7 +2308,8 @@ enum OpenAPIDocument {
         "type": "integer"
        },
        "opened": {
-        "type": "integer"
+        "type": "integer",
+        "description": "devices whose app reported the user's open (POST …/devices/{deviceId}/opens), each once; of an online or auto push, its messages opened"
        }
       },
       "required": [
@@ -2302,7 +2318,8 @@ enum OpenAPIDocument {
        "failed",
        "pruned",
        "failedByReason",
-       "inboxDropped"
+       "inboxDropped",
+       "opened"
       ],
       "additionalProperties": false
      },

@@ -92,7 +92,8 @@ struct PushesAPI {
             var acked: Int?
             var fellBackToAPNs: Int?
             var ackedAfterFallback: Int?
-            var opened: Int?
+            /// Devices whose user opened the push: reported by the app (`POST …/devices/{id}/opens`), each device once.
+            var opened: Int
             /// Older inbox messages deleted to keep recipients' inboxes within the app's cap.
             var inboxDropped: Int
         }
@@ -312,7 +313,7 @@ struct PushesAPI {
         let counts = push.counts
         var viewCounts = PushView.Counts(
             targeted: counts.targeted, accepted: counts.accepted, failed: counts.failed, pruned: counts.pruned, failedByReason: counts.failedByReason,
-            inboxDropped: counts.inboxDropped)
+            opened: 0, inboxDropped: counts.inboxDropped)
         if (try? JSONDecoder().decode(PushContent.self, from: Data(push.notification)))?.online != nil {
             let online = try await store.messageCounts(pushID: push.id)
             viewCounts.deliveredOnline = online.deliveredOnline
@@ -320,6 +321,8 @@ struct PushesAPI {
             viewCounts.fellBackToAPNs = online.fellBackToAPNs
             viewCounts.ackedAfterFallback = online.ackedAfterFallback
             viewCounts.opened = online.opened
+        } else {
+            viewCounts.opened = try await store.pushOpenCount(pushID: push.id)
         }
         return PushView(
             id: push.id, status: push.status.rawValue, idempotencyKey: push.idempotencyKey,

@@ -12,8 +12,8 @@ import TernAPNs
 import TernStore
 import TernWeb
 
-/// The online channel's endpoints: `GET …/devices/{id}/connect` (a WebSocket per device) and
-/// `POST …/devices/{id}/opens`.
+/// The online channel's endpoints: `GET …/devices/{id}/connect` (a WebSocket per device), and the device's reports:
+/// `POST …/devices/{id}/opens` (of its messages, and of pushes that came through APNs) and `…/acks`.
 ///
 /// A connection is authenticated like every device call (the app key and `X-Tern-Device-Secret`, or the master
 /// secret) before the upgrade. Once open, the server sends the device's messages as JSON text frames in the device's order, starting
@@ -45,6 +45,7 @@ struct DeviceChannelAPI: Sendable {
 
     private let deliveredOnline = Counter(label: "tern_channel_messages_delivered_total")
     private let opens = Counter(label: "tern_channel_opens_total")
+    private let pushOpens = Counter(label: "tern_push_opens_total")
     private let acks = Counter(label: "tern_channel_acks_total")
     private let acksAfterFallback = Counter(label: "tern_channel_acks_after_fallback_total")
 
@@ -65,8 +66,11 @@ struct DeviceChannelAPI: Sendable {
         self.upgradeFailures = FailureLog("cannot check a device's connection", logger: logger)
     }
 
+    /// What the user opened: a device message (`messageId`: a channel frame's `id`, a notification's `tern.id`) or a
+    /// push that came through APNs (`pushId`: a notification's `tern.pushId`).
     struct OpenRequest: Decodable {
-        var messageId: String
+        var messageId: String?
+        var pushId: String?
     }
 
     struct AckRequest: Decodable {
@@ -97,13 +101,23 @@ struct DeviceChannelAPI: Sendable {
             let (app, device) = try await authorize(
                 .open, request: request, appID: context.parameters.get("app"), deviceText: context.parameters.get("device"))
             let body = try await JSONBody.decode(OpenRequest.self, from: request, limit: 4096)
-            guard let id = UUID(uuidString: body.messageId) else {
-                throw JSONAPIError.badRequest(field: "messageId", "messageId must be a message id (a UUID), not '\(body.messageId.prefix(40))'")
+            switch (body.messageId, body.pushId) {
+            case (let messageID?, nil):
+                guard let id = UUID(uuidString: messageID) else {
+                    throw JSONAPIError.badRequest(field: "messageId", "messageId must be a message id (a UUID), not '\(messageID.prefix(40))'")
+                }
+                guard try await store.openMessage(app: app.id, deviceID: device.deviceID, id: id.uuidString.lowercased(), at: clock.now) else {
+                    throw JSONAPIError.notFound("device \(device.deviceID) has no message \(messageID)")
+                }
+                opens.increment()
+            case (nil, let pushID?):
+                if try await openPush(pushID, app: app, device: device) { pushOpens.increment() }
+            case (.some, .some):
+                throw JSONAPIError.badRequest(field: "pushId", "give messageId or pushId, not both")
+            case (nil, nil):
+                throw JSONAPIError.badRequest(
+                    field: "messageId", "give messageId (the device's message: tern.id) or pushId (a push that came through APNs: tern.pushId)")
             }
-            guard try await store.openMessage(app: app.id, deviceID: device.deviceID, id: id.uuidString.lowercased(), at: clock.now) else {
-                throw JSONAPIError.notFound("device \(device.deviceID) has no message \(body.messageId)")
-            }
-            opens.increment()
             return .noContent
         }
         // Acknowledgements outside the connection (a Notification Service Extension's receipt), which must not open
@@ -120,6 +134,24 @@ struct DeviceChannelAPI: Sendable {
             acksAfterFallback.increment(by: recorded.afterFallback)
             return AckAnswer(acked: recorded.acked)
         }
+    }
+
+    /// Records that the device's user opened push `text`, one that came through APNs (its `tern.pushId`). Taken only
+    /// from a device the push was handed out to (``PushRecord/wasHandedOut(to:at:)``): the app key is public, and a
+    /// device must not count opens of pushes that were never its own. - Returns: false if it was reported already.
+    private func openPush(_ text: String, app: AppRecord, device: DeviceRecord) async throws -> Bool {
+        guard let id = UUID(uuidString: text) else {
+            throw JSONAPIError.badRequest(field: "pushId", "pushId must be a push id (a UUID), not '\(text.prefix(40))'")
+        }
+        let now = clock.now
+        guard let push = try await store.push(app: app.id, id: id.uuidString.lowercased()), push.wasHandedOut(to: device, at: now) else {
+            throw JSONAPIError.notFound("device \(device.deviceID) was sent no push \(text.prefix(40))")
+        }
+        if (try? JSONDecoder().decode(PushContent.self, from: Data(push.notification)))?.online != nil {
+            throw JSONAPIError.badRequest(
+                field: "pushId", "push \(push.id) went through the devices' connections: report the open of its message (messageId: tern.id)")
+        }
+        return try await store.recordPushOpen(pushID: push.id, deviceID: device.deviceID, at: now)
     }
 
     /// `?after=SEQ`: a whole number, 0 or more (absent: 0, everything not acknowledged).

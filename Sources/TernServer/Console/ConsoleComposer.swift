@@ -67,7 +67,11 @@ struct ComposePreview: Encodable {
         if content.badge?.isPerRecipient == true {
             notes.append("Each recipient's badge is worked out when it is sent and added to aps (at most 16 bytes more; the limit was checked with the widest).")
         }
-        if content.inbox != nil { notes.append("tern.messageId is the push's id, known once it is sent.") }
+        if payload.contains(PushContent.previewPushID) {
+            notes.append(
+                (content.inbox != nil ? "tern.pushId and tern.messageId are" : "tern.pushId is")
+                    + " the push's id, known once it is sent: the app reports the user's open with it.")
+        }
         switch content.online?.mode {
         case .online?:
             notes.append(

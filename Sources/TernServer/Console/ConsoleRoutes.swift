@@ -299,7 +299,7 @@ struct ConsoleRoutes: Sendable {
             preview.audience = await estimate(body, app: app)
             let request = try ConsoleRequests.decode(PushesAPI.PushRequest.self, body)
             // A placeholder id of the same length: the inbox's message id (the push's id) has the same size.
-            let content = try PushesAPI.content(request, app: app, pushID: "00000000-0000-4000-8000-000000000000")
+            let content = try PushesAPI.content(request, app: app, pushID: PushContent.previewPushID)
             // What sending it would refuse, said before it is sent: a VoIP push to a tag, a sendAt past expiry.
             try PushesAPI.checkTokenKind(content, audience: try PushesAPI.audience(request.audience))
             _ = try PushesAPI.sendAt(request.sendAt, content: content, now: clock.now)

@@ -416,6 +416,8 @@ struct PushPageView {
         var failed: Int
         var pruned: Int
         var inboxDropped: Int
+        /// Devices whose user opened it (for an online push, its messages opened).
+        var opened: Int
         var createdAt: String
         var finishedAt: String
         /// When it was cancelled, if it was.
@@ -432,7 +434,6 @@ struct PushPageView {
         var deliveredOnline: Int
         var acked: Int
         var fellBackToAPNs: Int
-        var opened: Int
     }
     struct FailureRow {
         var at: String
@@ -452,10 +453,10 @@ struct PushPageView {
         let counts = view.counts
         push = Summary(
             id: view.id, status: view.status, targeted: counts.targeted, accepted: counts.accepted, failed: counts.failed, pruned: counts.pruned,
-            inboxDropped: counts.inboxDropped, createdAt: ConsoleFormat.date(view.createdAt), finishedAt: ConsoleFormat.date(view.finishedAt),
+            inboxDropped: counts.inboxDropped, opened: counts.opened, createdAt: ConsoleFormat.date(view.createdAt), finishedAt: ConsoleFormat.date(view.finishedAt),
             cancelledAt: view.cancelledAt.map { ConsoleFormat.date($0) }, sendAt: view.sendAt.map { ConsoleFormat.date($0) }, ratePerSecond: view.ratePerSecond, stoppable: view.status != "completed" && view.cancelledAt == nil,
             online: counts.deliveredOnline.map {
-                Online(deliveredOnline: $0, acked: counts.acked ?? 0, fellBackToAPNs: counts.fellBackToAPNs ?? 0, opened: counts.opened ?? 0)
+                Online(deliveredOnline: $0, acked: counts.acked ?? 0, fellBackToAPNs: counts.fellBackToAPNs ?? 0)
             })
         reasons = ConsoleFormat.sortedReasons(counts.failedByReason, details: view.failureDetails ?? [:])
         let rows = (view.failures ?? []).map {

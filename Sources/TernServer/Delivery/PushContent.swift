@@ -115,8 +115,12 @@ struct PushContent: Codable, Sendable, Equatable {
     /// How the push uses the devices' own connections; nil: through APNs only (`delivery` `apns`).
     var online: OnlineDelivery?
 
-    /// The key beside `aps` that carries the push's inbox message id: `{"tern": {"messageId": "…"}}`.
+    /// The key beside `aps` that carries the push's id, and its inbox message's if it has one:
+    /// `{"tern": {"pushId": "…", "messageId": "…"}}`. Only in a payload rendered from `notification`: a raw payload is
+    /// sent as it was given.
     static let customKey = "tern"
+    /// The push id a preview (the console's composer) renders with, before the push has one: as long as any.
+    static let previewPushID = "00000000-0000-4000-8000-000000000000"
 
     /// Renders and checks a request's `notification` or raw `payload` with its `apns` options for `topic`.
     /// - Throws: a 400 naming the field at fault.
@@ -134,31 +138,29 @@ struct PushContent: Codable, Sendable, Equatable {
             guard (1...maxTTL).contains(ttl) else {
                 throw .badRequest(field: "inbox.ttl", "inbox.ttl is 1-\(maxTTL) seconds (the app's inboxMaxTTL)")
             }
-            if notification.data?[customKey] != nil {
-                throw .badRequest(field: "notification.data.\(customKey)", "'\(customKey)' carries the inbox message id: use another key")
-            }
             var data: String?
             if let custom = notification.data, !custom.isEmpty {
                 data = (try? JSONValue.object(custom).serialized()).map { String(decoding: $0, as: UTF8.self) }
             }
             inboxContent = InboxContent(ttl: ttl, title: notification.title, body: notification.body, data: data)
         }
-        var content = try renderPayload(
-            notification: notification.map { notification in
-                var notification = notification
-                if inboxContent != nil {
-                    notification.data = (notification.data ?? [:]).merging([customKey: .object(["messageId": .string(pushID)])]) { $1 }
-                }
-                return notification
-            },
-            payload: payload, options: options, topic: topic)
+        if notification?.data?[customKey] != nil {
+            throw .badRequest(
+                field: "notification.data.\(customKey)", "'\(customKey)' carries Tern's ids (the push's, and its inbox message's): use another key")
+        }
+        // The push's id, for the app to report the user's open (`POST …/opens` with `pushId`); the inbox message's id
+        // (the same), for the app to find it in the inbox.
+        var ids: [String: JSONValue] = ["pushId": .string(pushID)]
+        if inboxContent != nil { ids["messageId"] = .string(pushID) }
+        var content = try renderPayload(notification: notification, ids: ids, payload: payload, options: options, topic: topic)
         content.inbox = inboxContent
         content.badge = notification?.badge?.change
         return content
     }
 
+    /// - Parameter ids: what goes under ``customKey`` in a payload rendered from `notification`.
     private static func renderPayload(
-        notification: NotificationInput?, payload: JSONValue?, options: APNsOptionsInput?, topic: String
+        notification: NotificationInput?, ids: [String: JSONValue], payload: JSONValue?, options: APNsOptionsInput?, topic: String
     ) throws(JSONAPIError) -> PushContent {
         let pushType: APNsPushType
         do {
@@ -192,6 +194,7 @@ struct PushContent: Codable, Sendable, Equatable {
             switch (notification, payload) {
             case (let notification?, nil):
                 var built = try build(notification)
+                built.custom[customKey] = .object(ids)
                 // A badge the server computes per recipient goes in at sending: check the size with the widest one.
                 if let change = notification.badge?.change, change.isPerRecipient {
                     built.badge = BadgeChange.largest

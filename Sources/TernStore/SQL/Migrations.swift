@@ -455,6 +455,18 @@ extension SQLStore {
                 "ALTER TABLE pushes ADD COLUMN rate_per_second INTEGER",
                 "ALTER TABLE pushes ADD COLUMN next_chunk_at BIGINT",
             ]),
+            // Opens of a push that went through APNs, reported by the devices it was sent to: one row per device, so a
+            // device that reports again is counted once. Deleted with the push, a batch at a time as its failures are.
+            Migration(version: 19, name: "push opens", statements: [
+                """
+                CREATE TABLE push_opens (
+                    push_id TEXT NOT NULL REFERENCES pushes (id) ON DELETE CASCADE,
+                    device_id TEXT NOT NULL,
+                    opened_at BIGINT NOT NULL,
+                    PRIMARY KEY (push_id, device_id)
+                )
+                """,
+            ]),
         ]
     }
 }

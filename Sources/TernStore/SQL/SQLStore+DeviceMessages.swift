@@ -248,6 +248,24 @@ extension SQLStore {
         }
     }
 
+    public func recordPushOpen(pushID: String, deviceID: String, at: Date) async throws -> Bool {
+        try await exclusive { db in
+            // The first open counts; reporting it again is not an error.
+            try await db.raw("""
+                INSERT INTO push_opens (push_id, device_id, opened_at) VALUES (\(bind: pushID), \(bind: deviceID), \(bind: at.milliseconds))
+                ON CONFLICT (push_id, device_id) DO NOTHING
+                RETURNING device_id
+                """).first() != nil
+        }
+    }
+
+    public func pushOpenCount(pushID: String) async throws -> Int {
+        try await exclusive { db in
+            try await db.raw("SELECT COUNT(*) AS opened FROM push_opens WHERE push_id = \(bind: pushID)").first()?
+                .decode(column: "opened", as: Int.self) ?? 0
+        }
+    }
+
     public func messageCounts(pushID: String) async throws -> DeviceMessageCounts {
         try await exclusive { db in
             var counts = DeviceMessageCounts()

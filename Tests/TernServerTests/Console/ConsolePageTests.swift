@@ -247,7 +247,11 @@ struct ConsolePageTests {
         let status = try await browser.get("\(location)/status", headers: [("Accept", "application/json")]).json()
         #expect(status["accepted"] == 1)
         let arrived = try await server.arrivals().filter { $0.token == device.token }
-        #expect(arrived.map(\.payload) == [payload], "the simulator got exactly the previewed payload")
+        // The preview holds a stand-in for the push's id, which it has only once it is sent.
+        #expect(payload.contains(#""tern":{"pushId":"\#(PushContent.previewPushID)"}"#))
+        let pushID = try #require(location.split(separator: "/").last.map(String.init))
+        let sentPayload = payload.replacingOccurrences(of: PushContent.previewPushID, with: pushID)
+        #expect(arrived.map(\.payload) == [sentPayload], "the simulator got exactly the previewed payload, with the push's id")
         let page = try await browser.get(location)
         #expect(page.text.contains(#"data-status="completed""#))
     }

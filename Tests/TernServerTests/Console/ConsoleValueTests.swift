@@ -157,7 +157,7 @@ struct ConsoleValueTests {
     func failureCauses() throws {
         let view = PushesAPI.PushView(
             id: "0f8fad5b-d9cb-469f-a165-70867728950e", status: "completed",
-            counts: .init(targeted: 3, accepted: 0, failed: 3, pruned: 0, failedByReason: ["connectionFailed": 2, "BadDeviceToken": 1], inboxDropped: 0),
+            counts: .init(targeted: 3, accepted: 0, failed: 3, pruned: 0, failedByReason: ["connectionFailed": 2, "BadDeviceToken": 1], opened: 0, inboxDropped: 0),
             createdAt: Date(timeIntervalSince1970: 1_800_000_000), finishedAt: Date(timeIntervalSince1970: 1_800_000_001),
             failureDetails: ["connectionFailed": "last connect error: <proxy> refused (407)"])
         let page = PushPageView(view, failureLimit: 0)

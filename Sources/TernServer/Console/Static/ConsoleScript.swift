@@ -105,7 +105,7 @@ enum ConsoleAssets {
           if (push && push.getAttribute("data-status") !== "completed") {
             var follow = function () {
               getJSON(push.getAttribute("data-source")).then(function (state) {
-                ["status", "targeted", "accepted", "failed", "pruned", "inboxDropped", "finishedAt"].forEach(function (name) {
+                ["status", "targeted", "accepted", "failed", "pruned", "inboxDropped", "opened", "finishedAt"].forEach(function (name) {
                   setField(push, name, state[name]);
                 });
                 var status = push.querySelector('[data-field="status"]');

@@ -258,7 +258,8 @@ extension ConsoleTemplates {
           <dt>Failed</dt><dd data-field="failed">{{failed}}</dd>
           <dt>Tokens pruned</dt><dd data-field="pruned">{{pruned}}</dd>
           <dt>Inbox messages dropped</dt><dd data-field="inboxDropped">{{inboxDropped}}</dd>
-          {{#online}}<dt>Delivered online</dt><dd>{{deliveredOnline}}</dd><dt>Acknowledged</dt><dd>{{acked}}</dd><dt>Fell back to APNs</dt><dd>{{fellBackToAPNs}}</dd><dt>Opened</dt><dd>{{opened}}</dd>{{/online}}
+          <dt>Opened</dt><dd data-field="opened" title="devices whose app reported the user's open">{{opened}}</dd>
+          {{#online}}<dt>Delivered online</dt><dd>{{deliveredOnline}}</dd><dt>Acknowledged</dt><dd>{{acked}}</dd><dt>Fell back to APNs</dt><dd>{{fellBackToAPNs}}</dd>{{/online}}
           <dt>Created</dt><dd><time datetime="{{createdAt}}">{{createdAt}}</time></dd>
           {{#sendAt}}<dt>Scheduled for</dt><dd><time datetime="{{.}}">{{.}}</time></dd>{{/sendAt}}
           {{#ratePerSecond}}<dt>Throttled to</dt><dd>{{.}} recipients a second</dd>{{/ratePerSecond}}
