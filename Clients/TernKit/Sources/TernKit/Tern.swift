@@ -82,7 +82,7 @@ public final class Tern: Sendable {
     }
     private let registrationBell = Bell()
     /// Opens to report to the server, the oldest first (at most 64).
-    private let openReports = Locked<[String]>([])
+    private let openReports = Locked<[OpenReport]>([])
     private let openBell = Bell()
     private let route = Locked<(@MainActor @Sendable (OpenedNotification) -> Void)?>(nil)
     private let routeBell = Bell()
@@ -296,12 +296,14 @@ public final class Tern: Sendable {
     /// The user opened a notification (from `userNotificationCenter(_:didReceive:withCompletionHandler:)`, or the
     /// launch options' remote notification). It is held until the app is ready to route it (``openedNotifications``
     /// or ``ready(_:)``) and handed over once, however many times it is reported; a Tern message is reported to the
-    /// server as opened and not handed to ``messages`` again. Returns at once.
+    /// server as opened and not handed to ``messages`` again; a push that came through APNs is reported by its id, and
+    /// counted in its `opened`. Returns at once.
     public func opened(_ notification: OpenedNotification) {
         guard router.opened(notification) else { return }
-        guard let id = notification.payload.messageID else { return }
+        let payload = notification.payload
+        guard let report = payload.messageID.map(OpenReport.message) ?? payload.pushID.map(OpenReport.push) else { return }
         openReports.withLock { reports in
-            reports.append(id)
+            reports.append(report)
             if reports.count > 64 { reports.removeFirst(reports.count - 64) }
         }
         openBell.ring()
@@ -327,12 +329,14 @@ public final class Tern: Sendable {
 
     private func reportingOpens() async {
         while !Task.isCancelled {
-            guard let id = openReports.withLock({ $0.first }) else {
+            guard let open = openReports.withLock({ $0.first }) else {
                 await openBell.wait()
                 continue
             }
-            // Not again in the message stream; acknowledged, so the channel does not send it either.
-            await channel.handled(id)
+            if case .message(let id) = open {
+                // Not again in the message stream; acknowledged, so the channel does not send it either.
+                await channel.handled(id)
+            }
             guard let device = await registrar.credentials() else {
                 // Not registered yet: after the registration (which rings the bell).
                 await openBell.wait()
@@ -340,7 +344,10 @@ public final class Tern: Sendable {
             }
             for attempt in 1...3 {
                 do throws(TernError) {
-                    try await client.reportOpen(device, messageID: id)
+                    switch open {
+                    case .message(let id): try await client.reportOpen(device, messageID: id)
+                    case .push(let id): try await client.reportOpen(device, pushID: id)
+                    }
                     break
                 } catch {
                     guard error.isTemporary, attempt < 3 else {
@@ -351,8 +358,14 @@ public final class Tern: Sendable {
                 }
             }
             openReports.withLock { reports in
-                if reports.first == id { reports.removeFirst() }
+                if reports.first == open { reports.removeFirst() }
             }
         }
+    }
+
+    /// An open to report: of a device message (`tern.id`), or of a push that came through APNs (`tern.pushId`).
+    private enum OpenReport: Equatable {
+        case message(String)
+        case push(String)
     }
 }

@@ -38,6 +38,14 @@ struct PayloadTests {
         #expect(try payload(#"{"aps":{"alert":"Hello"}}"#).notification?.body == "Hello")
     }
 
+    @Test func aPushThatCameThroughAPNsCarriesItsId() throws {
+        let push = try payload(#"{"aps":{"alert":{"title":"Sale"}},"tern":{"pushId":"4C6E7812-5B50-4A02-807A-011D4BA548A3"}}"#)
+        #expect(push.pushID == "4c6e7812-5b50-4a02-807a-011d4ba548a3" && push.isFromTern)
+        #expect(push.messageID == nil && push.inboxMessageID == nil && push.message() == nil)
+        #expect(push.data.isEmpty, "tern is not the app's data")
+        #expect(try payload(#"{"aps":{"alert":"x"},"tern":{"pushId":"not-a-uuid"}}"#).pushID == nil)
+    }
+
     @Test func idsThatAreNotUUIDsAreNotTernsAndNeverReachAnAck() throws {
         let forged = try payload(#"{"aps":{"alert":"x"},"tern":{"id":"\"],\"type\":\"x","sequence":1}}"#)
         #expect(forged.messageID == nil)

@@ -34,12 +34,14 @@ struct TernClientTests {
     @Test func callsAboutTheDeviceCarryItsSecretAndItsId() async throws {
         let http = ScriptedHTTP([
             .status(200, #"{"messages":[],"unread":0}"#), .status(200, #"{"marked":2,"unread":1}"#), .status(204, ""), .status(204, ""),
+            .status(404, #"{"error":"notFound","message":"device … was sent no push …"}"#),
         ])
         let client = TernClient(configuration: configuration, transport: http)
         _ = try await client.inbox(device, after: "12", limit: 5)
         #expect(try await client.markRead(device, upTo: "9409c256-ca71-4d2c-803f-9f0e5e6bb894") == ReadResult(marked: 2, unread: 1))
         try await client.deleteInboxMessage(device, id: "9409c256-ca71-4d2c-803f-9f0e5e6bb894")
         #expect(try await client.reportOpen(device, messageID: "75f7e009-0893-555a-98ad-b527bf108e29"))
+        #expect(try await !client.reportOpen(device, pushID: "4c6e7812-5b50-4a02-807a-011d4ba548a3"), "a push the device was not sent")
         let requests = http.requests
         #expect(requests.allSatisfy { $0.value(forHTTPHeaderField: "X-Tern-Device-Secret") == "tds_secret" })
         #expect(
@@ -47,10 +49,12 @@ struct TernClientTests {
                 "GET /tern/v1/apps/shop/inbox", "POST /tern/v1/apps/shop/inbox/read",
                 "DELETE /tern/v1/apps/shop/inbox/9409c256-ca71-4d2c-803f-9f0e5e6bb894",
                 "POST /tern/v1/apps/shop/devices/6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01/opens",
+                "POST /tern/v1/apps/shop/devices/6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01/opens",
             ])
         #expect(requests[0].url?.query == "deviceId=6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01&after=12&limit=5")
         #expect(http.bodies[1] == ["upTo": .string("9409c256-ca71-4d2c-803f-9f0e5e6bb894")])
         #expect(http.bodies[3] == ["messageId": .string("75f7e009-0893-555a-98ad-b527bf108e29")])
+        #expect(http.bodies[4] == ["pushId": .string("4c6e7812-5b50-4a02-807a-011d4ba548a3")])
     }
 
     @Test func theChannelsAddressIsAWebSocketOneWithTheResumePoint() throws {

@@ -85,8 +85,10 @@ struct ReadBody: Encodable {
     var ids: [String]?
 }
 
+/// One of the two: a device message, or a push that came through APNs.
 struct OpenBody: Encodable {
-    var messageId: String
+    var messageId: String?
+    var pushId: String?
 }
 
 struct AckBody: Encodable {

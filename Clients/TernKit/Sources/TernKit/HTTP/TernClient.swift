@@ -57,9 +57,20 @@ public struct TernClient: Sendable {
     /// frame, or `tern.id` of a notification). - Returns: false if the server does not know the message (404).
     @discardableResult
     public func reportOpen(_ device: DeviceCredentials, messageID: String) async throws(TernError) -> Bool {
-        let request = try makeRequest("POST", ["devices", device.deviceID, "opens"], secret: device.secret, body: OpenBody(messageId: messageID))
+        try await reportOpen(device, OpenBody(messageId: messageID), what: "message \(messageID)")
+    }
+
+    /// `POST …/devices/{deviceId}/opens`: the user opened this push, one that came through APNs (`tern.pushId` of a
+    /// notification). - Returns: false if the server did not send the device that push (404).
+    @discardableResult
+    public func reportOpen(_ device: DeviceCredentials, pushID: String) async throws(TernError) -> Bool {
+        try await reportOpen(device, OpenBody(pushId: pushID), what: "push \(pushID)")
+    }
+
+    private func reportOpen(_ device: DeviceCredentials, _ body: OpenBody, what: String) async throws(TernError) -> Bool {
+        let request = try makeRequest("POST", ["devices", device.deviceID, "opens"], secret: device.secret, body: body)
         do throws(TernError) {
-            try await call(request, what: "reporting the open of message \(messageID)")
+            try await call(request, what: "reporting the open of \(what)")
             return true
         } catch where error.status == 404 {
             return false

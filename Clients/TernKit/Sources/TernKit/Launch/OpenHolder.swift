@@ -16,7 +16,7 @@ public struct OpenedNotification: Sendable, Equatable, Identifiable {
         self.payload = payload
         self.actionIdentifier = actionIdentifier
         // Tern's ids are the same in both reports; the request identifier is not in the launch options.
-        self.id = payload.messageID ?? payload.inboxMessageID ?? "payload:" + TernJSON.object(payload.json).description
+        self.id = payload.messageID ?? payload.pushID ?? payload.inboxMessageID ?? "payload:" + TernJSON.object(payload.json).description
     }
 }
 

@@ -7,6 +7,7 @@ import Foundation
 /// Tern marks its notifications with a `tern` key beside `aps`:
 /// - `{"tern": {"id", "sequence"}}`: an `auto` push that fell back to APNs; the same message (same id) is also in
 ///   the device's queue on the online channel, so TernKit shows it once whichever way it arrives first.
+/// - `{"tern": {"pushId"}}`: the push's id, in every push Tern made from a notification; the open is reported with it.
 /// - `{"tern": {"messageId"}}`: the push is in the user's inbox under that id.
 /// - `{"tern": {"wake": true}}`: the server has messages for the device: connect and fetch them.
 public struct TernPayload: Sendable, Equatable {
@@ -16,6 +17,8 @@ public struct TernPayload: Sendable, Equatable {
     public var sequence: Int64?
     /// The inbox message id (`tern.messageId`): the push's id.
     public var inboxMessageID: String?
+    /// The push's id (`tern.pushId`).
+    public var pushID: String?
     /// A wake push: there are messages waiting on the online channel.
     public var isWake: Bool
     /// `aps.badge`, if the notification sets the icon's badge.
@@ -28,7 +31,7 @@ public struct TernPayload: Sendable, Equatable {
     public var json: [String: TernJSON]
 
     /// Whether Tern sent this notification (it has a `tern` key).
-    public var isFromTern: Bool { messageID != nil || inboxMessageID != nil || isWake }
+    public var isFromTern: Bool { messageID != nil || pushID != nil || inboxMessageID != nil || isWake }
 
     /// Reads a notification's `userInfo`. Keys that are not strings and values that are not JSON are left out.
     public init(userInfo: [AnyHashable: Any]) {
@@ -48,6 +51,7 @@ public struct TernPayload: Sendable, Equatable {
         messageID = tern?["id"]?.stringValue.flatMap(UUID.init(uuidString:))?.uuidString.lowercased()
         sequence = tern?["sequence"]?.intValue
         inboxMessageID = tern?["messageId"]?.stringValue.flatMap(UUID.init(uuidString:))?.uuidString.lowercased()
+        pushID = tern?["pushId"]?.stringValue.flatMap(UUID.init(uuidString:))?.uuidString.lowercased()
         isWake = tern?["wake"]?.boolValue == true
         let aps = json["aps"]
         badge = aps?["badge"]?.intValue.map { Int(clamping: $0) }
@@ -60,7 +64,7 @@ public struct TernPayload: Sendable, Equatable {
     func message() -> TernMessage? {
         guard let messageID else { return nil }
         return TernMessage(
-            id: messageID, sequence: sequence, pushID: inboxMessageID, notification: notification, data: data.isEmpty ? nil : .object(data),
+            id: messageID, sequence: sequence, pushID: pushID ?? inboxMessageID, notification: notification, data: data.isEmpty ? nil : .object(data),
             createdAt: nil, source: .apns)
     }
 }

@@ -367,6 +367,38 @@ struct TernServerTests {
         try await waitUntil("the server counts the open") { try await server.counts(ofPush: push)?["opened"] == .int(1) }
     }
 
+    @Test func anOpenOfAPushThatCameThroughAPNsIsRoutedAndCountedOnce() async throws {
+        let server = try await TernServerProcess.start()
+        let device = Device(server)
+        let id = try await device.register()
+        let push = try await server.push(#"{"audience": {"devices": ["\#(id)"]}, "notification": {"title": "Flash sale", "data": {"sku": 7}}}"#)
+        let payload = try #require(try await server.apnsPayloads(token: device.hexToken).last)
+        let opened = OpenedNotification(payload: TernPayload(json: payload))
+        #expect(opened.payload.pushID == push)
+        device.tern.opened(opened)
+        device.tern.opened(opened)
+        let routed = try await next("the open") { [tern = device.tern] in
+            var opens = tern.openedNotifications.makeAsyncIterator()
+            return await opens.next()
+        }
+        #expect(routed == opened && routed.payload.data == ["sku": .int(7)])
+        try await waitUntil("the server counts the open") { try await server.counts(ofPush: push)?["opened"] == .int(1) }
+        // A device the push did not go to is not counted, though its app reports the same notification.
+        let other = Device(server)
+        _ = try await other.register()
+        other.tern.opened(opened)
+        _ = try await next("the other device's open") { [tern = other.tern] in
+            var opens = tern.openedNotifications.makeAsyncIterator()
+            return await opens.next()
+        }
+        let credentials = try #require(try other.identities.load().flatMap { identity in
+            identity.deviceSecret.map { DeviceCredentials(deviceID: identity.deviceID, secret: $0) }
+        })
+        #expect(try await TernClient(configuration: server.configuration(), transport: ForwardingHTTP(forwarding: Forwarding(port: { server.port })))
+            .reportOpen(credentials, pushID: push) == false)
+        #expect(try await server.counts(ofPush: push)?["opened"] == .int(1))
+    }
+
     @Test func aNotificationServiceExtensionReportsTheDelivery() async throws {
         let server = try await TernServerProcess.start()
         let device = Device(server)
