@@ -288,6 +288,19 @@ struct PushesAPI {
                     "with delivery auto, a device that is offline gets the push through APNs with tern.id and tern.sequence added: up to \(size) bytes, over the \(limit) APNs takes")
             }
         }
+        if app.transport == AppRecord.legacy {
+            // The binary protocol's frames take less than HTTP/2: checked here, or every recipient would fail at sending.
+            let limit = LegacyCommand.frame.maximumPayloadSize
+            let widest =
+                content.online?.mode == .auto
+                ? content.widestFallbackSize
+                : content.badge?.isPerRecipient == true ? content.payload(badge: BadgeChange.largest).count : content.payload.count
+            guard widest <= limit else {
+                throw JSONAPIError.badRequest(
+                    field: body.payload != nil ? "payload" : "notification",
+                    "app \(app.id) sends through the legacy binary protocol, whose payloads are at most \(limit) bytes: this one is up to \(widest)")
+            }
+        }
         if let key = body.idempotencyKey, !(1...128).contains(key.utf8.count) {
             throw JSONAPIError.badRequest(field: "idempotencyKey", "idempotencyKey must be 1-128 bytes")
         }

@@ -1,5 +1,6 @@
 import Foundation
 import TernAPNs
+import TernStore
 
 /// The composer's page: the form as sent (or empty), its choices, and the server's preview of it.
 struct ComposeView {
@@ -55,12 +56,15 @@ struct ComposePreview: Encodable {
     var headers = ""
     var audience = ""
 
-    /// Shows what ``PushesAPI/content(_:app:pushID:)`` rendered.
-    mutating func show(_ content: PushContent, topic: String) {
+    /// Shows what ``PushesAPI/content(_:app:pushID:)`` rendered for `app`.
+    mutating func show(_ content: PushContent, app: AppRecord) {
+        let topic = app.topic
         payload = String(decoding: content.payload, as: UTF8.self)
         bytes = content.payload.count
         let pushType = try? APNsPushType(headerValue: content.pushType)
-        limit = pushType?.maximumPayloadSize ?? APNsPushType.alert.maximumPayloadSize
+        limit =
+            app.transport == AppRecord.legacy
+            ? LegacyCommand.frame.maximumPayloadSize : pushType?.maximumPayloadSize ?? APNsPushType.alert.maximumPayloadSize
         high = limit * 9 / 10
         size = "\(bytes.formatted()) of \(limit.formatted()) bytes"
         var notes: [String] = []

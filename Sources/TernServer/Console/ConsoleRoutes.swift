@@ -304,7 +304,7 @@ struct ConsoleRoutes: Sendable {
             try PushesAPI.checkTokenKind(content, audience: try PushesAPI.audience(request.audience))
             _ = try PushesAPI.sendAt(request.sendAt, content: content, now: clock.now)
             _ = try PushesAPI.ratePerSecond(request.ratePerSecond)
-            preview.show(content, topic: app.topic)
+            preview.show(content, app: app)
         } catch {
             preview.problem = (error.field.map { "\($0): " } ?? "") + error.message
         }
