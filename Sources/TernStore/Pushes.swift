@@ -188,19 +188,46 @@ public struct PushFailure: Sendable, Equatable {
     }
 }
 
+/// What a device reports of a push that came through APNs to it.
+public enum PushReport: String, Sendable, CaseIterable {
+    /// It arrived: the app's Notification Service Extension ran for it.
+    case received
+    /// The user opened it.
+    case opened
+
+    /// The column of `push_reports` that keeps when.
+    var column: String {
+        switch self {
+        case .received: "received_at"
+        case .opened: "opened_at"
+        }
+    }
+}
+
+/// How many devices reported each thing of a push (each device once for each).
+public struct PushReportCounts: Sendable, Equatable {
+    public var received = 0
+    public var opened = 0
+
+    public init(received: Int = 0, opened: Int = 0) {
+        self.received = received
+        self.opened = opened
+    }
+}
+
 /// What one ``TernStore/purgeFinishedPushes(before:limit:)`` deleted.
 public struct PushPurge: Sendable, Equatable {
     public var pushes: Int
     public var failures: Int
-    /// Devices' opens of the pushes (``TernStore/recordPushOpen(pushID:deviceID:at:)``).
-    public var opens: Int
+    /// Devices' reports of the pushes (``TernStore/recordPushReport(_:pushID:deviceID:at:)``), a row per device.
+    public var reports: Int
     /// Whether a call may find more to delete: it deleted as many rows as it was allowed.
     public var more: Bool
 
-    public init(pushes: Int, failures: Int, opens: Int = 0, more: Bool) {
+    public init(pushes: Int, failures: Int, reports: Int = 0, more: Bool) {
         self.pushes = pushes
         self.failures = failures
-        self.opens = opens
+        self.reports = reports
         self.more = more
     }
 }

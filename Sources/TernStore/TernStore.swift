@@ -194,9 +194,9 @@ public protocol TernStore: Sendable {
     func cancelPush(app: String, id: String, at now: Date) async throws -> (push: PushRecord, completedNow: Bool)?
     /// A push's failures, `limit` at a time; the cursor is opaque.
     func failures(pushID: String, after cursor: String?, limit: Int) async throws -> Page<PushFailure>
-    /// Deletes pushes that completed before `before`, oldest first, with their failures, opens and chunks, in one
-    /// transaction of at most `limit` failures and opens or else `limit` pushes: a push's failures and opens go before
-    /// the push, over as many calls as they take. A push whose device messages are still kept for the online channel stays until they
+    /// Deletes pushes that completed before `before`, oldest first, with their failures, devices' reports and chunks,
+    /// in one transaction of at most `limit` failures and reports or else `limit` pushes: a push's failures and reports
+    /// go before the push, over as many calls as they take. A push whose device messages are still kept for the online channel stays until they
     /// expire.
     func purgeFinishedPushes(before: Date, limit: Int) async throws -> PushPurge
     /// Completes, at `now`, the pushes whose audience is handed out in full and whose chunks are all closed, but which
@@ -258,11 +258,12 @@ public protocol TernStore: Sendable {
     func openMessage(app: String, deviceID: String, id: String, at: Date) async throws -> Bool
     /// What happened to push `pushID`'s device messages.
     func messageCounts(pushID: String) async throws -> DeviceMessageCounts
-    /// Records that the device opened push `pushID` (one that went through APNs; the caller checked that it was handed
-    /// out to the device, ``PushRecord/wasHandedOut(to:at:)``). - Returns: false if the device had reported it already.
-    func recordPushOpen(pushID: String, deviceID: String, at: Date) async throws -> Bool
-    /// How many devices reported opening push `pushID` (``recordPushOpen(pushID:deviceID:at:)``).
-    func pushOpenCount(pushID: String) async throws -> Int
+    /// Records what the device reported of push `pushID`, one that went through APNs (the caller checked that it was
+    /// handed out to the device, ``PushRecord/wasHandedOut(to:at:)``). - Returns: false if the device had reported
+    /// that already.
+    func recordPushReport(_ report: PushReport, pushID: String, deviceID: String, at: Date) async throws -> Bool
+    /// How many devices reported each thing of push `pushID` (``recordPushReport(_:pushID:deviceID:at:)``).
+    func pushReportCounts(pushID: String) async throws -> PushReportCounts
     /// Deletes up to `limit` device messages that expired before `before`. - Returns: how many.
     func purgeExpiredMessages(before: Date, limit: Int) async throws -> Int
 

@@ -213,6 +213,7 @@ def run(driver):
     check(text_of(driver, "[data-field=failed]") == "1", "the uninstalled one failed")
     check("Unregistered" in driver.page_source, "and why")
     check(text_of(driver, "[data-field=opened]") == "0", "nobody opened it yet")
+    check(text_of(driver, "[data-field=received]") == "0", "no extension reported its arrival")
     # The first phone's user opens it: its app reports the push's id, and the page counts it.
     push_id = driver.current_url.rstrip("/").split("/")[-1]
     api("POST", f"/v1/apps/{APP}/devices/{phones[0][0]}/opens", app_key, {"pushId": push_id}, device_secret=phones[0][2])

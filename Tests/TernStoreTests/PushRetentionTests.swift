@@ -60,22 +60,23 @@ struct PushRetentionTests {
         }
     }
 
-    @Test("a push's opens go with its failures, a limit of both at a time, before its row", arguments: StoreFactory.all)
-    func opensGoInPiecesBeforeTheirPush(_ factory: StoreFactory) async throws {
+    @Test("a push's devices' reports go with its failures, a limit of both at a time, before its row", arguments: StoreFactory.all)
+    func reportsGoInPiecesBeforeTheirPush(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
             try await prepared(store)
             try await complete("opened", failures: 1, at: time(100), store)
-            for n in 1...3 { _ = try await store.recordPushOpen(pushID: "opened", deviceID: "device-\(n)", at: time(150)) }
+            for n in 1...3 { _ = try await store.recordPushReport(.opened, pushID: "opened", deviceID: "device-\(n)", at: time(150)) }
+            _ = try await store.recordPushReport(.received, pushID: "opened", deviceID: "device-1", at: time(150))
             try await complete("kept", failures: 0, at: time(1_000), store)
-            _ = try await store.recordPushOpen(pushID: "kept", deviceID: "device-1", at: time(1_100))
+            _ = try await store.recordPushReport(.received, pushID: "kept", deviceID: "device-1", at: time(1_100))
 
-            #expect(try await store.purgeFinishedPushes(before: time(500), limit: 2) == PushPurge(pushes: 0, failures: 1, opens: 1, more: true))
-            #expect(try await store.pushOpenCount(pushID: "opened") == 2, "counted until the row goes")
-            #expect(try await store.purgeFinishedPushes(before: time(500), limit: 2) == PushPurge(pushes: 0, failures: 0, opens: 2, more: true))
-            #expect(try await store.purgeFinishedPushes(before: time(500), limit: 2) == PushPurge(pushes: 1, failures: 0, opens: 0, more: false))
+            #expect(try await store.purgeFinishedPushes(before: time(500), limit: 2) == PushPurge(pushes: 0, failures: 1, reports: 1, more: true))
+            #expect(try await store.pushReportCounts(pushID: "opened").opened == 2, "counted until the row goes")
+            #expect(try await store.purgeFinishedPushes(before: time(500), limit: 2) == PushPurge(pushes: 0, failures: 0, reports: 2, more: true))
+            #expect(try await store.purgeFinishedPushes(before: time(500), limit: 2) == PushPurge(pushes: 1, failures: 0, reports: 0, more: false))
             #expect(try await store.push(app: "demo", id: "opened") == nil)
-            #expect(try await rows("push_opens", of: "opened", store) == 0)
-            #expect(try await store.pushOpenCount(pushID: "kept") == 1, "finished after the cutoff")
+            #expect(try await rows("push_reports", of: "opened", store) == 0)
+            #expect(try await store.pushReportCounts(pushID: "kept").received == 1, "finished after the cutoff")
         }
     }
 

@@ -793,7 +793,8 @@ enum OpenAPIDocument {
   "/v1/apps/{app}/devices/{deviceId}/acks": {
    "post": {
     "operationId": "acknowledgeMessages",
-    "summary": "The device acknowledges messages outside its connection (a Notification Service Extension's receipt)",
+    "summary": "The device acknowledges messages outside its connection (a Notification Service Extension's receipt), or a push that came through APNs (pushId: tern.pushId)",
+    "description": "404 for a push the device was not sent, as for an open.",
     "tags": [
      "device"
     ],
@@ -808,7 +809,7 @@ enum OpenAPIDocument {
     ],
     "responses": {
      "200": {
-      "description": "how many of the ids this call acknowledged (the device's own, not acknowledged before)",
+      "description": "how many of the ids this call acknowledged (the device's own, not acknowledged before); for a push, 1 for the device's first receipt of it, else 0",
       "content": {
        "application/json": {
         "schema": {
@@ -853,10 +854,23 @@ enum OpenAPIDocument {
            "type": "string",
            "format": "uuid"
           }
+         },
+         "pushId": {
+          "type": "string",
+          "format": "uuid"
          }
         },
-        "required": [
-         "ids"
+        "oneOf": [
+         {
+          "required": [
+           "ids"
+          ]
+         },
+         {
+          "required": [
+           "pushId"
+          ]
+         }
         ],
         "additionalProperties": false
        }
@@ -2306,6 +2320,10 @@ enum OpenAPIDocument {
        },
        "ackedAfterFallback": {
         "type": "integer"
+       },
+       "received": {
+        "type": "integer",
+        "description": "of a push through APNs only (delivery apns): devices whose Notification Service Extension reported its arrival (POST …/devices/{deviceId}/acks with pushId), each once"
        },
        "opened": {
         "type": "integer",

@@ -92,6 +92,9 @@ struct PushesAPI {
             var acked: Int?
             var fellBackToAPNs: Int?
             var ackedAfterFallback: Int?
+            /// Of a push through APNs only (`delivery` `apns`): devices whose Notification Service Extension reported its
+            /// arrival (`POST …/devices/{id}/acks` with `pushId`), each once.
+            var received: Int?
             /// Devices whose user opened the push: reported by the app (`POST …/devices/{id}/opens`), each device once.
             var opened: Int
             /// Older inbox messages deleted to keep recipients' inboxes within the app's cap.
@@ -335,7 +338,9 @@ struct PushesAPI {
             viewCounts.ackedAfterFallback = online.ackedAfterFallback
             viewCounts.opened = online.opened
         } else {
-            viewCounts.opened = try await store.pushOpenCount(pushID: push.id)
+            let reports = try await store.pushReportCounts(pushID: push.id)
+            viewCounts.received = reports.received
+            viewCounts.opened = reports.opened
         }
         return PushView(
             id: push.id, status: push.status.rawValue, idempotencyKey: push.idempotencyKey,

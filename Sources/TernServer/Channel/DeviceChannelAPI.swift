@@ -13,7 +13,8 @@ import TernStore
 import TernWeb
 
 /// The online channel's endpoints: `GET …/devices/{id}/connect` (a WebSocket per device), and the device's reports:
-/// `POST …/devices/{id}/opens` (of its messages, and of pushes that came through APNs) and `…/acks`.
+/// `POST …/devices/{id}/opens` (of its messages, and of pushes that came through APNs) and `…/acks` (a Notification
+/// Service Extension's receipts, likewise).
 ///
 /// A connection is authenticated like every device call (the app key and `X-Tern-Device-Secret`, or the master
 /// secret) before the upgrade. Once open, the server sends the device's messages as JSON text frames in the device's order, starting
@@ -46,6 +47,7 @@ struct DeviceChannelAPI: Sendable {
     private let deliveredOnline = Counter(label: "tern_channel_messages_delivered_total")
     private let opens = Counter(label: "tern_channel_opens_total")
     private let pushOpens = Counter(label: "tern_push_opens_total")
+    private let pushReceipts = Counter(label: "tern_push_receipts_total")
     private let acks = Counter(label: "tern_channel_acks_total")
     private let acksAfterFallback = Counter(label: "tern_channel_acks_after_fallback_total")
 
@@ -73,12 +75,14 @@ struct DeviceChannelAPI: Sendable {
         var pushId: String?
     }
 
+    /// What arrived: device messages (`ids`: their `tern.id`s) or a push that came through APNs (`pushId`).
     struct AckRequest: Decodable {
-        var ids: [String]
+        var ids: [String]?
+        var pushId: String?
     }
 
     struct AckAnswer: ResponseEncodable {
-        /// How many of the ids were acknowledged by this call (not before, and the device's own).
+        /// How many of the ids (or whether the push) were acknowledged by this call: not before, and the device's own.
         var acked: Int
     }
 
@@ -111,7 +115,7 @@ struct DeviceChannelAPI: Sendable {
                 }
                 opens.increment()
             case (nil, let pushID?):
-                if try await openPush(pushID, app: app, device: device) { pushOpens.increment() }
+                if try await report(.opened, of: pushID, app: app, device: device) { pushOpens.increment() }
             case (.some, .some):
                 throw JSONAPIError.badRequest(field: "pushId", "give messageId or pushId, not both")
             case (nil, nil):
@@ -126,8 +130,22 @@ struct DeviceChannelAPI: Sendable {
             let (app, device) = try await authorize(
                 .ack, request: request, appID: context.parameters.get("app"), deviceText: context.parameters.get("device"))
             let body = try await JSONBody.decode(AckRequest.self, from: request, limit: 64 * 1024)
-            if let problem = ChannelFrame.ackIDsProblem(body.ids) { throw JSONAPIError.badRequest(field: "ids", problem) }
-            let ids = body.ids.map { $0.lowercased() }
+            let given: [String]
+            switch (body.ids, body.pushId) {
+            case (let ids?, nil):
+                given = ids
+            case (nil, let pushID?):
+                let first = try await report(.received, of: pushID, app: app, device: device)
+                if first { pushReceipts.increment() }
+                return AckAnswer(acked: first ? 1 : 0)
+            case (.some, .some):
+                throw JSONAPIError.badRequest(field: "pushId", "give ids or pushId, not both")
+            case (nil, nil):
+                throw JSONAPIError.badRequest(
+                    field: "ids", "give ids (the device's messages: tern.id) or pushId (a push that came through APNs: tern.pushId)")
+            }
+            if let problem = ChannelFrame.ackIDsProblem(given) { throw JSONAPIError.badRequest(field: "ids", problem) }
+            let ids = given.map { $0.lowercased() }
             let recorded = try await store.recordChannel(
                 delivered: [], acks: ids.map { (app: app.id, deviceID: device.deviceID, id: $0) }, at: clock.now)
             acks.increment(by: recorded.acked)
@@ -136,10 +154,11 @@ struct DeviceChannelAPI: Sendable {
         }
     }
 
-    /// Records that the device's user opened push `text`, one that came through APNs (its `tern.pushId`). Taken only
-    /// from a device the push was handed out to (``PushRecord/wasHandedOut(to:at:)``): the app key is public, and a
-    /// device must not count opens of pushes that were never its own. - Returns: false if it was reported already.
-    private func openPush(_ text: String, app: AppRecord, device: DeviceRecord) async throws -> Bool {
+    /// Records what the device reports of push `text`, one that came through APNs (its `tern.pushId`): that it arrived,
+    /// or that the user opened it. Taken only from a device the push was handed out to
+    /// (``PushRecord/wasHandedOut(to:at:)``): the app key is public, and a device must not count reports of pushes that
+    /// were never its own. - Returns: false if the device had reported that already.
+    private func report(_ report: PushReport, of text: String, app: AppRecord, device: DeviceRecord) async throws -> Bool {
         guard let id = UUID(uuidString: text) else {
             throw JSONAPIError.badRequest(field: "pushId", "pushId must be a push id (a UUID), not '\(text.prefix(40))'")
         }
@@ -148,10 +167,10 @@ struct DeviceChannelAPI: Sendable {
             throw JSONAPIError.notFound("device \(device.deviceID) was sent no push \(text.prefix(40))")
         }
         if (try? JSONDecoder().decode(PushContent.self, from: Data(push.notification)))?.online != nil {
-            throw JSONAPIError.badRequest(
-                field: "pushId", "push \(push.id) went through the devices' connections: report the open of its message (messageId: tern.id)")
+            let instead = report == .opened ? "the open of its message (messageId: tern.id)" : "its message's arrival (ids: [tern.id])"
+            throw JSONAPIError.badRequest(field: "pushId", "push \(push.id) went through the devices' connections: report \(instead)")
         }
-        return try await store.recordPushOpen(pushID: push.id, deviceID: device.deviceID, at: now)
+        return try await store.recordPushReport(report, pushID: push.id, deviceID: device.deviceID, at: now)
     }
 
     /// `?after=SEQ`: a whole number, 0 or more (absent: 0, everything not acknowledged).

@@ -418,6 +418,8 @@ struct PushPageView {
         var inboxDropped: Int
         /// Devices whose user opened it (for an online push, its messages opened).
         var opened: Int
+        /// Of a push through APNs only: devices whose Notification Service Extension reported its arrival.
+        var received: Received?
         var createdAt: String
         var finishedAt: String
         /// When it was cancelled, if it was.
@@ -429,6 +431,9 @@ struct PushPageView {
         /// Whether its Stop button shows: it is not completed, nor cancelled yet.
         var stoppable: Bool
         var online: Online?
+    }
+    struct Received: Encodable {
+        var count: Int
     }
     struct Online: Encodable {
         var deliveredOnline: Int
@@ -453,7 +458,7 @@ struct PushPageView {
         let counts = view.counts
         push = Summary(
             id: view.id, status: view.status, targeted: counts.targeted, accepted: counts.accepted, failed: counts.failed, pruned: counts.pruned,
-            inboxDropped: counts.inboxDropped, opened: counts.opened, createdAt: ConsoleFormat.date(view.createdAt), finishedAt: ConsoleFormat.date(view.finishedAt),
+            inboxDropped: counts.inboxDropped, opened: counts.opened, received: counts.received.map(Received.init), createdAt: ConsoleFormat.date(view.createdAt), finishedAt: ConsoleFormat.date(view.finishedAt),
             cancelledAt: view.cancelledAt.map { ConsoleFormat.date($0) }, sendAt: view.sendAt.map { ConsoleFormat.date($0) }, ratePerSecond: view.ratePerSecond, stoppable: view.status != "completed" && view.cancelledAt == nil,
             online: counts.deliveredOnline.map {
                 Online(deliveredOnline: $0, acked: counts.acked ?? 0, fellBackToAPNs: counts.fellBackToAPNs ?? 0)

@@ -57,7 +57,7 @@ final class RetentionSweeper: Service {
         var deviceMessages = 0
         var pushes = 0
         var pushFailures = 0
-        var pushOpens = 0
+        var pushReports = 0
         var strandedPushes = 0
     }
 
@@ -97,13 +97,13 @@ final class RetentionSweeper: Service {
             let purge = try await store.purgeFinishedPushes(before: cutoff, limit: Self.batch)
             swept.pushes += purge.pushes
             swept.pushFailures += purge.failures
-            swept.pushOpens += purge.opens
+            swept.pushReports += purge.reports
             return purge.more
         }
-        if swept.pushes > 0 || swept.pushFailures > 0 || swept.pushOpens > 0 {
+        if swept.pushes > 0 || swept.pushFailures > 0 || swept.pushReports > 0 {
             logger.info(
                 "pushes past delivery.pushRetention deleted",
-                metadata: ["pushes": "\(swept.pushes)", "failures": "\(swept.pushFailures)", "opens": "\(swept.pushOpens)"])
+                metadata: ["pushes": "\(swept.pushes)", "failures": "\(swept.pushFailures)", "reports": "\(swept.pushReports)"])
         }
         return swept
     }

@@ -455,14 +455,16 @@ extension SQLStore {
                 "ALTER TABLE pushes ADD COLUMN rate_per_second INTEGER",
                 "ALTER TABLE pushes ADD COLUMN next_chunk_at BIGINT",
             ]),
-            // Opens of a push that went through APNs, reported by the devices it was sent to: one row per device, so a
-            // device that reports again is counted once. Deleted with the push, a batch at a time as its failures are.
-            Migration(version: 19, name: "push opens", statements: [
+            // What the devices a push went through APNs to report of it: that it arrived (a Notification Service
+            // Extension's receipt) and that the user opened it. One row per device, so a device that reports again is
+            // counted once. Deleted with the push, a batch at a time as its failures are.
+            Migration(version: 19, name: "push reports", statements: [
                 """
-                CREATE TABLE push_opens (
+                CREATE TABLE push_reports (
                     push_id TEXT NOT NULL REFERENCES pushes (id) ON DELETE CASCADE,
                     device_id TEXT NOT NULL,
-                    opened_at BIGINT NOT NULL,
+                    received_at BIGINT,
+                    opened_at BIGINT,
                     PRIMARY KEY (push_id, device_id)
                 )
                 """,

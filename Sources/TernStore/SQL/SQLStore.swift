@@ -477,16 +477,16 @@ public final class SQLStore: TernStore {
                 RETURNING id
                 """).all().count
             guard failures < limit else { return PushPurge(pushes: 0, failures: failures, more: true) }
-            // Its opens likewise (a row per device that opened it).
-            let opens = try await db.raw("""
-                DELETE FROM push_opens WHERE (push_id, device_id) IN (
-                    SELECT o.push_id, o.device_id FROM push_opens o WHERE o.push_id IN (\(oldest)) LIMIT \(bind: limit - failures))
+            // Its devices' reports likewise (a row per device that reported it).
+            let reports = try await db.raw("""
+                DELETE FROM push_reports WHERE (push_id, device_id) IN (
+                    SELECT r.push_id, r.device_id FROM push_reports r WHERE r.push_id IN (\(oldest)) LIMIT \(bind: limit - failures))
                 RETURNING device_id
                 """).all().count
-            guard failures + opens < limit else { return PushPurge(pushes: 0, failures: failures, opens: opens, more: true) }
+            guard failures + reports < limit else { return PushPurge(pushes: 0, failures: failures, reports: reports, more: true) }
             // Their chunks go with them (a push has one per `delivery.chunkSize` recipients: 500 for a million).
             let pushes = try await db.raw("DELETE FROM pushes WHERE id IN (\(oldest)) RETURNING id").all().count
-            return PushPurge(pushes: pushes, failures: failures, opens: opens, more: pushes == limit)
+            return PushPurge(pushes: pushes, failures: failures, reports: reports, more: pushes == limit)
         }
     }
 }

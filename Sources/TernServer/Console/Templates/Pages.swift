@@ -258,6 +258,7 @@ extension ConsoleTemplates {
           <dt>Failed</dt><dd data-field="failed">{{failed}}</dd>
           <dt>Tokens pruned</dt><dd data-field="pruned">{{pruned}}</dd>
           <dt>Inbox messages dropped</dt><dd data-field="inboxDropped">{{inboxDropped}}</dd>
+          {{#received}}<dt>Received</dt><dd data-field="received" title="devices whose Notification Service Extension reported its arrival">{{count}}</dd>{{/received}}
           <dt>Opened</dt><dd data-field="opened" title="devices whose app reported the user's open">{{opened}}</dd>
           {{#online}}<dt>Delivered online</dt><dd>{{deliveredOnline}}</dd><dt>Acknowledged</dt><dd>{{acked}}</dd><dt>Fell back to APNs</dt><dd>{{fellBackToAPNs}}</dd>{{/online}}
           <dt>Created</dt><dd><time datetime="{{createdAt}}">{{createdAt}}</time></dd>

@@ -3,12 +3,17 @@ import TernAPNs
 import TernTestSupport
 import Testing
 
-/// Opens of pushes that came through APNs: every push made from `notification` carries its id (`tern.pushId`), the
-/// app reports the user's open with it (`POST …/devices/{id}/opens {"pushId"}`), and the push counts each device once.
-/// The app key is public, so an open is taken only from a device the push was handed out to.
-struct PushOpenTests {
+/// What devices report of pushes that came through APNs: every push made from `notification` carries its id
+/// (`tern.pushId`); the app reports the user's open with it (`POST …/devices/{id}/opens {"pushId"}`) and its
+/// Notification Service Extension the push's arrival (`POST …/devices/{id}/acks {"pushId"}`), and the push counts each
+/// device once for each. The app key is public, so a report is taken only from a device the push was handed out to.
+struct PushReportTests {
     private func open(_ server: RoutedServer, _ device: String, _ body: String) async throws -> HTTPTestResponse {
         try await server.device.send(.POST, "/v1/apps/demo/devices/\(device)/opens", body: body, headers: server.asDevice(device))
+    }
+
+    private func receipt(_ server: RoutedServer, _ device: String, _ body: String) async throws -> HTTPTestResponse {
+        try await server.device.send(.POST, "/v1/apps/demo/devices/\(device)/acks", body: body, headers: server.asDevice(device))
     }
 
     private func opened(_ server: RoutedServer, _ pushID: String) async throws -> Int? {
@@ -61,6 +66,40 @@ struct PushOpenTests {
                 return
             }
             #expect(listed.first { $0["id"]?.string == pushID }?[path: "counts.opened"]?.int == 2)
+        }
+    }
+
+    @Test func anExtensionsReceiptOfAPushCountsEachDeviceOnceAndOnlyForItsRecipients() async throws {
+        try await RouterHarness.withServer { server in
+            for number in 1...3 {
+                try await server.register(Fixture.device(number), token: Fixture.token(number), tags: number < 3 ? ["news"] : ["sport"])
+            }
+            let push = try await server.push(Fixture.push(audience: #"{"tags": ["news"]}"#, extra: #", "apns": {"pushType": "alert"}"#))
+            let pushID = try #require(push["id"]?.string)
+            #expect(push[path: "counts.received"]?.int == 0)
+
+            let first = try await receipt(server, Fixture.device(1), #"{"pushId": "\#(pushID)"}"#)
+            #expect(first.status == 200, "\(first.text)")
+            #expect(try first.json()["acked"]?.int == 1)
+            #expect(try await receipt(server, Fixture.device(1), #"{"pushId": "\#(pushID)"}"#).json()["acked"]?.int == 0, "once")
+            #expect(try await receipt(server, Fixture.device(3), #"{"pushId": "\#(pushID)"}"#).status == 404, "not its push")
+            let view = try await server.master.get("/v1/apps/demo/pushes/\(pushID)").json()
+            #expect(view[path: "counts.received"]?.int == 1)
+            #expect(view[path: "counts.opened"]?.int == 0, "arrived is not opened")
+
+            for (body, field) in [
+                (#"{"pushId": "nope"}"#, "pushId"), (#"{"ids": ["\#(pushID)"], "pushId": "\#(pushID)"}"#, "pushId"), ("{}", "ids"),
+            ] {
+                let refused = try await receipt(server, Fixture.device(1), body)
+                #expect(refused.status == 400, "\(body): \(refused.text)")
+                #expect(try refused.json()["field"]?.string == field, "\(body): \(refused.text)")
+            }
+            // An online push's counts are its messages': no received.
+            let online = try await server.push(Fixture.push(audience: #"{"tags": ["news"]}"#, extra: #", "delivery": "online""#))
+            #expect(online[path: "counts.received"] == nil)
+            let byPush = try await receipt(server, Fixture.device(1), #"{"pushId": "\#(try #require(online["id"]?.string))"}"#)
+            #expect(byPush.status == 400, "\(byPush.text)")
+            #expect(try byPush.json()["field"]?.string == "pushId")
         }
     }
 

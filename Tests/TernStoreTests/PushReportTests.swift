@@ -3,26 +3,30 @@ import TernAPNs
 import Testing
 @testable import TernStore
 
-/// Opens of pushes that went through APNs, as the devices report them: counted once per device, and taken only from
-/// a device the push was handed out to.
-@Suite("Push opens")
-struct PushOpenTests {
-    @Test("a device's open of a push is counted once, and for that push only", arguments: StoreFactory.all)
-    func countedOncePerDevice(_ factory: StoreFactory) async throws {
+/// What devices report of pushes that went through APNs (arrived, opened): each counted once per device, and taken
+/// only from a device the push was handed out to.
+@Suite("Push reports")
+struct PushReportTests {
+    @Test("a device's report of a push is counted once for each kind, and for that push only", arguments: StoreFactory.all)
+    func countedOncePerDeviceAndKind(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
             try await store.createApp(makeApp())
             try await registerDevices(3, in: store)
             _ = try await store.createPush(makePush("p1", at: time(0)))
             _ = try await store.createPush(makePush("p2", at: time(1)))
+            let (one, two) = (numbered("device", 1), numbered("device", 2))
 
-            #expect(try await store.recordPushOpen(pushID: "p1", deviceID: numbered("device", 1), at: time(100)))
-            #expect(try await !store.recordPushOpen(pushID: "p1", deviceID: numbered("device", 1), at: time(200)), "reported again")
-            #expect(try await store.recordPushOpen(pushID: "p1", deviceID: numbered("device", 2), at: time(300)))
-            #expect(try await store.pushOpenCount(pushID: "p1") == 2)
-            #expect(try await store.pushOpenCount(pushID: "p2") == 0)
+            #expect(try await store.recordPushReport(.opened, pushID: "p1", deviceID: one, at: time(100)))
+            #expect(try await !store.recordPushReport(.opened, pushID: "p1", deviceID: one, at: time(200)), "reported again")
+            // Its arrival, reported after the open (an extension's request can be slower than the tap), counts too.
+            #expect(try await store.recordPushReport(.received, pushID: "p1", deviceID: one, at: time(250)))
+            #expect(try await !store.recordPushReport(.received, pushID: "p1", deviceID: one, at: time(260)))
+            #expect(try await store.recordPushReport(.received, pushID: "p1", deviceID: two, at: time(300)))
+            #expect(try await store.pushReportCounts(pushID: "p1") == PushReportCounts(received: 2, opened: 1))
+            #expect(try await store.pushReportCounts(pushID: "p2") == PushReportCounts())
             // The same device opening the other push is another open.
-            #expect(try await store.recordPushOpen(pushID: "p2", deviceID: numbered("device", 1), at: time(400)))
-            #expect(try await store.pushOpenCount(pushID: "p2") == 1)
+            #expect(try await store.recordPushReport(.opened, pushID: "p2", deviceID: one, at: time(400)))
+            #expect(try await store.pushReportCounts(pushID: "p2") == PushReportCounts(received: 0, opened: 1))
         }
     }
 
