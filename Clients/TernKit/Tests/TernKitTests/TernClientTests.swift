@@ -57,6 +57,18 @@ struct TernClientTests {
         #expect(http.bodies[4] == ["pushId": .string("4c6e7812-5b50-4a02-807a-011d4ba548a3")])
     }
 
+    @Test func receiptsAcknowledgeMessagesByIdOrAPushByItsId() async throws {
+        let http = ScriptedHTTP([.status(200, #"{"acked":2}"#), .status(200, #"{"acked":1}"#)])
+        let client = TernClient(configuration: configuration, transport: http)
+        #expect(try await client.acknowledge(device, messageIDs: ["75f7e009-0893-555a-98ad-b527bf108e29", "8c693256-6f6b-4bc2-bf74-5a7267737671"]) == 2)
+        #expect(try await client.acknowledge(device, pushID: "4c6e7812-5b50-4a02-807a-011d4ba548a3") == 1)
+        #expect(http.requests.map { $0.url!.path } == Array(repeating: "/tern/v1/apps/shop/devices/6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01/acks", count: 2))
+        #expect(http.bodies == [
+            ["ids": .array([.string("75f7e009-0893-555a-98ad-b527bf108e29"), .string("8c693256-6f6b-4bc2-bf74-5a7267737671")])],
+            ["pushId": .string("4c6e7812-5b50-4a02-807a-011d4ba548a3")],
+        ])
+    }
+
     @Test func theChannelsAddressIsAWebSocketOneWithTheResumePoint() throws {
         let client = TernClient(configuration: configuration, transport: ScriptedHTTP([]))
         let request = try client.channelRequest(device, after: 41)

@@ -91,8 +91,10 @@ struct OpenBody: Encodable {
     var pushId: String?
 }
 
+/// One of the two: device messages, or a push that came through APNs.
 struct AckBody: Encodable {
-    var ids: [String]
+    var ids: [String]?
+    var pushId: String?
 }
 
 struct AckAnswer: Decodable {

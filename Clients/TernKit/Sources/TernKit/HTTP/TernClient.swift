@@ -82,8 +82,19 @@ public struct TernClient: Sendable {
     /// device's own, not acknowledged before).
     @discardableResult
     public func acknowledge(_ device: DeviceCredentials, messageIDs: [String]) async throws(TernError) -> Int {
-        let request = try makeRequest("POST", ["devices", device.deviceID, "acks"], secret: device.secret, body: AckBody(ids: messageIDs))
-        return try await call(request, expecting: AckAnswer.self, what: "acknowledging \(messageIDs.count) message(s)").acked
+        try await acknowledge(device, AckBody(ids: messageIDs), what: "\(messageIDs.count) message(s)")
+    }
+
+    /// `POST …/devices/{deviceId}/acks`: a push that came through APNs arrived (its `tern.pushId`), as a Notification
+    /// Service Extension sees it. - Returns: 1 if this call acknowledged it, 0 if the device had already.
+    @discardableResult
+    public func acknowledge(_ device: DeviceCredentials, pushID: String) async throws(TernError) -> Int {
+        try await acknowledge(device, AckBody(pushId: pushID), what: "push \(pushID)")
+    }
+
+    private func acknowledge(_ device: DeviceCredentials, _ body: AckBody, what: String) async throws(TernError) -> Int {
+        let request = try makeRequest("POST", ["devices", device.deviceID, "acks"], secret: device.secret, body: body)
+        return try await call(request, expecting: AckAnswer.self, what: "acknowledging \(what)").acked
     }
 
     // MARK: The inbox

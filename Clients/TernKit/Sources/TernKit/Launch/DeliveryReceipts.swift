@@ -5,17 +5,18 @@ import Foundation
 ///
 /// A receipt is the acknowledgement of the notification's device message (`tern.id`, which an `auto` push that fell
 /// back to APNs carries), made with `POST …/devices/{id}/acks`: the server counts it (`ackedAfterFallback`) and does
-/// not send the message over the channel again. It is a plain request, not a channel connection, so the app's own
-/// connection (one per device) stays as it is.
+/// not send the message over the channel again. A push that came through APNs alone is acknowledged by its id
+/// (`tern.pushId`), and the push counts it (`received`). It is a plain request, not a channel connection, so the app's
+/// own connection (one per device) stays as it is.
 ///
 /// The extension reads the device's identity where the app keeps it: a keychain access group both share
 /// (`KeychainIdentityStore(service:accessGroup:)`).
 public struct DeliveryReceipts: Sendable {
     public enum Outcome: Sendable, Equatable {
-        /// The acknowledgement was taken (or the message was acknowledged already).
+        /// The acknowledgement was taken (or the message or push was acknowledged already).
         case sent
-        /// The notification carries no device message (`tern.id`): nothing to acknowledge.
-        case notADeviceMessage
+        /// The notification carries no Tern id (neither `tern.id` nor `tern.pushId`): nothing to acknowledge.
+        case notFromTern
         /// The app has not registered this device yet (no identity, or no secret).
         case notRegistered
         case failed(String)
@@ -34,11 +35,16 @@ public struct DeliveryReceipts: Sendable {
     /// Reports that `payload`'s notification arrived. The request has the configuration's timeout: the extension has
     /// about 30 s in all, and the notification waits for the content handler.
     public func reportDelivery(of payload: TernPayload) async -> Outcome {
-        guard let messageID = payload.messageID else { return .notADeviceMessage }
+        guard payload.messageID != nil || payload.pushID != nil else { return .notFromTern }
         // load, never create: an extension must not make a second identity beside the app's.
         guard let identity = try? identityStore.load(), let secret = identity.deviceSecret else { return .notRegistered }
+        let device = DeviceCredentials(deviceID: identity.deviceID, secret: secret)
         do throws(TernError) {
-            try await client.acknowledge(DeviceCredentials(deviceID: identity.deviceID, secret: secret), messageIDs: [messageID])
+            if let messageID = payload.messageID {
+                try await client.acknowledge(device, messageIDs: [messageID])
+            } else if let pushID = payload.pushID {
+                try await client.acknowledge(device, pushID: pushID)
+            }
             return .sent
         } catch {
             return .failed("\(error)")

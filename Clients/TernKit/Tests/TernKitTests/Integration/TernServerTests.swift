@@ -411,7 +411,13 @@ struct TernServerTests {
         let receipts = DeliveryReceipts(configuration: server.configuration(), identityStore: device.identities)
         #expect(await receipts.reportDelivery(of: TernPayload(json: fallback)) == .sent)
         try await waitUntil("the receipt is counted") { try await server.counts(ofPush: push)?["ackedAfterFallback"] == .int(1) }
-        #expect(await receipts.reportDelivery(of: TernPayload(json: ["aps": ["alert": "plain"]])) == .notADeviceMessage)
+        #expect(await receipts.reportDelivery(of: TernPayload(json: ["aps": ["alert": "plain"]])) == .notFromTern)
+        // A push through APNs alone: acknowledged by its id, and counted as received, once.
+        let plain = try await server.push(#"{"audience": {"devices": ["\#(id)"]}, "notification": {"title": "plain", "mutableContent": true}}"#)
+        let arrived = try #require(try await server.apnsPayloads(token: device.hexToken).last)
+        #expect(await receipts.reportDelivery(of: TernPayload(json: arrived)) == .sent)
+        #expect(await receipts.reportDelivery(of: TernPayload(json: arrived)) == .sent, "again: taken, not counted")
+        #expect(try await server.counts(ofPush: plain)?["received"] == .int(1))
         let stranger = DeliveryReceipts(
             configuration: server.configuration(), identityStore: MemoryIdentityStore())
         #expect(await stranger.reportDelivery(of: TernPayload(json: fallback)) == .notRegistered)
