@@ -146,6 +146,9 @@ public protocol TernStore: Sendable {
     /// ``claimChunk(node:size:leaseUntil:at:passingOver:)``. - Returns: the stored push and whether it is new.
     func createPush(_ push: PushRecord) async throws -> (push: PushRecord, created: Bool)
     func push(app: String, id: String) async throws -> PushRecord?
+    /// The push as its row keeps it, without the counts its chunks add up to: for a check that needs only what the
+    /// push is and how far it was handed out (a device's report of it), which a push of many chunks makes cheaper.
+    func pushWithoutCounts(app: String, id: String) async throws -> PushRecord?
     /// The app's pushes with their counts, newest first in the order they are sent (a scheduled push takes its place
     /// when it is due), `limit` at a time; only those with `status` when one is given. The cursor is opaque.
     func pushes(app: String, status: PushRecord.Status?, after cursor: String?, limit: Int) async throws -> Page<PushRecord>

@@ -30,6 +30,24 @@ struct PushReportTests {
         }
     }
 
+    @Test("what a report is checked against: the push as its row keeps it, the app's only", arguments: StoreFactory.all)
+    func thePushWithoutItsCounts(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await store.createApp(makeApp("other"))
+            try await registerDevices(3, in: store)
+            _ = try await store.createPush(makePush("p1", at: time(0)))
+            let chunk = try #require(try await store.claimChunk(node: "a", size: 100, leaseUntil: time(60_000), at: time(10)).chunk)
+            _ = try await store.recordChunk(
+                pushID: "p1", sequence: chunk.sequence, node: "a", PushProgress(accepted: 3, failures: [], pruned: 0), at: time(20))
+            let full = try #require(try await store.push(app: "demo", id: "p1"))
+            let row = try #require(try await store.pushWithoutCounts(app: "demo", id: "p1"))
+            #expect(full.counts.accepted == 3 && row.counts.accepted == 0, "its chunks' counts are not added up")
+            #expect(row.status == .completed && row.cursor == full.cursor && row.finishedAt == full.finishedAt && row.audience == full.audience)
+            #expect(try await store.pushWithoutCounts(app: "other", id: "p1") == nil)
+        }
+    }
+
     @Test("a push was handed out to a device of its audience, up to its cursor, that existed before it finished")
     func handedOutTo() {
         let device = device("d-5", alias: "anna", tags: ["news", "sport"], created: time(0))

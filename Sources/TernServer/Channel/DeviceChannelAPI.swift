@@ -163,7 +163,8 @@ struct DeviceChannelAPI: Sendable {
             throw JSONAPIError.badRequest(field: "pushId", "pushId must be a push id (a UUID), not '\(text.prefix(40))'")
         }
         let now = clock.now
-        guard let push = try await store.push(app: app.id, id: id.uuidString.lowercased()), push.wasHandedOut(to: device, at: now) else {
+        guard let push = try await store.pushWithoutCounts(app: app.id, id: id.uuidString.lowercased()), push.wasHandedOut(to: device, at: now)
+        else {
             throw JSONAPIError.notFound("device \(device.deviceID) was sent no push \(text.prefix(40))")
         }
         if (try? JSONDecoder().decode(PushContent.self, from: Data(push.notification)))?.online != nil {

@@ -366,12 +366,18 @@ public final class SQLStore: TernStore {
 
     public func push(app: String, id: String) async throws -> PushRecord? {
         try await exclusive { db in
-            guard let row = try await db.raw("""
-                SELECT \(unsafeRaw: Columns.push) FROM pushes WHERE app_id = \(bind: app) AND id = \(bind: id)
-                """).first()
-            else { return nil }
-            return try await Self.withChunkCounts(try PushRecord(row: row), db)
+            guard let push = try await Self.pushRow(app: app, id: id, db) else { return nil }
+            return try await Self.withChunkCounts(push, db)
         }
+    }
+
+    public func pushWithoutCounts(app: String, id: String) async throws -> PushRecord? {
+        try await exclusive { db in try await Self.pushRow(app: app, id: id, db) }
+    }
+
+    private static func pushRow(app: String, id: String, _ db: any SQLDatabase) async throws -> PushRecord? {
+        try await db.raw("SELECT \(unsafeRaw: Columns.push) FROM pushes WHERE app_id = \(bind: app) AND id = \(bind: id)").first()
+            .map(PushRecord.init(row:))
     }
 
     public func cancelPush(app: String, id: String, at now: Date) async throws -> (push: PushRecord, completedNow: Bool)? {

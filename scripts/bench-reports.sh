@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Devices' reports of a large push: how many opens (`POST …/devices/{id}/opens {"pushId"}`) one `tern serve` takes a
+# second, as after a broadcast when its audience taps it, and what they cost.
+#
+#   scripts/bench-reports.sh                      # 100,000 devices, one push to all of them, then 20 s of opens
+#   DEVICES=300000 DURATION=30 scripts/bench-reports.sh
+#   TERN=/path/to/tern scripts/bench-reports.sh   # another build (an earlier version, say) instead of building
+#
+# What it does (release build, SQLite, the built-in simulator, everything on loopback):
+#   1. `tern serve` registers one device over HTTP (the template) and stops; the script copies that row DEVICES times
+#      in SQL (sqlite3), so every copy has the template's device secret.
+#   2. `tern serve` again: one push to every device, timed to completion (its chunks' counts are what a read of the
+#      push adds up).
+#   3. wrk, CONNECTIONS connections for DURATION seconds: each request is one device's open of that push, each device
+#      once in turn (scripts/lib/open.lua); the first round is new opens, any after it repeats (each answered 204,
+#      counted once). Then the push's `opened` is read back and checked against the opens wrk made.
+# Needs wrk and sqlite3 (Debian packages); installs them when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEVICES=${DEVICES:-100000}
+DURATION=${DURATION:-20}
+CONNECTIONS=${CONNECTIONS:-32}
+SCRATCH=${SCRATCH:-.build}
+
+need() { command -v "$1" >/dev/null 2>&1; }
+for tool in wrk sqlite3; do
+  if ! need "$tool"; then
+    echo "installing $tool…" >&2
+    apt-get update -qq && apt-get install -y -qq "$tool" >/dev/null
+  fi
+done
+
+if [ -z "${TERN:-}" ]; then
+  echo "building tern (release)…" >&2
+  swift build -c release --scratch-path "$SCRATCH" --product tern >&2
+  TERN="$(cd "$SCRATCH" && pwd)/release/tern"
+fi
+
+work=$(mktemp -d)
+pid=""
+export TERN_SERVER_KEY=$(head -c 32 /dev/urandom | base64)
+export TERN_ADMIN_TOKEN=bench-admin-token-0123456789
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+start_server() {
+  : >"$work/serve.out"
+  (cd "$work" && exec "$TERN" serve --port 0 --log-level warning >serve.out 2>serve.err) &
+  pid=$!
+  for _ in $(seq 1 600); do
+    grep -q 'Tern is serving' "$work/serve.out" 2>/dev/null && break
+    kill -0 "$pid" 2>/dev/null || { echo "tern serve stopped:" >&2; cat "$work/serve.err" >&2; exit 1; }
+    sleep 0.1
+  done
+  url=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.out" | head -1)
+}
+stop_server() { kill -INT "$pid"; wait "$pid" || true; pid=""; }
+
+# ── 1. the audience, every device with the template's secret
+start_server
+app_key=$(grep 'app key' "$work/serve.out" | awk '{print $3}')
+master=$(grep 'master secret' "$work/serve.out" | awk '{print $3}')
+template=6f1c1f9e-8d7a-4d44-9d2e-000000000000
+secret=$(curl -sf -X PUT "$url/v1/apps/demo/devices/$template" -H "Authorization: Bearer $app_key" -H 'Content-Type: application/json' \
+  -d "{\"token\": \"$(printf 'ab%.0s' $(seq 1 32))\", \"environment\": \"production\"}" | grep -o '"deviceSecret":"[^"]*"' | cut -d'"' -f4)
+stop_server
+echo "── seeding $DEVICES devices in SQL" >&2
+columns=$(sqlite3 "$work/tern.db" "SELECT group_concat(name, ', ') FROM pragma_table_info('devices')")
+copied=$(sqlite3 "$work/tern.db" "SELECT group_concat(CASE name WHEN 'device_id' THEN
+    '''6f1c1f9e-8d7a-4d44-9d2e-'' || printf(''%012x'', n)' WHEN 'token' THEN 'printf(''%056x%08x'', 0, n)' ELSE name END, ', ')
+  FROM pragma_table_info('devices')")
+sqlite3 "$work/tern.db" <<SQL
+BEGIN;
+INSERT INTO devices ($columns)
+  WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < $DEVICES)
+  SELECT $copied FROM seq, devices WHERE device_id = '$template';
+DELETE FROM devices WHERE device_id = '$template';
+COMMIT;
+SQL
+
+# ── 2. one push to all of them
+start_server
+t0=$(date +%s.%N)
+push=$(curl -sf -X POST "$url/v1/apps/demo/pushes?wait=60" -H "Authorization: Bearer $master" -H 'Content-Type: application/json' \
+  -d '{"audience": {"all": true}, "notification": {"title": "Flash sale", "body": "tap me"}}')
+push_id=$(grep -o '"id":"[^"]*"' <<<"$push" | head -1 | cut -d'"' -f4)
+# `wait` covers 60 s at most; a longer push is followed until it completes.
+while [ -n "$push_id" ] && ! grep -q '"status":"completed"' <<<"$push"; do
+  sleep 0.05
+  push=$(curl -sf "$url/v1/apps/demo/pushes/$push_id" -H "Authorization: Bearer $master")
+done
+push_seconds=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
+[ -n "$push_id" ] || { echo "the push was refused: $push" >&2; exit 1; }
+chunks=$(sqlite3 "$work/tern.db" "SELECT COUNT(*) FROM push_chunks WHERE push_id = '$push_id'")
+echo "push $push_id to $DEVICES devices: completed in $push_seconds s, $chunks chunks" >&2
+
+# ── 3. the opens
+cp scripts/lib/open.lua "$work/open.lua"
+echo "── opens: wrk -t2 -c$CONNECTIONS -d${DURATION}s" >&2
+out=$(cd "$work" && APP_KEY=$app_key SECRET=$secret PUSH=$push_id DEVICES=$DEVICES THREADS=2 wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s open.lua "$url")
+echo "$out" >&2
+rate=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+requests=$(awk '/requests in/ {print $1}' <<<"$out")
+p50=$(awk '$1=="50%" {print $2}' <<<"$out")
+p99=$(awk '$1=="99%" {print $2}' <<<"$out")
+non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
+opened=$(curl -sf "$url/v1/apps/demo/pushes/$push_id" -H "Authorization: Bearer $master" | grep -o '"opened":[0-9]*' | cut -d: -f2)
+# wrk counts the answers it read; the requests still in flight when it stopped (one per connection at most) were
+# made all the same.
+least=$(( requests < DEVICES ? requests : DEVICES ))
+most=$(( requests + CONNECTIONS < DEVICES ? requests + CONNECTIONS : DEVICES ))
+echo
+echo "| measurement ($DEVICES devices, one push to all in $push_seconds s, $chunks chunks) | result |"
+echo "|---|---|"
+echo "| opens answered, \`wrk -t2 -c$CONNECTIONS -d${DURATION}s\` | ${rate} requests/s, p50 $p50, p99 $p99, non-2xx ${non2xx:-0} |"
+echo "| the push's \`opened\` afterwards | $opened (devices that reported: $least answered, up to $most made) |"
+[ "${non2xx:-0}" = 0 ] && [ "$opened" -ge "$least" ] && [ "$opened" -le "$most" ] ||
+  { echo "wrong: non-2xx ${non2xx:-0}, opened $opened, not $least-$most" >&2; exit 1; }
