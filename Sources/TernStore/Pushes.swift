@@ -62,9 +62,9 @@ public struct PushRecord: Sendable, Equatable {
 extension PushRecord {
     /// Whether this push was handed out to `device`, as far as the push's record can tell: the device is in its audience
     /// as the device is now, the push's recipients were handed out up to the device's place in the audience, the
-    /// device existed before the push finished, and its token was not dead before the push was made. An open the
-    /// device reports is taken only then, so a device cannot count opens of pushes that were never its own. (A device
-    /// whose tags or alias changed since is not taken.)
+    /// device existed before the push finished, and its token was not dead before the push was made. A device's report
+    /// of a push (an open, an arrival) is taken only then, so a device cannot count reports of pushes that were never
+    /// its own. (A device whose tags or alias changed since is not taken.)
     public func wasHandedOut(to device: DeviceRecord, at now: Date) -> Bool {
         guard device.appID == appID, let key = audience.recipientKey(of: device), let cursor else { return false }
         guard device.createdAt <= (finishedAt ?? now), (device.deactivatedAt ?? createdAt) >= createdAt else { return false }
@@ -189,7 +189,7 @@ public struct PushFailure: Sendable, Equatable {
 }
 
 /// What a device reports of a push that came through APNs to it.
-public enum PushReport: String, Sendable, CaseIterable {
+public enum PushReport: Sendable {
     /// It arrived: the app's Notification Service Extension ran for it.
     case received
     /// The user opened it.
