@@ -207,6 +207,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 // The API tests that need no sockets send their requests straight to the router.
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                // Counters read back in value tests (swift-metrics' own test factory).
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 // The online channel's tests connect as devices do, over real WebSockets.
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),

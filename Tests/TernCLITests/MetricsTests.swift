@@ -29,11 +29,17 @@ import Testing
         let control = HTTPTestClient(port: try #require(Int(controlPort)))
 
         let device = serve.client(bearer: appKey)
+        var secrets: [String] = []
         for number in 1...3 {
             let registered = try await device.put(
                 "/v1/apps/demo/devices/\(ServeCommandTests.device(number))",
                 #"{"token": "\#(ServeCommandTests.token(number))", "environment": "production", "tags": ["metrics"]}"#)
             #expect(registered.status == 200, "\(registered.text)")
+            guard case .string(let secret)? = try registered.json()["deviceSecret"] else {
+                Issue.record("no device secret: \(registered.text)")
+                return
+            }
+            secrets.append(secret)
         }
         // A webhook receiver that is down.
         let adminToken = try #require(serve.value(after: "admin token"))
@@ -47,6 +53,27 @@ import Testing
             "/v1/apps/demo/pushes?wait=10", #"{"audience": {"tags": ["metrics"]}, "notification": {"title": "Counted"}}"#)
         #expect(push.status == 201, "\(push.text)")
         #expect(try push.json()["counts"]?["failedByReason"]?["Unregistered"] == .int(1))
+        // The second device's extension reports the push's arrival, and its user opens it.
+        guard case .string(let pushID)? = try push.json()["id"] else {
+            Issue.record("no push id: \(push.text)")
+            return
+        }
+        for report in ["acks", "opens"] {
+            let reported = try await device.send(
+                .POST, "/v1/apps/demo/devices/\(ServeCommandTests.device(2))/\(report)", body: #"{"pushId": "\#(pushID)"}"#,
+                headers: [("X-Tern-Device-Secret", secrets[1])])
+            #expect([200, 204].contains(reported.status), "\(report): \(reported.text)")
+        }
+        // A scheduled push cancelled completes too.
+        let tomorrow = ISO8601DateFormatter().string(from: Date().addingTimeInterval(86_400))
+        let scheduled = try await serve.client(bearer: master).post(
+            "/v1/apps/demo/pushes", #"{"audience": {"tags": ["metrics"]}, "notification": {"title": "Later"}, "sendAt": "\#(tomorrow)"}"#)
+        guard case .string(let scheduledID)? = try scheduled.json()["id"] else {
+            Issue.record("no push id: \(scheduled.text)")
+            return
+        }
+        let cancelled = try await serve.client(bearer: master).post("/v1/apps/demo/pushes/\(scheduledID)/cancel")
+        #expect(cancelled.status == 200, "\(cancelled.text)")
 
         let metrics = try await serve.client(bearer: nil).get("/metrics").text
         for line in [
@@ -55,7 +82,9 @@ import Testing
             #"tern_push_recipients_total{outcome="accepted"} 2"#,
             #"tern_apns_rejected_total{reason="Unregistered"} 1"#,
             "tern_tokens_pruned_total 1",
-            "tern_pushes_completed_total 1",
+            "tern_pushes_completed_total 2",
+            "tern_push_opens_total 1",
+            "tern_push_receipts_total 1",
             "tern_devices_created_total 3",
             // The API's answers, by the route's pattern.
             #"tern_http_requests_total{route="/v1/apps/{app}/devices/{device}",method="PUT",status="200"} 3"#,

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import MetricsTestKit
 import Synchronization
 import TernTestSupport
 import Testing
@@ -86,8 +87,11 @@ struct RetentionSweeperTests {
             #expect(try await store.push(app: "demo", id: "stranded")?.status == .sending)
 
             let logs = LogRecorder()
-            let sweeper = RetentionSweeper(store: store, interval: .seconds(60), logger: logs.logger)
+            let metrics = TestMetrics()
+            let sweeper = RetentionSweeper(store: store, interval: .seconds(60), logger: logs.logger, metrics: metrics)
             #expect(await sweeper.sweep(now: now.addingTimeInterval(5)) == .init(strandedPushes: 1))
+            // Counted among the pushes completed, as the dispatcher's are.
+            #expect(try metrics.expectCounter("tern_pushes_completed_total").totalValue == 1)
             let push = try #require(try await store.push(app: "demo", id: "stranded"))
             #expect(push.status == .completed)
             // Stored in milliseconds.

@@ -247,7 +247,7 @@ struct PushesAPI {
         guard push.cancelledAt != nil else {
             throw JSONAPIError.conflict(field: nil, "push \(id) completed before it was cancelled: nothing is left to stop")
         }
-        if completedNow { dispatcher.completions.complete(push.id) }
+        if completedNow { dispatcher.completed(push.id) }
         return push
     }
 

@@ -52,7 +52,7 @@ final class PushDispatcher: Service {
     private let doorbell = Doorbell()
     /// Each token's line; shared with the badge updates sent after inbox reads.
     let order = DeliveryOrder()
-    /// Told when this node records a push's last chunk: the requests that wait for it (`?wait=`) return then.
+    /// Told when this node completes a push: the requests that wait for it (`?wait=`) return then.
     let completions = PushCompletions()
     /// One chunk at a time counts badges and queues notifications, in the order the chunks were claimed, so lines
     /// follow the order badges were counted.
@@ -73,7 +73,10 @@ final class PushDispatcher: Service {
     private let pruneFailures: FailureLog
     /// Each app's recent answers, whose outright rejections may be the app's fault rather than its tokens'.
     private let rejections = Mutex<[String: OutrightRejections]>([:])
-    private let pushesCompleted = Counter(label: "tern_pushes_completed_total")
+    /// Pushes this node completed: by recording a push's last chunk, by a cancel, or (the retention sweep) a push
+    /// sent in full that was never marked completed.
+    static let pushesCompletedLabel = "tern_pushes_completed_total"
+    private let pushesCompleted = Counter(label: PushDispatcher.pushesCompletedLabel)
     private let chunksReclaimed = Counter(label: "tern_push_chunks_reclaimed_total")
     private let recipientsAccepted = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "accepted")])
     private let recipientsFailed = Counter(label: "tern_push_recipients_total", dimensions: [("outcome", "failed")])
@@ -107,6 +110,13 @@ final class PushDispatcher: Service {
         self.logger = logger
         claimFailures = FailureLog("cannot claim push work from the store", logger: logger)
         pruneFailures = FailureLog("cannot deactivate dead tokens", logger: logger)
+    }
+
+    /// This node completed push `id` (recorded its last chunk, or cancelled it): counted, and the requests waiting for
+    /// it told.
+    func completed(_ id: String) {
+        pushesCompleted.increment()
+        completions.complete(id)
     }
 
     /// A new push is stored: this node and the others look now rather than at the next poll.
@@ -313,8 +323,7 @@ final class PushDispatcher: Service {
             await writeWhileTheLeaseLasts(chunk) {
                 switch try await self.store.recordChunk(pushID: push.id, sequence: chunk.sequence, node: self.node, progress, at: self.clocks.wall.now) {
                 case .recorded(pushCompleted: true):
-                    self.pushesCompleted.increment()
-                    self.completions.complete(push.id)
+                    self.completed(push.id)
                     self.logger.info("push completed", metadata: ["push": "\(push.id)", "app": "\(push.appID)"])
                 case .recorded(pushCompleted: false):
                     break

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Metrics
 import ServiceLifecycle
 import TernStore
 
@@ -27,10 +28,12 @@ final class RetentionSweeper: Service {
     private let messageFailures: FailureLog
     private let pushFailures: FailureLog
     private let strandedFailures: FailureLog
+    /// The stranded pushes it completed count among the pushes completed, as those the dispatcher completes do.
+    private let pushesCompleted: Counter
 
     init(
         store: any TernStore, interval: Duration, pushRetention: Duration = .zero, coordinator: any NodeCoordinator = LocalCoordinator(),
-        clocks: ServerClocks = .system, logger: Logger
+        clocks: ServerClocks = .system, logger: Logger, metrics: any MetricsFactory = MetricsSystem.factory
     ) {
         self.store = store
         self.interval = interval
@@ -42,6 +45,7 @@ final class RetentionSweeper: Service {
         messageFailures = FailureLog("cannot sweep expired device messages", logger: logger)
         pushFailures = FailureLog("cannot delete pushes past delivery.pushRetention", logger: logger)
         strandedFailures = FailureLog("cannot complete pushes sent in full", logger: logger)
+        pushesCompleted = Counter(label: PushDispatcher.pushesCompletedLabel, factory: metrics)
     }
 
     func run() async throws {
@@ -84,6 +88,7 @@ final class RetentionSweeper: Service {
             let completed = try await store.completeStrandedPushes(at: now, limit: Self.batch)
             stranded += completed.prefix(max(0, 5 - stranded.count))
             swept.strandedPushes += completed.count
+            pushesCompleted.increment(by: completed.count)
             return completed.count == Self.batch
         }
         if swept.strandedPushes > 0 {
