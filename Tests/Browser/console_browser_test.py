@@ -234,6 +234,7 @@ def run(driver):
     # The overview counts what was sent (its data refreshes every two seconds).
     driver.get(URL + "/console")
     wait(driver, lambda d: int(text_of(d, "[data-field=notifications]") or 0) >= 2, seconds=20, message="the overview counts the push")
+    wait(driver, lambda d: int(text_of(d, "[data-field=opens]") or 0) >= 1, seconds=20, message="and its open")
     shoot(driver, "overview")
 
     # Signing out ends the session.

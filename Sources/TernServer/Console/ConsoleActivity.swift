@@ -4,8 +4,8 @@ import ServiceLifecycle
 import Synchronization
 import TernAPNs
 
-/// This node's activity over the last hour, for the console's overview: notifications and pushes per minute, APNs'
-/// answers by reason, and connections now.
+/// This node's activity over the last hour, for the console's overview: notifications, pushes and opens per minute,
+/// APNs' answers by reason, and connections now.
 ///
 /// The figures are the counters `/metrics` shows (the process's swift-metrics registry), read every few seconds; the
 /// difference between two readings is added to the minute it falls in. Sixty minutes are kept, so memory is bounded
@@ -18,6 +18,8 @@ final class ConsoleActivity: Service, Sendable {
         var accepted = 0
         var failed = 0
         var pushesCompleted = 0
+        /// Notifications the devices' apps reported opened: pushes through APNs and device messages.
+        var opens = 0
         /// APNs' answers: `accepted` and each rejection's reason.
         var answers: [String: Int] = [:]
     }
@@ -27,6 +29,8 @@ final class ConsoleActivity: Service, Sendable {
         static let accepted = #"tern_push_recipients_total{outcome="accepted"}"#
         static let failed = #"tern_push_recipients_total{outcome="failed"}"#
         static let pushesCompleted = "tern_pushes_completed_total"
+        static let pushOpens = "tern_push_opens_total"
+        static let messageOpens = "tern_channel_opens_total"
         static let apnsAccepted = "tern_apns_accepted_total"
         static let apnsRejectedPrefix = "tern_apns_rejected_total{reason=\""
         static let apnsConnections = "tern_apns_connections"
@@ -81,6 +85,7 @@ final class ConsoleActivity: Service, Sendable {
         current.accepted += delta(Series.accepted)
         current.failed += delta(Series.failed)
         current.pushesCompleted += delta(Series.pushesCompleted)
+        current.opens += delta(Series.pushOpens) + delta(Series.messageOpens)
         current.answers["accepted", default: 0] += delta(Series.apnsAccepted)
         for series in totals.keys where series.hasPrefix(Series.apnsRejectedPrefix) {
             let reason = String(series.dropFirst(Series.apnsRejectedPrefix.count).dropLast(2))

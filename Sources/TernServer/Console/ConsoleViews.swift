@@ -145,6 +145,8 @@ struct OverviewView: Encodable {
     var apnsConnections: Int
     var notifications: Int
     var pushesCompleted: Int
+    /// Notifications the apps reported opened (on this node: the report came to it).
+    var opens: Int
     var chart: ConsoleChart
     var answers: [ReasonCount]
     /// The apps the principal may open.
@@ -157,6 +159,7 @@ struct OverviewView: Encodable {
         self.apnsConnections = apnsConnections
         notifications = minutes.reduce(0) { $0 + $1.accepted + $1.failed }
         pushesCompleted = minutes.reduce(0) { $0 + $1.pushesCompleted }
+        opens = minutes.reduce(0) { $0 + $1.opens }
         chart = ConsoleChart(
             id: "per-minute",
             points: minutes.map { minute in

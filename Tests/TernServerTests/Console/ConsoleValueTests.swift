@@ -112,12 +112,14 @@ struct ConsoleValueTests {
     func activityMinutes() throws {
         let activity = ConsoleActivity(registry: nil, clocks: .system)
         let start = Date(timeIntervalSince1970: 1_800_000_000 - 1_800_000_000.truncatingRemainder(dividingBy: 60))
-        func totals(_ accepted: Double, _ failed: Double, unregistered: Double) -> [String: Double] {
+        func totals(_ accepted: Double, _ failed: Double, unregistered: Double, opens: Double = 0) -> [String: Double] {
             ConsoleActivity.parse("""
                 # TYPE tern_push_recipients_total counter
                 tern_push_recipients_total{outcome="accepted"} \(accepted)
                 tern_push_recipients_total{outcome="failed"} \(failed)
                 tern_pushes_completed_total \(accepted > 0 ? 1 : 0)
+                tern_push_opens_total \(opens)
+                tern_channel_opens_total \(opens / 2)
                 tern_apns_accepted_total \(accepted)
                 tern_apns_rejected_total{reason="Unregistered"} \(unregistered)
                 tern_apns_connections 2.0
@@ -125,7 +127,7 @@ struct ConsoleValueTests {
         }
         activity.record(totals(5, 0, unregistered: 0), at: start)  // where counting starts
         activity.record(totals(15, 1, unregistered: 1), at: start.addingTimeInterval(10))
-        activity.record(totals(18, 1, unregistered: 1), at: start.addingTimeInterval(70))
+        activity.record(totals(18, 1, unregistered: 1, opens: 4), at: start.addingTimeInterval(70))
         let (minutes, connections) = activity.lastHour(now: start.addingTimeInterval(70))
         #expect(minutes.count == 60)
         #expect(connections == 2)
@@ -134,8 +136,9 @@ struct ConsoleValueTests {
         #expect(minutes[58].answers == ["accepted": 10, "Unregistered": 1])
         #expect(minutes[59].accepted == 3)
         #expect(minutes[59].answers == ["accepted": 3])
+        #expect(minutes[58].opens == 0 && minutes[59].opens == 6, "opens of pushes and of device messages")
         // An hour later the old minutes are gone.
-        activity.record(totals(18, 1, unregistered: 1), at: start.addingTimeInterval(3700))
+        activity.record(totals(18, 1, unregistered: 1, opens: 4), at: start.addingTimeInterval(3700))
         let later = activity.lastHour(now: start.addingTimeInterval(3700)).minutes
         #expect(later.allSatisfy { $0.accepted == 0 && $0.failed == 0 })
     }

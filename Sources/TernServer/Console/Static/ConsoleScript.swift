@@ -125,7 +125,7 @@ enum ConsoleAssets {
           if (overview) {
             var refresh = function () {
               getJSON(overview.getAttribute("data-source")).then(function (data) {
-                ["deviceConnections", "apnsConnections", "notifications", "pushesCompleted"].forEach(function (name) {
+                ["deviceConnections", "apnsConnections", "notifications", "pushesCompleted", "opens"].forEach(function (name) {
                   setField(overview, name, data[name]);
                 });
                 drawChart(data.chart);

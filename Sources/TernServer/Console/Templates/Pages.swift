@@ -21,6 +21,7 @@ extension ConsoleTemplates {
           <div class="stat"><span class="label">APNs connections</span> <span class="value" data-field="apnsConnections">{{view.apnsConnections}}</span></div>
           <div class="stat"><span class="label">Notifications, last hour</span> <span class="value" data-field="notifications">{{view.notifications}}</span></div>
           <div class="stat"><span class="label">Pushes completed, last hour</span> <span class="value" data-field="pushesCompleted">{{view.pushesCompleted}}</span></div>
+          <div class="stat"><span class="label">Opened, last hour</span> <span class="value" data-field="opens">{{view.opens}}</span></div>
         </section>
         <section aria-labelledby="per-minute">
           <h2 id="per-minute">Notifications per minute</h2>
