@@ -31,6 +31,9 @@ public struct AppRecord: Sendable, Equatable {
     public var feedbackPolledAt: Date?
     /// Whether a device (app key) may bind itself to a user only with a token signed by the app's backend.
     public var userBinding: UserBinding = .signed
+    /// The rate a broadcast (a push to tags or to everyone) is throttled to when it gives none of its own
+    /// (``PushRecord/ratePerSecond``): recipients a second at most. Nil: broadcasts go as fast as the nodes do.
+    public var broadcastRatePerSecond: Int?
     /// The key the app's backend signs alias tokens with (HS256), sealed with the server key; nil until one is made.
     public var sealedIdentitySecret: [UInt8]?
     /// What the app's webhook signing key is derived with, besides the server key and the id: random, new when the

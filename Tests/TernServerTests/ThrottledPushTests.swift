@@ -43,7 +43,7 @@ struct ThrottledPushTests {
     @Test func ratePerSecondIsCheckedNamingTheField() async throws {
         try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1))
-            for rate in ["0", "-5", "100001", "\"fast\"", "2.5"] {
+            for rate in ["-5", "100001", "\"fast\"", "2.5"] {
                 let refused = try await server.master.post(
                     "/v1/apps/demo/pushes", Fixture.push(audience: #"{"all": true}"#, extra: #", "ratePerSecond": \#(rate)"#))
                 #expect(refused.status == 400, "\(rate): \(refused.text)")
@@ -55,6 +55,44 @@ struct ThrottledPushTests {
             #expect(fastest[path: "counts.accepted"]?.int == 1)
             let plain = try await server.push(Fixture.push(audience: #"{"all": true}"#))
             #expect(plain["ratePerSecond"] == nil)
+        }
+    }
+
+    /// An app's `broadcastRatePerSecond` throttles its broadcasts (tags, everyone) that give no rate of their own; a
+    /// push to devices, aliases or tokens is not a broadcast, and `ratePerSecond: 0` sends one unthrottled.
+    @Test func anAppsBroadcastRateThrottlesItsBroadcastsThatGiveNone() async throws {
+        try await RouterHarness.withServer { server in
+            try await server.register(Fixture.device(1), token: Fixture.token(1), tags: ["news"])
+            let set = try await server.admin.patch("/v1/apps/demo", #"{"broadcastRatePerSecond": 500}"#)
+            #expect(set.status == 200, "\(set.text)")
+            #expect(try set.json()["broadcastRatePerSecond"]?.int == 500)
+
+            for audience in [#"{"all": true}"#, #"{"tags": ["news"]}"#] {
+                let broadcast = try await server.push(Fixture.push(audience: audience))
+                #expect(broadcast["ratePerSecond"]?.int == 500, "\(audience)")
+                #expect(broadcast[path: "counts.accepted"]?.int == 1, "\(audience)")
+            }
+            let ownRate = try await server.push(Fixture.push(audience: #"{"all": true}"#, extra: #", "ratePerSecond": 20"#))
+            #expect(ownRate["ratePerSecond"]?.int == 20)
+            let unthrottled = try await server.push(Fixture.push(audience: #"{"all": true}"#, extra: #", "ratePerSecond": 0"#))
+            #expect(unthrottled["ratePerSecond"] == nil)
+            for audience in [#"{"devices": ["\#(Fixture.device(1))"]}"#, #"{"tokens": ["\#(Fixture.token(1))"]}"#] {
+                #expect(try await server.push(Fixture.push(audience: audience))["ratePerSecond"] == nil, "\(audience)")
+            }
+
+            // Checked as a push's rate is; 0 removes it from an app, and cannot make one.
+            for body in [#"{"broadcastRatePerSecond": 100001}"#, #"{"broadcastRatePerSecond": -1}"#] {
+                let refused = try await server.admin.patch("/v1/apps/demo", body)
+                #expect(refused.status == 400, "\(body): \(refused.text)")
+                #expect(try refused.json()["field"]?.string == "broadcastRatePerSecond")
+            }
+            let created = try await server.admin.post(
+                "/v1/apps", #"{"id": "zero", "topic": "com.example.zero", "environment": "simulator", "broadcastRatePerSecond": 0}"#)
+            #expect(created.status == 400, "\(created.text)")
+            #expect(try created.json()["field"]?.string == "broadcastRatePerSecond")
+            let removed = try await server.admin.patch("/v1/apps/demo", #"{"broadcastRatePerSecond": 0}"#)
+            #expect(try removed.json()["broadcastRatePerSecond"] == nil, "\(removed.text)")
+            #expect(try await server.push(Fixture.push(audience: #"{"all": true}"#))["ratePerSecond"] == nil)
         }
     }
 }

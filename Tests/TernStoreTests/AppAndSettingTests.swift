@@ -12,6 +12,7 @@ struct AppAndSettingTests {
             app.environment = .custom
             app.endpoint = .init(host: "127.0.0.1", port: 2197, caPEM: "-----BEGIN CERTIFICATE-----\n…")
             app.webhookURL = "https://example.com/hook"
+            app.broadcastRatePerSecond = 250
             app.updatedAt = time(5_678)
             try await store.createApp(app)
             try await store.createApp(makeApp("alpha"))
@@ -48,6 +49,7 @@ struct AppAndSettingTests {
             changed.appKeyHash = [1]
             changed.masterSecretHash = [2]
             changed.webhookURL = "https://example.com/new"
+            changed.broadcastRatePerSecond = 40
             changed.updatedAt = time(50)
             try await store.updateApp(changed)
 

@@ -48,6 +48,8 @@ struct AppsAPI {
         /// `signed` (default): a device binds itself to a user only with an alias token from the app's backend.
         /// `open`: with any alias (for apps with nothing private per user).
         var userBinding: String?
+        /// Recipients a second a broadcast (tags or everyone) is throttled to when it gives no `ratePerSecond`.
+        var broadcastRatePerSecond: Int?
     }
 
     struct EndpointInput: Codable {
@@ -71,6 +73,8 @@ struct AppsAPI {
         var transport: String?
         var feedbackInterval: Int?
         var userBinding: String?
+        /// As for a new app; 0 removes it (broadcasts go as fast as the nodes do).
+        var broadcastRatePerSecond: Int?
         /// Secrets to replace: `appKey`, `masterSecret`, `identitySecret`. The new ones are in the answer, once.
         var rotate: [String]?
     }
@@ -89,6 +93,7 @@ struct AppsAPI {
         var feedbackInterval: Int?
         var feedbackPolledAt: Date?
         var userBinding: String
+        var broadcastRatePerSecond: Int?
         /// Whether the app has an identity secret (for signing alias tokens); the secret itself is shown once.
         var hasIdentitySecret: Bool
         var createdAt: Date
@@ -205,6 +210,7 @@ struct AppsAPI {
         record.transport = transport
         record.feedbackInterval = try Self.validateFeedbackInterval(body.feedbackInterval) ?? record.feedbackInterval
         record.userBinding = try Self.validateUserBinding(body.userBinding) ?? .signed
+        record.broadcastRatePerSecond = try Self.validateBroadcastRate(body.broadcastRatePerSecond, removable: false) ?? nil
         record.sealedIdentitySecret = serverKey.seal(Array(identitySecret.utf8))
         record.webhookSecretSalt = ServerKey.webhookSalt()
         do {
@@ -262,6 +268,7 @@ struct AppsAPI {
         updated.inboxMaxTTL = try Self.validateInboxMaxTTL(body.inboxMaxTTL) ?? updated.inboxMaxTTL
         updated.inboxCap = try Self.validateInboxCap(body.inboxCap) ?? updated.inboxCap
         updated.userBinding = try Self.validateUserBinding(body.userBinding) ?? updated.userBinding
+        updated.broadcastRatePerSecond = try Self.validateBroadcastRate(body.broadcastRatePerSecond, removable: true) ?? updated.broadcastRatePerSecond
         var appKey: String?
         var masterSecret: String?
         var identitySecret: String?
@@ -319,7 +326,8 @@ struct AppsAPI {
             },
             credentials: credentials, webhookURL: app.webhookURL, inboxMaxTTL: app.inboxMaxTTL, inboxCap: app.inboxCap,
             transport: app.transport, feedbackInterval: app.transport == AppRecord.legacy ? app.feedbackInterval : nil,
-            feedbackPolledAt: app.feedbackPolledAt, userBinding: app.userBinding.rawValue, hasIdentitySecret: app.sealedIdentitySecret != nil,
+            feedbackPolledAt: app.feedbackPolledAt, userBinding: app.userBinding.rawValue, broadcastRatePerSecond: app.broadcastRatePerSecond,
+            hasIdentitySecret: app.sealedIdentitySecret != nil,
             createdAt: app.createdAt, updatedAt: app.updatedAt)
     }
 
@@ -447,6 +455,18 @@ struct AppsAPI {
         guard let value else { return nil }
         guard (60...AppRecord.defaultInboxMaxTTL).contains(value) else {
             throw .badRequest(field: "inboxMaxTTL", "inboxMaxTTL is 60-\(AppRecord.defaultInboxMaxTTL) seconds (at most 30 days)")
+        }
+        return value
+    }
+
+    /// A broadcast rate as given: nil when not given; `.some(nil)` to remove it (0, where `removable`).
+    static func validateBroadcastRate(_ value: Int?, removable: Bool) throws(JSONAPIError) -> Int?? {
+        guard let value else { return nil }
+        if value == 0, removable { return .some(nil) }
+        guard (1...PushesAPI.fastestThrottle).contains(value) else {
+            throw .badRequest(
+                field: "broadcastRatePerSecond",
+                "broadcastRatePerSecond is 1-\(PushesAPI.fastestThrottle) recipients a second\(removable ? " (0 removes it)" : "")")
         }
         return value
     }

@@ -1554,6 +1554,12 @@ enum OpenAPIDocument {
        "signed",
        "open"
       ]
+     },
+     "broadcastRatePerSecond": {
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 100000,
+      "description": "throttles the app's broadcasts (pushes to tags or to everyone) that give no ratePerSecond of their own"
      }
     },
     "required": [
@@ -1619,6 +1625,12 @@ enum OpenAPIDocument {
        "signed",
        "open"
       ]
+     },
+     "broadcastRatePerSecond": {
+      "type": "integer",
+      "minimum": 0,
+      "maximum": 100000,
+      "description": "as for a new app; 0 removes it"
      },
      "rotate": {
       "type": "array",
@@ -1740,6 +1752,10 @@ enum OpenAPIDocument {
        "signed",
        "open"
       ]
+     },
+     "broadcastRatePerSecond": {
+      "type": "integer",
+      "description": "the rate the app's broadcasts that give none are throttled to"
      },
      "hasIdentitySecret": {
       "type": "boolean"
@@ -2256,9 +2272,9 @@ enum OpenAPIDocument {
      },
      "ratePerSecond": {
       "type": "integer",
-      "minimum": 1,
+      "minimum": 0,
       "maximum": 100000,
-      "description": "throttles it: at most this many recipients a second, across every node, a second's worth at a time. A throttled push is out of its app's order: it holds none of the app's later pushes back (a later one may reach a device first)"
+      "description": "throttles it: at most this many recipients a second, across every node, a second's worth at a time. A throttled push is out of its app's order: it holds none of the app's later pushes back (a later one may reach a device first). Absent: a broadcast (tags or everyone) takes the app's broadcastRatePerSecond, if it has one; 0: not throttled"
      }
     },
     "required": [

@@ -261,7 +261,7 @@ struct PushesAPI {
         try Self.checkTokenKind(content, audience: audience)
         let now = clock.now
         let sendAt = try Self.sendAt(body.sendAt, content: content, now: now)
-        let rate = try Self.ratePerSecond(body.ratePerSecond)
+        let rate = try Self.ratePerSecond(body.ratePerSecond, audience: audience, app: app)
         let record = PushRecord(
             id: id, appID: app.id, idempotencyKey: body.idempotencyKey, audience: audience,
             notification: Array(try JSONEncoder().encode(content)), status: sendAt == nil ? .pending : .scheduled, createdAt: now,
@@ -381,12 +381,20 @@ struct PushesAPI {
     /// The fastest a push may be throttled to: faster, and throttling would only take it out of its app's order.
     static let fastestThrottle = 100_000
 
-    static func ratePerSecond(_ rate: Int?) throws(JSONAPIError) -> Int? {
-        guard let rate else { return nil }
-        guard (1...fastestThrottle).contains(rate) else {
-            throw .badRequest(field: "ratePerSecond", "ratePerSecond is 1-\(fastestThrottle) recipients a second")
+    /// The rate a push is throttled to: its `ratePerSecond`; 0, not throttled; none, the app's `broadcastRatePerSecond`
+    /// for a broadcast (to tags or to everyone), else not throttled.
+    static func ratePerSecond(_ rate: Int?, audience: Audience, app: AppRecord) throws(JSONAPIError) -> Int? {
+        guard let rate else {
+            switch audience {
+            case .tags, .everyone: return app.broadcastRatePerSecond
+            case .tokens, .devices, .aliases: return nil
+            }
         }
-        return rate
+        guard (0...fastestThrottle).contains(rate) else {
+            throw .badRequest(
+                field: "ratePerSecond", "ratePerSecond is 1-\(fastestThrottle) recipients a second, or 0 for none (not the app's broadcastRatePerSecond)")
+        }
+        return rate == 0 ? nil : rate
     }
 
     /// A push type whose tokens are of their own kind (``APNsPushType/tokenSource``: VoIP, Live Activities…) goes to

@@ -52,7 +52,7 @@ enum ConsoleRequests {
     static func createApp(_ form: ConsoleForm) throws(JSONAPIError) -> AppsAPI.CreateRequest {
         var body = FormJSON()
         for name in ["id", "topic", "environment", "webhookURL", "transport", "userBinding"] { body.string(name, form.given(name)) }
-        for name in ["inboxMaxTTL", "inboxCap", "feedbackInterval"] { body.number(name, form.given(name)) }
+        for name in ["inboxMaxTTL", "inboxCap", "feedbackInterval", "broadcastRatePerSecond"] { body.number(name, form.given(name)) }
         if form.given("environment") == AppEnvironment.custom.rawValue {
             body.string("endpoint.host", form.given("endpoint.host"))
             body.number("endpoint.port", form.given("endpoint.port"))

@@ -301,10 +301,15 @@ struct ConsoleRoutes: Sendable {
             // A placeholder id of the same length: the inbox's message id (the push's id) has the same size.
             let content = try PushesAPI.content(request, app: app, pushID: PushContent.previewPushID)
             // What sending it would refuse, said before it is sent: a VoIP push to a tag, a sendAt past expiry.
-            try PushesAPI.checkTokenKind(content, audience: try PushesAPI.audience(request.audience))
+            let audience = try PushesAPI.audience(request.audience)
+            try PushesAPI.checkTokenKind(content, audience: audience)
             _ = try PushesAPI.sendAt(request.sendAt, content: content, now: clock.now)
-            _ = try PushesAPI.ratePerSecond(request.ratePerSecond)
+            let rate = try PushesAPI.ratePerSecond(request.ratePerSecond, audience: audience, app: app)
             preview.show(content, app: app)
+            if request.ratePerSecond == nil, let rate {
+                preview.note = [preview.note, "Throttled to \(rate) recipients a second, the app's rate for broadcasts (0 in the field: not throttled)."]
+                    .filter { !$0.isEmpty }.joined(separator: " ")
+            }
         } catch {
             preview.problem = (error.field.map { "\($0): " } ?? "") + error.message
         }

@@ -194,6 +194,8 @@ struct AppRow {
     var identitySecret: String
     var webhookURL: String
     var inbox: String
+    /// How the app's broadcasts are throttled when they do not say.
+    var broadcasts: String
     var createdAt: String
     var updatedAt: String
 
@@ -236,6 +238,9 @@ struct AppRow {
         identitySecret = view.hasIdentitySecret ? "set (shown only when made)" : "none"
         webhookURL = view.webhookURL ?? "—"
         inbox = "messages kept up to \(view.inboxMaxTTL) s, \(view.inboxCap) per user"
+        broadcasts =
+            view.broadcastRatePerSecond.map { "throttled to \($0) recipients a second unless the push gives its own rate" }
+            ?? "as fast as the nodes go unless the push gives a rate"
         createdAt = ConsoleFormat.date(view.createdAt)
         updatedAt = ConsoleFormat.date(view.updatedAt)
     }

@@ -469,6 +469,11 @@ extension SQLStore {
                 )
                 """,
             ]),
+            // An app can throttle its broadcasts (pushes to tags or to everyone) by default: `broadcast_rate_per_second`
+            // is the rate a push takes when it gives none. A node of the previous version stores such pushes unthrottled.
+            Migration(version: 20, name: "app broadcast rate", statements: [
+                "ALTER TABLE apps ADD COLUMN broadcast_rate_per_second INTEGER",
+            ]),
         ]
     }
 }

@@ -85,13 +85,15 @@ public final class SQLStore: TernStore {
             let inserted = try await db.raw("""
                 INSERT INTO apps (id, topic, environment, endpoint_host, endpoint_port, endpoint_ca_pem, sealed_credentials,
                     app_key_hash, master_secret_hash, webhook_url, inbox_max_ttl, inbox_cap, transport, endpoint_feedback_port,
-                    feedback_interval, user_binding, sealed_identity_secret, webhook_secret_salt, created_at, updated_at)
+                    feedback_interval, user_binding, sealed_identity_secret, webhook_secret_salt, broadcast_rate_per_second, created_at,
+                    updated_at)
                 VALUES (\(bind: app.id), \(bind: app.topic), \(bind: app.environment.storedWord), \(bind: endpoint?.host),
                     \(bind: endpoint?.port), \(bind: endpoint?.caPEM), \(bind: Data(app.sealedCredentials)),
                     \(bind: Data(app.appKeyHash)), \(bind: Data(app.masterSecretHash)), \(bind: app.webhookURL),
                     \(bind: app.inboxMaxTTL), \(bind: app.inboxCap), \(bind: app.transport), \(bind: endpoint?.feedbackPort),
                     \(bind: app.feedbackInterval), \(bind: app.userBinding.rawValue), \(bind: app.sealedIdentitySecret.map { Data($0) }),
-                    \(bind: app.webhookSecretSalt), \(bind: app.createdAt.milliseconds), \(bind: app.updatedAt.milliseconds))
+                    \(bind: app.webhookSecretSalt), \(bind: app.broadcastRatePerSecond), \(bind: app.createdAt.milliseconds),
+                    \(bind: app.updatedAt.milliseconds))
                 ON CONFLICT (id) DO NOTHING
                 RETURNING id
                 """).first()
@@ -124,6 +126,7 @@ public final class SQLStore: TernStore {
                     feedback_interval = \(bind: app.feedbackInterval), user_binding = \(bind: app.userBinding.rawValue),
                     sealed_identity_secret = \(bind: app.sealedIdentitySecret.map { Data($0) }),
                     webhook_secret_salt = \(bind: app.webhookSecretSalt),
+                    broadcast_rate_per_second = \(bind: app.broadcastRatePerSecond),
                     updated_at = \(bind: app.updatedAt.milliseconds)
                 WHERE id = \(bind: app.id)
                 RETURNING id
@@ -786,7 +789,7 @@ enum Columns {
     static let app = """
         id, topic, environment, endpoint_host, endpoint_port, endpoint_ca_pem, sealed_credentials, app_key_hash, \
         master_secret_hash, webhook_url, inbox_max_ttl, inbox_cap, transport, endpoint_feedback_port, feedback_interval, \
-        feedback_polled_at, user_binding, sealed_identity_secret, webhook_secret_salt, created_at, updated_at
+        feedback_polled_at, user_binding, sealed_identity_secret, webhook_secret_salt, broadcast_rate_per_second, created_at, updated_at
         """
     static let deviceNames = [
         "app_id", "device_id", "token", "environment", "alias", "locale", "timezone", "app_version", "last_registered_at",
@@ -831,6 +834,7 @@ extension AppRecord {
         self.userBinding = userBinding
         sealedIdentitySecret = try row.decode(column: "sealed_identity_secret", as: Data?.self).map { [UInt8]($0) }
         webhookSecretSalt = try row.decode(column: "webhook_secret_salt", as: String?.self)
+        broadcastRatePerSecond = try row.decode(column: "broadcast_rate_per_second", as: Int?.self)
     }
 }
 

@@ -99,8 +99,8 @@ struct ConsolePageTests {
              #"{"audience": {"all": true}, "notification": {"title": "x"}, "inbox": {"ttl": 0}}"#),
             ([("audience.kind", "all"), ("notification.title", "x"), ("apns.expiration", "soon")],
              #"{"audience": {"all": true}, "notification": {"title": "x"}, "apns": {"expiration": "soon"}}"#),
-            ([("audience.kind", "all"), ("notification.title", "x"), ("ratePerSecond", "0")],
-             #"{"audience": {"all": true}, "notification": {"title": "x"}, "ratePerSecond": 0}"#),
+            ([("audience.kind", "all"), ("notification.title", "x"), ("ratePerSecond", "-1")],
+             #"{"audience": {"all": true}, "notification": {"title": "x"}, "ratePerSecond": -1}"#),
         ]
         for (form, json) in cases {
             let api = try await server.master.post("/v1/apps/demo/pushes", json)
@@ -166,7 +166,9 @@ struct ConsolePageTests {
         let browser = ConsoleBrowser(server)
         try await browser.signIn(RunningServer.adminToken)
         let id = "console-\(UUID().uuidString.prefix(6).lowercased())"
-        let created = try await browser.post("/console/apps", [("id", id), ("topic", "com.example.\(id)"), ("environment", "simulator"), ("credentials.type", "")])
+        let created = try await browser.post(
+            "/console/apps",
+            [("id", id), ("topic", "com.example.\(id)"), ("environment", "simulator"), ("credentials.type", ""), ("broadcastRatePerSecond", "250")])
         #expect(created.status == 201, "\(created.text.prefix(2000))")
         #expect(created.header("Cache-Control") == "no-store")
         let master = try #require(created.text.firstMatch(of: /tms_[A-Za-z0-9_-]+/).map { String($0.0) })
@@ -176,7 +178,8 @@ struct ConsolePageTests {
         #expect(listed.text.contains("/console/apps/\(id)"))
         #expect(!listed.text.contains(master), "the list never shows a secret")
         // The API sees the same app: one path to the data.
-        #expect(try await server.admin.get("/v1/apps/\(id)").status == 200)
+        #expect(try await server.admin.get("/v1/apps/\(id)").json()["broadcastRatePerSecond"]?.int == 250)
+        #expect(try await browser.get("/console/apps/\(id)").text.contains("throttled to 250 recipients a second"))
         let backend = ConsoleBrowser(server)
         #expect(try await backend.signIn(master).status == 303)
         #expect(try await backend.get("/console/apps/\(id)/devices").status == 200)

@@ -72,6 +72,7 @@ extension ConsoleTemplates {
             <p><label for="webhookURL">Webhook URL (optional)</label><input id="webhookURL" name="webhookURL" type="url" value="{{view.form.webhookURL}}"></p>
             <p><label for="inboxMaxTTL">Inbox max TTL, seconds (optional)</label><input id="inboxMaxTTL" name="inboxMaxTTL" inputmode="numeric" value="{{view.form.inboxMaxTTL}}"></p>
             <p><label for="inboxCap">Inbox cap, messages (optional)</label><input id="inboxCap" name="inboxCap" inputmode="numeric" value="{{view.form.inboxCap}}"></p>
+            <p><label for="broadcastRatePerSecond">Broadcasts: recipients a second at most (optional; a push to tags or everyone that gives no rate)</label><input id="broadcastRatePerSecond" name="broadcastRatePerSecond" inputmode="numeric" value="{{view.form.broadcastRatePerSecond}}"></p>
           </div>
           <fieldset>
             <legend>Custom endpoint (environment custom)</legend>
@@ -117,6 +118,7 @@ extension ConsoleTemplates {
           <dt>Identity secret</dt><dd>{{identitySecret}}</dd>
           <dt>Webhook URL</dt><dd>{{webhookURL}}</dd>
           <dt>Inbox</dt><dd>{{inbox}}</dd>
+          <dt>Broadcasts</dt><dd id="broadcasts">{{broadcasts}}</dd>
           <dt>Created</dt><dd><time datetime="{{createdAt}}">{{createdAt}}</time></dd>
           <dt>Changed</dt><dd><time datetime="{{updatedAt}}">{{updatedAt}}</time></dd>
         </dl>
