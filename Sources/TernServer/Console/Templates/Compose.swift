@@ -59,7 +59,7 @@ extension ConsoleTemplates {
               <p><label for="ackTimeout">Acknowledgement timeout, seconds (auto)</label><input id="ackTimeout" name="ackTimeout" inputmode="decimal" value="{{view.form.ackTimeout}}"></p>
               <p><label for="idempotencyKey">Idempotency key</label><input id="idempotencyKey" name="idempotencyKey" value="{{view.form.idempotencyKey}}"></p>
               <p><label for="sendAt">Send at (RFC 3339, like 2026-12-01T09:00:00Z; empty: now)</label><input id="sendAt" name="sendAt" value="{{view.form.sendAt}}"></p>
-              <p><label for="ratePerSecond">Recipients a second at most (throttled; empty: as fast as it goes)</label><input id="ratePerSecond" name="ratePerSecond" inputmode="numeric" value="{{view.form.ratePerSecond}}"></p>
+              <p><label for="ratePerSecond">Recipients a second at most (empty: a broadcast takes the app's rate, if it has one; 0: not throttled)</label><input id="ratePerSecond" name="ratePerSecond" inputmode="numeric" value="{{view.form.ratePerSecond}}"></p>
             </div>
           </fieldset>
         </div>
