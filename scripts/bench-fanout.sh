@@ -20,6 +20,7 @@
 # Prints a Markdown table of the medians, and every run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/seed.sh
 
 DEVICES=${DEVICES:-1000000}
 SLOW_DEVICES=${SLOW_DEVICES:-100000}
@@ -78,17 +79,9 @@ curl -sf -X PUT "$url/v1/apps/demo/devices/$template" -H "Authorization: Bearer 
   -d "{\"token\": \"$(printf 'ab%.0s' $(seq 1 32))\", \"environment\": \"production\"}" >/dev/null
 stop_server
 echo "── seeding $DEVICES devices in SQL" >&2
-columns=$(sqlite3 "$work/tern.db" "SELECT group_concat(name, ', ') FROM pragma_table_info('devices')")
-# Each copy gets its own device id and token; every other column is the template's.
-copied=$(sqlite3 "$work/tern.db" "SELECT group_concat(CASE name WHEN 'device_id' THEN
-    '''6f1c1f9e-8d7a-4d44-9d2e-'' || printf(''%012x'', n)' WHEN 'token' THEN 'printf(''%056x%08x'', 0, n)' ELSE name END, ', ')
-  FROM pragma_table_info('devices')")
+seed_devices "$work/tern.db" "$DEVICES" "$template"
 sqlite3 "$work/tern.db" <<SQL
 BEGIN;
-INSERT INTO devices ($columns)
-  WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < $DEVICES)
-  SELECT $copied FROM seq, devices WHERE device_id = '$template';
-DELETE FROM devices WHERE device_id = '$template';
 INSERT INTO device_tags (app_id, device_id, tag) SELECT app_id, device_id, 'all' FROM devices WHERE app_id = 'demo';
 INSERT INTO device_tags (app_id, device_id, tag)
   SELECT app_id, device_id, 'first' FROM devices WHERE app_id = 'demo' ORDER BY device_id LIMIT $SLOW_DEVICES;

@@ -31,37 +31,11 @@ for tool in wrk sqlite3; do
   fi
 done
 
-if [ -z "${TERN:-}" ]; then
-  echo "building tern (release)…" >&2
-  swift build -c release --scratch-path "$SCRATCH" --product tern >&2
-  TERN="$(cd "$SCRATCH" && pwd)/release/tern"
-fi
-
-work=$(mktemp -d)
-pid=""
-export TERN_SERVER_KEY=$(head -c 32 /dev/urandom | base64)
-export TERN_ADMIN_TOKEN=bench-admin-token-0123456789
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-start_server() {
-  : >"$work/serve.out"
-  (cd "$work" && exec "$TERN" serve --port 0 --log-level warning >serve.out 2>serve.err) &
-  pid=$!
-  for _ in $(seq 1 600); do
-    grep -q 'Tern is serving' "$work/serve.out" 2>/dev/null && break
-    kill -0 "$pid" 2>/dev/null || { echo "tern serve stopped:" >&2; cat "$work/serve.err" >&2; exit 1; }
-    sleep 0.1
-  done
-  url=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.out" | head -1)
-}
-stop_server() { kill -INT "$pid"; wait "$pid" || true; pid=""; }
+source scripts/lib/serve.sh
+source scripts/lib/seed.sh
 
 # ── 1. the audience, every device with the template's secret
-start_server
+start_server "$work"
 app_key=$(grep 'app key' "$work/serve.out" | awk '{print $3}')
 master=$(grep 'master secret' "$work/serve.out" | awk '{print $3}')
 template=6f1c1f9e-8d7a-4d44-9d2e-000000000000
@@ -69,21 +43,10 @@ secret=$(curl -sf -X PUT "$url/v1/apps/demo/devices/$template" -H "Authorization
   -d "{\"token\": \"$(printf 'ab%.0s' $(seq 1 32))\", \"environment\": \"production\"}" | grep -o '"deviceSecret":"[^"]*"' | cut -d'"' -f4)
 stop_server
 echo "── seeding $DEVICES devices in SQL" >&2
-columns=$(sqlite3 "$work/tern.db" "SELECT group_concat(name, ', ') FROM pragma_table_info('devices')")
-copied=$(sqlite3 "$work/tern.db" "SELECT group_concat(CASE name WHEN 'device_id' THEN
-    '''6f1c1f9e-8d7a-4d44-9d2e-'' || printf(''%012x'', n)' WHEN 'token' THEN 'printf(''%056x%08x'', 0, n)' ELSE name END, ', ')
-  FROM pragma_table_info('devices')")
-sqlite3 "$work/tern.db" <<SQL
-BEGIN;
-INSERT INTO devices ($columns)
-  WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < $DEVICES)
-  SELECT $copied FROM seq, devices WHERE device_id = '$template';
-DELETE FROM devices WHERE device_id = '$template';
-COMMIT;
-SQL
+seed_devices "$work/tern.db" "$DEVICES" "$template"
 
 # ── 2. one push to all of them
-start_server
+start_server "$work"
 t0=$(date +%s.%N)
 push=$(curl -sf -X POST "$url/v1/apps/demo/pushes?wait=60" -H "Authorization: Bearer $master" -H 'Content-Type: application/json' \
   -d '{"audience": {"all": true}, "notification": {"title": "Flash sale", "body": "tap me"}}')
