@@ -215,6 +215,19 @@ public struct PushReportCounts: Sendable, Equatable {
     }
 }
 
+/// What one device reported of a push: when it arrived, and when the user opened it (each nil until reported).
+public struct PushDeviceReport: Sendable, Equatable {
+    public var deviceID: String
+    public var receivedAt: Date?
+    public var openedAt: Date?
+
+    public init(deviceID: String, receivedAt: Date?, openedAt: Date?) {
+        self.deviceID = deviceID
+        self.receivedAt = receivedAt
+        self.openedAt = openedAt
+    }
+}
+
 /// What one ``TernStore/purgeFinishedPushes(before:limit:)`` deleted.
 public struct PushPurge: Sendable, Equatable {
     public var pushes: Int

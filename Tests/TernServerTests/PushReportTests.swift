@@ -60,6 +60,29 @@ struct PushReportTests {
                 headers: server.asDevice(Fixture.device(1)))
             #expect(asAnother.status == 403, "\(asAnother.text)")
 
+            // Who opened it, for the app's backend: a page at a time, by device id.
+            let firstAnswer = try await server.master.get("/v1/apps/demo/pushes/\(pushID)/reports?limit=1")
+            #expect(firstAnswer.status == 200, "\(firstAnswer.text)")
+            let firstPage = try firstAnswer.json()
+            #expect(firstPage[path: "next"]?.string == Fixture.device(1))
+            guard case .array(let reported)? = firstPage["reports"] else {
+                Issue.record("no reports: \(firstPage)")
+                return
+            }
+            #expect(reported.map { $0["deviceId"]?.string } == [Fixture.device(1)])
+            #expect(reported.first?["openedAt"]?.string != nil && reported.first?["receivedAt"] == nil)
+            let secondPage = try await server.master.get("/v1/apps/demo/pushes/\(pushID)/reports?limit=1&after=\(Fixture.device(1))").json()
+            guard case .array(let rest)? = secondPage["reports"] else {
+                Issue.record("no reports: \(secondPage)")
+                return
+            }
+            #expect(rest.map { $0["deviceId"]?.string } == [Fixture.device(2)] && secondPage["next"] == nil)
+            let badCursor = try await server.master.get("/v1/apps/demo/pushes/\(pushID)/reports?after=nope")
+            #expect(badCursor.status == 400, "\(badCursor.text)")
+            #expect(try badCursor.json()["field"]?.string == "after")
+            #expect(try await server.master.get("/v1/apps/demo/pushes/\(UUID().uuidString.lowercased())/reports").status == 404)
+            #expect(try await server.device.get("/v1/apps/demo/pushes/\(pushID)/reports").status == 403, "the backend's, not a device's")
+
             // The listing of pushes says it too.
             guard case .array(let listed)? = try await server.master.get("/v1/apps/demo/pushes").json()["pushes"] else {
                 Issue.record("no list of pushes")

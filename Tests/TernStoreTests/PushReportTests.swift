@@ -30,6 +30,30 @@ struct PushReportTests {
         }
     }
 
+    @Test("the devices that reported a push, a page at a time in device id order, with what each reported", arguments: StoreFactory.all)
+    func listedByDevice(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(3, in: store)
+            _ = try await store.createPush(makePush("p1", at: time(0)))
+            _ = try await store.createPush(makePush("p2", at: time(1)))
+            for n in [3, 1, 2] { _ = try await store.recordPushReport(.received, pushID: "p1", deviceID: numbered("device", n), at: time(100)) }
+            _ = try await store.recordPushReport(.opened, pushID: "p1", deviceID: numbered("device", 2), at: time(200))
+            _ = try await store.recordPushReport(.opened, pushID: "p2", deviceID: numbered("device", 1), at: time(300))
+
+            let first = try await store.pushReports(pushID: "p1", after: nil, limit: 2)
+            #expect(first.items == [
+                PushDeviceReport(deviceID: numbered("device", 1), receivedAt: time(100), openedAt: nil),
+                PushDeviceReport(deviceID: numbered("device", 2), receivedAt: time(100), openedAt: time(200)),
+            ])
+            #expect(first.next == numbered("device", 2))
+            let second = try await store.pushReports(pushID: "p1", after: first.next, limit: 2)
+            #expect(second.items.map(\.deviceID) == [numbered("device", 3)] && second.next == nil)
+            #expect(try await store.pushReports(pushID: "p2", after: nil, limit: 10).items.map(\.deviceID) == [numbered("device", 1)])
+            #expect(try await store.pushReports(pushID: "none", after: nil, limit: 10).items.isEmpty)
+        }
+    }
+
     @Test("what a report is checked against: the push as its row keeps it, the app's only", arguments: StoreFactory.all)
     func thePushWithoutItsCounts(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in

@@ -1104,6 +1104,97 @@ enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/apps/{app}/pushes/{pushId}/reports": {
+   "get": {
+    "operationId": "listPushReports",
+    "summary": "The devices that reported a push that came through APNs: its arrival (a Notification Service Extension's receipt) and the user's open, in device id order",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "a page of the devices' reports",
+      "content": {
+       "application/json": {
+        "schema": {
+         "type": "object",
+         "properties": {
+          "reports": {
+           "type": "array",
+           "items": {
+            "type": "object",
+            "properties": {
+             "deviceId": {
+              "type": "string",
+              "format": "uuid"
+             },
+             "receivedAt": {
+              "type": "string",
+              "format": "date-time"
+             },
+             "openedAt": {
+              "type": "string",
+              "format": "date-time"
+             }
+            },
+            "required": [
+             "deviceId"
+            ],
+            "additionalProperties": false
+           }
+          },
+          "next": {
+           "type": "string",
+           "description": "the after of the next page; none after the last"
+          }
+         },
+         "required": [
+          "reports"
+         ],
+         "additionalProperties": false
+        }
+       }
+      }
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/pushId"
+     },
+     {
+      "name": "after",
+      "in": "query",
+      "required": false,
+      "description": "the next of the page before (a device id)",
+      "schema": {
+       "type": "string",
+       "format": "uuid"
+      }
+     },
+     {
+      "name": "limit",
+      "in": "query",
+      "required": false,
+      "schema": {
+       "type": "integer",
+       "minimum": 1,
+       "maximum": 1000
+      }
+     }
+    ]
+   }
+  },
   "/v1/apps/{app}/pushes/{pushId}/cancel": {
    "post": {
     "operationId": "cancelPush",

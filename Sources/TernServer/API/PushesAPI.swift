@@ -109,6 +109,20 @@ struct PushesAPI {
         var next: String?
     }
 
+    /// `GET …/pushes/{id}/reports`: the devices that reported the push, and what.
+    struct PushReportList: ResponseEncodable {
+        struct Report: Codable {
+            var deviceId: String
+            /// When its Notification Service Extension reported the push's arrival.
+            var receivedAt: Date?
+            /// When its app reported the user's open.
+            var openedAt: Date?
+        }
+        var reports: [Report]
+        /// The `after` of the next page; none after the last.
+        var next: String?
+    }
+
     struct FailureView: Codable {
         var deviceId: String?
         var token: String
@@ -214,6 +228,24 @@ struct PushesAPI {
                 throw JSONAPIError.badRequest(field: "failuresAfter", "failuresAfter is the nextFailures of the page before (a whole number)")
             }
             return try await view(push, withFailures: true, after: after, limit: try DevicesAPI.limit(query.get("limit")))
+        }
+        // Which devices reported the push (arrived, opened), in device id order: the app's backend learns who opened it.
+        pushes.get("pushes/:push/reports") { request, context -> PushReportList in
+            let app = try await apps.app(request, context)
+            try Authorization.requireMaster(request, app: app)
+            let id = context.parameters.get("push") ?? ""
+            guard let push = try await store.pushWithoutCounts(app: app.id, id: id) else { throw JSONAPIError.notFound("no push \(id)") }
+            let query = request.uri.queryParameters
+            let after: String?
+            do {
+                after = try query.get("after").map(DevicesAPI.deviceID)
+            } catch {
+                throw JSONAPIError.badRequest(field: "after", "after is the next of the page before (a device id)")
+            }
+            let page = try await store.pushReports(pushID: push.id, after: after, limit: try DevicesAPI.limit(query.get("limit")))
+            return PushReportList(
+                reports: page.items.map { PushReportList.Report(deviceId: $0.deviceID, receivedAt: $0.receivedAt, openedAt: $0.openedAt) },
+                next: page.next)
         }
         // A push sent by mistake (the wrong audience, the wrong words) is stopped: no more of its audience is handed
         // out, on any node; the chunks in flight are sent to the end, and the push completes with them.

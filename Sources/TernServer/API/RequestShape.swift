@@ -149,6 +149,7 @@ enum QueryRules {
         call(.get, "v1/apps/:app/pushes", ["status", "after", "limit"]),
         call(.post, "v1/apps/:app/pushes", ["wait"]),
         call(.get, "v1/apps/:app/pushes/:push", ["failuresAfter", "limit"]),
+        call(.get, "v1/apps/:app/pushes/:push/reports", ["after", "limit"]),
         call(.get, "v1/apps/:app/token-events", ["after", "limit"]),
     ]
 

@@ -28,4 +28,20 @@ extension SQLStore {
                 received: try row.decode(column: "received", as: Int.self), opened: try row.decode(column: "opened", as: Int.self))
         }
     }
+
+    public func pushReports(pushID: String, after: String?, limit: Int) async throws -> Page<PushDeviceReport> {
+        let limit = max(limit, 1)
+        return try await exclusive { db in
+            var query: SQLQueryString = "SELECT device_id, received_at, opened_at FROM push_reports WHERE push_id = \(bind: pushID)"
+            if let after { query += " AND device_id > \(bind: after)" }
+            query += " ORDER BY device_id LIMIT \(bind: limit + 1)"
+            let rows = try await db.raw(query).all()
+            let reports = try rows.prefix(limit).map { row in
+                PushDeviceReport(
+                    deviceID: try row.decode(column: "device_id", as: String.self), receivedAt: try row.optionalDate("received_at"),
+                    openedAt: try row.optionalDate("opened_at"))
+            }
+            return Page(items: reports, next: rows.count > limit ? reports.last?.deviceID : nil)
+        }
+    }
 }
