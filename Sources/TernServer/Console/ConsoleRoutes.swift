@@ -298,7 +298,8 @@ struct ConsoleRoutes: Sendable {
             let body = try ConsoleRequests.pushBody(form)
             preview.audience = await estimate(body, app: app)
             let request = try ConsoleRequests.decode(PushesAPI.PushRequest.self, body)
-            // A placeholder id of the same length: the inbox's message id (the push's id) has the same size.
+            // A stand-in of the same length for the push's id, which the payload carries (`tern.pushId`, and an inbox's
+            // `tern.messageId`): the size shown is the size sent.
             let content = try PushesAPI.content(request, app: app, pushID: PushContent.previewPushID)
             // What sending it would refuse, said before it is sent: a VoIP push to a tag, a sendAt past expiry.
             let audience = try PushesAPI.audience(request.audience)
