@@ -267,6 +267,9 @@ public protocol TernStore: Sendable {
     func recordPushReport(_ report: PushReport, pushID: String, deviceID: String, at: Date) async throws -> Bool
     /// How many devices reported each thing of push `pushID` (``recordPushReport(_:pushID:deviceID:at:)``).
     func pushReportCounts(pushID: String) async throws -> PushReportCounts
+    /// How many opens each of these pushes has: devices that reported a push through APNs opened, and device messages
+    /// opened (a push sent over the online channel). Pushes with none are left out.
+    func openCounts(pushIDs: [String]) async throws -> [String: Int]
     /// The devices that reported push `pushID`, `limit` at a time in device id order, after device `after`; the
     /// cursor is the last device id of a page that has more after it.
     func pushReports(pushID: String, after: String?, limit: Int) async throws -> Page<PushDeviceReport>

@@ -83,6 +83,11 @@ struct PushReportTests {
             #expect(try await server.master.get("/v1/apps/demo/pushes/\(UUID().uuidString.lowercased())/reports").status == 404)
             #expect(try await server.device.get("/v1/apps/demo/pushes/\(pushID)/reports").status == 403, "the backend's, not a device's")
 
+            // The console's list of pushes says how many opened it, of those APNs accepted it for.
+            let console = ConsoleBrowser(server)
+            _ = try await console.signIn(try #require(server.master.bearer))
+            #expect(try await console.get("/console/apps/demo/pushes").text.contains("2 (100.0%)"))
+
             // The listing of pushes says it too.
             guard case .array(let listed)? = try await server.master.get("/v1/apps/demo/pushes").json()["pushes"] else {
                 Issue.record("no list of pushes")

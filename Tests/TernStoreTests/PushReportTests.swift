@@ -54,6 +54,25 @@ struct PushReportTests {
         }
     }
 
+    @Test("the opens of many pushes at once: a push's devices' reports, or an online push's messages", arguments: StoreFactory.all)
+    func openCountsOfManyPushes(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await registerDevices(3, in: store)
+            for id in ["apns", "online", "none"] { _ = try await store.createPush(makePush(id, at: time(0))) }
+            for n in 1...2 { _ = try await store.recordPushReport(.opened, pushID: "apns", deviceID: numbered("device", n), at: time(10)) }
+            _ = try await store.recordPushReport(.received, pushID: "apns", deviceID: numbered("device", 3), at: time(10))
+            let kept = try await store.keepMessages(
+                (1...3).map { DeviceMessageDraft(deviceID: numbered("device", $0), id: "online-\($0)", notification: nil, data: nil) },
+                app: "demo", pushID: "online", at: time(20), expiresAt: time(99_000))
+            #expect(kept.count == 3)
+            #expect(try await store.openMessage(app: "demo", deviceID: numbered("device", 1), id: "online-1", at: time(30)))
+
+            #expect(try await store.openCounts(pushIDs: ["apns", "online", "none", "unknown"]) == ["apns": 2, "online": 1])
+            #expect(try await store.openCounts(pushIDs: []) == [:])
+        }
+    }
+
     @Test("what a report is checked against: the push as its row keeps it, the app's only", arguments: StoreFactory.all)
     func thePushWithoutItsCounts(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in

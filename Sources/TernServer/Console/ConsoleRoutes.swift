@@ -201,7 +201,8 @@ struct ConsoleRoutes: Sendable {
             guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             let app = try await appRecord(context, user)
             let recent = try await store.pushes(app: app.id, status: nil, after: nil, limit: Self.recentPushes).items
-            return page("pushes", chrome(user, "Pushes", app: app.id) { $0.app?.pushes = true }, view: PushesView(recent))
+            let opens = try await store.openCounts(pushIDs: recent.map(\.id))
+            return page("pushes", chrome(user, "Pushes", app: app.id) { $0.app?.pushes = true }, view: PushesView(recent, opens: opens))
         }
         console.get("apps/:app/pushes/:push") { request, context in
             guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }

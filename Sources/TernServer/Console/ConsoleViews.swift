@@ -377,6 +377,8 @@ struct PushRow {
     var targeted: Int
     var accepted: Int
     var failed: Int
+    /// Devices whose user opened it, and that as a share of those APNs accepted it for.
+    var opened: String
     var failedByReason: String
     var createdAt: String
     /// When a scheduled push goes.
@@ -386,7 +388,7 @@ struct PushRow {
     /// Whether its Stop button shows: it is not completed, nor cancelled yet.
     var stoppable: Bool
 
-    init(_ push: PushRecord) {
+    init(_ push: PushRecord, opened: Int = 0) {
         id = push.id
         shortID = String(push.id.prefix(8))
         status = push.status.rawValue
@@ -396,6 +398,8 @@ struct PushRow {
         targeted = push.counts.targeted
         accepted = push.counts.accepted
         failed = push.counts.failed
+        let accepted = push.counts.accepted
+        self.opened = accepted > 0 && opened > 0 ? "\(opened) (\((Double(opened) * 100 / Double(accepted)).formatted(.number.precision(.fractionLength(1))))%)" : "\(opened)"
         failedByReason = ConsoleFormat.reasons(push.counts.failedByReason)
         createdAt = ConsoleFormat.date(push.createdAt)
     }
@@ -405,8 +409,9 @@ struct PushesView {
     var pushes: [PushRow]
     var chart: ConsoleChart
 
-    init(_ pushes: [PushRecord]) {
-        self.pushes = pushes.map(PushRow.init)
+    /// - Parameter opens: each push's opens (``TernStore/openCounts(pushIDs:)``).
+    init(_ pushes: [PushRecord], opens: [String: Int] = [:]) {
+        self.pushes = pushes.map { PushRow($0, opened: opens[$0.id] ?? 0) }
         chart = ConsoleChart(
             id: "pushes",
             points: pushes.reversed().map { (ConsoleFormat.date($0.createdAt), $0.counts.accepted, $0.counts.failed) },

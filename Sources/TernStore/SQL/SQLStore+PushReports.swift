@@ -44,4 +44,23 @@ extension SQLStore {
             return Page(items: reports, next: rows.count > limit ? reports.last?.deviceID : nil)
         }
     }
+
+    public func openCounts(pushIDs: [String]) async throws -> [String: Int] {
+        guard !pushIDs.isEmpty else { return [:] }
+        return try await exclusive { db in
+            var counts: [String: Int] = [:]
+            for piece in pushIDs.pieces(of: 500) {
+                let rows = try await db.raw("""
+                    SELECT push_id, COUNT(opened_at) AS opened FROM push_reports WHERE push_id IN (\(binds: piece)) GROUP BY push_id
+                    UNION ALL
+                    SELECT push_id, COUNT(opened_at) AS opened FROM device_messages WHERE push_id IN (\(binds: piece)) GROUP BY push_id
+                    """).all()
+                for row in rows {
+                    let opened = try row.decode(column: "opened", as: Int.self)
+                    if opened > 0 { counts[try row.decode(column: "push_id", as: String.self), default: 0] += opened }
+                }
+            }
+            return counts
+        }
+    }
 }

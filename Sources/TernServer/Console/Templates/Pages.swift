@@ -240,10 +240,10 @@ extension ConsoleTemplates {
         <section aria-labelledby="recent">
         <h2 id="recent">Recent pushes</h2>
         <div class="table-wrap"><table>
-          <thead><tr><th scope="col">Created</th><th scope="col">Push</th><th scope="col">Status</th><th scope="col" class="num">Targeted</th><th scope="col" class="num">Accepted</th><th scope="col" class="num">Failed</th><th scope="col">Failures by reason</th><th scope="col">Stop</th></tr></thead>
+          <thead><tr><th scope="col">Created</th><th scope="col">Push</th><th scope="col">Status</th><th scope="col" class="num">Targeted</th><th scope="col" class="num">Accepted</th><th scope="col" class="num">Failed</th><th scope="col" class="num">Opened</th><th scope="col">Failures by reason</th><th scope="col">Stop</th></tr></thead>
           <tbody>
-          {{#view.pushes}}<tr><td><time datetime="{{createdAt}}">{{createdAt}}</time></td><td><a href="/console/apps/{{chrome.app.id}}/pushes/{{id}}">{{shortID}}</a></td><td><span class="status {{status}}">{{status}}</span>{{#sendAt}} for <time datetime="{{.}}">{{.}}</time>{{/sendAt}}{{#ratePerSecond}}, {{.}} a second{{/ratePerSecond}}</td><td class="num">{{targeted}}</td><td class="num">{{accepted}}</td><td class="num">{{failed}}</td><td>{{failedByReason}}</td><td>{{#stoppable}}<form method="post" action="/console/apps/{{chrome.app.id}}/pushes/{{id}}/cancel" class="stop"><input type="hidden" name="csrf" value="{{chrome.csrf}}"><button type="submit" aria-label="Stop push {{shortID}}">Stop</button></form>{{/stoppable}}</td></tr>{{/view.pushes}}
-          {{^view.pushes}}<tr><td colspan="8">No pushes yet.</td></tr>{{/view.pushes}}
+          {{#view.pushes}}<tr><td><time datetime="{{createdAt}}">{{createdAt}}</time></td><td><a href="/console/apps/{{chrome.app.id}}/pushes/{{id}}">{{shortID}}</a></td><td><span class="status {{status}}">{{status}}</span>{{#sendAt}} for <time datetime="{{.}}">{{.}}</time>{{/sendAt}}{{#ratePerSecond}}, {{.}} a second{{/ratePerSecond}}</td><td class="num">{{targeted}}</td><td class="num">{{accepted}}</td><td class="num">{{failed}}</td><td class="num">{{opened}}</td><td>{{failedByReason}}</td><td>{{#stoppable}}<form method="post" action="/console/apps/{{chrome.app.id}}/pushes/{{id}}/cancel" class="stop"><input type="hidden" name="csrf" value="{{chrome.csrf}}"><button type="submit" aria-label="Stop push {{shortID}}">Stop</button></form>{{/stoppable}}</td></tr>{{/view.pushes}}
+          {{^view.pushes}}<tr><td colspan="9">No pushes yet.</td></tr>{{/view.pushes}}
           </tbody>
         </table></div>
         </section>
