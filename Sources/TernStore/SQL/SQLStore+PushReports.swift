@@ -2,7 +2,8 @@ import Foundation
 import SQLKit
 
 /// What devices report of pushes that came through APNs to them: that one arrived (a Notification Service Extension's
-/// receipt) and that the user opened it. A row per push and device, so each is counted once per device.
+/// receipt) and that the user opened it. A row per push and device, so each is counted once per device. Also the opens
+/// of many pushes at once, the online channel's messages' included (the console's list of pushes).
 extension SQLStore {
     public func recordPushReport(_ report: PushReport, pushID: String, deviceID: String, at: Date) async throws -> Bool {
         let column = report.column
