@@ -14,6 +14,9 @@
 #   3. wrk, CONNECTIONS connections for DURATION seconds: each request is one device's open of that push, each device
 #      once in turn (scripts/lib/open.lua); the first round is new opens, any after it repeats (each answered 204,
 #      counted once). Then the push's `opened` is read back and checked against the opens wrk made.
+#   4. Two more pushes to all of them, timed from the request to completion: one alone, and one while wrk sends its
+#      devices' opens of it from the moment it is stored (a broadcast's first taps come while it is still going out;
+#      a device not sent it yet is answered 404).
 # Needs wrk and sqlite3 (Debian packages); installs them when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,26 +48,35 @@ stop_server
 echo "── seeding $DEVICES devices in SQL" >&2
 seed_devices "$work/tern.db" "$DEVICES" "$template"
 
+store_push() { # → the new push's id (202, not waited for)
+  curl -sf -X POST "$url/v1/apps/demo/pushes" -H "Authorization: Bearer $master" -H 'Content-Type: application/json' \
+    -d '{"audience": {"all": true}, "notification": {"title": "Flash sale", "body": "tap me"}}' | grep -o '"id":"[^"]*"' | head -1 | cut -d'"' -f4
+}
+follow_push() { # id t0 → seconds from t0 to its completion
+  local json=""
+  until grep -q '"status":"completed"' <<<"$json"; do
+    sleep 0.05
+    json=$(curl -sf "$url/v1/apps/demo/pushes/$1" -H "Authorization: Bearer $master")
+  done
+  awk -v a="$2" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}'
+}
+opens() { # push seconds → wrk's output
+  (cd "$work" && APP_KEY=$app_key SECRET=$secret PUSH=$1 DEVICES=$DEVICES THREADS=2 wrk -t2 -c"$CONNECTIONS" -d"$2s" --latency -s open.lua "$url")
+}
+cp scripts/lib/open.lua "$work/open.lua"
+
 # ── 2. one push to all of them
 start_server "$work"
 t0=$(date +%s.%N)
-push=$(curl -sf -X POST "$url/v1/apps/demo/pushes?wait=60" -H "Authorization: Bearer $master" -H 'Content-Type: application/json' \
-  -d '{"audience": {"all": true}, "notification": {"title": "Flash sale", "body": "tap me"}}')
-push_id=$(grep -o '"id":"[^"]*"' <<<"$push" | head -1 | cut -d'"' -f4)
-# `wait` covers 60 s at most; a longer push is followed until it completes.
-while [ -n "$push_id" ] && ! grep -q '"status":"completed"' <<<"$push"; do
-  sleep 0.05
-  push=$(curl -sf "$url/v1/apps/demo/pushes/$push_id" -H "Authorization: Bearer $master")
-done
-push_seconds=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
-[ -n "$push_id" ] || { echo "the push was refused: $push" >&2; exit 1; }
+push_id=$(store_push)
+[ -n "$push_id" ] || { echo "the push was refused" >&2; exit 1; }
+push_seconds=$(follow_push "$push_id" "$t0")
 chunks=$(sqlite3 "$work/tern.db" "SELECT COUNT(*) FROM push_chunks WHERE push_id = '$push_id'")
 echo "push $push_id to $DEVICES devices: completed in $push_seconds s, $chunks chunks" >&2
 
 # ── 3. the opens
-cp scripts/lib/open.lua "$work/open.lua"
 echo "── opens: wrk -t2 -c$CONNECTIONS -d${DURATION}s" >&2
-out=$(cd "$work" && APP_KEY=$app_key SECRET=$secret PUSH=$push_id DEVICES=$DEVICES THREADS=2 wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s open.lua "$url")
+out=$(opens "$push_id" "$DURATION")
 echo "$out" >&2
 rate=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
 requests=$(awk '/requests in/ {print $1}' <<<"$out")
@@ -83,3 +95,17 @@ echo "| opens answered, \`wrk -t2 -c$CONNECTIONS -d${DURATION}s\` | ${rate} requ
 echo "| the push's \`opened\` afterwards | $opened (devices that reported: $least answered, up to $most made) |"
 [ "${non2xx:-0}" = 0 ] && [ "$opened" -ge "$least" ] && [ "$opened" -le "$most" ] ||
   { echo "wrong: non-2xx ${non2xx:-0}, opened $opened, not $least-$most" >&2; exit 1; }
+
+# ── 4. a push while its devices report opening it, as a broadcast's first taps come while it is still going out
+t0=$(date +%s.%N)
+alone=$(store_push)
+alone_seconds=$(follow_push "$alone" "$t0")
+t0=$(date +%s.%N)
+loaded=$(store_push)
+opens "$loaded" "$DURATION" >"$work/during.out" &
+reporting=$!
+loaded_seconds=$(follow_push "$loaded" "$t0")
+wait "$reporting"
+during_rate=$(awk '/Requests\/sec/ {print $2}' "$work/during.out")
+echo "| another push to all of them, alone | $alone_seconds s |"
+echo "| another, while its devices report opening it (wrk as above, from its start) | $loaded_seconds s; ${during_rate} reports/s over the ${DURATION} s (404 for those not yet sent it) |"
