@@ -47,7 +47,7 @@ struct PushReportTests {
             #expect(outside.status == 404, "\(outside.text)")
             try await server.register(Fixture.device(4), token: Fixture.token(4), tags: ["news"])
             #expect(try await open(server, Fixture.device(4), #"{"pushId": "\#(pushID)"}"#).status == 404)
-            // Nor a push that is not the app's, or no push at all.
+            // Nor an id that names no push of the app.
             #expect(try await open(server, Fixture.device(1), #"{"pushId": "\#(UUID().uuidString)"}"#).status == 404)
             #expect(try await opened(server, pushID) == 2)
 
