@@ -313,33 +313,29 @@ struct PushesAPI {
         content.online = try OnlineDelivery.render(
             delivery: body.delivery, wake: body.wake, ackTimeout: body.ackTimeout, notification: body.notification, payload: body.payload,
             inbox: body.inbox, app: app)
-        if content.online?.mode == .auto {
-            // An offline device gets the push through APNs with its message's id and sequence added.
-            let limit = ((try? APNsPushType(headerValue: content.pushType)) ?? .alert).maximumPayloadSize
-            let size = content.widestFallbackSize
-            guard size <= limit else {
-                throw JSONAPIError.badRequest(
-                    field: body.payload != nil ? "payload" : "notification",
-                    "with delivery auto, a device that is offline gets the push through APNs with tern.id and tern.sequence added: up to \(size) bytes, over the \(limit) APNs takes")
-            }
-        }
-        if app.transport == AppRecord.legacy {
-            // The binary protocol's frames take less than HTTP/2: checked here, or every recipient would fail at sending.
-            let limit = LegacyCommand.frame.maximumPayloadSize
-            let widest =
-                content.online?.mode == .auto
-                ? content.widestFallbackSize
-                : content.badge?.isPerRecipient == true ? content.payload(badge: BadgeChange.largest).count : content.payload.count
-            guard widest <= limit else {
-                throw JSONAPIError.badRequest(
-                    field: body.payload != nil ? "payload" : "notification",
-                    "app \(app.id) sends through the legacy binary protocol, whose payloads are at most \(limit) bytes: this one is up to \(widest)")
-            }
+        // The widest payload a recipient can get, against what the app's transport takes: rendering checked the payload
+        // against APNs' limit for its type, but not what an `auto` push's fallback adds, nor the binary protocol's
+        // smaller frames. Either would otherwise fail at sending, for every recipient.
+        let limit = Self.payloadLimit(pushType: content.pushType, app: app)
+        let widest = content.widestPayloadSize
+        guard widest <= limit else {
+            throw JSONAPIError.badRequest(
+                field: body.payload != nil ? "payload" : "notification",
+                app.transport == AppRecord.legacy
+                    ? "app \(app.id) sends through the legacy binary protocol, whose payloads are at most \(limit) bytes: this one is up to \(widest)"
+                    : "with delivery auto, a device that is offline gets the push through APNs with tern.id and tern.sequence added: up to \(widest) bytes, over the \(limit) APNs takes")
         }
         if let key = body.idempotencyKey, !(1...128).contains(key.utf8.count) {
             throw JSONAPIError.badRequest(field: "idempotencyKey", "idempotencyKey must be 1-128 bytes")
         }
         return content
+    }
+
+    /// The largest payload `app` can send of `pushType`: APNs' limit for the type, or the binary protocol's frame for a
+    /// legacy app.
+    static func payloadLimit(pushType: String, app: AppRecord) -> Int {
+        app.transport == AppRecord.legacy
+            ? LegacyCommand.frame.maximumPayloadSize : ((try? APNsPushType(headerValue: pushType)) ?? .alert).maximumPayloadSize
     }
 
     /// A page of the app's token events, as `GET …/token-events` answers it.

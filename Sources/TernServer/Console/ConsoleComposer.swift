@@ -61,10 +61,7 @@ struct ComposePreview: Encodable {
         let topic = app.topic
         payload = String(decoding: content.payload, as: UTF8.self)
         bytes = content.payload.count
-        let pushType = try? APNsPushType(headerValue: content.pushType)
-        limit =
-            app.transport == AppRecord.legacy
-            ? LegacyCommand.frame.maximumPayloadSize : pushType?.maximumPayloadSize ?? APNsPushType.alert.maximumPayloadSize
+        limit = PushesAPI.payloadLimit(pushType: content.pushType, app: app)
         high = limit * 9 / 10
         size = "\(bytes.formatted()) of \(limit.formatted()) bytes"
         var notes: [String] = []
@@ -89,7 +86,7 @@ struct ComposePreview: Encodable {
         note = notes.joined(separator: " ")
         var lines = [
             "apns-push-type: \(content.pushType)",
-            "apns-topic: \(topic)\(pushType?.topicSuffix ?? "")",
+            "apns-topic: \(topic)\((try? APNsPushType(headerValue: content.pushType))?.topicSuffix ?? "")",
             "apns-priority: \(content.priority)",
             "apns-collapse-id: \(content.collapseID ?? "(the push's id)")",
         ]

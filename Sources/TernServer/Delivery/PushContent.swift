@@ -324,6 +324,13 @@ struct PushContent: Codable, Sendable, Equatable {
         return (try? JSONValue.object(root).serialized()) ?? Array(payload)
     }
 
+    /// The size of the largest payload a recipient of this push can get: its fallback's for an `auto` push, else the
+    /// payload with the widest per-recipient badge, if it has one.
+    var widestPayloadSize: Int {
+        if online?.mode == .auto { return widestFallbackSize }
+        return badge?.isPerRecipient == true ? payload(badge: BadgeChange.largest).count : payload.count
+    }
+
     /// The size of the largest ``fallbackPayload(messageID:sequence:badge:)`` this push can have: a message id as
     /// long as any, the largest sequence, and the widest per-recipient badge.
     var widestFallbackSize: Int {
