@@ -37,12 +37,17 @@ public struct PushRecord: Sendable, Equatable {
     /// that many, each the time its size takes at this rate after the one before. It holds none of its app's later
     /// pushes back, and waits for none of the earlier ones. Nil: as fast as the nodes go, in the app's order.
     public var ratePerSecond: Int?
+    /// The kind of the devices' tokens it goes to (a VoIP push to a user: each device's VoIP token), for a push of a
+    /// type with tokens of its own sent to registered devices; nil: the device tokens, or the tokens its audience lists.
+    /// A device without a token of the kind is passed over.
+    public var tokenKind: PushTokenKind?
 
     public init(
         id: String, appID: String, idempotencyKey: String?, audience: Audience, notification: [UInt8], status: Status = .pending,
         counts: PushCounts = PushCounts(), cursor: String? = nil, createdAt: Date, finishedAt: Date? = nil, cancelledAt: Date? = nil,
-        sendAt: Date? = nil, ratePerSecond: Int? = nil
+        sendAt: Date? = nil, ratePerSecond: Int? = nil, tokenKind: PushTokenKind? = nil
     ) {
+        self.tokenKind = tokenKind
         self.id = id
         self.appID = appID
         self.idempotencyKey = idempotencyKey

@@ -253,6 +253,58 @@ public enum TokenReplacementReason: String, Sendable, Equatable, CaseIterable {
     case moved
 }
 
+/// A token of a device's other than its APNs device token, which Apple's frameworks give the app for push types
+/// of their own (``APNsPushType/tokenSource``). A device has at most one of each kind; a push of the kind's type to
+/// devices, aliases, tags or everyone goes to these instead of the device tokens.
+public enum PushTokenKind: String, Sendable, Equatable, CaseIterable {
+    /// PushKit's VoIP token (`PKPushRegistry`, `.voIP`): a `voip` push, an incoming call.
+    case voip
+    /// ActivityKit's push-to-start token (`Activity<…>.pushToStartTokenUpdates`, iOS 17.2+): a `liveactivity` push
+    /// whose event is `start`. An activity's own update token belongs to that activity, not to the device.
+    case pushToStart
+
+    /// The kind of token a push of `pushType` goes to when sent to registered devices; nil for the device token's
+    /// types (`alert`, `background`) and for types whose tokens Tern does not keep (given in `audience.tokens`).
+    public static func of(_ pushType: APNsPushType) -> PushTokenKind? {
+        switch pushType {
+        case .voip: .voip
+        case .liveactivity: .pushToStart
+        default: nil
+        }
+    }
+
+    /// The push type a token of this kind is sent.
+    public var pushType: APNsPushType {
+        switch self {
+        case .voip: .voip
+        case .pushToStart: .liveactivity
+        }
+    }
+}
+
+/// A device's token of a ``PushTokenKind``, as the registry keeps it.
+public struct PushTokenRecord: Sendable, Equatable {
+    public var kind: PushTokenKind
+    public var token: String
+    /// When the device last registered it: a 410 older than this does not deactivate it.
+    public var registeredAt: Date
+    /// Set when APNs called it dead; registering it again clears it.
+    public var deactivatedAt: Date?
+    public var deactivationReason: TokenDeactivationReason?
+
+    public var isActive: Bool { deactivatedAt == nil }
+
+    public init(
+        kind: PushTokenKind, token: String, registeredAt: Date, deactivatedAt: Date? = nil, deactivationReason: TokenDeactivationReason? = nil
+    ) {
+        self.kind = kind
+        self.token = token
+        self.registeredAt = registeredAt
+        self.deactivatedAt = deactivatedAt
+        self.deactivationReason = deactivationReason
+    }
+}
+
 /// A token to deactivate (``TernStore/deactivateTokens(app:_:at:)``), with why and since when.
 public struct TokenDeactivation: Sendable, Equatable {
     public var token: String

@@ -134,6 +134,17 @@ public protocol TernStore: Sendable {
     /// `tokens`, of those it deactivated (not an unknown token, one already inactive, or one registered again since
     /// its `invalidSince`).
     func deactivateTokens(app: String, _ tokens: [TokenDeactivation], at: Date) async throws -> [TokenEvent]
+    /// Sets the device's token of `kind` (``PushTokenKind``), active from `at`: a token of the kind another device of
+    /// the app had moves here, and one APNs called dead is alive again. - Returns: nil when there is no such device.
+    func setPushToken(app: String, deviceID: String, kind: PushTokenKind, token: String, at: Date) async throws -> PushTokenRecord?
+    /// Removes the device's token of `kind`. - Returns: whether it had one.
+    func deletePushToken(app: String, deviceID: String, kind: PushTokenKind) async throws -> Bool
+    /// The device's tokens of other kinds than its device token, by kind.
+    func pushTokens(app: String, deviceID: String) async throws -> [PushTokenRecord]
+    /// Deactivates devices' tokens of `kind` that APNs called dead, as ``deactivateTokens(app:_:at:)`` does device
+    /// tokens (the same rule for a 410's timestamp), in one transaction. The devices stay, with their device tokens;
+    /// no token event is recorded (the app's backend never held these tokens). - Returns: the tokens deactivated.
+    func deactivatePushTokens(app: String, kind: PushTokenKind, _ tokens: [TokenDeactivation], at: Date) async throws -> [String]
     /// Token events after the cursor (an event id), oldest first.
     func tokenEvents(app: String, after: Int64?, limit: Int) async throws -> [TokenEvent]
     /// A device's token events, newest first, at most `limit` (the console's device page).

@@ -474,6 +474,28 @@ extension SQLStore {
             Migration(version: 20, name: "app broadcast rate", statements: [
                 "ALTER TABLE apps ADD COLUMN broadcast_rate_per_second INTEGER",
             ]),
+            // A device's tokens other than its APNs device token (PushKit's VoIP token, ActivityKit's push-to-start
+            // token), at most one of each kind, gone with the device; a token of a kind belongs to one device of the
+            // app. A push of such a type to registered devices names the kind (`pushes.token_kind`) and goes to these.
+            // A node of the previous version (during a rolling upgrade) would send such a push to the device tokens,
+            // where APNs refuses each one (`DeviceTokenNotForTopic`) and nothing is deactivated.
+            Migration(version: 21, name: "device push tokens", statements: [
+                """
+                CREATE TABLE device_push_tokens (
+                    app_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    registered_at BIGINT NOT NULL,
+                    deactivated_at BIGINT,
+                    deactivation_reason TEXT,
+                    PRIMARY KEY (app_id, device_id, kind),
+                    UNIQUE (app_id, kind, token),
+                    FOREIGN KEY (app_id, device_id) REFERENCES devices (app_id, device_id) ON DELETE CASCADE
+                )
+                """,
+                "ALTER TABLE pushes ADD COLUMN token_kind TEXT",
+            ]),
         ]
     }
 }

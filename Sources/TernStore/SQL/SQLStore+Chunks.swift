@@ -100,6 +100,7 @@ extension SQLStore {
                     continue
                 }
                 let page = try await Self.recipients(app: push.appID, audience: push.audience, after: push.cursor, limit: size, db)
+                // The page's last device is the chunk's end whether or not it has a token of the push's kind.
                 guard let last = page.items.last else {
                     // The previous chunk ended exactly at the end of the audience (or it is empty).
                     try await db.raw("UPDATE pushes SET handed_out = 1 WHERE id = \(bind: push.id)").run()
@@ -128,7 +129,8 @@ extension SQLStore {
                     """).run()
                 push.status = .sending
                 push.cursor = last.key
-                return (.chunk(PushChunk(push: push, sequence: sequence, recipients: page.items, reclaimed: false)), handedOutNow)
+                let recipients = try await Self.withTokens(of: push, page.items, db)
+                return (.chunk(PushChunk(push: push, sequence: sequence, recipients: recipients, reclaimed: false)), handedOutNow)
             }
             if retrySoon { return (.retrySoon, handedOutNow) }
             // Nothing to claim: when the next chunk of a throttled push is due, if one waits for its time.
@@ -379,12 +381,19 @@ extension SQLStore {
         while true {
             let page = try await recipients(app: push.appID, audience: push.audience, after: cursor, limit: pageSize, db)
             for recipient in page.items {
-                guard !last.precedesByBytes(recipient.key) else { return found }
+                guard !last.precedesByBytes(recipient.key) else { return try await withTokens(of: push, found, db) }
                 found.append(recipient)
             }
-            guard let next = page.next else { return found }
+            guard let next = page.next else { return try await withTokens(of: push, found, db) }
             cursor = next
         }
+    }
+
+    /// A chunk's recipients with the tokens the push goes to: the devices' tokens of its kind, for a push that names one
+    /// (``PushRecord/tokenKind``); else as read.
+    static func withTokens(of push: PushRecord, _ recipients: [Recipient], _ db: any SQLDatabase) async throws -> [Recipient] {
+        guard let kind = push.tokenKind else { return recipients }
+        return try await withPushTokens(recipients, kind: kind, app: push.appID, db)
     }
 
     /// Completes the push if its audience is handed out in full and no chunk is open. - Returns: whether it did.

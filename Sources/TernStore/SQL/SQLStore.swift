@@ -343,14 +343,14 @@ public final class SQLStore: TernStore {
             // DO NOTHING on either key: a reused idempotency key returns the first push, a reused id is a conflict.
             let inserted = try await db.raw("""
                 INSERT INTO pushes (id, app_id, idempotency_key, audience, notification, status, targeted, accepted,
-                    failed, pruned, failed_by_reason, cursor_key, created_at, finished_at, send_at, rate_per_second,
+                    failed, pruned, failed_by_reason, cursor_key, created_at, finished_at, send_at, rate_per_second, token_kind,
                     handed_out\(unsafeRaw: ordinal == nil ? "" : ", ordinal"))
                 VALUES (\(bind: push.id), \(bind: push.appID), \(bind: push.idempotencyKey),
                     \(bind: try StoredAudience.encode(push.audience)), \(bind: Data(push.notification)),
                     \(bind: push.status.rawValue), \(bind: counts.targeted), \(bind: counts.accepted), \(bind: counts.failed),
                     \(bind: counts.pruned), \(bind: try JSON.encode(counts.failedByReason)), \(bind: push.cursor),
                     \(bind: push.createdAt.milliseconds), \(bind: push.finishedAt?.milliseconds), \(bind: push.sendAt?.milliseconds),
-                    \(bind: push.ratePerSecond),
+                    \(bind: push.ratePerSecond), \(bind: push.tokenKind?.rawValue),
                     \(bind: push.status == .scheduled ? 1 : 0)\(unsafeRaw: ordinal.map { ", " + $0 } ?? ""))
                 ON CONFLICT DO NOTHING
                 RETURNING \(unsafeRaw: Columns.push)
@@ -800,7 +800,7 @@ enum Columns {
     static let tokenEvent = "id, app_id, device_id, token, reason, apns_timestamp, occurred_at"
     static let push = """
         id, app_id, idempotency_key, audience, notification, status, targeted, accepted, failed, pruned, \
-        failed_by_reason, inbox_dropped, cursor_key, created_at, finished_at, cancelled_at, send_at, rate_per_second
+        failed_by_reason, inbox_dropped, cursor_key, created_at, finished_at, cancelled_at, send_at, rate_per_second, token_kind
         """
 }
 
@@ -919,7 +919,13 @@ extension PushRecord {
             ),
             cursor: try row.decode(column: "cursor_key", as: String?.self), createdAt: try row.date("created_at"),
             finishedAt: try row.optionalDate("finished_at"), cancelledAt: try row.optionalDate("cancelled_at"),
-            sendAt: try row.optionalDate("send_at"), ratePerSecond: try row.decode(column: "rate_per_second", as: Int?.self)
+            sendAt: try row.optionalDate("send_at"), ratePerSecond: try row.decode(column: "rate_per_second", as: Int?.self),
+            tokenKind: try row.decode(column: "token_kind", as: String?.self).map { text in
+                guard let kind = PushTokenKind(rawValue: text) else {
+                    throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown push token kind \(text)"))
+                }
+                return kind
+            }
         )
     }
 }
