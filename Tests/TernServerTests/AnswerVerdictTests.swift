@@ -18,8 +18,10 @@ struct AnswerVerdictTests {
         PushFailure(deviceID: "d1", token: "ab12", status: status, reason: reason, at: now, detail: detail)
     }
 
-    static func verdict(_ ending: AnswerVerdict.Ending, registeredAt: Date? = registered, pushType: APNsPushType = .alert) -> AnswerVerdict {
-        AnswerVerdict.of(ending, recipient: recipient(registeredAt: registeredAt), pushType: pushType, at: now)
+    static func verdict(
+        _ ending: AnswerVerdict.Ending, registeredAt: Date? = registered, pushType: APNsPushType = .alert, registeredForType: Bool = false
+    ) -> AnswerVerdict {
+        AnswerVerdict.of(ending, recipient: recipient(registeredAt: registeredAt), pushType: pushType, registeredForType: registeredForType, at: now)
     }
 
     @Test func acceptedAndSupersededCountAsAccepted() {
@@ -80,6 +82,21 @@ struct AnswerVerdictTests {
                 Issue.record("\(type): DeviceTokenNotForTopic keeps the token")
                 continue
             }
+        }
+    }
+
+    @Test func aDevicesOwnTokenOfThePushTypesKindIsJudgedAsADeviceTokenIs() {
+        // A VoIP push to the devices' VoIP tokens (PushRecord.tokenKind): a dead one goes, by the same rules.
+        let died = Self.now.addingTimeInterval(-60)
+        for type in [APNsPushType.voip, .liveactivity] {
+            #expect(Self.verdict(.answered(APNsResponse(status: 410, reason: .unregistered, timestamp: died)), pushType: type, registeredForType: true)
+                == .deadToken(Self.failure(410, .apns(.unregistered)), reason: .apns(.unregistered), invalidSince: died, apnsTimestamp: died))
+            #expect(Self.verdict(.answered(APNsResponse(status: 400, reason: .badDeviceToken)), pushType: type, registeredForType: true)
+                == .deadToken(Self.failure(400, .apns(.badDeviceToken)), reason: .apns(.badDeviceToken), invalidSince: nil, apnsTimestamp: nil))
+            // Set again after APNs says it died: kept.
+            #expect(Self.verdict(
+                .answered(APNsResponse(status: 410, reason: .unregistered, timestamp: died)), registeredAt: Self.now, pushType: type,
+                registeredForType: true) == .failed(Self.failure(410, .apns(.unregistered))))
         }
     }
 

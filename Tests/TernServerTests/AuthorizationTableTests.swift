@@ -35,6 +35,7 @@ struct AuthorizationTableTests {
         .connect: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
         .open: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
         .ack: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
+        .pushToken: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
     ]
 
     static func expected(_ call: DeviceCall, _ credential: Credential) -> Access? {
@@ -107,6 +108,11 @@ struct AuthorizationTableTests {
         case .connect: [(.GET, "/v1/apps/demo/devices/\(device)/connect", nil, 426)]
         case .open: [(.POST, "/v1/apps/demo/devices/\(device)/opens", #"{"messageId": "00000000-0000-4000-8000-000000000000"}"#, 404)]
         case .ack: [(.POST, "/v1/apps/demo/devices/\(device)/acks", #"{"ids": ["00000000-0000-4000-8000-000000000000"]}"#, 200)]
+        // Set, then removed: what the device reads afterwards is as before, so the change is checked by the answers.
+        case .pushToken: [
+            (.PUT, "/v1/apps/demo/devices/\(device)/push-tokens/voip", #"{"token": "\#(String(repeating: "5", count: 56) + token.suffix(8))"}"#, 200),
+            (.DELETE, "/v1/apps/demo/devices/\(device)/push-tokens/voip", nil, 204),
+        ]
         }
 
         let expected = Self.expected(call, credential)
@@ -125,7 +131,7 @@ struct AuthorizationTableTests {
             }
         }
         let after = try await server.master.get("/v1/apps/demo/devices/\(device)").text
-        let readOnly: Set<DeviceCall> = [.read, .inbox, .tokenHistory, .list, .connect, .open, .ack]
+        let readOnly: Set<DeviceCall> = [.read, .inbox, .tokenHistory, .list, .connect, .open, .ack, .pushToken]
         if call == .rotateSecret {
             // The device looks the same; what changed is whether its old secret still works.
             let old = try await server.device.send(.GET, "/v1/apps/demo/devices/\(device)", headers: [("X-Tern-Device-Secret", secret)])

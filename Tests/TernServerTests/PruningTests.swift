@@ -42,9 +42,11 @@ import Testing
         try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "u", tags: ["t"])
             let voip = #", "apns": {"pushType": "voip"}"#
-            // To the registry's device tokens it is refused: APNs would refuse every one of them on the VoIP topic.
+            // A type whose tokens devices do not register here is refused to devices: APNs would refuse every device
+            // token on its topic. (VoIP goes to the devices' VoIP tokens: PushTokenTests.)
+            let complication = #", "apns": {"pushType": "complication"}"#
             for audience in [#"{"aliases": ["u"]}"#, #"{"devices": ["\#(Fixture.device(1))"]}"#, #"{"tags": ["t"]}"#, #"{"all": true}"#] {
-                let refused = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: audience, extra: voip))
+                let refused = try await server.master.post("/v1/apps/demo/pushes", Fixture.push(audience: audience, extra: complication))
                 #expect(refused.status == 400, "\(audience): \(refused.text)")
                 #expect(try refused.json()["field"]?.string == "apns.pushType")
                 #expect(refused.text.contains("PushKit"))

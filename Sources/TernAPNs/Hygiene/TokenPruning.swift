@@ -21,11 +21,14 @@ public enum TokenPruning {
     ///   - answeredAt: when the answer arrived: the time a 410 without a timestamp stands for.
     ///   - pushType: what was sent. A type with tokens of its own (``APNsPushType/tokenSource``: VoIP, Live
     ///     Activities…) prunes nothing: APNs' answer is about a token of that kind, or refuses a device token for
-    ///     that topic alone, and a registry of device tokens must not lose a device for either.
+    ///     that topic alone, and a registry of device tokens must not lose a device for either…
+    ///   - registeredForType: …unless the token is one the registry keeps for that type (a device's VoIP token),
+    ///     which the rule applies to as to a device token.
     public static func verdict(
-        for response: APNsResponse, lastRegisteredAt: Date, answeredAt: Date, pushType: APNsPushType = .alert
+        for response: APNsResponse, lastRegisteredAt: Date, answeredAt: Date, pushType: APNsPushType = .alert,
+        registeredForType: Bool = false
     ) -> Verdict {
-        guard response.outcomeClass == .tokenInvalid, pushType.tokenSource == nil else { return .keep }
+        guard response.outcomeClass == .tokenInvalid, pushType.tokenSource == nil || registeredForType else { return .keep }
         switch response.reason {
         case .badDeviceToken?, .deviceTokenNotForTopic?:
             return .deactivate(reason: response.reason!)

@@ -44,6 +44,8 @@ enum DeviceCall: String, Sendable, CaseIterable {
     /// `POST …/devices/{id}/acks`: the device acknowledges messages outside its connection (a Notification Service
     /// Extension's delivery receipt).
     case ack
+    /// `PUT/DELETE …/devices/{id}/push-tokens/{kind}`: the device's VoIP or push-to-start token.
+    case pushToken
 }
 
 /// What a request presented in `X-Tern-Device-Secret`, judged against the device.
@@ -93,7 +95,7 @@ struct Authorization: Sendable {
             // Nothing to prove yet: the answer carries the new device's secret.
             return .allowed
         case (.appKey, .registerExisting), (.appKey, .read), (.appKey, .delete), (.appKey, .logout), (.appKey, .tags),
-            (.appKey, .rotateSecret), (.appKey, .inbox), (.appKey, .connect), (.appKey, .open), (.appKey, .ack):
+            (.appKey, .rotateSecret), (.appKey, .inbox), (.appKey, .connect), (.appKey, .open), (.appKey, .ack), (.appKey, .pushToken):
             switch proof {
             case .right: return .allowed
             case .none: return .needsDeviceSecret

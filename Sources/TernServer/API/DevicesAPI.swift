@@ -37,6 +37,29 @@ struct DevicesAPI {
         var remove: [String]?
     }
 
+    struct PushTokenRequest: Decodable {
+        var token: String
+    }
+
+    /// A device's token of a ``PushTokenKind`` (its VoIP token, its push-to-start token).
+    struct PushTokenView: ResponseEncodable {
+        var kind: String
+        var token: String
+        var active: Bool
+        var registeredAt: Date
+        var deactivatedAt: Date?
+        var deactivationReason: String?
+
+        init(_ record: PushTokenRecord) {
+            kind = record.kind.rawValue
+            token = record.token
+            active = record.isActive
+            registeredAt = record.registeredAt
+            deactivatedAt = record.deactivatedAt
+            deactivationReason = record.deactivationReason?.rawValue
+        }
+    }
+
     struct DeviceView: ResponseEncodable {
         var deviceId: String
         var token: String
@@ -53,6 +76,8 @@ struct DevicesAPI {
         var createdAt: Date
         /// Only in the registration's answer: what the device sends (with the app key) to act as itself.
         var deviceSecret: String?
+        /// Only in `GET …/devices/{id}`: its tokens of other kinds, by kind.
+        var pushTokens: [String: PushTokenView]?
 
         init(_ record: DeviceRecord, deviceSecret: String? = nil) {
             deviceId = record.deviceID
@@ -103,7 +128,36 @@ struct DevicesAPI {
             return try await register(body, app: app, deviceID: deviceID, caller: caller, request: request)
         }
         devices.get(":device") { request, context -> DeviceView in
-            DeviceView(try await deviceCall(.read, request, context).device)
+            let (app, device, _) = try await deviceCall(.read, request, context)
+            var view = DeviceView(device)
+            let tokens = try await store.pushTokens(app: app.id, deviceID: device.deviceID)
+            view.pushTokens = Dictionary(uniqueKeysWithValues: tokens.map { ($0.kind.rawValue, PushTokenView($0)) })
+            return view
+        }
+        // The device's token of another kind (PushKit's VoIP token, ActivityKit's push-to-start token), which pushes of
+        // that type to the device, its user, its tags or everyone go to.
+        devices.put(":device/push-tokens/:kind") { request, context -> PushTokenView in
+            let (app, device, _) = try await deviceCall(.pushToken, request, context)
+            let kind = try Self.pushTokenKind(context)
+            let body = try await JSONBody.decode(PushTokenRequest.self, from: request, limit: 4096)
+            let token: DeviceToken
+            do {
+                token = try DeviceToken(hex: body.token, field: "token")
+            } catch {
+                throw JSONAPIError.badRequest(field: "token", "token must be the \(kind.rawValue) token in hex, as the framework gives it")
+            }
+            guard let record = try await store.setPushToken(
+                app: app.id, deviceID: device.deviceID, kind: kind, token: token.hex, at: clock.now)
+            else { throw JSONAPIError.notFound("no device \(device.deviceID)") }
+            return PushTokenView(record)
+        }
+        devices.delete(":device/push-tokens/:kind") { request, context -> HTTPResponse.Status in
+            let (app, device, _) = try await deviceCall(.pushToken, request, context)
+            let kind = try Self.pushTokenKind(context)
+            guard try await store.deletePushToken(app: app.id, deviceID: device.deviceID, kind: kind) else {
+                throw JSONAPIError.notFound("device \(device.deviceID) has no \(kind.rawValue) token")
+            }
+            return .noContent
         }
         devices.delete(":device") { request, context -> HTTPResponse.Status in
             let (app, device, _) = try await deviceCall(.delete, request, context)
@@ -288,6 +342,16 @@ struct DevicesAPI {
     }
 
     // MARK: Validation
+
+    static func pushTokenKind(_ context: ServerRequestContext) throws(JSONAPIError) -> PushTokenKind {
+        let text = context.parameters.get("kind") ?? ""
+        guard let kind = PushTokenKind(rawValue: text) else {
+            throw .badRequest(
+                field: "kind",
+                "the token's kind is \(PushTokenKind.allCases.map(\.rawValue).joined(separator: " or ")), not '\(text.prefix(64))'")
+        }
+        return kind
+    }
 
     static func deviceID(_ context: ServerRequestContext) throws(JSONAPIError) -> String {
         try deviceID(context.parameters.get("device") ?? "")

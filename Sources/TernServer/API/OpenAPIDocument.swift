@@ -637,6 +637,95 @@ enum OpenAPIDocument {
     }
    }
   },
+  "/v1/apps/{app}/devices/{deviceId}/push-tokens/{kind}": {
+   "put": {
+    "operationId": "setPushToken",
+    "summary": "Set the device's VoIP (PushKit) or push-to-start (ActivityKit) token: voip pushes, and liveactivity pushes whose event is start, to the device, its user, its tags or everyone go to it",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the token as kept",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/PushToken"
+        }
+       }
+      }
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/deviceId"
+     },
+     {
+      "$ref": "#/components/parameters/pushTokenKind"
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/PushTokenChange"
+       }
+      }
+     }
+    }
+   },
+   "delete": {
+    "operationId": "deletePushToken",
+    "summary": "Remove the device's token of this kind",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "204": {
+      "description": "removed"
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/deviceId"
+     },
+     {
+      "$ref": "#/components/parameters/pushTokenKind"
+     }
+    ]
+   }
+  },
   "/v1/apps/{app}/devices/{deviceId}/secret": {
    "post": {
     "operationId": "rotateDeviceSecret",
@@ -2035,6 +2124,13 @@ enum OpenAPIDocument {
      "deviceSecret": {
       "type": "string",
       "description": "only in the answer of the registration that made the device"
+     },
+     "pushTokens": {
+      "type": "object",
+      "description": "only in GET …/devices/{deviceId}: the device's tokens of other kinds, by kind",
+      "additionalProperties": {
+       "$ref": "#/components/schemas/PushToken"
+      }
      }
     },
     "required": [
@@ -2081,6 +2177,56 @@ enum OpenAPIDocument {
     },
     "required": [
      "devices"
+    ],
+    "additionalProperties": false
+   },
+   "PushTokenChange": {
+    "type": "object",
+    "properties": {
+     "token": {
+      "type": "string",
+      "description": "the token in hex, as PushKit or ActivityKit gives it (1-100 bytes)"
+     }
+    },
+    "required": [
+     "token"
+    ],
+    "additionalProperties": false
+   },
+   "PushToken": {
+    "type": "object",
+    "properties": {
+     "kind": {
+      "type": "string",
+      "enum": [
+       "voip",
+       "pushToStart"
+      ]
+     },
+     "token": {
+      "type": "string"
+     },
+     "active": {
+      "type": "boolean",
+      "description": "false once APNs called it dead; registering it again makes it active"
+     },
+     "registeredAt": {
+      "type": "string",
+      "format": "date-time"
+     },
+     "deactivatedAt": {
+      "type": "string",
+      "format": "date-time"
+     },
+     "deactivationReason": {
+      "type": "string"
+     }
+    },
+    "required": [
+     "kind",
+     "token",
+     "active",
+     "registeredAt"
     ],
     "additionalProperties": false
    },
@@ -2283,7 +2429,7 @@ enum OpenAPIDocument {
     "properties": {
      "pushType": {
       "type": "string",
-      "description": "apns-push-type (default alert). Types with tokens of their own (voip, complication, fileprovider, liveactivity, location, pushtotalk, widgets, controls, mdm) go to audience.tokens only, and their answers deactivate no device"
+      "description": "apns-push-type (default alert). Types with tokens of their own (voip, complication, fileprovider, liveactivity, location, pushtotalk, widgets, controls, mdm) go to audience.tokens, and their answers deactivate no device; but voip, and liveactivity whose payload's aps.event is start, may also go to devices, aliases, tags or everyone: to each device's voip or pushToStart token (PUT …/devices/{deviceId}/push-tokens/{kind}), passing over devices without one, and a dead one is deactivated"
      },
      "priority": {
       "type": "integer",
@@ -2693,6 +2839,18 @@ enum OpenAPIDocument {
     "schema": {
      "type": "string",
      "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    }
+   },
+   "pushTokenKind": {
+    "name": "kind",
+    "in": "path",
+    "required": true,
+    "schema": {
+     "type": "string",
+     "enum": [
+      "voip",
+      "pushToStart"
+     ]
     }
    },
    "limit": {

@@ -290,14 +290,14 @@ struct PushesAPI {
         let audience = try Self.audience(body.audience)
         let id = UUID.random().apnsString
         let content = try Self.content(body, app: app, pushID: id)
-        try Self.checkTokenKind(content, audience: audience)
+        let tokenKind = try Self.tokenKind(content, audience: audience)
         let now = clock.now
         let sendAt = try Self.sendAt(body.sendAt, content: content, now: now)
         let rate = try Self.ratePerSecond(body.ratePerSecond, audience: audience, app: app)
         let record = PushRecord(
             id: id, appID: app.id, idempotencyKey: body.idempotencyKey, audience: audience,
             notification: Array(try JSONEncoder().encode(content)), status: sendAt == nil ? .pending : .scheduled, createdAt: now,
-            sendAt: sendAt, ratePerSecond: rate)
+            sendAt: sendAt, ratePerSecond: rate, tokenKind: tokenKind)
         let (push, created) = try await store.createPush(record)
         // A scheduled push is made pending by the claim that finds it due (the dispatcher looks every second).
         if created, push.status != .scheduled { dispatcher.wake() }
@@ -425,15 +425,33 @@ struct PushesAPI {
         return rate == 0 ? nil : rate
     }
 
-    /// A push type whose tokens are of their own kind (``APNsPushType/tokenSource``: VoIP, Live Activities…) goes to
-    /// tokens the caller gives. The registry holds each device's APNs device token, which APNs refuses on such a
-    /// type's topic: sent to devices, aliases, tags or everyone, the push could only fail, for every recipient.
-    static func checkTokenKind(_ content: PushContent, audience: Audience) throws(JSONAPIError) {
-        if case .tokens = audience { return }
-        guard let type = try? APNsPushType(headerValue: content.pushType), let source = type.tokenSource else { return }
-        throw .badRequest(
-            field: "apns.pushType",
-            "a \(type) push goes to the tokens \(source) gives the app, not to the device tokens devices register here: give them as audience.tokens")
+    /// The kind of the devices' tokens a push goes to (``PushRecord/tokenKind``). A push type whose tokens are of their
+    /// own kind (``APNsPushType/tokenSource``) goes to the tokens the caller gives, or, for the kinds a device registers
+    /// here (``PushTokenKind``), to the devices' tokens of that kind: a `voip` push to a user reaches the VoIP token of
+    /// each of their devices. Any other such type sent to devices could only fail for every recipient: APNs refuses
+    /// a device token on its topic.
+    static func tokenKind(_ content: PushContent, audience: Audience) throws(JSONAPIError) -> PushTokenKind? {
+        if case .tokens = audience { return nil }
+        guard let type = try? APNsPushType(headerValue: content.pushType), let source = type.tokenSource else { return nil }
+        guard let kind = PushTokenKind.of(type) else {
+            throw .badRequest(
+                field: "apns.pushType",
+                "a \(type) push goes to the tokens \(source) gives the app, which devices do not register here: give them as audience.tokens")
+        }
+        if content.online != nil {
+            throw .badRequest(
+                field: "delivery", "a \(type) push to devices goes through APNs to their \(kind.rawValue) tokens: delivery is apns")
+        }
+        if kind == .pushToStart {
+            // A push-to-start token starts an activity and nothing else; updates go to each activity's own token.
+            let payload = try? JSONValue(parsing: content.payload)
+            guard case .object(let members)? = payload, case .object(let aps)? = members["aps"], aps["event"] == .string("start") else {
+                throw .badRequest(
+                    field: "payload.aps.event",
+                    "a liveactivity push to devices goes to their push-to-start tokens, so its payload's aps.event is \"start\"; send updates to the activity's token in audience.tokens")
+            }
+        }
+        return kind
     }
 
     static func audience(_ input: AudienceInput) throws(JSONAPIError) -> Audience {

@@ -154,9 +154,10 @@ struct ConsoleRoutes: Sendable {
             let events = try await store.tokenEvents(app: app.id, deviceID: deviceID, limit: 50).map {
                 DeviceView.EventRow(PushesAPI.TokenEventList.Event($0))
             }
+            let pushTokens = try await store.pushTokens(app: app.id, deviceID: deviceID).map(DeviceView.PushTokenRow.init)
             return page(
                 "device", chrome(user, "Device \(deviceID)", app: app.id) { $0.app?.devices = true },
-                view: DeviceView(device: DeviceRow(device), history: history, events: events))
+                view: DeviceView(device: DeviceRow(device), pushTokens: pushTokens, history: history, events: events))
         }
         console.get("apps/:app/compose") { request, context in
             guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
@@ -302,12 +303,16 @@ struct ConsoleRoutes: Sendable {
             // A stand-in of the same length for the push's id, which the payload carries (`tern.pushId`, and an inbox's
             // `tern.messageId`): the size shown is the size sent.
             let content = try PushesAPI.content(request, app: app, pushID: PushContent.previewPushID)
-            // What sending it would refuse, said before it is sent: a VoIP push to a tag, a sendAt past expiry.
+            // What sending it would refuse, said before it is sent: a widgets push to a tag, a sendAt past expiry.
             let audience = try PushesAPI.audience(request.audience)
-            try PushesAPI.checkTokenKind(content, audience: audience)
+            let tokenKind = try PushesAPI.tokenKind(content, audience: audience)
             _ = try PushesAPI.sendAt(request.sendAt, content: content, now: clock.now)
             let rate = try PushesAPI.ratePerSecond(request.ratePerSecond, audience: audience, app: app)
             preview.show(content, app: app)
+            if let tokenKind {
+                preview.note = [preview.note, "Goes to the devices' \(tokenKind.rawValue) tokens: a device that registered none is passed over."]
+                    .filter { !$0.isEmpty }.joined(separator: " ")
+            }
             if request.ratePerSecond == nil, let rate {
                 preview.note = [preview.note, "Throttled to \(rate) recipients a second, the app's rate for broadcasts (0 in the field: not throttled)."]
                     .filter { !$0.isEmpty }.joined(separator: " ")

@@ -360,7 +360,28 @@ struct DeviceView {
             apnsTimestamp = ConsoleFormat.date(event.apnsTimestamp)
         }
     }
+    /// A token of another kind than the device token (``PushTokenRecord``).
+    struct PushTokenRow {
+        var label: String
+        var token: String
+        var state: String
+
+        init(_ record: PushTokenRecord) {
+            label = switch record.kind {
+            case .voip: "VoIP token (PushKit)"
+            case .pushToStart: "Push-to-start token (ActivityKit)"
+            }
+            token = record.token
+            state =
+                if let deactivated = record.deactivatedAt {
+                    "deactivated \(ConsoleFormat.date(deactivated)) (\(record.deactivationReason?.rawValue ?? "dead"))"
+                } else {
+                    "active, set \(ConsoleFormat.date(record.registeredAt))"
+                }
+        }
+    }
     var device: DeviceRow
+    var pushTokens: [PushTokenRow] = []
     var history: [HistoryRow]
     var events: [EventRow]
 }

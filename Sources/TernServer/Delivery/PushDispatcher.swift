@@ -282,7 +282,8 @@ final class PushDispatcher: Service {
                                 signals: signals)
                         } else {
                             try await self.send(
-                                chunk.recipients, app: app, content: content, pushID: push.id, place: place, into: ledger, signals: signals)
+                                chunk.recipients, app: app, content: content, pushID: push.id, tokenKind: push.tokenKind, place: place,
+                                into: ledger, signals: signals)
                         }
                         ledger.finish()
                     }
@@ -442,9 +443,11 @@ final class PushDispatcher: Service {
     /// First, one chunk at a time across all pushes: the inbox message goes into the recipients' inboxes, their
     /// badges are worked out, and every notification takes its place in its token's line. Taken together, that
     /// makes a device's notifications leave in the order their badges were counted. Then the chunk is sent.
+    /// `tokenKind`: the kind of the devices' tokens the recipients hold (``PushRecord/tokenKind``), whose dead ones are
+    /// deactivated as device tokens are.
     private func send(
-        _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, place: UInt64, into tally: ChunkLedger,
-        signals: ChunkSignals
+        _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, tokenKind: PushTokenKind?, place: UInt64,
+        into tally: ChunkLedger, signals: ChunkSignals
     ) async throws {
         // Those an earlier holder of the chunk recorded are done.
         let (clientsByEnvironment, addressed) = await address(tally.pending(), of: recipients, app: app, into: tally)
@@ -454,8 +457,8 @@ final class PushDispatcher: Service {
             }
         }
         await sendBatches(
-            batches, pushType: (try? APNsPushType(headerValue: content.pushType)) ?? .alert, clients: clientsByEnvironment,
-            recipients: recipients, app: app, into: tally, signals: signals)
+            batches, pushType: (try? APNsPushType(headerValue: content.pushType)) ?? .alert, tokenKind: tokenKind,
+            clients: clientsByEnvironment, recipients: recipients, app: app, into: tally, signals: signals)
     }
 
     /// A chunk's notifications for one APNs environment, with the recipient (its index in the chunk) of each.
@@ -913,8 +916,9 @@ final class PushDispatcher: Service {
     /// same way: an endpoint that answers nothing holds only its window's permits, and its notifications fail
     /// (`notAnswering`) once a timeout shows it silent.
     private func sendBatches(
-        _ batches: [APNsEnvironment?: Batch], pushType: APNsPushType, clients: [APNsEnvironment?: any NotificationSender], recipients: [Recipient],
-        app: AppRecord, into tally: ChunkLedger, signals: ChunkSignals
+        _ batches: [APNsEnvironment?: Batch], pushType: APNsPushType, tokenKind: PushTokenKind? = nil,
+        clients: [APNsEnvironment?: any NotificationSender], recipients: [Recipient], app: AppRecord, into tally: ChunkLedger,
+        signals: ChunkSignals
     ) async {
         await withTaskGroup(of: Void.self) { group in
             for (environment, batch) in batches {
@@ -947,7 +951,9 @@ final class PushDispatcher: Service {
                                 settled.append((index, .accepted, true))
                                 continue
                             }
-                            switch Self.verdict(outcome, recipient: recipients[index], pushType: pushType, at: now) {
+                            switch Self.verdict(
+                                outcome, recipient: recipients[index], pushType: pushType, registeredForType: tokenKind != nil, at: now)
+                            {
                             case .unsettled:
                                 unsettled += 1
                                 if outcome.tookPermit { unsettledPermits += 1 }
@@ -975,7 +981,7 @@ final class PushDispatcher: Service {
                             dead.removeAll { $0.token.invalidSince == nil }
                         }
                         if !dead.isEmpty {
-                            let pruned = await self.prune(dead.map(\.token), app: app, at: now)
+                            let pruned = await self.prune(dead.map(\.token), kind: tokenKind, app: app, at: now)
                             for entry in dead {
                                 settled.append((entry.index, .failed(entry.failure, pruned: pruned.contains(entry.token.token)), entry.holdsPermit))
                             }
@@ -1003,7 +1009,9 @@ final class PushDispatcher: Service {
     }
 
     /// What an answer means for the recipient (``AnswerVerdict``).
-    private static func verdict(_ outcome: BatchOutcome, recipient: Recipient, pushType: APNsPushType, at now: Date) -> AnswerVerdict {
+    private static func verdict(
+        _ outcome: BatchOutcome, recipient: Recipient, pushType: APNsPushType, registeredForType: Bool, at now: Date
+    ) -> AnswerVerdict {
         let ending: AnswerVerdict.Ending =
             switch outcome {
             case .sent(.success(let delivery)): .answered(delivery.response)
@@ -1012,7 +1020,7 @@ final class PushDispatcher: Service {
             case .notSent: .notSent
             case .refused(let refusal): .refused(refusal)
             }
-        return AnswerVerdict.of(ending, recipient: recipient, pushType: pushType, at: now)
+        return AnswerVerdict.of(ending, recipient: recipient, pushType: pushType, registeredForType: registeredForType, at: now)
     }
 
     /// Counts a bunch of `app`'s answers (``OutrightRejections``) and logs a change of doubt. - Returns: whether its
@@ -1036,11 +1044,16 @@ final class PushDispatcher: Service {
     }
 
     /// Deactivates the dead tokens of a bunch of answers, in one transaction (one commit for them all, and on
-    /// PostgreSQL one turn at the app's event lock). - Returns: the tokens it deactivated; none when the store
-    /// cannot be reached (``pruneFailures`` says so).
-    private func prune(_ tokens: [TokenDeactivation], app: AppRecord, at now: Date) async -> Set<String> {
+    /// PostgreSQL one turn at the app's event lock): device tokens, or the devices' tokens of `kind`. - Returns: the
+    /// tokens it deactivated; none when the store cannot be reached (``pruneFailures`` says so).
+    private func prune(_ tokens: [TokenDeactivation], kind: PushTokenKind?, app: AppRecord, at now: Date) async -> Set<String> {
         do {
-            let pruned = Set(try await store.deactivateTokens(app: app.id, tokens, at: now).map(\.token))
+            let pruned =
+                if let kind {
+                    Set(try await store.deactivatePushTokens(app: app.id, kind: kind, tokens, at: now))
+                } else {
+                    Set(try await store.deactivateTokens(app: app.id, tokens, at: now).map(\.token))
+                }
             pruneFailures.succeeded()
             return pruned
         } catch {

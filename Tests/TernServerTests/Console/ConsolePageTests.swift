@@ -48,9 +48,13 @@ struct ConsolePageTests {
         let found = try await browser.get("/console/apps/demo/devices?by=tag&q=\(device.tag)")
         #expect(found.text.contains(device.id))
         #expect(found.text.contains("1 device"))
+        let voipToken = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        let set = try await server.master.put("/v1/apps/demo/devices/\(device.id)/push-tokens/voip", #"{"token": "\#(voipToken)"}"#)
+        #expect(set.status == 200, "\(set.text)")
         let detail = try await browser.get("/console/apps/demo/devices/\(device.id)")
         #expect(detail.text.contains(device.token))
         #expect(detail.text.contains(device.alias))
+        #expect(detail.text.contains("<dt>VoIP token (PushKit)</dt><dd><code class=\"token\">\(voipToken)</code> active, set"))
         // The device's page links to the composer with the device as the audience, counted at once.
         let link = "/console/apps/demo/compose?audience.kind=devices&amp;audience.values=\(device.id)"
         #expect(detail.text.contains(link))
@@ -259,21 +263,27 @@ struct ConsolePageTests {
         #expect(page.text.contains(#"data-status="completed""#))
     }
 
-    @Test("the preview says what sending would refuse: a VoIP push to a tag, which the same form's send is refused for")
+    @Test("the preview says what sending would refuse: a complication push to a tag, which the same form's send is refused for")
     func previewRefusesWhatSendingRefuses() async throws {
         let server = try await RouterHarness.shared.value
         let device = try await device(server)
         let browser = ConsoleBrowser(server)
         try await browser.signIn(server.master.bearer!)
-        let toTag = [("audience.kind", "tags"), ("audience.values", device.tag), ("notification.title", "Call"), ("apns.pushType", "voip")]
+        let toTag = [("audience.kind", "tags"), ("audience.values", device.tag), ("notification.title", "Call"), ("apns.pushType", "complication")]
         let preview = try await browser.post(
             "/console/apps/demo/preview", toTag, headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])
         #expect(preview.status == 200)
         let problem = try #require(try preview.json()["problem"]?.string)
-        #expect(problem.hasPrefix("apns.pushType: a voip push goes to the tokens PushKit gives the app"), "\(problem)")
+        #expect(problem.hasPrefix("apns.pushType: a complication push goes to the tokens PushKit gives the app"), "\(problem)")
         let sent = try await browser.post("/console/apps/demo/pushes", toTag)
         #expect(sent.status == 400)
-        #expect(sent.text.contains("a voip push goes to the tokens PushKit gives the app"))
+        #expect(sent.text.contains("a complication push goes to the tokens PushKit gives the app"))
+        // A VoIP push to a tag goes to the tagged devices' VoIP tokens, and the preview says so.
+        let voip = [("audience.kind", "tags"), ("audience.values", device.tag), ("notification.title", "Call"), ("apns.pushType", "voip")]
+        let call = try await browser.post(
+            "/console/apps/demo/preview", voip, headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])
+        #expect(try call.json()["problem"] == nil, "\(call.text)")
+        #expect(try call.json()["note"]?.string?.contains("Goes to the devices' voip tokens") == true, "\(call.text)")
         // To tokens it is what sending does.
         let toTokens = [("audience.kind", "tokens"), ("audience.values", device.token), ("notification.title", "Call"), ("apns.pushType", "voip")]
         let given = try await browser.post(

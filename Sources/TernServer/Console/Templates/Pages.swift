@@ -183,6 +183,7 @@ extension ConsoleTemplates {
         <dl class="facts">
           <dt>State</dt><dd>{{state}}</dd>
           <dt>Token</dt><dd><code class="token">{{token}}</code></dd>
+          {{#view.pushTokens}}<dt>{{label}}</dt><dd><code class="token">{{token}}</code> {{state}}</dd>{{/view.pushTokens}}
           <dt>Environment</dt><dd>{{environment}}</dd>
           <dt>Alias</dt><dd>{{alias}}</dd>
           <dt>Tags</dt><dd>{{tags}}</dd>

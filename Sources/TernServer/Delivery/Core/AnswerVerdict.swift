@@ -36,8 +36,12 @@ enum AnswerVerdict: Equatable, Sendable {
         "not sent: APNs refused the app's credentials (\(reason)) for an earlier notification, and would refuse this one too; one notification a minute is tried until APNs takes them or the app's credentials or topic change"
     }
 
-    /// - Parameter pushType: what was sent: a type with tokens of its own deactivates none (``TokenPruning``).
-    static func of(_ ending: Ending, recipient: Recipient, pushType: APNsPushType = .alert, at now: Date) -> AnswerVerdict {
+    /// - Parameters:
+    ///   - pushType: what was sent: a type with tokens of its own deactivates none (``TokenPruning``)…
+    ///   - registeredForType: …unless the recipients' tokens are the devices' tokens of that type (``PushRecord/tokenKind``).
+    static func of(
+        _ ending: Ending, recipient: Recipient, pushType: APNsPushType = .alert, registeredForType: Bool = false, at now: Date
+    ) -> AnswerVerdict {
         func failure(status: Int?, reason: DeliveryFailureReason, detail: String? = nil) -> PushFailure {
             PushFailure(deviceID: recipient.deviceID, token: recipient.token, status: status, reason: reason, at: now, detail: detail)
         }
@@ -62,7 +66,8 @@ enum AnswerVerdict: Equatable, Sendable {
             // APNs' reason, or its bare status when it gave none.
             let failed = failure(status: response.status, reason: response.reason.map(DeliveryFailureReason.apns) ?? .apnsStatus(response.status))
             guard case .deactivate = TokenPruning.verdict(
-                for: response, lastRegisteredAt: recipient.lastRegisteredAt ?? .distantPast, answeredAt: now, pushType: pushType)
+                for: response, lastRegisteredAt: recipient.lastRegisteredAt ?? .distantPast, answeredAt: now, pushType: pushType,
+                registeredForType: registeredForType)
             else { return .failed(failed) }
             let reason = response.reason.map(TokenDeactivationReason.apns) ?? .apnsStatus(response.status)
             let neverValid = response.reason == .badDeviceToken || response.reason == .deviceTokenNotForTopic
