@@ -81,6 +81,25 @@ public final class Tern: Sendable {
         }
     }
     private let registrationBell = Bell()
+    /// The latest token of each kind the app gave (``register(pushToken:kind:)``), and the device each was last set
+    /// for: a kind is sent when the two differ (a new token, or a device made again under a new id).
+    private let pushTokens: Locked<PushTokens>
+    private let pushTokenBell: Bell
+
+    private struct PushTokens {
+        var wanted: [PushTokenKind: Data] = [:]
+        var sent: [PushTokenKind: (deviceID: String, token: Data)] = [:]
+
+        /// A kind whose wanted token is not yet set for `deviceID`.
+        func due(for deviceID: String) -> (kind: PushTokenKind, token: Data)? {
+            for kind in PushTokenKind.allCases {
+                guard let token = wanted[kind] else { continue }
+                if let sent = sent[kind], sent.deviceID == deviceID, sent.token == token { continue }
+                return (kind, token)
+            }
+            return nil
+        }
+    }
     /// Opens to report to the server, the oldest first (at most 64).
     private let openReports = Locked<[OpenReport]>([])
     private let openBell = Bell()
@@ -108,6 +127,8 @@ public final class Tern: Sendable {
         let registrar = Registrar(
             client: client, identities: identityStore, states: stateStore, policy: configuration.registrationPolicy, now: now)
         self.registrar = registrar
+        let (pushTokens, pushTokenBell) = (Locked(PushTokens()), Bell())
+        (self.pushTokens, self.pushTokenBell) = (pushTokens, pushTokenBell)
         let credentials: @Sendable () async -> DeviceCredentials? = { await registrar.credentials() }
         let badge = BadgeController(
             staleAfter: configuration.badgeStaleAfter, sink: badgeSink, client: client, credentials: credentials, now: now, report: report)
@@ -117,6 +138,9 @@ public final class Tern: Sendable {
             reregister: {
                 do throws(TernError) {
                     report(.registered(try await registrar.registerAgain()))
+                    // Made again, the device has none of its tokens of other kinds.
+                    pushTokens.withLock { $0.sent = [:] }
+                    pushTokenBell.ring()
                     return true
                 } catch {
                     report(.registrationFailed(error))
@@ -138,6 +162,7 @@ public final class Tern: Sendable {
             group.addTask { await self.channel.run() }
             group.addTask { await self.badge.run() }
             group.addTask { await self.registering() }
+            group.addTask { await self.registeringPushTokens() }
             group.addTask { await self.reportingOpens() }
             group.addTask { await self.routing() }
             await group.waitForAll()
@@ -186,6 +211,16 @@ public final class Tern: Sendable {
         badge.refreshSoon()
     }
 
+    /// Registers the device's token of another kind: its PushKit VoIP token (from `pushRegistry(_:didUpdate:for:)`,
+    /// on every launch), or its ActivityKit push-to-start token (from `pushToStartTokenUpdates`). The backend's
+    /// `voip` pushes to the user then ring this device, and its `liveactivity` pushes that start an activity start it
+    /// here. Returns at once: the token is sent once the device is registered, again whenever the device is made
+    /// again under a new id, and retried with back-off.
+    public func register(pushToken: Data, kind: PushTokenKind) {
+        pushTokens.withLock { $0.wanted[kind] = pushToken }
+        pushTokenBell.ring()
+    }
+
     /// Adds and removes the device's tags. - Returns: its tags now.
     @discardableResult
     public func updateTags(add: [String] = [], remove: [String] = []) async throws(TernError) -> [String] {
@@ -204,6 +239,10 @@ public final class Tern: Sendable {
 
     private func registered(_ registration: Registration) {
         report(.registered(registration))
+        // A registration the server was told of (at most daily, or when something changed) sets the tokens again
+        // too: the server may have deleted the device and made it again, without its tokens.
+        if registration.outcome != .upToDate { pushTokens.withLock { $0.sent = [:] } }
+        pushTokenBell.ring()
         channel.poke()
         openBell.ring()
         badge.refreshSoon()
@@ -359,6 +398,33 @@ public final class Tern: Sendable {
             }
             openReports.withLock { reports in
                 if reports.first == open { reports.removeFirst() }
+            }
+        }
+    }
+
+    private func registeringPushTokens() async {
+        var failures = 0
+        while !Task.isCancelled {
+            guard let device = await registrar.credentials(), let (kind, token) = pushTokens.withLock({ $0.due(for: device.deviceID) }) else {
+                // Nothing to send, or not registered yet: a new token or the registration rings.
+                failures = 0
+                await pushTokenBell.wait()
+                continue
+            }
+            do throws(TernError) {
+                _ = try await client.setPushToken(device, kind: kind, token: token)
+                pushTokens.withLock { $0.sent[kind] = (device.deviceID, token) }
+                failures = 0
+            } catch {
+                report(.error(error))
+                guard error.isTemporary else {
+                    // Refused as it is: not sent again until the app gives another token or the device changes.
+                    pushTokens.withLock { $0.sent[kind] = (device.deviceID, token) }
+                    continue
+                }
+                failures += 1
+                let delay = max(error.retryAfter ?? 0, configuration.registrationBackoff.delay(afterFailures: failures))
+                await pushTokenBell.wait(until: ContinuousClock.now + .wait(seconds: delay))
             }
         }
     }

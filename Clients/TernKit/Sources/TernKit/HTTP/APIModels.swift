@@ -101,6 +101,29 @@ struct AckAnswer: Decodable {
     var acked: Int
 }
 
+/// A token of the device's other than its APNs device token, which another framework gives the app: pushes of its
+/// type to the device's user, tags or everyone go to it.
+public enum PushTokenKind: String, Sendable, Equatable, Hashable, CaseIterable {
+    /// PushKit's VoIP token (`PKPushCredentials.token` for `.voIP`): `voip` pushes, incoming calls.
+    case voip
+    /// ActivityKit's push-to-start token (`Activity<…>.pushToStartTokenUpdates`, iOS 17.2+): `liveactivity` pushes
+    /// that start an activity.
+    case pushToStart
+}
+
+/// The device's token of a ``PushTokenKind`` as the server keeps it.
+public struct RegisteredPushToken: Sendable, Equatable, Decodable {
+    public var kind: String
+    /// Lowercase hex.
+    public var token: String
+    /// False once APNs said the token is dead (until the app sets it again).
+    public var active: Bool
+}
+
+struct PushTokenBody: Encodable {
+    var token: String
+}
+
 struct DeviceAnswer: Decodable {
     var deviceId: String
     var alias: String?

@@ -53,6 +53,27 @@ public struct TernClient: Sendable {
         return try await call(request, expecting: DeviceAnswer.self, what: "changing the tags of device \(device.deviceID)").device
     }
 
+    /// `PUT …/devices/{deviceId}/push-tokens/{kind}`: sets the device's token of `kind` (its VoIP token, its
+    /// push-to-start token), replacing the one it had.
+    public func setPushToken(_ device: DeviceCredentials, kind: PushTokenKind, token: Data) async throws(TernError) -> RegisteredPushToken {
+        let body = PushTokenBody(token: RegistrationFacts.hex(token))
+        let request = try makeRequest("PUT", ["devices", device.deviceID, "push-tokens", kind.rawValue], secret: device.secret, body: body)
+        return try await call(request, expecting: RegisteredPushToken.self, what: "setting the \(kind.rawValue) token of device \(device.deviceID)")
+    }
+
+    /// `DELETE …/devices/{deviceId}/push-tokens/{kind}`: the device gets no more pushes of that kind's type (the user
+    /// turned calls off). - Returns: false if it had no token of the kind (404).
+    @discardableResult
+    public func removePushToken(_ device: DeviceCredentials, kind: PushTokenKind) async throws(TernError) -> Bool {
+        let request = try makeRequest("DELETE", ["devices", device.deviceID, "push-tokens", kind.rawValue], secret: device.secret)
+        do throws(TernError) {
+            try await call(request, what: "removing the \(kind.rawValue) token of device \(device.deviceID)")
+            return true
+        } catch where error.status == 404 {
+            return false
+        }
+    }
+
     /// `POST …/devices/{deviceId}/opens`: the user opened this message (a device message: the `id` of a channel
     /// frame, or `tern.id` of a notification). - Returns: false if the server does not know the message (404).
     @discardableResult

@@ -399,6 +399,45 @@ struct TernServerTests {
         #expect(try await server.counts(ofPush: push)?["opened"] == .int(1))
     }
 
+    @Test func aVoIPTokenGivenBeforeRegisteringIsSetAfterItAndACallToTheUserRingsIt() async throws {
+        let server = try await TernServerProcess.start()
+        let identities = MemoryIdentityStore()
+        let states = MemoryStateStore()
+        let device = Device(server, identities: identities, states: states)
+        // PushKit can answer before APNs does: the token waits for the device.
+        let voip = randomToken()
+        device.tern.register(pushToken: voip, kind: .voip)
+        let id = try await device.register()
+        _ = try await device.tern.signIn(aliasToken: server.aliasToken(for: "callee"))
+        let hex = RegistrationFacts.hex(voip)
+        try await waitUntil("the VoIP token is set") {
+            try await server.backend("GET", "v1/apps/demo/devices/\(id)").json?["pushTokens"]?["voip"]?["token"] == .string(hex)
+        }
+        // The backend calls the user: the VoIP token rings, not the device token.
+        let call = try await server.push(#"{"audience": {"aliases": ["callee"]}, "notification": {"title": "Incoming call"}, "apns": {"pushType": "voip"}}"#)
+        #expect(try await server.counts(ofPush: call)?["accepted"] == .int(1))
+        #expect(try await server.apnsPayloads(token: hex).count == 1)
+        #expect(try await server.apnsPayloads(token: device.hexToken).isEmpty)
+
+        // The keychain lost the secret; the app launches again and gives PushKit's token again: it is set for the
+        // device made under a new id.
+        try identities.save(DeviceIdentity(deviceID: id, deviceSecret: "tds_" + String(repeating: "x", count: 43)))
+        let after = Device(server, identities: identities, states: states)
+        after.tern.register(pushToken: voip, kind: .voip)
+        let registration = try await after.tern.registerNow(facts(device.token), force: true)
+        #expect(registration.deviceID != id)
+        try await waitUntil("the VoIP token is set for the new device") {
+            try await server.backend("GET", "v1/apps/demo/devices/\(registration.deviceID)").json?["pushTokens"]?["voip"]?["token"] == .string(hex)
+        }
+        // The user turns calls off.
+        let credentials = try #require(try identities.load().flatMap { identity in
+            identity.deviceSecret.map { DeviceCredentials(deviceID: identity.deviceID, secret: $0) }
+        })
+        let client = TernClient(configuration: server.configuration(), transport: ForwardingHTTP(forwarding: Forwarding(port: { server.port })))
+        #expect(try await client.removePushToken(credentials, kind: .voip))
+        #expect(try await client.removePushToken(credentials, kind: .voip) == false)
+    }
+
     @Test func aNotificationServiceExtensionReportsTheDelivery() async throws {
         let server = try await TernServerProcess.start()
         let device = Device(server)
