@@ -12,7 +12,7 @@
 #   2. `tern serve` again: one push to every device, timed to completion (its chunks' counts are what a read of the
 #      push adds up).
 #   3. wrk, CONNECTIONS connections for DURATION seconds: each request is one device's open of that push, each device
-#      once in turn (scripts/lib/open.lua); the first round is new opens, any after it repeats (each answered 204,
+#      once in turn (scripts/lib/device-call.lua); the first round is new opens, any after it repeats (each answered 204,
 #      counted once). Then the push's `opened` is read back and checked against the opens wrk made.
 #   4. Two more pushes to all of them, timed from the request to completion: one alone, and one while wrk sends its
 #      devices' opens of it from the moment it is stored (a broadcast's first taps come while it is still going out;
@@ -36,39 +36,22 @@ done
 
 source scripts/lib/serve.sh
 source scripts/lib/seed.sh
+source scripts/lib/push.sh
 
 # ── 1. the audience, every device with the template's secret
-start_server "$work"
-app_key=$(grep 'app key' "$work/serve.out" | awk '{print $3}')
-master=$(grep 'master secret' "$work/serve.out" | awk '{print $3}')
-template=6f1c1f9e-8d7a-4d44-9d2e-000000000000
-secret=$(curl -sf -X PUT "$url/v1/apps/demo/devices/$template" -H "Authorization: Bearer $app_key" -H 'Content-Type: application/json' \
-  -d "{\"token\": \"$(printf 'ab%.0s' $(seq 1 32))\", \"environment\": \"production\"}" | grep -o '"deviceSecret":"[^"]*"' | cut -d'"' -f4)
-stop_server
-echo "── seeding $DEVICES devices in SQL" >&2
-seed_devices "$work/tern.db" "$DEVICES" "$template"
+seed_audience "$DEVICES"
 
-store_push() { # → the new push's id (202, not waited for)
-  curl -sf -X POST "$url/v1/apps/demo/pushes" -H "Authorization: Bearer $master" -H 'Content-Type: application/json' \
-    -d '{"audience": {"all": true}, "notification": {"title": "Flash sale", "body": "tap me"}}' | grep -o '"id":"[^"]*"' | head -1 | cut -d'"' -f4
-}
-follow_push() { # id t0 → seconds from t0 to its completion
-  local json=""
-  until grep -q '"status":"completed"' <<<"$json"; do
-    sleep 0.05
-    json=$(curl -sf "$url/v1/apps/demo/pushes/$1" -H "Authorization: Bearer $master")
-  done
-  awk -v a="$2" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}'
-}
+sale='{"audience": {"all": true}, "notification": {"title": "Flash sale", "body": "tap me"}}'
 opens() { # push seconds → wrk's output
-  (cd "$work" && APP_KEY=$app_key SECRET=$secret PUSH=$1 DEVICES=$DEVICES THREADS=2 wrk -t2 -c"$CONNECTIONS" -d"$2s" --latency -s open.lua "$url")
+  (cd "$work" && APP_KEY=$app_key SECRET=$secret BODY="{\"pushId\":\"$1\"}" DEVICES=$DEVICES THREADS=2 \
+    wrk -t2 -c"$CONNECTIONS" -d"$2s" --latency -s device-call.lua "$url")
 }
-cp scripts/lib/open.lua "$work/open.lua"
+cp scripts/lib/device-call.lua "$work/device-call.lua"
 
 # ── 2. one push to all of them
 start_server "$work"
 t0=$(date +%s.%N)
-push_id=$(store_push)
+push_id=$(store_push "$sale")
 [ -n "$push_id" ] || { echo "the push was refused" >&2; exit 1; }
 push_seconds=$(follow_push "$push_id" "$t0")
 chunks=$(sqlite3 "$work/tern.db" "SELECT COUNT(*) FROM push_chunks WHERE push_id = '$push_id'")
@@ -98,10 +81,10 @@ echo "| the push's \`opened\` afterwards | $opened (devices that reported: $leas
 
 # ── 4. a push while its devices report opening it, as a broadcast's first taps come while it is still going out
 t0=$(date +%s.%N)
-alone=$(store_push)
+alone=$(store_push "$sale")
 alone_seconds=$(follow_push "$alone" "$t0")
 t0=$(date +%s.%N)
-loaded=$(store_push)
+loaded=$(store_push "$sale")
 opens "$loaded" "$DURATION" >"$work/during.out" &
 reporting=$!
 loaded_seconds=$(follow_push "$loaded" "$t0")

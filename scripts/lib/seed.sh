@@ -20,3 +20,18 @@ DELETE FROM devices WHERE device_id = '$template';
 COMMIT;
 SQL
 }
+
+# seed_audience COUNT   after serve.sh: `tern serve` in $work registers the template device over HTTP and stops, and
+#                       seed_devices copies it COUNT times; sets app_key, master (the demo app's secrets) and secret
+#                       (the device secret every seeded device shares).
+seed_audience() { # count
+  local template=6f1c1f9e-8d7a-4d44-9d2e-000000000000
+  start_server "$work"
+  app_key=$(grep 'app key' "$work/serve.out" | awk '{print $3}')
+  master=$(grep 'master secret' "$work/serve.out" | awk '{print $3}')
+  secret=$(curl -sf -X PUT "$url/v1/apps/demo/devices/$template" -H "Authorization: Bearer $app_key" -H 'Content-Type: application/json' \
+    -d "{\"token\": \"$(printf 'ab%.0s' $(seq 1 32))\", \"environment\": \"production\"}" | grep -o '"deviceSecret":"[^"]*"' | cut -d'"' -f4)
+  stop_server
+  echo "── seeding $1 devices in SQL" >&2
+  seed_devices "$work/tern.db" "$1" "$template"
+}
