@@ -127,6 +127,19 @@ struct PushTokenStoreTests {
             let alert = try #require(try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(301)).chunk)
             #expect(alert.push.tokenKind == nil)
             #expect(alert.recipients.map(\.token) == (1...6).map { numbered("token", $0) })
+            _ = try await store.recordChunk(
+                pushID: "alert", sequence: alert.sequence, node: "a", PushProgress(accepted: 6, failures: [], pruned: 0), at: time(302))
+
+            // A device whose device token APNs called dead (the app is gone) is passed over too, VoIP token and all.
+            _ = try await store.deactivateTokens(
+                app: "demo", [TokenDeactivation(token: numbered("token", 2), reason: .apns(.badDeviceToken), invalidSince: nil, apnsTimestamp: nil)],
+                at: time(400))
+            var later = makePush("call-2", at: time(500))
+            later.tokenKind = .voip
+            _ = try await store.createPush(later)
+            let next = try #require(try await store.claimChunk(node: "a", size: 10, leaseUntil: Self.lease, at: time(501)).chunk)
+            #expect(next.push.id == "call-2")
+            #expect(next.recipients.map(\.token) == [numbered("voip", 6)])
         }
     }
 
