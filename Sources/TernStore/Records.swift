@@ -272,14 +272,6 @@ public enum PushTokenKind: String, Sendable, Equatable, CaseIterable {
         default: nil
         }
     }
-
-    /// The push type a token of this kind is sent.
-    public var pushType: APNsPushType {
-        switch self {
-        case .voip: .voip
-        case .pushToStart: .liveactivity
-        }
-    }
 }
 
 /// A device's token of a ``PushTokenKind``, as the registry keeps it.
