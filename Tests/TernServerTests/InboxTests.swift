@@ -167,9 +167,15 @@ import Testing
         }
     }
 
+    /// The badge updates' gathering delay in the tests that run it on a manual clock: a length no other timer of the
+    /// server sleeps, so a sleeper until now + this is the badge updates' own. (With 1 s, the online channel's sweep
+    /// and the database clock's step check, which sleep a second, were found sleeping until the same instant: the test
+    /// then moved the clock on before the updates slept, and waited for them in vain.)
+    static let badgeDelay = Duration.milliseconds(1_700)
+
     @Test func readingSendsOneSilentBadgeUpdatePerDevice() async throws {
         let clock = ManualClock()
-        let delay = Duration.seconds(3)
+        let delay = Self.badgeDelay
         try await RouterHarness.withServer(configure: { $0.inbox.badgeUpdateDelay = delay }, clocks: .manual(clock)) { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             var ids: [String] = []
@@ -207,7 +213,7 @@ import Testing
     /// icon never matched the inbox again. The counter is now what the devices were last shown.
     @Test func aReadSetsTheCounterThatTheNextIncrementCountsOnFrom() async throws {
         let clock = ManualClock()
-        let delay = Duration.seconds(1)
+        let delay = Self.badgeDelay
         try await RouterHarness.withServer(configure: { $0.inbox.badgeUpdateDelay = delay }, clocks: .manual(clock)) { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             var ids: [String] = []
