@@ -102,8 +102,9 @@ public protocol TernStore: Sendable {
     /// backend revoking that very secret). Returns false if there is no such device, or its hash had changed.
     func setDeviceSecret(app: String, deviceID: String, secretHash: [UInt8], onlyReplacing current: StoredSecret?, at: Date) async throws -> Bool
     func device(app: String, deviceID: String) async throws -> DeviceRecord?
-    /// The device that holds `token` (lowercase hex), active or not.
-    func device(app: String, token: String) async throws -> DeviceRecord?
+    /// The devices that hold `token` (lowercase hex), active or not: as their device token, or as a token of another
+    /// kind (``PushTokenKind``); at most one for each, device token first.
+    func devices(app: String, token: String) async throws -> [DeviceRecord]
     /// Returns false if there was no such device.
     func deleteDevice(app: String, deviceID: String) async throws -> Bool
     /// Unbinds the device from its alias (logout). Returns the device, or nil if there is none.

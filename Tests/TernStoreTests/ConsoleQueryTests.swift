@@ -5,7 +5,7 @@ import TernStore
 
 @Suite("The console's reads")
 struct ConsoleQueryTests {
-    @Test("a device is found by its token, active or deactivated, and only in its own app", arguments: StoreFactory.all)
+    @Test("a device is found by its token of any kind, active or deactivated, and only in its own app", arguments: StoreFactory.all)
     func deviceByToken(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
             try await store.createApp(makeApp())
@@ -15,12 +15,19 @@ struct ConsoleQueryTests {
             _ = try await store.deactivateToken(
                 app: "demo", token: "bb", reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(3))
 
-            let found = try #require(try await store.device(app: "demo", token: "aa"))
-            #expect(found.deviceID == "d1")
-            #expect(found.tags == ["news"])
-            #expect(try await store.device(app: "demo", token: "bb")?.isActive == false)
-            #expect(try await store.device(app: "other", token: "aa") == nil)
-            #expect(try await store.device(app: "demo", token: "cc") == nil)
+            let found = try await store.devices(app: "demo", token: "aa")
+            #expect(found.map(\.deviceID) == ["d1"])
+            #expect(found.first?.tags == ["news"])
+            #expect(try await store.devices(app: "demo", token: "bb").map(\.isActive) == [false])
+            #expect(try await store.devices(app: "other", token: "aa").isEmpty)
+            #expect(try await store.devices(app: "demo", token: "cc").isEmpty)
+
+            // A VoIP token finds its device, and a text that is one device's device token and another's VoIP token
+            // finds both, the device token's first.
+            _ = try await store.setPushToken(app: "demo", deviceID: "d2", kind: .voip, token: "cc", at: time(4))
+            #expect(try await store.devices(app: "demo", token: "cc").map(\.deviceID) == ["d2"])
+            _ = try await store.setPushToken(app: "demo", deviceID: "d2", kind: .pushToStart, token: "aa", at: time(5))
+            #expect(try await store.devices(app: "demo", token: "aa").map(\.deviceID) == ["d1", "d2"])
         }
     }
 

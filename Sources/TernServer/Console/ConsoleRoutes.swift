@@ -264,7 +264,8 @@ struct ConsoleRoutes: Sendable {
                     } catch {
                         throw JSONAPIError.badRequest(field: "token", "token must be the device token in hex (APNs tokens are 32 bytes)")
                     }
-                    view.devices = try await store.device(app: app.id, token: token.hex).map { [DeviceRow($0)] } ?? []
+                    // A VoIP or push-to-start token finds its device too: the token in a failed call's record.
+                    view.devices = try await store.devices(app: app.id, token: token.hex).map(DeviceRow.init)
                 case "device":
                     let deviceID = try DevicesAPI.deviceID(text)
                     view.devices = try await store.device(app: app.id, deviceID: deviceID).map { [DeviceRow($0)] } ?? []

@@ -1,15 +1,23 @@
 import Foundation
 import SQLKit
 
-// What the operator's console reads besides what the API does: a device by its token, an app's pushes (the API lists
+// What the operator's console reads besides what the API does: the devices that hold a token (of any kind), an app's pushes (the API lists
 // them too), a device's token events. Reads only, each bounded by a limit.
 extension SQLStore {
-    public func device(app: String, token: String) async throws -> DeviceRecord? {
+    public func devices(app: String, token: String) async throws -> [DeviceRecord] {
         try await exclusive { db in
-            let rows = try await db.raw("""
+            // Each from its unique index: the device token's, then each kind's.
+            var rows = try await db.raw("""
                 SELECT \(unsafeRaw: Columns.device) FROM devices WHERE app_id = \(bind: app) AND token = \(bind: token)
                 """).all()
-            return try await Self.devices(rows: rows, app: app, db).first
+            rows += try await db.raw("""
+                SELECT \(unsafeRaw: Columns.device) FROM devices WHERE app_id = \(bind: app) AND device_id IN (
+                    SELECT device_id FROM device_push_tokens WHERE app_id = \(bind: app) AND kind IN (\(binds: PushTokenKind.allCases.map(\.rawValue)))
+                        AND token = \(bind: token))
+                ORDER BY device_id
+                """).all()
+            var seen = Set<String>()
+            return try await Self.devices(rows: rows, app: app, db).filter { seen.insert($0.deviceID).inserted }
         }
     }
 
