@@ -139,7 +139,9 @@ final class DatabaseClockAlignment: Service {
         let alignment = DatabaseClockAlignment(
             clock: DatabaseAlignedClock(base: clocks.wall), store: store, timer: clocks.timer, logger: logger)
         await alignment.align()
-        return (ServerClocks(wall: alignment.clock, timer: clocks.timer), alignment)
+        var aligned = clocks
+        aligned.wall = alignment.clock
+        return (aligned, alignment)
     }
 
     /// One round: asks the database its time ``questions`` times and sets the clock by the best answer.

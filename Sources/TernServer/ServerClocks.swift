@@ -13,11 +13,29 @@ public struct ServerClocks: Sendable {
     public var wall: any WallClock
     /// Waits between and before pieces of background work.
     public var timer: any Clock<Duration>
+    /// ``timer`` as one piece of work waits on it, where a test tells those waits apart (``clock(for:)``).
+    private var named: (@Sendable (Waiter) -> any Clock<Duration>)?
 
-    public init(wall: any WallClock = SystemWallClock(), timer: any Clock<Duration> = ContinuousClock()) {
+    /// The pieces of background work a test waits for by name: two loops of a second each sleep until the same
+    /// instant, and a test that waits for "a sleeper until then" cannot tell whose it is.
+    public enum Waiter: String, Sendable, CaseIterable {
+        case badgeUpdates
+        case webhooks
+        case leaseRenewal
+    }
+
+    /// - Parameter named: ``timer`` as `waiter` waits on it (a test's clock that records who sleeps); nil: ``timer``.
+    public init(
+        wall: any WallClock = SystemWallClock(), timer: any Clock<Duration> = ContinuousClock(),
+        named: (@Sendable (Waiter) -> any Clock<Duration>)? = nil
+    ) {
         self.wall = wall
         self.timer = timer
+        self.named = named
     }
+
+    /// What `waiter` waits on: ``timer``, told apart from the rest of the server's waits for a test.
+    public func clock(for waiter: Waiter) -> any Clock<Duration> { named?(waiter) ?? timer }
 
     /// The system's time: what `tern serve` runs on.
     public static let system = ServerClocks()

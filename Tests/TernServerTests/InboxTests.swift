@@ -1,6 +1,7 @@
 import Foundation
 import NIOHTTP1
 import TernAPNs
+import TernServer
 import TernTestSupport
 import Testing
 
@@ -167,11 +168,12 @@ import Testing
         }
     }
 
-    /// The badge updates' gathering delay in the tests that run it on a manual clock: a length no other timer of the
-    /// server sleeps, so a sleeper until now + this is the badge updates' own. (With 1 s, the online channel's sweep
-    /// and the database clock's step check, which sleep a second, were found sleeping until the same instant: the test
-    /// then moved the clock on before the updates slept, and waited for them in vain.)
+    /// The badge updates' gathering delay in the tests that run it on a manual clock. The tests wait for the badge
+    /// updates' own sleep by its label: with 1 s, a one-second sweep of the server's was already sleeping until the
+    /// same instant, so a test that waited for "a sleeper until then" could move the clock on before the updates
+    /// slept, and then wait for them in vain. The delay is also a length no other timer sleeps.
     static let badgeDelay = Duration.milliseconds(1_700)
+    static let badges = ServerClocks.Waiter.badgeUpdates.rawValue
 
     @Test func readingSendsOneSilentBadgeUpdatePerDevice() async throws {
         let clock = ManualClock()
@@ -188,7 +190,7 @@ import Testing
                 #expect(try await server.master.post("/v1/apps/demo/inbox/read?alias=user-1", #"{"ids": ["\#(id)"]}"#).status == 200)
             }
             let due = clock.now.advanced(by: delay)
-            try await withTimeout(10, "the badge updates to gather") { await clock.waitUntilSleeping(until: due) }
+            try await withTimeout(10, "the badge updates to gather") { await clock.waitUntilSleeping(until: due, label: Self.badges) }
             // Just before the delay, it is still gathering.
             clock.advance(by: delay - .milliseconds(1))
             #expect(clock.sleepers.contains(due))
@@ -225,7 +227,7 @@ import Testing
                 let ids = read.map { #""\#($0)""# }.joined(separator: ", ")
                 #expect(try await server.master.post("/v1/apps/demo/inbox/read?alias=user-1", #"{"ids": [\#(ids)]}"#).status == 200)
                 let due = clock.now.advanced(by: delay)
-                try await withTimeout(10, "the badge update to gather") { await clock.waitUntilSleeping(until: due) }
+                try await withTimeout(10, "the badge update to gather") { await clock.waitUntilSleeping(until: due, label: Self.badges) }
                 clock.advance(by: delay)
                 try await waitUntil("the badge update") { try await server.arrivals().count == count }
             }

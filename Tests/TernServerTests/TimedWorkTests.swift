@@ -23,6 +23,25 @@ struct ManualClockTests {
         #expect(clock.wall.now.timeIntervalSince(start) == 10, "the wall clock moves with it")
     }
 
+    @Test func aWaitForALabelledSleepIsNotEndedByAnotherSleepUntilTheSameInstant() async throws {
+        let clock = ManualClock()
+        let deadline = clock.now.advanced(by: .seconds(1))
+        // Another loop's sleep already ends then, as the server's one-second sweep does.
+        let other = Task { try await clock.sleep(for: .seconds(1)) }
+        try await withTimeout(10, "the other sleep") { await clock.waitUntilSleeping(until: deadline) }
+        let webhooks = Task { try await clock.labeled("webhooks").sleep(for: .seconds(1)) }
+        try await withTimeout(10, "the webhooks' sleep") { await clock.waitUntilSleeping(until: deadline, label: "webhooks") }
+        // Neither the unlabelled sleep nor the webhooks' ends a wait for the badge updates' sleep: it stays waiting
+        // (a wait that any sleep ended would return at once, and never be counted as waiting).
+        let waiting = Task { await clock.waitUntilSleeping(until: deadline, label: "badgeUpdates") }
+        try await waitUntil("the wait for the badge updates' sleep to be waiting") { clock.watching == 1 }
+        let badges = Task { try await clock.labeled("badgeUpdates").sleep(for: .seconds(1)) }
+        try await withTimeout(10, "the wait for the badge updates' sleep") { await waiting.value }
+        #expect(clock.watching == 0)
+        clock.advance(by: .seconds(1))
+        for sleep in [other, webhooks, badges] { try await withTimeout(10, "the sleeps to end") { try await sleep.value } }
+    }
+
     @Test func aCancelledSleepThrowsAtOnce() async throws {
         let clock = ManualClock()
         let sleeping = Task { try await clock.sleep(for: .seconds(10)) }

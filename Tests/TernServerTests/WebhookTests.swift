@@ -82,7 +82,9 @@ import Testing
                 try await waitUntil("the first post") { receiver.received.withLock { $0.count } == 1 }
                 for second in 1...3 {
                     try await withTimeout(10, "the webhook sender to wait until \(second) s") {
-                        await clock.waitUntilSleeping(until: ManualClock.Instant(offset: .seconds(second)))
+                        // The sender's wait, not another loop's that ends at the same second.
+                        await clock.waitUntilSleeping(
+                            until: ManualClock.Instant(offset: .seconds(second)), label: ServerClocks.Waiter.webhooks.rawValue)
                     }
                     clock.advance(by: .seconds(1))
                 }

@@ -8,8 +8,10 @@ import TernAPNs
 ///
 /// A sleep suspends until an advance reaches its deadline (or its task is cancelled: it then throws
 /// `CancellationError`, as `Task.sleep` does). An advance that comes before the code under test got to its sleep
-/// does not wake it, since its deadline counts from the time it starts sleeping: ``waitUntilSleeping(until:)``
-/// waits for that moment, so a test advances only once the code waits.
+/// does not wake it, since its deadline counts from the time it starts sleeping: ``waitUntilSleeping(until:label:)``
+/// waits for that moment, so a test advances only once the code waits. Several pieces of code that sleep on one clock
+/// can sleep until the same instant (two loops of a second each): each sleeps on a ``labeled(_:)`` view of the clock,
+/// and the test waits for the one it means by its label.
 ///
 /// (swift-clocks' `TestClock` would do, but the copy on this machine needs a newer toolchain and a package that is
 /// not here; this is the part of it the tests need.)
@@ -28,13 +30,17 @@ public final class ManualClock: Clock {
 
     private struct Sleeper {
         var deadline: Instant
+        var label: String?
         var continuation: CheckedContinuation<Void, any Error>
     }
 
-    /// A test waiting for some task to sleep until `deadline`.
+    /// A test waiting for some task to sleep until `deadline` (with `label`, if it gives one).
     private struct Watcher {
         var deadline: Instant
+        var label: String?
         var continuation: CheckedContinuation<Void, Never>
+
+        func matches(_ sleeper: Sleeper) -> Bool { sleeper.deadline == deadline && (label == nil || label == sleeper.label) }
     }
 
     private struct State {
@@ -48,9 +54,9 @@ public final class ManualClock: Clock {
             return nextID
         }
 
-        /// The watchers that a sleep until `deadline` lets go.
-        mutating func takeWatchers(for deadline: Instant) -> [CheckedContinuation<Void, Never>] {
-            let matching = watchers.filter { $0.value.deadline == deadline }
+        /// The watchers that `sleeper` lets go.
+        mutating func takeWatchers(for sleeper: Sleeper) -> [CheckedContinuation<Void, Never>] {
+            let matching = watchers.filter { $0.value.matches(sleeper) }
             for id in matching.keys { watchers[id] = nil }
             return matching.values.map(\.continuation)
         }
@@ -72,7 +78,30 @@ public final class ManualClock: Clock {
     /// The deadlines of the tasks sleeping now, soonest first.
     public var sleepers: [Instant] { state.withLock { $0.sleepers.values.map(\.deadline) }.sorted() }
 
+    /// How many ``waitUntilSleeping(until:label:)`` calls are waiting now (none of them matched a sleeper yet).
+    public var watching: Int { state.withLock { $0.watchers.count } }
+
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        try await sleep(until: deadline, label: nil)
+    }
+
+    /// This clock, with each sleep on it named `label` for ``waitUntilSleeping(until:label:)``.
+    public func labeled(_ label: String) -> Labeled { Labeled(clock: self, label: label) }
+
+    /// A view of a ``ManualClock`` whose sleeps carry a label: the same time, the same advances.
+    public struct Labeled: Clock {
+        public let clock: ManualClock
+        public let label: String
+
+        public var now: Instant { clock.now }
+        public var minimumResolution: Duration { .zero }
+
+        public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+            try await clock.sleep(until: deadline, label: label)
+        }
+    }
+
+    private func sleep(until deadline: Instant, label: String?) async throws {
         let id = state.withLock { $0.makeID() }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -80,8 +109,9 @@ public final class ManualClock: Clock {
                     // A task cancelled before it got here finds no sleeper to cancel: it checks for itself.
                     if Task.isCancelled { return (.failure(CancellationError()), []) }
                     if deadline <= state.now { return (.success(()), []) }
-                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
-                    return (nil, state.takeWatchers(for: deadline))
+                    let sleeper = Sleeper(deadline: deadline, label: label, continuation: continuation)
+                    state.sleepers[id] = sleeper
+                    return (nil, state.takeWatchers(for: sleeper))
                 }
                 if let early { continuation.resume(with: early) }
                 for watcher in watchers { watcher.resume() }
@@ -109,14 +139,16 @@ public final class ManualClock: Clock {
     }
 
     /// Returns once some task sleeps until `deadline` (at once, if one does): the code under test got to that wait,
-    /// so an advance from here on reaches it. Returns early if the waiting task is cancelled.
-    public func waitUntilSleeping(until deadline: Instant) async {
+    /// so an advance from here on reaches it. With `label`, only a sleep on ``labeled(_:)`` with that label counts.
+    /// Returns early if the waiting task is cancelled.
+    public func waitUntilSleeping(until deadline: Instant, label: String? = nil) async {
         let id = state.withLock { $0.makeID() }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { state -> Bool in
-                    if Task.isCancelled || state.sleepers.values.contains(where: { $0.deadline == deadline }) { return true }
-                    state.watchers[id] = Watcher(deadline: deadline, continuation: continuation)
+                    let watcher = Watcher(deadline: deadline, label: label, continuation: continuation)
+                    if Task.isCancelled || state.sleepers.values.contains(where: watcher.matches) { return true }
+                    state.watchers[id] = watcher
                     return false
                 }
                 if now { continuation.resume() }

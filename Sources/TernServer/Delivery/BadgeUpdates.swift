@@ -56,7 +56,7 @@ final class BadgeUpdates: Service {
             while !Task.isCancelled {
                 await self.doorbell.wait()
                 // What else is scheduled meanwhile goes with it.
-                try? await self.clocks.timer.sleep(for: self.delay)
+                try? await self.clocks.clock(for: .badgeUpdates).sleep(for: self.delay)
                 guard !Task.isCancelled else { return }
                 await self.flush()
             }

@@ -245,7 +245,7 @@ final class PushDispatcher: Service {
     /// Renews the leases on the chunks in flight, every third of the lease, until cancelled.
     private func renewLeases() async {
         while !Task.isCancelled {
-            try? await clocks.timer.sleep(for: settings.delivery.chunkLease / 3)
+            try? await clocks.clock(for: .leaseRenewal).sleep(for: settings.delivery.chunkLease / 3)
             let chunks = inFlight.withLock { $0.ids }
             guard !chunks.isEmpty else { continue }
             do {

@@ -106,7 +106,7 @@ final class WebhookSender: Service {
                         wait = max(backoff.failed(), pollInterval)
                         if !Task.isCancelled { readFailures.failed(["error": "\(error)"]) }
                     }
-                    await doorbell.wait(upTo: wait, on: clocks.timer)
+                    await doorbell.wait(upTo: wait, on: clocks.clock(for: .webhooks))
                 }
             }
         } onGracefulShutdown: {

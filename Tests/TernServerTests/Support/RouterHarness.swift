@@ -159,6 +159,6 @@ extension ServerClocks {
     /// A test's manual clock as the server's: its wall time dates what the server stores, and the server's
     /// background work (sweeps, polls, badge gathering, the webhook loop) waits on it, so the test advances it.
     static func manual(_ clock: ManualClock) -> ServerClocks {
-        ServerClocks(wall: clock.wall, timer: clock)
+        ServerClocks(wall: clock.wall, timer: clock, named: { clock.labeled($0.rawValue) })
     }
 }
