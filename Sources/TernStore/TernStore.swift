@@ -140,8 +140,9 @@ public protocol TernStore: Sendable {
     func setPushToken(app: String, deviceID: String, kind: PushTokenKind, token: String, at: Date) async throws -> PushTokenRecord?
     /// Removes the device's token of `kind`. - Returns: whether it had one.
     func deletePushToken(app: String, deviceID: String, kind: PushTokenKind) async throws -> Bool
-    /// The device's tokens of other kinds than its device token, by kind.
-    func pushTokens(app: String, deviceID: String) async throws -> [PushTokenRecord]
+    /// The devices' tokens of other kinds than their device tokens, by device id (a device with none is left out),
+    /// each device's by kind.
+    func pushTokens(app: String, deviceIDs: [String]) async throws -> [String: [PushTokenRecord]]
     /// Deactivates devices' tokens of `kind` that APNs called dead, as ``deactivateTokens(app:_:at:)`` does device
     /// tokens (the same rule for a 410's timestamp), in one transaction. The devices stay, with their device tokens;
     /// no token event is recorded (the app's backend never held these tokens). - Returns: the tokens deactivated.
@@ -321,6 +322,13 @@ public enum ConstantTime {
         var difference: UInt8 = 0
         for index in a.indices { difference |= a[index] ^ b[index] }
         return difference == 0
+    }
+}
+
+extension TernStore {
+    /// The device's tokens of other kinds than its device token, by kind.
+    public func pushTokens(app: String, deviceID: String) async throws -> [PushTokenRecord] {
+        try await pushTokens(app: app, deviceIDs: [deviceID])[deviceID] ?? []
     }
 }
 

@@ -36,6 +36,13 @@ struct PushTokenTests {
             let device = try await server.device.send(.GET, "/v1/apps/demo/devices/\(Fixture.device(1))", headers: server.asDevice(Fixture.device(1))).json()
             #expect(device[path: "pushTokens.voip.token"]?.string == Self.voipToken(1), "\(device)")
             #expect(device["token"]?.string == Fixture.token(1))
+            // The backend sees which of the user's phones a call can ring.
+            let listed = try await server.master.get("/v1/apps/demo/devices?alias=callee").json()
+            let callable = listed["devices"]?.arrayItems?.compactMap { $0[path: "pushTokens.voip.token"]?.string }
+            #expect(callable == [Self.voipToken(1), Self.voipToken(2)], "\(listed)")
+            #expect(listed["devices"]?.arrayItems?.count == 3)
+            let tagged = try await server.master.get("/v1/apps/demo/devices?tag=t").json()
+            #expect(tagged["devices"]?.arrayItems?.compactMap { $0[path: "pushTokens.voip.token"]?.string }.count == 2, "\(tagged)")
 
             for audience in [#"{"aliases": ["callee"]}"#, #"{"tags": ["t"]}"#, #"{"all": true}"#] {
                 let push = try await server.push(Fixture.push(audience: audience, title: "Incoming call", extra: Self.voip))

@@ -26,6 +26,11 @@ struct PushTokenStoreTests {
                 PushTokenRecord(kind: .voip, token: "voip-b", registeredAt: time(12)),
             ])
 
+            // Several devices' at once, each by kind; a device with none is left out.
+            try await registerDevices(3, in: store)
+            let both = try await store.pushTokens(app: "demo", deviceIDs: [one, two, numbered("device", 3)])
+            #expect(both.keys.sorted() == [one] && both[one]?.map(\.kind) == [.pushToStart, .voip])
+
             // The same token under another device: it is that device's now.
             _ = try await store.setPushToken(app: "demo", deviceID: two, kind: .voip, token: "voip-b", at: time(13))
             #expect(try await store.pushTokens(app: "demo", deviceID: one).map(\.kind) == [.pushToStart])

@@ -76,7 +76,8 @@ struct DevicesAPI {
         var createdAt: Date
         /// Only in the registration's answer: what the device sends (with the app key) to act as itself.
         var deviceSecret: String?
-        /// Only in `GET …/devices/{id}`: its tokens of other kinds, by kind.
+        /// In reads (`GET …/devices/{id}`, the listings), not in a registration's answer: its tokens of other kinds, by
+        /// kind.
         var pushTokens: [String: PushTokenView]?
 
         init(_ record: DeviceRecord, deviceSecret: String? = nil) {
@@ -129,10 +130,7 @@ struct DevicesAPI {
         }
         devices.get(":device") { request, context -> DeviceView in
             let (app, device, _) = try await deviceCall(.read, request, context)
-            var view = DeviceView(device)
-            let tokens = try await store.pushTokens(app: app.id, deviceID: device.deviceID)
-            view.pushTokens = Dictionary(uniqueKeysWithValues: tokens.map { ($0.kind.rawValue, PushTokenView($0)) })
-            return view
+            return try await views([device], app: app)[0]
         }
         // The device's token of another kind (PushKit's VoIP token, ActivityKit's push-to-start token), which pushes of
         // that type to the device, its user, its tags or everyone go to.
@@ -242,7 +240,7 @@ struct DevicesAPI {
                 for name in ["after", "limit"] where query.get(name) != nil {
                     throw JSONAPIError.badRequest(field: name, "a user's devices come in one answer: \(name) goes with ?tag= or ?createdSince=")
                 }
-                return DeviceList(devices: try await store.devices(app: app.id, alias: alias).map { DeviceView($0) }, next: nil)
+                return DeviceList(devices: try await views(store.devices(app: app.id, alias: alias), app: app), next: nil)
             }
             if query.get("createdSince") != nil { return try await devicesCreated(app: app, query: query) }
             guard let tag = query.get("tag") else {
@@ -255,7 +253,18 @@ struct DevicesAPI {
                 throw JSONAPIError.badRequest(field: "after", "after is the cursor from the last page (a device id)")
             }
             let page = try await store.devices(app: app.id, tag: tag, after: after, limit: limit)
-            return DeviceList(devices: page.items.map { DeviceView($0) }, next: page.next)
+            return DeviceList(devices: try await views(page.items, app: app), next: page.next)
+        }
+    }
+
+    /// Devices as the reads show them: each with its tokens of other kinds (one more query for them all), so the
+    /// backend sees which of a user's phones a call can ring.
+    private func views(_ records: [DeviceRecord], app: AppRecord) async throws -> [DeviceView] {
+        let tokens = try await store.pushTokens(app: app.id, deviceIDs: records.map(\.deviceID))
+        return records.map { record in
+            var view = DeviceView(record)
+            view.pushTokens = Dictionary(uniqueKeysWithValues: (tokens[record.deviceID] ?? []).map { ($0.kind.rawValue, PushTokenView($0)) })
+            return view
         }
     }
 
@@ -280,7 +289,7 @@ struct DevicesAPI {
             cursor = given
         }
         let page = try await store.devices(app: app.id, createdSince: since, before: before, after: cursor, limit: limit)
-        return DeviceList(devices: page.items.map { DeviceView($0) }, next: page.next)
+        return DeviceList(devices: try await views(page.items, app: app), next: page.next)
     }
 
     /// Registers (or registers again) a device. A device created now gets a new random secret, in this answer only.

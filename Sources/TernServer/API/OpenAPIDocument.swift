@@ -2127,7 +2127,7 @@ enum OpenAPIDocument {
      },
      "pushTokens": {
       "type": "object",
-      "description": "only in GET …/devices/{deviceId}: the device's tokens of other kinds, by kind",
+      "description": "in reads (GET …/devices/{deviceId} and the listings), not in a registration's answer: the device's tokens of other kinds, by kind",
       "additionalProperties": {
        "$ref": "#/components/schemas/PushToken"
       }

@@ -39,12 +39,20 @@ extension SQLStore {
         }
     }
 
-    public func pushTokens(app: String, deviceID: String) async throws -> [PushTokenRecord] {
-        try await exclusive { db in
-            try await db.raw("""
-                SELECT \(unsafeRaw: Self.pushTokenColumns) FROM device_push_tokens
-                WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) ORDER BY kind
-                """).all().map(PushTokenRecord.init(row:))
+    public func pushTokens(app: String, deviceIDs: [String]) async throws -> [String: [PushTokenRecord]] {
+        guard !deviceIDs.isEmpty else { return [:] }
+        return try await exclusive { db in
+            var found: [String: [PushTokenRecord]] = [:]
+            for piece in deviceIDs.pieces(of: 500) {
+                for row in try await db.raw("""
+                    SELECT device_id, \(unsafeRaw: Self.pushTokenColumns) FROM device_push_tokens
+                    WHERE app_id = \(bind: app) AND device_id IN (\(binds: piece)) ORDER BY device_id, kind
+                    """).all()
+                {
+                    found[try row.decode(column: "device_id", as: String.self), default: []].append(try PushTokenRecord(row: row))
+                }
+            }
+            return found
         }
     }
 

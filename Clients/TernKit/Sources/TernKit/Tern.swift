@@ -221,6 +221,18 @@ public final class Tern: Sendable {
         pushTokenBell.ring()
     }
 
+    /// The device takes no more pushes of the kind's type (the user turned calls off): forgets the token the app gave
+    /// and removes it from the server. - Returns: whether the server had one.
+    @discardableResult
+    public func removePushToken(kind: PushTokenKind) async throws(TernError) -> Bool {
+        pushTokens.withLock {
+            $0.wanted[kind] = nil
+            $0.sent[kind] = nil
+        }
+        guard let device = await registrar.credentials() else { return false }
+        return try await client.removePushToken(device, kind: kind)
+    }
+
     /// Adds and removes the device's tags. - Returns: its tags now.
     @discardableResult
     public func updateTags(add: [String] = [], remove: [String] = []) async throws(TernError) -> [String] {

@@ -429,13 +429,22 @@ struct TernServerTests {
         try await waitUntil("the VoIP token is set for the new device") {
             try await server.backend("GET", "v1/apps/demo/devices/\(registration.deviceID)").json?["pushTokens"]?["voip"]?["token"] == .string(hex)
         }
-        // The user turns calls off.
+        // The user turns calls off: the token is gone from the server, and not set again by the next registration.
+        #expect(try await after.tern.removePushToken(kind: .voip))
+        _ = try await after.tern.registerNow(facts(device.token), force: true)
+        // The tokens go in kind order, VoIP first: once a push-to-start token given now is set, a VoIP token still
+        // wanted would have been set before it.
+        let start = randomToken()
+        after.tern.register(pushToken: start, kind: .pushToStart)
+        try await waitUntil("the push-to-start token is set") {
+            try await server.backend("GET", "v1/apps/demo/devices/\(registration.deviceID)").json?["pushTokens"]?["pushToStart"]?["token"]
+                == .string(RegistrationFacts.hex(start))
+        }
         let credentials = try #require(try identities.load().flatMap { identity in
             identity.deviceSecret.map { DeviceCredentials(deviceID: identity.deviceID, secret: $0) }
         })
         let client = TernClient(configuration: server.configuration(), transport: ForwardingHTTP(forwarding: Forwarding(port: { server.port })))
-        #expect(try await client.removePushToken(credentials, kind: .voip))
-        #expect(try await client.removePushToken(credentials, kind: .voip) == false)
+        #expect(try await client.removePushToken(credentials, kind: .voip) == false, "none was set again")
     }
 
     @Test func aNotificationServiceExtensionReportsTheDelivery() async throws {
