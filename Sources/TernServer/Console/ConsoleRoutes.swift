@@ -313,6 +313,8 @@ struct ConsoleRoutes: Sendable {
             if let tokenKind {
                 preview.note = [preview.note, "Goes to the devices' \(tokenKind.rawValue) tokens: a device that registered none is passed over."]
                     .filter { !$0.isEmpty }.joined(separator: " ")
+                // Counted as sending hands it out: the devices with an active token of the kind.
+                preview.audience = await estimate(body, app: app, kind: tokenKind)
             }
             if request.ratePerSecond == nil, let rate {
                 preview.note = [preview.note, "Throttled to \(rate) recipients a second, the app's rate for broadcasts (0 in the field: not throttled)."]
@@ -325,19 +327,36 @@ struct ConsoleRoutes: Sendable {
     }
 
     /// "reaches N devices", counted page by page as the dispatcher would hand them out, up to ``estimateCap``.
-    private func estimate(_ body: FormJSON, app: AppRecord) async -> String {
+    /// - Parameter kind: for a push to the devices' tokens of a kind (a VoIP push), only the devices with an active
+    ///   one count.
+    private func estimate(_ body: FormJSON, app: AppRecord, kind: PushTokenKind? = nil) async -> String {
         guard case .object(let members)? = body.member("audience") else { return "" }
         do {
             let input = try ConsoleRequests.decode(PushesAPI.AudienceInput.self, FormJSON(members))
             let audience = try PushesAPI.audience(input)
             var count = 0
+            var read = 0
             var cursor: String?
             repeat {
                 let page = try await store.recipients(app: app.id, audience: audience, after: cursor, limit: 1000)
-                count += page.items.count
+                read += page.items.count
+                if let kind {
+                    let tokens = try await store.pushTokens(app: app.id, deviceIDs: page.items.compactMap(\.deviceID))
+                    count += page.items.filter { item in
+                        item.deviceID.flatMap { tokens[$0] }?.contains { $0.kind == kind && $0.isActive } == true
+                    }.count
+                } else {
+                    count += page.items.count
+                }
                 cursor = page.next
-            } while cursor != nil && count < Self.estimateCap
-            if cursor != nil { return "Reaches more than \(Self.estimateCap.formatted()) devices now." }
+            } while cursor != nil && read < Self.estimateCap
+            let what = kind.map { "devices' \($0.rawValue) tokens" } ?? "devices"
+            if cursor != nil {
+                return kind == nil
+                    ? "Reaches more than \(Self.estimateCap.formatted()) devices now."
+                    : "Reaches more than \(count.formatted()) \(what) now (among the first \(Self.estimateCap.formatted()) devices)."
+            }
+            if let kind { return count == 1 ? "Reaches 1 device's \(kind.rawValue) token now." : "Reaches \(count.formatted()) \(what) now." }
             return count == 1 ? "Reaches 1 device now." : "Reaches \(count.formatted()) devices now."
         } catch let error as JSONAPIError {
             return "Audience: " + (error.field.map { "\($0): " } ?? "") + error.message

@@ -289,6 +289,13 @@ struct ConsolePageTests {
             "/console/apps/demo/preview", voip, headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])
         #expect(try call.json()["problem"] == nil, "\(call.text)")
         #expect(try call.json()["note"]?.string?.contains("Goes to the devices' voip tokens") == true, "\(call.text)")
+        // Counted as sending hands it out: the tagged devices with a VoIP token.
+        #expect(try call.json()["audience"]?.string == "Reaches 0 devices' voip tokens now.", "\(call.text)")
+        let voipToken = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        #expect(try await server.master.put("/v1/apps/demo/devices/\(device.id)/push-tokens/voip", #"{"token": "\#(voipToken)"}"#).status == 200)
+        let counted = try await browser.post(
+            "/console/apps/demo/preview", voip, headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])
+        #expect(try counted.json()["audience"]?.string == "Reaches 1 device's voip token now.", "\(counted.text)")
         // To tokens it is what sending does.
         let toTokens = [("audience.kind", "tokens"), ("audience.values", device.token), ("notification.title", "Call"), ("apns.pushType", "voip")]
         let given = try await browser.post(
