@@ -18,7 +18,8 @@ if [ -z "${TERN:-}" ]; then
   swift build -c release --scratch-path "$SCRATCH" --product tern >&2
   TERN="$(cd "$SCRATCH" && pwd)/release/tern"
 fi
-command -v openssl >/dev/null || { echo "installing openssl…" >&2; apt-get update -qq && apt-get install -y -qq openssl >/dev/null; }
+source scripts/lib/tools.sh
+install_missing openssl
 
 work=$(mktemp -d)
 pid=""

@@ -19,11 +19,8 @@ RUNS=${RUNS:-3}
 CONNS=${CONNS:-4}
 SCRATCH=${SCRATCH:-.build}
 
-need() { command -v "$1" >/dev/null 2>&1; }
-if ! need h2load; then
-  echo "installing nghttp2-client…" >&2
-  apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null
-fi
+source scripts/lib/tools.sh
+install_missing h2load:nghttp2-client
 
 echo "building tern (release)…" >&2
 swift build -c release --scratch-path "$SCRATCH" --product tern >&2

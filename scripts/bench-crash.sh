@@ -26,7 +26,8 @@ LATENCY_MS=${LATENCY_MS:-20}
 SCRATCH=${SCRATCH:-.build}
 source scripts/lib/stats.sh
 
-command -v wrk >/dev/null 2>&1 || { echo "installing wrk…" >&2; apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+source scripts/lib/tools.sh
+install_missing wrk
 echo "building tern (release)…" >&2
 swift build -c release --scratch-path "$SCRATCH" --product tern >&2
 TERN="$(cd "$SCRATCH" && pwd)/release/tern"  # SCRATCH may be relative or absolute

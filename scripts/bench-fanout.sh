@@ -31,11 +31,8 @@ SCRATCH=${SCRATCH:-.build}
 LOG_LEVEL=${LOG_LEVEL:-warning}     # debug shows the in-flight limit as it moves (in the data folder's serve.err)
 FAST_RUNS=${FAST_RUNS:-$RUNS}       # FAST_RUNS=0: only the slow-APNs case
 
-need() { command -v "$1" >/dev/null 2>&1; }
-if ! need sqlite3; then
-  echo "installing sqlite3…" >&2
-  apt-get update -qq && apt-get install -y -qq sqlite3 >/dev/null
-fi
+source scripts/lib/tools.sh
+install_missing sqlite3
 
 if [ -z "${TERN:-}" ]; then
   echo "building tern (release)…" >&2

@@ -24,11 +24,8 @@ SCHEDULED=${SCHEDULED:-0}
 THROTTLED=${THROTTLED:-0}
 PUSHES=${PUSHES:-500}
 
-need() { command -v "$1" >/dev/null 2>&1; }
-if ! need sqlite3; then
-  echo "installing sqlite3…" >&2
-  apt-get update -qq && apt-get install -y -qq sqlite3 >/dev/null
-fi
+source scripts/lib/tools.sh
+install_missing sqlite3
 
 source scripts/lib/serve.sh
 

@@ -18,11 +18,8 @@ cd "$(dirname "$0")/.."
 PUSHES=${PUSHES:-300000}
 FAILURES=${FAILURES:-100000}
 
-need() { command -v "$1" >/dev/null 2>&1; }
-if ! need sqlite3; then
-  echo "installing sqlite3…" >&2
-  apt-get update -qq && apt-get install -y -qq sqlite3 >/dev/null
-fi
+source scripts/lib/tools.sh
+install_missing sqlite3
 
 source scripts/lib/serve.sh
 

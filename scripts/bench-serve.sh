@@ -25,11 +25,8 @@ DATABASE=${DATABASE:-sqlite}
 NODES=${NODES:-1}
 [ "$NODES" = 1 ] || [ "$DATABASE" = postgres ] || { echo "NODES=$NODES needs DATABASE=postgres" >&2; exit 64; }
 
-need() { command -v "$1" >/dev/null 2>&1; }
-if ! need wrk; then
-  echo "installing wrk…" >&2
-  apt-get update -qq && apt-get install -y -qq wrk >/dev/null
-fi
+source scripts/lib/tools.sh
+install_missing wrk
 
 if [ -z "${TERN:-}" ]; then
   echo "building tern (release)…" >&2

@@ -16,11 +16,8 @@ SOAK_REQUESTS=${SOAK_REQUESTS:-1000000}
 SOAK_ROUNDS=${SOAK_ROUNDS:-3}
 SCRATCH=${SCRATCH:-.build}
 
-need() { command -v "$1" >/dev/null 2>&1; }
-if ! need h2load || ! need nghttpd; then
-  echo "installing nghttp2-client and nghttp2-server…" >&2
-  apt-get update -qq && apt-get install -y -qq nghttp2-client nghttp2-server >/dev/null
-fi
+source scripts/lib/tools.sh
+install_missing h2load:nghttp2-client nghttpd:nghttp2-server
 
 echo "building tern (release)…" >&2
 swift build -c release --scratch-path "$SCRATCH" --product tern >&2

@@ -25,13 +25,8 @@ DURATION=${DURATION:-15}
 CONNECTIONS=${CONNECTIONS:-32}
 SCRATCH=${SCRATCH:-.build}
 
-need() { command -v "$1" >/dev/null 2>&1; }
-for tool in wrk sqlite3; do
-  if ! need "$tool"; then
-    echo "installing $tool…" >&2
-    apt-get update -qq && apt-get install -y -qq "$tool" >/dev/null
-  fi
-done
+source scripts/lib/tools.sh
+install_missing wrk sqlite3
 
 source scripts/lib/serve.sh
 source scripts/lib/seed.sh
