@@ -139,6 +139,21 @@ struct StoredValueTests {
             await #expect(throws: StoreError.unreadable("column environment holds 'sandbox', which is none of production, development, simulator, custom")) {
                 try await store.app("demo")
             }
+            // A device's token of an unknown kind, and a push that names one.
+            _ = try await store.setPushToken(app: "demo", deviceID: "d1", kind: .voip, token: "v1", at: time(3))
+            var push = makePush("p1", at: time(4))
+            push.tokenKind = .voip
+            _ = try await store.createPush(push)
+            try await store.exclusive { db in
+                try await db.raw("UPDATE device_push_tokens SET kind = 'fcm'").run()
+                try await db.raw("UPDATE pushes SET token_kind = 'VoIP'").run()
+            }
+            await #expect(throws: StoreError.unreadable("column kind holds 'fcm', which is none of voip, pushToStart")) {
+                try await store.pushTokens(app: "demo", deviceID: "d1")
+            }
+            await #expect(throws: StoreError.unreadable("column token_kind holds 'VoIP', which is none of voip, pushToStart")) {
+                try await store.push(app: "demo", id: "p1")
+            }
         } catch {
             try? await store.close()
             throw error

@@ -108,12 +108,8 @@ extension SQLStore {
 
 extension PushTokenRecord {
     init(row: any SQLRow) throws {
-        let text = try row.decode(column: "kind", as: String.self)
-        guard let kind = PushTokenKind(rawValue: text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown push token kind \(text)"))
-        }
         self.init(
-            kind: kind, token: try row.decode(column: "token", as: String.self), registeredAt: try row.date("registered_at"),
+            kind: try row.word("kind", as: PushTokenKind.self), token: try row.decode(column: "token", as: String.self), registeredAt: try row.date("registered_at"),
             deactivatedAt: try row.optionalDate("deactivated_at"),
             deactivationReason: try row.decode(column: "deactivation_reason", as: String?.self).map(TokenDeactivationReason.init(rawValue:)))
     }

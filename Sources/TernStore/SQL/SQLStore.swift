@@ -920,12 +920,7 @@ extension PushRecord {
             cursor: try row.decode(column: "cursor_key", as: String?.self), createdAt: try row.date("created_at"),
             finishedAt: try row.optionalDate("finished_at"), cancelledAt: try row.optionalDate("cancelled_at"),
             sendAt: try row.optionalDate("send_at"), ratePerSecond: try row.decode(column: "rate_per_second", as: Int?.self),
-            tokenKind: try row.decode(column: "token_kind", as: String?.self).map { text in
-                guard let kind = PushTokenKind(rawValue: text) else {
-                    throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown push token kind \(text)"))
-                }
-                return kind
-            }
+            tokenKind: try row.optionalWord("token_kind", as: PushTokenKind.self)
         )
     }
 }

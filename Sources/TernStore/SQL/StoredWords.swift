@@ -43,9 +43,20 @@ extension TokenReplacementReason: StoredWord {
     var storedWord: String { rawValue }
 }
 
+extension PushTokenKind: StoredWord {
+    static let allStored: [PushTokenKind] = allCases
+    var storedWord: String { rawValue }
+}
+
 extension SQLRow {
     /// A NOT NULL TEXT column of words. - Throws: ``StoreError/unreadable(_:)`` for text that is none of them.
     func word<Value: StoredWord>(_ column: String, as type: Value.Type) throws -> Value {
         try Value(storedWord: try decode(column: column, as: String.self), column: column)
+    }
+
+    /// A TEXT column of words that may be NULL (nil). - Throws: ``StoreError/unreadable(_:)`` for text that is none of
+    /// them.
+    func optionalWord<Value: StoredWord>(_ column: String, as type: Value.Type) throws -> Value? {
+        try decode(column: column, as: String?.self).map { try Value(storedWord: $0, column: column) }
     }
 }
