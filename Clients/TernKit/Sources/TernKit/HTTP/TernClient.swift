@@ -66,12 +66,7 @@ public struct TernClient: Sendable {
     @discardableResult
     public func removePushToken(_ device: DeviceCredentials, kind: PushTokenKind) async throws(TernError) -> Bool {
         let request = try makeRequest("DELETE", ["devices", device.deviceID, "push-tokens", kind.rawValue], secret: device.secret)
-        do throws(TernError) {
-            try await call(request, what: "removing the \(kind.rawValue) token of device \(device.deviceID)")
-            return true
-        } catch where error.status == 404 {
-            return false
-        }
+        return try await callUnlessNotFound(request, what: "removing the \(kind.rawValue) token of device \(device.deviceID)")
     }
 
     /// `POST …/devices/{deviceId}/opens`: the user opened this message (a device message: the `id` of a channel
@@ -90,12 +85,7 @@ public struct TernClient: Sendable {
 
     private func reportOpen(_ device: DeviceCredentials, _ body: OpenBody, what: String) async throws(TernError) -> Bool {
         let request = try makeRequest("POST", ["devices", device.deviceID, "opens"], secret: device.secret, body: body)
-        do throws(TernError) {
-            try await call(request, what: "reporting the open of \(what)")
-            return true
-        } catch where error.status == 404 {
-            return false
-        }
+        return try await callUnlessNotFound(request, what: "reporting the open of \(what)")
     }
 
     /// `POST …/devices/{deviceId}/acks`: acknowledges messages outside the channel (1-1,000 ids), as a Notification
@@ -231,6 +221,16 @@ public struct TernClient: Sendable {
             return try JSONDecoder.tern.decode(Answer.self, from: data)
         } catch {
             throw TernError(.badAnswer, "\(what): the answer cannot be read: \(Self.describe(error))", status: response.statusCode)
+        }
+    }
+
+    /// ``call(_:what:)``. - Returns: false for a 404 (what the call names is not there), true for a success.
+    private func callUnlessNotFound(_ request: URLRequest, what: String) async throws(TernError) -> Bool {
+        do throws(TernError) {
+            try await call(request, what: what)
+            return true
+        } catch where error.status == 404 {
+            return false
         }
     }
 
