@@ -297,24 +297,29 @@ struct ConsoleRoutes: Sendable {
     /// many devices its audience reaches now (counted through the same paging the dispatcher uses, up to a cap).
     func preview(_ form: ConsoleForm, app: AppRecord) async -> ComposePreview {
         var preview = ComposePreview()
+        let body: FormJSON
         do {
-            let body = try ConsoleRequests.pushBody(form)
-            preview.audience = await estimate(body, app: app)
+            body = try ConsoleRequests.pushBody(form)
+        } catch {
+            preview.problem = (error.field.map { "\($0): " } ?? "") + error.message
+            return preview
+        }
+        // Known once the push is checked: for a VoIP push, the audience counts the devices with a VoIP token.
+        var tokenKind: PushTokenKind?
+        do {
             let request = try ConsoleRequests.decode(PushesAPI.PushRequest.self, body)
             // A stand-in of the same length for the push's id, which the payload carries (`tern.pushId`, and an inbox's
             // `tern.messageId`): the size shown is the size sent.
             let content = try PushesAPI.content(request, app: app, pushID: PushContent.previewPushID)
             // What sending it would refuse, said before it is sent: a widgets push to a tag, a sendAt past expiry.
             let audience = try PushesAPI.audience(request.audience)
-            let tokenKind = try PushesAPI.tokenKind(content, audience: audience)
+            tokenKind = try PushesAPI.tokenKind(content, audience: audience)
             _ = try PushesAPI.sendAt(request.sendAt, content: content, now: clock.now)
             let rate = try PushesAPI.ratePerSecond(request.ratePerSecond, audience: audience, app: app)
             preview.show(content, app: app)
             if let tokenKind {
                 preview.note = [preview.note, "Goes to the devices' \(tokenKind.rawValue) tokens: a device that registered none is passed over."]
                     .filter { !$0.isEmpty }.joined(separator: " ")
-                // Counted as sending hands it out: the devices with an active token of the kind.
-                preview.audience = await estimate(body, app: app, kind: tokenKind)
             }
             if request.ratePerSecond == nil, let rate {
                 preview.note = [preview.note, "Throttled to \(rate) recipients a second, the app's rate for broadcasts (0 in the field: not throttled)."]
@@ -323,6 +328,8 @@ struct ConsoleRoutes: Sendable {
         } catch {
             preview.problem = (error.field.map { "\($0): " } ?? "") + error.message
         }
+        // Counted once, whatever else the form gets wrong, as sending would hand the push out.
+        preview.audience = await estimate(body, app: app, kind: tokenKind)
         return preview
     }
 
