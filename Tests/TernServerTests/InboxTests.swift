@@ -168,16 +168,14 @@ import Testing
         }
     }
 
-    /// The badge updates' gathering delay in the tests that run it on a manual clock. The tests wait for the badge
-    /// updates' own sleep by its label: with 1 s, a one-second sweep of the server's was already sleeping until the
-    /// same instant, so a test that waited for "a sleeper until then" could move the clock on before the updates
-    /// slept, and then wait for them in vain. The delay is also a length no other timer sleeps.
-    static let badgeDelay = Duration.milliseconds(1_700)
+    /// The label of the badge updates' sleep on a test's manual clock. The tests wait for that sleep by it: a
+    /// one-second sweep of the server's sleeps until the same instant as a 1 s gathering, so a test that waited for
+    /// "a sleeper until then" could move the clock on before the updates slept, and then wait for them in vain.
     static let badges = ServerClocks.Waiter.badgeUpdates.rawValue
 
     @Test func readingSendsOneSilentBadgeUpdatePerDevice() async throws {
         let clock = ManualClock()
-        let delay = Self.badgeDelay
+        let delay = Duration.seconds(3)
         try await RouterHarness.withServer(configure: { $0.inbox.badgeUpdateDelay = delay }, clocks: .manual(clock)) { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             var ids: [String] = []
@@ -215,7 +213,7 @@ import Testing
     /// icon never matched the inbox again. The counter is now what the devices were last shown.
     @Test func aReadSetsTheCounterThatTheNextIncrementCountsOnFrom() async throws {
         let clock = ManualClock()
-        let delay = Self.badgeDelay
+        let delay = Duration.seconds(1)
         try await RouterHarness.withServer(configure: { $0.inbox.badgeUpdateDelay = delay }, clocks: .manual(clock)) { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "user-1")
             var ids: [String] = []
