@@ -59,6 +59,9 @@ struct LeaseLossTests {
             let claimed = try #require(try await leaseUntil())
             let expected = Int((clock.wall.now.timeIntervalSince1970 + 15) * 1000)
             #expect(abs(claimed - expected) <= 1, "claimed for a lease of 15 s from the server's clock: \(claimed) vs \(expected)")
+            // The row is written before the node counts the chunk as in flight; the first notification at the simulator
+            // says it does. A renewal before then finds nothing to renew and sleeps another third on the test's clock.
+            try await waitUntil("the chunk's first notification at the simulator") { try await !server.arrivals().isEmpty }
 
             // A third of the lease later on the server's clock, the node renews it from then. The renewer sleeps a third
             // of the lease at a time from the server's start, and the test waits for that sleep by its name: another

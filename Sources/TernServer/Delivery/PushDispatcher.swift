@@ -246,6 +246,7 @@ final class PushDispatcher: Service {
     private func renewLeases() async {
         while !Task.isCancelled {
             try? await clocks.clock(for: .leaseRenewal).sleep(for: settings.delivery.chunkLease / 3)
+            if Task.isCancelled { return }
             let chunks = inFlight.withLock { $0.ids }
             guard !chunks.isEmpty else { continue }
             do {
