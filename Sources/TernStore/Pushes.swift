@@ -42,6 +42,12 @@ public struct PushRecord: Sendable, Equatable {
     /// A device without a token of the kind is passed over.
     public var tokenKind: PushTokenKind?
 
+    /// Whose tokens the recipients hold.
+    public var recipientTokens: RecipientTokens {
+        if case .activity = audience { return .activity }
+        return tokenKind.map(RecipientTokens.kind) ?? .device
+    }
+
     public init(
         id: String, appID: String, idempotencyKey: String?, audience: Audience, notification: [UInt8], status: Status = .pending,
         counts: PushCounts = PushCounts(), cursor: String? = nil, createdAt: Date, finishedAt: Date? = nil, cancelledAt: Date? = nil,
@@ -95,6 +101,9 @@ extension Audience {
             return !tags.isEmpty && tags.allSatisfy { tag in device.tags.contains { Self.sameBytes($0, tag) } } ? device.deviceID : nil
         case .everyone:
             return device.deviceID
+        case .activity:
+            // Which activities a device runs is not in its record; an activity update is not a notification it opens.
+            return nil
         }
     }
 

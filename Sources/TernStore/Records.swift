@@ -297,6 +297,51 @@ public struct PushTokenRecord: Sendable, Equatable {
     }
 }
 
+/// A Live Activity's update token on one device (ActivityKit's `Activity.pushTokenUpdates`), registered under the
+/// activity's id, which the app chooses (a match, an order): a `liveactivity` push to `audience.activity` goes to
+/// every device's token for that id. A device runs a few activities at a time and each ends within hours, so the
+/// registry keeps at most ``maximumPerDevice`` per device and forgets them ``lifetime`` after they started.
+public struct ActivityTokenRecord: Sendable, Equatable {
+    /// At most this many activities per device: registering one more forgets the device's oldest.
+    public static let maximumPerDevice = 16
+    /// An activity runs at most 8 hours and stays on the Lock Screen at most 4 more (ActivityKit): after that no
+    /// update can reach it, and its token is forgotten.
+    public static let lifetime: TimeInterval = 12 * 3600
+
+    public var activityID: String
+    public var token: String
+    /// When the device first registered a token for this activity: its lifetime counts from here.
+    public var startedAt: Date
+    /// When the device last registered this token: a 410 older than this does not remove it.
+    public var registeredAt: Date
+
+    public init(activityID: String, token: String, startedAt: Date, registeredAt: Date) {
+        self.activityID = activityID
+        self.token = token
+        self.startedAt = startedAt
+        self.registeredAt = registeredAt
+    }
+
+    /// Whether `text` can name an activity: 1-128 letters, digits, `.`, `_`, `:` and `-` (it is a part of a URL path).
+    public static func isValidID(_ text: String) -> Bool {
+        (1...128).contains(text.utf8.count)
+            && text.utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ":") || byte == UInt8(ascii: "-")
+            }
+    }
+}
+
+/// Whose tokens a push's recipients hold, so that APNs' verdict on a dead one removes the right thing.
+public enum RecipientTokens: Sendable, Equatable {
+    /// The devices' APNs device tokens, or the tokens the audience lists.
+    case device
+    /// The devices' tokens of a kind (``PushRecord/tokenKind``).
+    case kind(PushTokenKind)
+    /// The update tokens of the activity the audience names (``Audience/activity(_:aliases:)``).
+    case activity
+}
+
 /// A token to deactivate (``TernStore/deactivateTokens(app:_:at:)``), with why and since when.
 public struct TokenDeactivation: Sendable, Equatable {
     public var token: String
@@ -393,6 +438,8 @@ public enum Audience: Sendable, Equatable {
     /// Devices with any (`all == false`) or all of the tags.
     case tags([String], all: Bool)
     case everyone
+    /// The devices' update tokens for a Live Activity (``ActivityTokenRecord``); with aliases, only their devices'.
+    case activity(String, aliases: [String])
 }
 
 /// Where a listing of an app's devices in creation order goes on from: the last device's creation time (milliseconds)

@@ -147,6 +147,21 @@ public protocol TernStore: Sendable {
     /// tokens (the same rule for a 410's timestamp), in one transaction. The devices stay, with their device tokens;
     /// no token event is recorded (the app's backend never held these tokens). - Returns: the tokens deactivated.
     func deactivatePushTokens(app: String, kind: PushTokenKind, _ tokens: [TokenDeactivation], at: Date) async throws -> [String]
+    /// Registers the device's update token for Live Activity `activity` (``ActivityTokenRecord``), from `at`: a new
+    /// token for an activity it has replaces the old one and keeps the activity's start; the token registered for
+    /// another activity or device moves here; past ``ActivityTokenRecord/maximumPerDevice`` activities, the device's
+    /// oldest is forgotten. - Returns: nil when there is no such device.
+    func setActivityToken(app: String, deviceID: String, activity: String, token: String, at: Date) async throws -> ActivityTokenRecord?
+    /// Removes the device's token for `activity` (the activity ended). - Returns: whether it had one.
+    func deleteActivityToken(app: String, deviceID: String, activity: String) async throws -> Bool
+    /// The devices' activity tokens, by device id (a device with none is left out), each device's oldest first.
+    func activityTokens(app: String, deviceIDs: [String]) async throws -> [String: [ActivityTokenRecord]]
+    /// Removes activity tokens APNs called dead, by the rule for a 410's timestamp that
+    /// ``deactivateTokens(app:_:at:)`` follows, in one transaction. An ended activity's token has no use, so it is
+    /// removed, not kept deactivated. - Returns: the tokens removed.
+    func removeDeadActivityTokens(app: String, _ tokens: [TokenDeactivation]) async throws -> [String]
+    /// Removes up to `limit` activity tokens of activities that started before `before`. - Returns: how many.
+    func purgeEndedActivities(startedBefore before: Date, limit: Int) async throws -> Int
     /// Token events after the cursor (an event id), oldest first.
     func tokenEvents(app: String, after: Int64?, limit: Int) async throws -> [TokenEvent]
     /// A device's token events, newest first, at most `limit` (the console's device page).

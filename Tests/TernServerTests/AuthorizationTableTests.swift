@@ -36,6 +36,7 @@ struct AuthorizationTableTests {
         .open: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
         .ack: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
         .pushToken: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
+        .activityToken: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
     ]
 
     static func expected(_ call: DeviceCall, _ credential: Credential) -> Access? {
@@ -113,6 +114,10 @@ struct AuthorizationTableTests {
             (.PUT, "/v1/apps/demo/devices/\(device)/push-tokens/voip", #"{"token": "\#(String(repeating: "5", count: 56) + token.suffix(8))"}"#, 200),
             (.DELETE, "/v1/apps/demo/devices/\(device)/push-tokens/voip", nil, 204),
         ]
+        case .activityToken: [
+            (.PUT, "/v1/apps/demo/devices/\(device)/activities/match-7", #"{"token": "\#(String(repeating: "6", count: 56) + token.suffix(8))"}"#, 200),
+            (.DELETE, "/v1/apps/demo/devices/\(device)/activities/match-7", nil, 204),
+        ]
         }
 
         let expected = Self.expected(call, credential)
@@ -131,7 +136,7 @@ struct AuthorizationTableTests {
             }
         }
         let after = try await server.master.get("/v1/apps/demo/devices/\(device)").text
-        let readOnly: Set<DeviceCall> = [.read, .inbox, .tokenHistory, .list, .connect, .open, .ack, .pushToken]
+        let readOnly: Set<DeviceCall> = [.read, .inbox, .tokenHistory, .list, .connect, .open, .ack, .pushToken, .activityToken]
         if call == .rotateSecret {
             // The device looks the same; what changed is whether its old secret still works.
             let old = try await server.device.send(.GET, "/v1/apps/demo/devices/\(device)", headers: [("X-Tern-Device-Secret", secret)])

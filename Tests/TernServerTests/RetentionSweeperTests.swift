@@ -25,6 +25,27 @@ struct RetentionSweeperTests {
         }
     }
 
+    /// A Live Activity runs at most 8 hours and stays on the Lock Screen at most 4 more: twelve hours after it started,
+    /// no update can reach it, and its tokens go, however many devices registered one.
+    @Test func activitiesTwelveHoursAfterTheyStartedAreForgotten() async throws {
+        try await withStore { store, now in
+            let hour = 3600.0
+            for n in 0..<3 { _ = try await store.register(registration(n), app: "demo", at: now.addingTimeInterval(-13 * hour)) }
+            // Three devices follow five matches each, started just over twelve hours ago.
+            for n in 0..<15 {
+                _ = try await store.setActivityToken(
+                    app: "demo", deviceID: "device-\(n % 3)", activity: "match-\(n / 3)", token: String(format: "%064x", n),
+                    at: now.addingTimeInterval(-12 * hour - 1))
+            }
+            _ = try await store.setActivityToken(app: "demo", deviceID: "device-0", activity: "tonight", token: "ab", at: now.addingTimeInterval(-11 * hour))
+            let sweeper = RetentionSweeper(store: store, interval: .seconds(60), logger: Logger(label: "test"))
+            #expect(await sweeper.sweep(now: now) == .init(activityTokens: 15))
+            let left = try await store.activityTokens(app: "demo", deviceIDs: ["device-0", "device-1", "device-2"])
+            #expect(left.mapValues { $0.map(\.activityID) } == ["device-0": ["tonight"]])
+            #expect(await sweeper.sweep(now: now.addingTimeInterval(hour + 1)) == .init(activityTokens: 1))
+        }
+    }
+
     /// A backlog takes batch after batch (minutes, after an upgrade); a server stopping meanwhile must not wait for
     /// them all. A step that always says there may be more, and cancels its task during the first batch: no second
     /// batch is asked for.

@@ -46,6 +46,8 @@ enum DeviceCall: String, Sendable, CaseIterable {
     case ack
     /// `PUT/DELETE …/devices/{id}/push-tokens/{kind}`: the device's VoIP or push-to-start token.
     case pushToken
+    /// `PUT/DELETE …/devices/{id}/activities/{activityId}`: a Live Activity's update token on the device.
+    case activityToken
 }
 
 /// What a request presented in `X-Tern-Device-Secret`, judged against the device.
@@ -95,7 +97,8 @@ struct Authorization: Sendable {
             // Nothing to prove yet: the answer carries the new device's secret.
             return .allowed
         case (.appKey, .registerExisting), (.appKey, .read), (.appKey, .delete), (.appKey, .logout), (.appKey, .tags),
-            (.appKey, .rotateSecret), (.appKey, .inbox), (.appKey, .connect), (.appKey, .open), (.appKey, .ack), (.appKey, .pushToken):
+            (.appKey, .rotateSecret), (.appKey, .inbox), (.appKey, .connect), (.appKey, .open), (.appKey, .ack), (.appKey, .pushToken),
+            (.appKey, .activityToken):
             switch proof {
             case .right: return .allowed
             case .none: return .needsDeviceSecret

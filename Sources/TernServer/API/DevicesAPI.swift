@@ -60,6 +60,24 @@ struct DevicesAPI {
         }
     }
 
+    /// A Live Activity's update token on the device (``ActivityTokenRecord``).
+    struct ActivityTokenView: ResponseEncodable {
+        var activityId: String
+        var token: String
+        var startedAt: Date
+        var registeredAt: Date
+        /// When Tern forgets it: the activity cannot be running any more.
+        var expiresAt: Date
+
+        init(_ record: ActivityTokenRecord) {
+            activityId = record.activityID
+            token = record.token
+            startedAt = record.startedAt
+            registeredAt = record.registeredAt
+            expiresAt = record.startedAt.addingTimeInterval(ActivityTokenRecord.lifetime)
+        }
+    }
+
     struct DeviceView: ResponseEncodable {
         var deviceId: String
         var token: String
@@ -79,6 +97,8 @@ struct DevicesAPI {
         /// In reads (`GET …/devices/{id}`, the listings), not in a registration's answer: its tokens of other kinds, by
         /// kind.
         var pushTokens: [String: PushTokenView]?
+        /// In reads too: the Live Activities it registered an update token for, oldest first.
+        var activities: [ActivityTokenView]?
 
         init(_ record: DeviceRecord, deviceSecret: String? = nil) {
             deviceId = record.deviceID
@@ -154,6 +174,31 @@ struct DevicesAPI {
             let kind = try Self.pushTokenKind(context)
             guard try await store.deletePushToken(app: app.id, deviceID: device.deviceID, kind: kind) else {
                 throw JSONAPIError.notFound("device \(device.deviceID) has no \(kind.rawValue) token")
+            }
+            return .noContent
+        }
+        // A Live Activity's update token (ActivityKit's `pushTokenUpdates`), under the activity's id, which a
+        // `liveactivity` push to `audience.activity` updates or ends.
+        devices.put(":device/activities/:activityId") { request, context -> ActivityTokenView in
+            let (app, device, _) = try await deviceCall(.activityToken, request, context)
+            let activity = try Self.activityID(context)
+            let body = try await JSONBody.decode(PushTokenRequest.self, from: request, limit: 4096)
+            let token: DeviceToken
+            do {
+                token = try DeviceToken(hex: body.token, field: "token")
+            } catch {
+                throw JSONAPIError.badRequest(field: "token", "token must be the activity's push token in hex, as ActivityKit gives it")
+            }
+            guard let record = try await store.setActivityToken(
+                app: app.id, deviceID: device.deviceID, activity: activity, token: token.hex, at: clock.now)
+            else { throw JSONAPIError.notFound("no device \(device.deviceID)") }
+            return ActivityTokenView(record)
+        }
+        devices.delete(":device/activities/:activityId") { request, context -> HTTPResponse.Status in
+            let (app, device, _) = try await deviceCall(.activityToken, request, context)
+            let activity = try Self.activityID(context)
+            guard try await store.deleteActivityToken(app: app.id, deviceID: device.deviceID, activity: activity) else {
+                throw JSONAPIError.notFound("device \(device.deviceID) has no token for activity \(activity)")
             }
             return .noContent
         }
@@ -257,13 +302,16 @@ struct DevicesAPI {
         }
     }
 
-    /// Devices as the reads show them: each with its tokens of other kinds (one more query for them all), so the
-    /// backend sees which of a user's phones a call can ring.
+    /// Devices as the reads show them: each with its tokens of other kinds and its activities' tokens (two more
+    /// queries for them all), so the backend sees which of a user's phones a call can ring.
     private func views(_ records: [DeviceRecord], app: AppRecord) async throws -> [DeviceView] {
-        let tokens = try await store.pushTokens(app: app.id, deviceIDs: records.map(\.deviceID))
+        let deviceIDs = records.map(\.deviceID)
+        let tokens = try await store.pushTokens(app: app.id, deviceIDs: deviceIDs)
+        let activities = try await store.activityTokens(app: app.id, deviceIDs: deviceIDs)
         return records.map { record in
             var view = DeviceView(record)
             view.pushTokens = Dictionary(uniqueKeysWithValues: (tokens[record.deviceID] ?? []).map { ($0.kind.rawValue, PushTokenView($0)) })
+            view.activities = (activities[record.deviceID] ?? []).map(ActivityTokenView.init)
             return view
         }
     }
@@ -360,6 +408,14 @@ struct DevicesAPI {
                 "the token's kind is \(PushTokenKind.allCases.map(\.rawValue).joined(separator: " or ")), not '\(text.prefix(64))'")
         }
         return kind
+    }
+
+    static func activityID(_ context: ServerRequestContext) throws(JSONAPIError) -> String {
+        let text = context.parameters.get("activityId") ?? ""
+        guard ActivityTokenRecord.isValidID(text) else {
+            throw .badRequest(field: "activityId", "an activity id is 1-128 letters, digits, '.', '_', ':' and '-', not '\(text.prefix(64))'")
+        }
+        return text
     }
 
     static func deviceID(_ context: ServerRequestContext) throws(JSONAPIError) -> String {

@@ -726,6 +726,95 @@ enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/apps/{app}/devices/{deviceId}/activities/{activityId}": {
+   "put": {
+    "operationId": "setActivityToken",
+    "summary": "Register a Live Activity's update token (ActivityKit's pushTokenUpdates) under the activity's id: liveactivity pushes to audience.activity update or end it. A device keeps at most 16 activities (one more forgets its oldest), each forgotten 12 hours after it started",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the token as kept",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/ActivityToken"
+        }
+       }
+      }
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/deviceId"
+     },
+     {
+      "$ref": "#/components/parameters/activityId"
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/PushTokenChange"
+       }
+      }
+     }
+    }
+   },
+   "delete": {
+    "operationId": "deleteActivityToken",
+    "summary": "Remove the device's token for this activity (it ended on the device)",
+    "tags": [
+     "device"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     },
+     {
+      "appKey": [],
+      "deviceSecret": []
+     }
+    ],
+    "responses": {
+     "204": {
+      "description": "removed"
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/deviceId"
+     },
+     {
+      "$ref": "#/components/parameters/activityId"
+     }
+    ]
+   }
+  },
   "/v1/apps/{app}/devices/{deviceId}/secret": {
    "post": {
     "operationId": "rotateDeviceSecret",
@@ -831,7 +920,6 @@ enum OpenAPIDocument {
      "204": {
       "description": "counted (the first open of a message or push by the device counts)"
      },
-
      "default": {
       "$ref": "#/components/responses/Error"
      }
@@ -2131,6 +2219,13 @@ enum OpenAPIDocument {
       "additionalProperties": {
        "$ref": "#/components/schemas/PushToken"
       }
+     },
+     "activities": {
+      "type": "array",
+      "description": "in reads, not in a registration's answer: the Live Activities the device registered an update token for, oldest first",
+      "items": {
+       "$ref": "#/components/schemas/ActivityToken"
+      }
      }
     },
     "required": [
@@ -2227,6 +2322,40 @@ enum OpenAPIDocument {
      "token",
      "active",
      "registeredAt"
+    ],
+    "additionalProperties": false
+   },
+   "ActivityToken": {
+    "type": "object",
+    "properties": {
+     "activityId": {
+      "type": "string"
+     },
+     "token": {
+      "type": "string"
+     },
+     "startedAt": {
+      "type": "string",
+      "format": "date-time",
+      "description": "when the device first registered a token for the activity"
+     },
+     "registeredAt": {
+      "type": "string",
+      "format": "date-time",
+      "description": "when it registered this token: a 410 older than this does not remove it"
+     },
+     "expiresAt": {
+      "type": "string",
+      "format": "date-time",
+      "description": "when Tern forgets it: 12 hours after the start (8 running, 4 on the Lock Screen)"
+     }
+    },
+    "required": [
+     "activityId",
+     "token",
+     "startedAt",
+     "registeredAt",
+     "expiresAt"
     ],
     "additionalProperties": false
    },
@@ -2363,10 +2492,15 @@ enum OpenAPIDocument {
       "enum": [
        true
       ]
+     },
+     "activity": {
+      "type": "string",
+      "pattern": "^[A-Za-z0-9._:-]{1,128}$",
+      "description": "a Live Activity's id: the update tokens devices registered for it (PUT …/devices/{deviceId}/activities/{activityId}); with aliases, only their devices'. The push is a liveactivity push whose raw payload's aps.event is update or end, with aps.timestamp and aps.content-state, through APNs and with no inbox"
      }
     },
     "additionalProperties": false,
-    "description": "Exactly one of tokens, devices, aliases, tags (with match) or all"
+    "description": "Exactly one of tokens, devices, aliases, tags (with match), all, or activity (alone or with aliases)"
    },
    "Notification": {
     "type": "object",
@@ -2429,7 +2563,7 @@ enum OpenAPIDocument {
     "properties": {
      "pushType": {
       "type": "string",
-      "description": "apns-push-type (default alert). Types with tokens of their own (voip, complication, fileprovider, liveactivity, location, pushtotalk, widgets, controls, mdm) go to audience.tokens, and their answers deactivate no device; but voip, and liveactivity whose payload's aps.event is start, may also go to devices, aliases, tags or everyone: to each device's voip or pushToStart token (PUT …/devices/{deviceId}/push-tokens/{kind}), passing over devices without one, and a dead one is deactivated"
+      "description": "apns-push-type (default alert). Types with tokens of their own (voip, complication, fileprovider, liveactivity, location, pushtotalk, widgets, controls, mdm) go to audience.tokens, and their answers deactivate no device; but voip, and liveactivity whose payload's aps.event is start, may also go to devices, aliases, tags or everyone: to each device's voip or pushToStart token (PUT …/devices/{deviceId}/push-tokens/{kind}), passing over devices without one, and a dead one is deactivated; and a liveactivity update or end goes to audience.activity, the tokens devices registered for that activity"
      },
      "priority": {
       "type": "integer",
@@ -2851,6 +2985,16 @@ enum OpenAPIDocument {
       "voip",
       "pushToStart"
      ]
+    }
+   },
+   "activityId": {
+    "name": "activityId",
+    "in": "path",
+    "required": true,
+    "description": "the Live Activity's id, which the app chooses (a match, an order)",
+    "schema": {
+     "type": "string",
+     "pattern": "^[A-Za-z0-9._:-]{1,128}$"
     }
    },
    "limit": {

@@ -51,7 +51,8 @@ struct PushesAPI {
         }
     }
 
-    /// Exactly one of: `tokens`, `devices`, `aliases`, `tags` (with `match`: `any` or `all`), `all: true`.
+    /// Exactly one of: `tokens`, `devices`, `aliases`, `tags` (with `match`: `any` or `all`), `all: true`,
+    /// `activity` (with `aliases` or not).
     struct AudienceInput: Decodable {
         var tokens: [String]?
         var devices: [String]?
@@ -59,6 +60,8 @@ struct PushesAPI {
         var tags: [String]?
         var match: String?
         var all: Bool?
+        /// A Live Activity's id: its update tokens, on every device that registered one (of `aliases`, if given).
+        var activity: String?
     }
 
     struct PushView: ResponseEncodable {
@@ -415,7 +418,8 @@ struct PushesAPI {
         guard let rate else {
             switch audience {
             case .tags, .everyone: return app.broadcastRatePerSecond
-            case .tokens, .devices, .aliases: return nil
+            // An activity's update brings no one to the app (it changes what the Lock Screen shows).
+            case .tokens, .devices, .aliases, .activity: return nil
             }
         }
         guard (0...fastestThrottle).contains(rate) else {
@@ -432,7 +436,12 @@ struct PushesAPI {
     /// a device token on its topic.
     static func tokenKind(_ content: PushContent, audience: Audience) throws(JSONAPIError) -> PushTokenKind? {
         if case .tokens = audience { return nil }
-        guard let type = try? APNsPushType(headerValue: content.pushType), let source = type.tokenSource else { return nil }
+        let type = try? APNsPushType(headerValue: content.pushType)
+        if case .activity = audience {
+            try checkActivityUpdate(content, type: type)
+            return nil
+        }
+        guard let type, let source = type.tokenSource else { return nil }
         guard let kind = PushTokenKind.of(type) else {
             throw .badRequest(
                 field: "apns.pushType",
@@ -444,20 +453,56 @@ struct PushesAPI {
         }
         if kind == .pushToStart {
             // A push-to-start token starts an activity and nothing else; updates go to each activity's own token.
-            let payload = try? JSONValue(parsing: content.payload)
-            guard case .object(let members)? = payload, case .object(let aps)? = members["aps"], aps["event"] == .string("start") else {
+            guard liveActivityFields(content)?["event"] == .string("start") else {
                 throw .badRequest(
                     field: "payload.aps.event",
-                    "a liveactivity push to devices goes to their push-to-start tokens, so its payload's aps.event is \"start\"; send updates to the activity's token in audience.tokens")
+                    "a liveactivity push to devices goes to their push-to-start tokens, so its payload's aps.event is \"start\"; send updates to audience.activity")
             }
         }
         return kind
     }
 
+    /// The `aps` of a push's raw payload, if it has one.
+    private static func liveActivityFields(_ content: PushContent) -> [String: JSONValue]? {
+        guard case .object(let members)? = try? JSONValue(parsing: content.payload), case .object(let aps)? = members["aps"] else { return nil }
+        return aps
+    }
+
+    /// A push to an activity's tokens updates or ends it: a `liveactivity` push (APNs refuses any other type on those
+    /// tokens), with what ActivityKit needs to apply it, through APNs only, and kept in no inbox.
+    private static func checkActivityUpdate(_ content: PushContent, type: APNsPushType?) throws(JSONAPIError) {
+        guard type == .liveactivity else {
+            throw .badRequest(field: "apns.pushType", "a push to audience.activity updates a Live Activity: apns.pushType is liveactivity")
+        }
+        if content.online != nil {
+            throw .badRequest(field: "delivery", "a push to audience.activity goes through APNs to the activity's tokens: delivery is apns")
+        }
+        if content.inbox != nil {
+            throw .badRequest(field: "inbox", "a push to audience.activity changes what the activity shows, and is kept in no inbox")
+        }
+        let aps = liveActivityFields(content) ?? [:]
+        guard case .string(let event)? = aps["event"], event == "update" || event == "end" else {
+            throw .badRequest(
+                field: "payload.aps.event",
+                "a push to audience.activity updates or ends it: its payload's aps.event is \"update\" or \"end\" (a start goes to the devices' push-to-start tokens)")
+        }
+        switch aps["timestamp"] {
+        case .int?, .double?: break
+        default:
+            throw .badRequest(field: "payload.aps.timestamp", "a Live Activity push carries aps.timestamp, the UNIX time it was sent: ActivityKit drops one older than the last it applied")
+        }
+        guard case .object? = aps["content-state"] else {
+            throw .badRequest(field: "payload.aps.content-state", "an update or end carries aps.content-state, the activity's new state")
+        }
+    }
+
     static func audience(_ input: AudienceInput) throws(JSONAPIError) -> Audience {
-        let given = [input.tokens != nil, input.devices != nil, input.aliases != nil, input.tags != nil, input.all != nil].filter { $0 }.count
+        // With an activity, aliases narrow it to their devices.
+        let aliasesAlone = input.aliases != nil && input.activity == nil
+        let given = [input.tokens != nil, input.devices != nil, aliasesAlone, input.tags != nil, input.all != nil, input.activity != nil]
+            .filter { $0 }.count
         guard given == 1 else {
-            throw .badRequest(field: "audience", "give exactly one of tokens, devices, aliases, tags, all")
+            throw .badRequest(field: "audience", "give exactly one of tokens, devices, aliases, tags, all, activity (with aliases or not)")
         }
         if input.match != nil, input.tags == nil { throw .badRequest(field: "audience.match", "match goes with tags") }
         func list(_ values: [String], _ field: String, _ check: (String) -> String?) throws(JSONAPIError) -> [String] {
@@ -472,6 +517,13 @@ struct PushesAPI {
                 result.append(normalised)
             }
             return Array(Set(result)).sorted()
+        }
+        if let activity = input.activity {
+            guard ActivityTokenRecord.isValidID(activity) else {
+                throw .badRequest(field: "audience.activity", "an activity id is 1-128 letters, digits, '.', '_', ':' and '-': '\(activity.prefix(80))'")
+            }
+            let aliases = try input.aliases.map { aliases throws(JSONAPIError) in try list(aliases, "aliases") { DevicesAPI.isValidAlias($0) ? $0 : nil } }
+            return .activity(activity, aliases: aliases ?? [])
         }
         if let tokens = input.tokens { return .tokens(try list(tokens, "tokens") { try? DeviceToken(hex: $0).hex }) }
         if let devices = input.devices { return .devices(try list(devices, "devices") { UUID(apnsText: $0)?.apnsString }) }

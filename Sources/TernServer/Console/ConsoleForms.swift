@@ -89,7 +89,10 @@ enum ConsoleRequests {
     }
 
     /// The composer's choices of audience: the API's kinds, each with its label.
-    static let audienceKinds = [("tags", "Tags"), ("aliases", "Users (aliases)"), ("devices", "Device ids"), ("tokens", "Tokens"), ("all", "Everyone")]
+    static let audienceKinds = [
+        ("tags", "Tags"), ("aliases", "Users (aliases)"), ("devices", "Device ids"), ("tokens", "Tokens"), ("all", "Everyone"),
+        ("activity", "A Live Activity (its id)"),
+    ]
 
     /// The composer's fields as the JSON body of `POST …/pushes` (what the composer also shows, for a client to copy).
     static func pushBody(_ form: ConsoleForm) throws(JSONAPIError) -> FormJSON {
@@ -102,6 +105,9 @@ enum ConsoleRequests {
         switch kind {
         case "all":
             body.set("audience.all", .value(.bool(true)))
+        case "activity":
+            // One id: the text as given, which the API checks.
+            body.set("audience.activity", .value(.string((form["audience.values"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines))))
         case let kind:
             // One per line; ids, tokens and tags may also be separated by commas or spaces (an alias may hold both).
             let text = form["audience.values"] ?? ""

@@ -155,9 +155,11 @@ struct ConsoleRoutes: Sendable {
                 DeviceView.EventRow(PushesAPI.TokenEventList.Event($0))
             }
             let pushTokens = try await store.pushTokens(app: app.id, deviceID: deviceID).map(DeviceView.PushTokenRow.init)
+            let activities = try await store.activityTokens(app: app.id, deviceIDs: [deviceID])[deviceID, default: []]
+                .map(DeviceView.ActivityRow.init)
             return page(
                 "device", chrome(user, "Device \(deviceID)", app: app.id) { $0.app?.devices = true },
-                view: DeviceView(device: DeviceRow(device), pushTokens: pushTokens, history: history, events: events))
+                view: DeviceView(device: DeviceRow(device), pushTokens: pushTokens, activities: activities, history: history, events: events))
         }
         console.get("apps/:app/compose") { request, context in
             guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
@@ -357,6 +359,11 @@ struct ConsoleRoutes: Sendable {
                 }
                 cursor = page.next
             } while cursor != nil && read < Self.estimateCap
+            // An activity's audience is its tokens: each recipient is a device's token for it.
+            if case .activity = audience {
+                if cursor != nil { return "Reaches more than \(Self.estimateCap.formatted()) devices' tokens for the activity now." }
+                return count == 1 ? "Reaches 1 device's token for the activity now." : "Reaches \(count.formatted()) devices' tokens for the activity now."
+            }
             let what = kind.map { "devices' \($0.rawValue) tokens" } ?? "devices"
             if cursor != nil {
                 return kind == nil

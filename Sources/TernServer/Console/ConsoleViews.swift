@@ -380,8 +380,21 @@ struct DeviceView {
                 }
         }
     }
+    /// A Live Activity's update token on the device (``ActivityTokenRecord``).
+    struct ActivityRow {
+        var activityID: String
+        var token: String
+        var state: String
+
+        init(_ record: ActivityTokenRecord) {
+            activityID = record.activityID
+            token = record.token
+            state = "started \(ConsoleFormat.date(record.startedAt)), forgotten \(ConsoleFormat.date(record.startedAt.addingTimeInterval(ActivityTokenRecord.lifetime)))"
+        }
+    }
     var device: DeviceRow
     var pushTokens: [PushTokenRow] = []
+    var activities: [ActivityRow] = []
     var history: [HistoryRow]
     var events: [EventRow]
 }

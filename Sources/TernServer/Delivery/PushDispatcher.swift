@@ -283,7 +283,7 @@ final class PushDispatcher: Service {
                                 signals: signals)
                         } else {
                             try await self.send(
-                                chunk.recipients, app: app, content: content, pushID: push.id, tokenKind: push.tokenKind, place: place,
+                                chunk.recipients, app: app, content: content, pushID: push.id, tokens: push.recipientTokens, place: place,
                                 into: ledger, signals: signals)
                         }
                         ledger.finish()
@@ -444,10 +444,10 @@ final class PushDispatcher: Service {
     /// First, one chunk at a time across all pushes: the inbox message goes into the recipients' inboxes, their
     /// badges are worked out, and every notification takes its place in its token's line. Taken together, that
     /// makes a device's notifications leave in the order their badges were counted. Then the chunk is sent.
-    /// `tokenKind`: the kind of the devices' tokens the recipients hold (``PushRecord/tokenKind``), whose dead ones are
-    /// deactivated as device tokens are.
+    /// `tokens`: whose tokens the recipients hold (``PushRecord/recipientTokens``), whose dead ones are deactivated
+    /// or removed as device tokens are deactivated.
     private func send(
-        _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, tokenKind: PushTokenKind?, place: UInt64,
+        _ recipients: [Recipient], app: AppRecord, content: PushContent, pushID: String, tokens: RecipientTokens, place: UInt64,
         into tally: ChunkLedger, signals: ChunkSignals
     ) async throws {
         // Those an earlier holder of the chunk recorded are done.
@@ -458,7 +458,7 @@ final class PushDispatcher: Service {
             }
         }
         await sendBatches(
-            batches, pushType: (try? APNsPushType(headerValue: content.pushType)) ?? .alert, tokenKind: tokenKind,
+            batches, pushType: (try? APNsPushType(headerValue: content.pushType)) ?? .alert, tokens: tokens,
             clients: clientsByEnvironment, recipients: recipients, app: app, into: tally, signals: signals)
     }
 
@@ -917,7 +917,7 @@ final class PushDispatcher: Service {
     /// same way: an endpoint that answers nothing holds only its window's permits, and its notifications fail
     /// (`notAnswering`) once a timeout shows it silent.
     private func sendBatches(
-        _ batches: [APNsEnvironment?: Batch], pushType: APNsPushType, tokenKind: PushTokenKind? = nil,
+        _ batches: [APNsEnvironment?: Batch], pushType: APNsPushType, tokens: RecipientTokens = .device,
         clients: [APNsEnvironment?: any NotificationSender], recipients: [Recipient], app: AppRecord, into tally: ChunkLedger,
         signals: ChunkSignals
     ) async {
@@ -953,7 +953,7 @@ final class PushDispatcher: Service {
                                 continue
                             }
                             switch Self.verdict(
-                                outcome, recipient: recipients[index], pushType: pushType, registeredForType: tokenKind != nil, at: now)
+                                outcome, recipient: recipients[index], pushType: pushType, registeredForType: tokens != .device, at: now)
                             {
                             case .unsettled:
                                 unsettled += 1
@@ -982,7 +982,7 @@ final class PushDispatcher: Service {
                             dead.removeAll { $0.token.invalidSince == nil }
                         }
                         if !dead.isEmpty {
-                            let pruned = await self.prune(dead.map(\.token), kind: tokenKind, app: app, at: now)
+                            let pruned = await self.prune(dead.map(\.token), of: tokens, app: app, at: now)
                             for entry in dead {
                                 settled.append((entry.index, .failed(entry.failure, pruned: pruned.contains(entry.token.token)), entry.holdsPermit))
                             }
@@ -1047,13 +1047,13 @@ final class PushDispatcher: Service {
     /// Deactivates the dead tokens of a bunch of answers, in one transaction (one commit for them all, and on
     /// PostgreSQL one turn at the app's event lock): device tokens, or the devices' tokens of `kind`. - Returns: the
     /// tokens it deactivated; none when the store cannot be reached (``pruneFailures`` says so).
-    private func prune(_ tokens: [TokenDeactivation], kind: PushTokenKind?, app: AppRecord, at now: Date) async -> Set<String> {
+    private func prune(_ tokens: [TokenDeactivation], of holders: RecipientTokens, app: AppRecord, at now: Date) async -> Set<String> {
         do {
             let pruned =
-                if let kind {
-                    Set(try await store.deactivatePushTokens(app: app.id, kind: kind, tokens, at: now))
-                } else {
-                    Set(try await store.deactivateTokens(app: app.id, tokens, at: now).map(\.token))
+                switch holders {
+                case .device: Set(try await store.deactivateTokens(app: app.id, tokens, at: now).map(\.token))
+                case .kind(let kind): Set(try await store.deactivatePushTokens(app: app.id, kind: kind, tokens, at: now))
+                case .activity: Set(try await store.removeDeadActivityTokens(app: app.id, tokens))
                 }
             pruneFailures.succeeded()
             return pruned

@@ -5,7 +5,8 @@ import ServiceLifecycle
 import TernStore
 
 /// Deletes what Tern keeps only for a while, every `interval`, in batches: expired inbox messages, the online
-/// channel's expired device messages, and pushes that completed longer than `pushRetention` ago. Listings and
+/// channel's expired device messages, the tokens of Live Activities that can no longer be running
+/// (``ActivityTokenRecord/lifetime``), and pushes that completed longer than `pushRetention` ago. Listings and
 /// connections leave expired messages out the moment they expire; this only frees the space. Pushes are deleted
 /// with their failures and chunks, oldest first; one whose device messages are still kept stays until they expire.
 /// It also completes pushes sent in full that were never marked completed (``TernStore/completeStrandedPushes(at:limit:)``),
@@ -26,6 +27,7 @@ final class RetentionSweeper: Service {
     /// Sweeps that fail (the database away): said when it starts, once a minute, and when it ends.
     private let inboxFailures: FailureLog
     private let messageFailures: FailureLog
+    private let activityFailures: FailureLog
     private let pushFailures: FailureLog
     private let strandedFailures: FailureLog
     /// The stranded pushes it completed count among the pushes completed, as those the dispatcher completes do.
@@ -43,6 +45,7 @@ final class RetentionSweeper: Service {
         self.logger = logger
         inboxFailures = FailureLog("cannot sweep expired inbox messages", logger: logger)
         messageFailures = FailureLog("cannot sweep expired device messages", logger: logger)
+        activityFailures = FailureLog("cannot sweep ended Live Activities' tokens", logger: logger)
         pushFailures = FailureLog("cannot delete pushes past delivery.pushRetention", logger: logger)
         strandedFailures = FailureLog("cannot complete pushes sent in full", logger: logger)
         pushesCompleted = Counter(label: PushDispatcher.pushesCompletedLabel, factory: metrics)
@@ -59,6 +62,7 @@ final class RetentionSweeper: Service {
     struct Swept: Equatable {
         var inboxEntries = 0
         var deviceMessages = 0
+        var activityTokens = 0
         var pushes = 0
         var pushFailures = 0
         var pushReports = 0
@@ -83,6 +87,12 @@ final class RetentionSweeper: Service {
             return deleted == Self.batch
         }
         if swept.deviceMessages > 0 { logger.info("expired device messages deleted", metadata: ["messages": "\(swept.deviceMessages)"]) }
+        await Self.untilDone(activityFailures) {
+            let deleted = try await store.purgeEndedActivities(startedBefore: now.addingTimeInterval(-ActivityTokenRecord.lifetime), limit: Self.batch)
+            swept.activityTokens += deleted
+            return deleted == Self.batch
+        }
+        if swept.activityTokens > 0 { logger.info("ended Live Activities' tokens deleted", metadata: ["tokens": "\(swept.activityTokens)"]) }
         var stranded: [String] = []
         await Self.untilDone(strandedFailures) {
             let completed = try await store.completeStrandedPushes(at: now, limit: Self.batch)

@@ -496,6 +496,26 @@ extension SQLStore {
                 """,
                 "ALTER TABLE pushes ADD COLUMN token_kind TEXT",
             ]),
+            // Live Activities' update tokens, one per activity a device runs, by the activity's id: a push to an
+            // activity pages them in device id order from the key. A node of the version before reads a push to
+            // `audience.activity` as an unknown audience and leaves it unclaimed.
+            Migration(version: 22, name: "activity tokens", statements: [
+                """
+                CREATE TABLE activity_tokens (
+                    app_id TEXT NOT NULL,
+                    activity_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    started_at BIGINT NOT NULL,
+                    registered_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, activity_id, device_id),
+                    UNIQUE (app_id, token),
+                    FOREIGN KEY (app_id, device_id) REFERENCES devices (app_id, device_id) ON DELETE CASCADE
+                )
+                """,
+                "CREATE INDEX activity_tokens_by_device ON activity_tokens (app_id, device_id)",
+                "CREATE INDEX activity_tokens_by_start ON activity_tokens (started_at)",
+            ]),
         ]
     }
 }

@@ -594,6 +594,8 @@ extension SQLStore {
             return Page(trimming: found, to: limit)
         case .everyone:
             return try await Self.devicePage(app: app, after: cursor, limit: limit, where: nil, db)
+        case .activity(let activity, let aliases):
+            return try await Self.activityPage(activity, aliases: aliases, app: app, after: cursor, limit: limit, db)
         }
     }
 
@@ -968,6 +970,7 @@ struct StoredAudience: Codable {
     var kind: String
     var values: [String]?
     var all: Bool?
+    var activity: String?
 
     static func encode(_ audience: Audience) throws -> String {
         let stored = switch audience {
@@ -976,6 +979,7 @@ struct StoredAudience: Codable {
         case .aliases(let aliases): StoredAudience(kind: "aliases", values: aliases)
         case .tags(let tags, let all): StoredAudience(kind: "tags", values: tags, all: all)
         case .everyone: StoredAudience(kind: "everyone")
+        case .activity(let activity, let aliases): StoredAudience(kind: "activity", values: aliases, activity: activity)
         }
         return try JSON.encode(stored)
     }
@@ -988,8 +992,12 @@ struct StoredAudience: Codable {
         case ("aliases", let aliases?): return .aliases(aliases)
         case ("tags", let tags?): return .tags(tags, all: stored.all ?? false)
         case ("everyone", _): return .everyone
-        default: throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown audience \(text)"))
+        case ("activity", let aliases?):
+            guard let activity = stored.activity else { break }
+            return .activity(activity, aliases: aliases)
+        default: break
         }
+        throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown audience \(text)"))
     }
 }
 

@@ -55,6 +55,11 @@ struct ConsolePageTests {
         #expect(detail.text.contains(device.token))
         #expect(detail.text.contains(device.alias))
         #expect(detail.text.contains("<dt>VoIP token (PushKit)</dt><dd><code class=\"token\">\(voipToken)</code> active, set"))
+        // And the Live Activities it follows.
+        let activityToken = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        #expect(try await server.master.put("/v1/apps/demo/devices/\(device.id)/activities/match-\(device.tag)", #"{"token": "\#(activityToken)"}"#).status == 200)
+        let following = try await browser.get("/console/apps/demo/devices/\(device.id)")
+        #expect(following.text.contains("<dt>Live Activity match-\(device.tag)</dt><dd><code class=\"token\">\(activityToken)</code> started"), "\(following.text)")
         // The device's page links to the composer with the device as the audience, counted at once.
         let link = "/console/apps/demo/compose?audience.kind=devices&amp;audience.values=\(device.id)"
         #expect(detail.text.contains(link))
@@ -302,6 +307,21 @@ struct ConsolePageTests {
             "/console/apps/demo/preview", toTokens, headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])
         #expect(try given.json()["problem"] == nil, "\(given.text)")
         #expect(try given.json()["headers"]?.string?.contains("apns-push-type: voip") == true)
+        // A Live Activity's update goes to the tokens devices registered for it, counted as such.
+        let activity = "score-\(device.tag)"
+        let update = [
+            ("audience.kind", "activity"), ("audience.values", activity), ("apns.pushType", "liveactivity"), ("content", "payload"),
+            ("payload", #"{"aps": {"event": "update", "timestamp": 1764547200, "content-state": {"score": "1-0"}}}"#),
+        ]
+        #expect(try await server.master.put("/v1/apps/demo/devices/\(device.id)/activities/\(activity)", #"{"token": "\#(voipToken)"}"#).status == 200)
+        let scored = try await browser.post(
+            "/console/apps/demo/preview", update, headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])
+        #expect(try scored.json()["problem"] == nil, "\(scored.text)")
+        #expect(try scored.json()["audience"]?.string == "Reaches 1 device's token for the activity now.", "\(scored.text)")
+        let start = update.map { $0.0 == "payload" ? ($0.0, #"{"aps": {"event": "start", "timestamp": 1}}"#) : $0 }
+        let refused = try await browser.post(
+            "/console/apps/demo/preview", start, headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])
+        #expect(try refused.json()["problem"]?.string?.hasPrefix("payload.aps.event: ") == true, "\(refused.text)")
     }
 
     @Test("the overview's data: sixty minutes, connections, APNs' answers")

@@ -184,6 +184,7 @@ extension ConsoleTemplates {
           <dt>State</dt><dd>{{state}}</dd>
           <dt>Token</dt><dd><code class="token">{{token}}</code></dd>
           {{#view.pushTokens}}<dt>{{label}}</dt><dd><code class="token">{{token}}</code> {{state}}</dd>{{/view.pushTokens}}
+          {{#view.activities}}<dt>Live Activity {{activityID}}</dt><dd><code class="token">{{token}}</code> {{state}}</dd>{{/view.activities}}
           <dt>Environment</dt><dd>{{environment}}</dd>
           <dt>Alias</dt><dd>{{alias}}</dd>
           <dt>Tags</dt><dd>{{tags}}</dd>
