@@ -103,7 +103,7 @@ public protocol TernStore: Sendable {
     func setDeviceSecret(app: String, deviceID: String, secretHash: [UInt8], onlyReplacing current: StoredSecret?, at: Date) async throws -> Bool
     func device(app: String, deviceID: String) async throws -> DeviceRecord?
     /// The devices that hold `token` (lowercase hex), active or not: as their device token, or as a token of another
-    /// kind (``PushTokenKind``); at most one for each, device token first.
+    /// kind (``PushTokenKind``) or a Live Activity's; at most one for each, device token first.
     func devices(app: String, token: String) async throws -> [DeviceRecord]
     /// Returns false if there was no such device.
     func deleteDevice(app: String, deviceID: String) async throws -> Bool

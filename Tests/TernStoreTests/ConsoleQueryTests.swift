@@ -28,6 +28,9 @@ struct ConsoleQueryTests {
             #expect(try await store.devices(app: "demo", token: "cc").map(\.deviceID) == ["d2"])
             _ = try await store.setPushToken(app: "demo", deviceID: "d2", kind: .pushToStart, token: "aa", at: time(5))
             #expect(try await store.devices(app: "demo", token: "aa").map(\.deviceID) == ["d1", "d2"])
+            // A Live Activity's token finds the device that follows it.
+            _ = try await store.setActivityToken(app: "demo", deviceID: "d1", activity: "match-1", token: "dd", at: time(6))
+            #expect(try await store.devices(app: "demo", token: "dd").map(\.deviceID) == ["d1"])
         }
     }
 

@@ -498,7 +498,7 @@ extension SQLStore {
             ]),
             // Live Activities' update tokens, one per activity a device runs, by the activity's id: a push to an
             // activity pages them in device id order from the key. A node of the version before reads a push to
-            // `audience.activity` as an unknown audience and leaves it unclaimed.
+            // `audience.activity` as an unknown audience, and cannot claim while one is unfinished (docs/deployment.md).
             Migration(version: 22, name: "activity tokens", statements: [
                 """
                 CREATE TABLE activity_tokens (

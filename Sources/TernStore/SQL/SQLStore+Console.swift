@@ -16,6 +16,11 @@ extension SQLStore {
                         AND token = \(bind: token))
                 ORDER BY device_id
                 """).all()
+            // A Live Activity's (the token a failed update's record names), from its unique index.
+            rows += try await db.raw("""
+                SELECT \(unsafeRaw: Columns.device) FROM devices WHERE app_id = \(bind: app) AND device_id IN (
+                    SELECT device_id FROM activity_tokens WHERE app_id = \(bind: app) AND token = \(bind: token))
+                """).all()
             var seen = Set<String>()
             return try await Self.devices(rows: rows, app: app, db).filter { seen.insert($0.deviceID).inserted }
         }
