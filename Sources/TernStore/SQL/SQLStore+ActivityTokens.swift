@@ -23,7 +23,7 @@ extension SQLStore {
             guard let row = try await db.raw("""
                 INSERT INTO activity_tokens (app_id, activity_id, device_id, token, started_at, registered_at)
                 VALUES (\(bind: app), \(bind: activity), \(bind: deviceID), \(bind: token), \(bind: at.milliseconds), \(bind: at.milliseconds))
-                ON CONFLICT (app_id, activity_id, device_id) DO UPDATE SET started_at = excluded.started_at, token = excluded.token, registered_at = excluded.registered_at
+                ON CONFLICT (app_id, activity_id, device_id) DO UPDATE SET token = excluded.token, registered_at = excluded.registered_at
                 RETURNING \(unsafeRaw: Self.activityTokenColumns)
                 """).first()
             else { return nil }
