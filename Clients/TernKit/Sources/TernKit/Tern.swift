@@ -66,6 +66,7 @@ public final class Tern: Sendable {
     private let badge: BadgeController
     private let router: OpenRouter
     private let report: @Sendable (TernEvent) -> Void
+    private let now: @Sendable () -> Date
     /// The latest registration asked for and not done yet.
     private let wantedRegistration = Locked<WantedRegistration?>(nil)
 
@@ -81,23 +82,67 @@ public final class Tern: Sendable {
         }
     }
     private let registrationBell = Bell()
-    /// The latest token of each kind the app gave (``register(pushToken:kind:)``), and the device each was last set
-    /// for: a kind is sent when the two differ (a new token, or a device made again under a new id).
-    private let pushTokens: Locked<PushTokens>
-    private let pushTokenBell: Bell
+    /// The latest token of each kind (``register(pushToken:kind:)``) and of each Live Activity
+    /// (``register(activityToken:for:)``) the app gave, and the device each was last set for: one is sent when the
+    /// two differ (a new token, or a device made again under a new id).
+    private let tokens: Locked<DeviceTokens>
+    private let tokenBell: Bell
 
-    private struct PushTokens {
-        var wanted: [PushTokenKind: Data] = [:]
-        var sent: [PushTokenKind: (deviceID: String, token: Data)] = [:]
+    /// What a token of the device's other than its APNs token is for.
+    private enum TokenSlot: Hashable {
+        case kind(PushTokenKind)
+        case activity(String)
+    }
 
-        /// A kind whose wanted token is not yet set for `deviceID`.
-        func due(for deviceID: String) -> (kind: PushTokenKind, token: Data)? {
-            for kind in PushTokenKind.allCases {
-                guard let token = wanted[kind] else { continue }
-                if let sent = sent[kind], sent.deviceID == deviceID, sent.token == token { continue }
-                return (kind, token)
+    private struct DeviceTokens {
+        var kinds: [PushTokenKind: Data] = [:]
+        /// By activity id; `started`: when the server started counting the activity's lifetime, as near as known (when
+        /// the app first gave its token, until the server said).
+        var activities: [String: (token: Data, started: Date)] = [:]
+        var sent: [TokenSlot: (deviceID: String, token: Data)] = [:]
+
+        /// The first token not yet set for `deviceID`: the kinds in their order, then the activities, oldest first
+        /// (the order the server keeps them in). Before looking, forgets the activities past their lifetime, as the
+        /// server does.
+        mutating func due(for deviceID: String, at now: Date) -> (slot: TokenSlot, token: Data)? {
+            for (id, activity) in activities where now >= activity.started + RegisteredActivityToken.lifetime { forget(.activity(id)) }
+            let byAge = activities.sorted { ($0.value.started, $0.key) < ($1.value.started, $1.key) }
+            let wanted = PushTokenKind.allCases.compactMap { kind in kinds[kind].map { (TokenSlot.kind(kind), $0) } }
+                + byAge.map { (TokenSlot.activity($0.key), $0.value.token) }
+            return wanted.first { slot, token in
+                guard let sent = sent[slot] else { return true }
+                return sent.deviceID != deviceID || sent.token != token
             }
-            return nil
+        }
+
+        /// A new activity, or a new token for one (its start stays). Past the most the server keeps, the oldest goes,
+        /// as the server forgets it.
+        mutating func set(_ token: Data, for activity: String, at now: Date) {
+            activities[activity] = (token, activities[activity]?.started ?? now)
+            while activities.count > RegisteredActivityToken.maximumPerDevice,
+                let oldest = activities.min(by: { ($0.value.started, $0.key) < ($1.value.started, $1.key) })
+            {
+                forget(.activity(oldest.key))
+            }
+        }
+
+        mutating func forget(_ slot: TokenSlot) {
+            switch slot {
+            case .kind(let kind): kinds[kind] = nil
+            case .activity(let id): activities[id] = nil
+            }
+            sent[slot] = nil
+        }
+
+        /// Keeps that `token` was set (or refused for good) for `deviceID`, if the slot is still wanted. - Returns:
+        /// false if the app forgot it meanwhile (it removed the kind's token, or ended the activity).
+        mutating func markSent(_ slot: TokenSlot, _ token: Data, to deviceID: String) -> Bool {
+            switch slot {
+            case .kind(let kind): guard kinds[kind] != nil else { return false }
+            case .activity(let id): guard activities[id] != nil else { return false }
+            }
+            sent[slot] = (deviceID, token)
+            return true
         }
     }
     /// Opens to report to the server, the oldest first (at most 64).
@@ -118,6 +163,7 @@ public final class Tern: Sendable {
         badgeSink: (any BadgeSink)? = nil, now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.configuration = configuration
+        self.now = now
         let client = TernClient(configuration: configuration, transport: httpTransport)
         self.client = client
         let (events, input) = AsyncStream.makeStream(of: TernEvent.self, bufferingPolicy: .bufferingNewest(64))
@@ -127,8 +173,8 @@ public final class Tern: Sendable {
         let registrar = Registrar(
             client: client, identities: identityStore, states: stateStore, policy: configuration.registrationPolicy, now: now)
         self.registrar = registrar
-        let (pushTokens, pushTokenBell) = (Locked(PushTokens()), Bell())
-        (self.pushTokens, self.pushTokenBell) = (pushTokens, pushTokenBell)
+        let (tokens, tokenBell) = (Locked(DeviceTokens()), Bell())
+        (self.tokens, self.tokenBell) = (tokens, tokenBell)
         let credentials: @Sendable () async -> DeviceCredentials? = { await registrar.credentials() }
         let badge = BadgeController(
             staleAfter: configuration.badgeStaleAfter, sink: badgeSink, client: client, credentials: credentials, now: now, report: report)
@@ -138,9 +184,9 @@ public final class Tern: Sendable {
             reregister: {
                 do throws(TernError) {
                     report(.registered(try await registrar.registerAgain()))
-                    // Made again, the device has none of its tokens of other kinds.
-                    pushTokens.withLock { $0.sent = [:] }
-                    pushTokenBell.ring()
+                    // Made again, the device has none of its tokens of other kinds, nor its activities'.
+                    tokens.withLock { $0.sent = [:] }
+                    tokenBell.ring()
                     return true
                 } catch {
                     report(.registrationFailed(error))
@@ -162,7 +208,7 @@ public final class Tern: Sendable {
             group.addTask { await self.channel.run() }
             group.addTask { await self.badge.run() }
             group.addTask { await self.registering() }
-            group.addTask { await self.registeringPushTokens() }
+            group.addTask { await self.settingTokens() }
             group.addTask { await self.reportingOpens() }
             group.addTask { await self.routing() }
             await group.waitForAll()
@@ -217,20 +263,47 @@ public final class Tern: Sendable {
     /// here. Returns at once: the token is sent once the device is registered, again whenever the device is made
     /// again under a new id, and retried with back-off.
     public func register(pushToken: Data, kind: PushTokenKind) {
-        pushTokens.withLock { $0.wanted[kind] = pushToken }
-        pushTokenBell.ring()
+        tokens.withLock { $0.kinds[kind] = pushToken }
+        tokenBell.ring()
     }
 
     /// The device takes no more pushes of the kind's type (the user turned calls off): forgets the token the app gave
     /// and removes it from the server. - Returns: whether the server had one.
     @discardableResult
     public func removePushToken(kind: PushTokenKind) async throws(TernError) -> Bool {
-        pushTokens.withLock {
-            $0.wanted[kind] = nil
-            $0.sent[kind] = nil
-        }
+        tokens.withLock { $0.forget(.kind(kind)) }
         guard let device = await registrar.credentials() else { return false }
         return try await client.removePushToken(device, kind: kind)
+    }
+
+    /// Registers a Live Activity's update token under the activity's id (the app chooses it: a match, an order), from
+    /// ActivityKit's `pushTokenUpdates`: the backend's `liveactivity` pushes to `audience: {"activity": id}` then
+    /// update or end the activity on this device. Call it with each token ActivityKit gives; a new one for the same
+    /// activity replaces the old. Returns at once: the token is sent once the device is registered, again whenever
+    /// the device is made again under a new id, and retried with back-off.
+    ///
+    /// This process remembers the activities it was told about (call it again for the running ones after a launch),
+    /// as the server does: at most 16 (one more forgets the oldest), each for 12 hours after it started. An id that is
+    /// not 1-128 letters, digits, `.`, `_`, `:` and `-` is not sent; ``events`` says so.
+    public func register(activityToken: Data, for activity: String) {
+        do throws(TernError) {
+            try TernClient.checkActivityID(activity)
+        } catch {
+            report(.error(error))
+            return
+        }
+        tokens.withLock { $0.set(activityToken, for: activity, at: now()) }
+        tokenBell.ring()
+    }
+
+    /// The activity ended (or the user dismissed it): forgets its token, so no registration sets it again, and removes
+    /// it from the server. - Returns: whether the server had one.
+    @discardableResult
+    public func endActivity(_ activity: String) async throws(TernError) -> Bool {
+        try TernClient.checkActivityID(activity)
+        tokens.withLock { $0.forget(.activity(activity)) }
+        guard let device = await registrar.credentials() else { return false }
+        return try await client.removeActivityToken(device, activity: activity)
     }
 
     /// Adds and removes the device's tags. - Returns: its tags now.
@@ -253,8 +326,8 @@ public final class Tern: Sendable {
         report(.registered(registration))
         // A registration the server was told of (at most daily, or when something changed) sets the tokens again
         // too: the server may have deleted the device and made it again, without its tokens.
-        if registration.outcome != .upToDate { pushTokens.withLock { $0.sent = [:] } }
-        pushTokenBell.ring()
+        if registration.outcome != .upToDate { tokens.withLock { $0.sent = [:] } }
+        tokenBell.ring()
         channel.poke()
         openBell.ring()
         badge.refreshSoon()
@@ -414,30 +487,56 @@ public final class Tern: Sendable {
         }
     }
 
-    private func registeringPushTokens() async {
+    /// Sets the tokens of other kinds and the activities' tokens the app gave, one at a time, once the device is
+    /// registered.
+    private func settingTokens() async {
         var failures = 0
         while !Task.isCancelled {
-            guard let device = await registrar.credentials(), let (kind, token) = pushTokens.withLock({ $0.due(for: device.deviceID) }) else {
+            guard let device = await registrar.credentials(), let (slot, token) = tokens.withLock({ $0.due(for: device.deviceID, at: now()) })
+            else {
                 // Nothing to send, or not registered yet: a new token or the registration rings.
                 failures = 0
-                await pushTokenBell.wait()
+                await tokenBell.wait()
                 continue
             }
             do throws(TernError) {
-                _ = try await client.setPushToken(device, kind: kind, token: token)
-                pushTokens.withLock { $0.sent[kind] = (device.deviceID, token) }
+                switch slot {
+                case .kind(let kind):
+                    _ = try await client.setPushToken(device, kind: kind, token: token)
+                case .activity(let id):
+                    let answer = try await client.setActivityToken(device, activity: id, token: token)
+                    // The activity's lifetime counts from its start on the server (a token given again after a launch
+                    // keeps it): taken as an age, the two clocks need not agree.
+                    let age = answer.registeredAt.timeIntervalSince(answer.startedAt)
+                    tokens.withLock { $0.activities[id]?.started = now().addingTimeInterval(-max(age, 0)) }
+                }
                 failures = 0
+                if !tokens.withLock({ $0.markSent(slot, token, to: device.deviceID) }) {
+                    // The app removed it while it was being set: the removal may have reached the server first.
+                    await unset(slot, device)
+                }
             } catch {
                 report(.error(error))
                 guard error.isTemporary else {
                     // Refused as it is: not sent again until the app gives another token or the device changes.
-                    pushTokens.withLock { $0.sent[kind] = (device.deviceID, token) }
+                    _ = tokens.withLock { $0.markSent(slot, token, to: device.deviceID) }
                     continue
                 }
                 failures += 1
                 let delay = max(error.retryAfter ?? 0, configuration.registrationBackoff.delay(afterFailures: failures))
-                await pushTokenBell.wait(until: ContinuousClock.now + .wait(seconds: delay))
+                await tokenBell.wait(until: ContinuousClock.now + .wait(seconds: delay))
             }
+        }
+    }
+
+    private func unset(_ slot: TokenSlot, _ device: DeviceCredentials) async {
+        do throws(TernError) {
+            switch slot {
+            case .kind(let kind): try await client.removePushToken(device, kind: kind)
+            case .activity(let id): try await client.removeActivityToken(device, activity: id)
+            }
+        } catch {
+            report(.error(error))
         }
     }
 

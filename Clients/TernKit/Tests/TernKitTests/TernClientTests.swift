@@ -69,6 +69,73 @@ struct TernClientTests {
         ])
     }
 
+    @Test func anActivitysTokenIsSetAndRemovedUnderTheActivitysIdWithTheDevicesSecret() async throws {
+        let http = ScriptedHTTP([
+            .status(
+                200,
+                #"{"activityId":"match-7","token":"0a0bff","startedAt":"2026-11-24T07:34:03.525Z","registeredAt":"2026-11-24T08:00:00.000Z","expiresAt":"2026-11-24T19:34:03.525Z"}"#
+            ),
+            .status(204, ""), .status(404, #"{"error":"notFound","message":"device … has no token for activity match-7"}"#),
+        ])
+        let client = TernClient(configuration: configuration, transport: http)
+        let set = try await client.setActivityToken(device, activity: "match-7", token: Data([0x0a, 0x0b, 0xff]))
+        #expect(set.activityID == "match-7" && set.token == "0a0bff")
+        #expect(abs(set.startedAt.timeIntervalSince1970 - 1_795_505_643.525) < 0.001)
+        #expect(abs(set.registeredAt.timeIntervalSince(set.startedAt) - 1556.475) < 0.001)
+        #expect(abs(set.expiresAt.timeIntervalSince(set.startedAt) - 12 * 3600) < 0.001)
+        #expect(try await client.removeActivityToken(device, activity: "match-7"))
+        #expect(try await !client.removeActivityToken(device, activity: "match-7"), "a 404: the device had no token for it")
+        let requests = http.requests
+        #expect(
+            requests.map { "\($0.httpMethod!) \($0.url!.path)" } == [
+                "PUT /tern/v1/apps/shop/devices/6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01/activities/match-7",
+                "DELETE /tern/v1/apps/shop/devices/6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01/activities/match-7",
+                "DELETE /tern/v1/apps/shop/devices/6f1c1f9e-8d7a-4d44-9d2e-3c5a3c1d2e01/activities/match-7",
+            ])
+        #expect(requests.allSatisfy { $0.value(forHTTPHeaderField: "X-Tern-Device-Secret") == "tds_secret" })
+        #expect(requests.allSatisfy { $0.value(forHTTPHeaderField: "Authorization") == "Bearer tak_public" })
+        #expect(http.bodies == [["token": .string("0a0bff")], [:], [:]])
+    }
+
+    @Test func anActivityTokensRefusalNamesTheFieldAndAnAnswerForAnotherActivityIsBad() async throws {
+        let http = ScriptedHTTP([
+            .status(400, #"{"error":"badRequest","field":"token","message":"token must be the activity's push token in hex"}"#),
+            .status(
+                200,
+                #"{"activityId":"match-8","token":"0a","startedAt":"2026-11-24T07:34:03.525Z","registeredAt":"2026-11-24T07:34:03.525Z","expiresAt":"2026-11-24T19:34:03.525Z"}"#
+            ),
+            .status(200, #"{"activityId":"match-7","token":"0a","startedAt":"yesterday","registeredAt":"2026-11-24T07:34:03.525Z","expiresAt":"2026-11-24T19:34:03.525Z"}"#),
+        ])
+        let client = TernClient(configuration: configuration, transport: http)
+        let refused = await #expect(throws: TernError.self) { try await client.setActivityToken(device, activity: "match-7", token: Data()) }
+        #expect(refused?.kind == .refused && refused?.status == 400 && refused?.field == "token" && refused?.isTemporary == false)
+        let other = await #expect(throws: TernError.self) { try await client.setActivityToken(device, activity: "match-7", token: Data([10])) }
+        #expect(other?.kind == .badAnswer && other?.message.contains("answered activity match-8") == true)
+        let date = await #expect(throws: TernError.self) { try await client.setActivityToken(device, activity: "match-7", token: Data([10])) }
+        #expect(date?.kind == .badAnswer && date?.message.contains("'startedAt'") == true)
+    }
+
+    @Test(arguments: ["", String(repeating: "a", count: 129), "match 7", "a/b", "..%2F", "matché", "match#7", "한국"])
+    func anActivityIdTheServerWouldRefuseNeverLeaves(id: String) async throws {
+        let http = ScriptedHTTP([])
+        let client = TernClient(configuration: configuration, transport: http)
+        #expect(!RegisteredActivityToken.isValidActivityID(id))
+        let set = await #expect(throws: TernError.self) { try await client.setActivityToken(device, activity: id, token: Data([1])) }
+        #expect(set?.kind == .invalidArgument)
+        let remove = await #expect(throws: TernError.self) { try await client.removeActivityToken(device, activity: id) }
+        #expect(remove?.kind == .invalidArgument)
+        #expect(http.requests.isEmpty)
+    }
+
+    @Test(arguments: ["m", "match-7", "Order_42.eu:1", "0", String(repeating: "Z", count: 128)])
+    func anActivityIdOfLettersDigitsAndDotUnderscoreColonDashIsSent(id: String) async throws {
+        let http = ScriptedHTTP([.status(204, "")])
+        #expect(RegisteredActivityToken.isValidActivityID(id))
+        #expect(try await TernClient(configuration: configuration, transport: http).removeActivityToken(device, activity: id))
+        // As it is: the server takes the path's text as the id, without decoding it.
+        #expect(http.requests.first?.url?.absoluteString == "https://push.example.com/tern/v1/apps/shop/devices/\(device.deviceID)/activities/\(id)")
+    }
+
     @Test func theChannelsAddressIsAWebSocketOneWithTheResumePoint() throws {
         let client = TernClient(configuration: configuration, transport: ScriptedHTTP([]))
         let request = try client.channelRequest(device, after: 41)

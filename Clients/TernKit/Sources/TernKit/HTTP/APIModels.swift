@@ -124,6 +124,45 @@ struct PushTokenBody: Encodable {
     var token: String
 }
 
+/// A Live Activity's update token on the device (ActivityKit's `Activity.pushTokenUpdates`) as the server keeps it,
+/// under the activity's id: the backend's `liveactivity` pushes to `audience.activity` update or end it. The server
+/// keeps at most ``maximumPerDevice`` activities per device and forgets each ``lifetime`` after it started.
+public struct RegisteredActivityToken: Sendable, Equatable, Decodable {
+    /// The server keeps at most this many activities per device: one more forgets the device's oldest.
+    public static let maximumPerDevice = 16
+    /// The server forgets an activity this long after it started (ActivityKit's 8 hours running and 4 more on the
+    /// Lock Screen): no update can reach it after that.
+    public static let lifetime: TimeInterval = 12 * 3600
+
+    public var activityID: String
+    /// Lowercase hex.
+    public var token: String
+    /// When the device first registered a token for the activity: its lifetime counts from here.
+    public var startedAt: Date
+    /// When the device last registered this token.
+    public var registeredAt: Date
+    /// When the server forgets it.
+    public var expiresAt: Date
+
+    private enum CodingKeys: String, CodingKey {
+        case activityID = "activityId", token, startedAt, registeredAt, expiresAt
+    }
+
+    /// Whether `id` can name an activity: 1-128 ASCII letters, digits, `.`, `_`, `:` and `-` (it is a part of a URL
+    /// path), as the server takes.
+    public static func isValidActivityID(_ id: String) -> Bool {
+        (1...128).contains(id.utf8.count)
+            && id.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                    UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "-"):
+                    true
+                default: false
+                }
+            }
+    }
+}
+
 struct DeviceAnswer: Decodable {
     var deviceId: String
     var alias: String?

@@ -69,6 +69,37 @@ public struct TernClient: Sendable {
         return try await callUnlessNotFound(request, what: "removing the \(kind.rawValue) token of device \(device.deviceID)")
     }
 
+    /// `PUT …/devices/{deviceId}/activities/{activityId}`: sets the device's update token for Live Activity `activity`
+    /// (ActivityKit's `pushTokenUpdates`), replacing the one it had for it; the activity keeps its start. A device
+    /// keeps at most 16 activities: one more makes the server forget its oldest.
+    /// - Parameter activity: the id the app gives the activity (a match, an order): 1-128 letters, digits, `.`, `_`,
+    ///   `:` and `-`; anything else is a ``TernError/Kind/invalidArgument`` and is not sent.
+    public func setActivityToken(_ device: DeviceCredentials, activity: String, token: Data) async throws(TernError) -> RegisteredActivityToken {
+        try Self.checkActivityID(activity)
+        let body = PushTokenBody(token: RegistrationFacts.hex(token))
+        let request = try makeRequest("PUT", ["devices", device.deviceID, "activities", activity], secret: device.secret, body: body)
+        let what = "setting the token of activity \(activity) on device \(device.deviceID)"
+        let answer = try await call(request, expecting: RegisteredActivityToken.self, what: what)
+        guard answer.activityID == activity else { throw TernError(.badAnswer, "\(what) answered activity \(answer.activityID)") }
+        return answer
+    }
+
+    /// `DELETE …/devices/{deviceId}/activities/{activityId}`: the activity ended on the device. - Returns: false if the
+    /// device had no token for it (404).
+    @discardableResult
+    public func removeActivityToken(_ device: DeviceCredentials, activity: String) async throws(TernError) -> Bool {
+        try Self.checkActivityID(activity)
+        let request = try makeRequest("DELETE", ["devices", device.deviceID, "activities", activity], secret: device.secret)
+        return try await callUnlessNotFound(request, what: "removing the token of activity \(activity) on device \(device.deviceID)")
+    }
+
+    static func checkActivityID(_ activity: String) throws(TernError) {
+        guard RegisteredActivityToken.isValidActivityID(activity) else {
+            throw TernError(
+                .invalidArgument, "an activity id is 1-128 letters, digits, '.', '_', ':' and '-', not '\(activity.prefix(64))'")
+        }
+    }
+
     /// `POST …/devices/{deviceId}/opens`: the user opened this message (a device message: the `id` of a channel
     /// frame, or `tern.id` of a notification). - Returns: false if the server does not know the message (404).
     @discardableResult

@@ -447,6 +447,61 @@ struct TernServerTests {
         #expect(try await client.removePushToken(credentials, kind: .voip) == false, "none was set again")
     }
 
+    @Test func aLiveActivitysTokenIsSetAnUpdateReachesItAndEndingTheActivityRemovesIt() async throws {
+        let server = try await TernServerProcess.start()
+        let device = Device(server)
+        /// The device's activities as the backend reads them, oldest first.
+        func activities(_ id: String) async throws -> [TernJSON] {
+            guard case .array(let items)? = try await server.backend("GET", "v1/apps/demo/devices/\(id)").json?["activities"] else { return [] }
+            return items
+        }
+        let activity = "league.eu:match-7_final"
+        // ActivityKit can give the token before APNs gives the device's: it waits for the device.
+        let first = randomToken()
+        device.tern.register(activityToken: first, for: activity)
+        let id = try await device.register()
+        try await waitUntil("the activity's token is set") { try await activities(id).first?["token"] == .string(RegistrationFacts.hex(first)) }
+        let set = try #require(try await activities(id).first)
+        #expect(set["activityId"] == .string(activity))
+        let date = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        let started = try date.parse(try #require(set["startedAt"]?.stringValue))
+        let expires = try date.parse(try #require(set["expiresAt"]?.stringValue))
+        #expect(abs(expires.timeIntervalSince(started) - RegisteredActivityToken.lifetime) < 0.01)
+
+        // pushTokenUpdates gives a new token: it replaces the old one, and the activity keeps its start.
+        let second = randomToken()
+        device.tern.register(activityToken: second, for: activity)
+        try await waitUntil("the new token replaces it") { try await activities(id).first?["token"] == .string(RegistrationFacts.hex(second)) }
+        #expect(try await activities(id).count == 1)
+        #expect(try await activities(id).first?["startedAt"] == set["startedAt"])
+        // The backend updates the activity: the push goes to its token.
+        let update = try await server.push(
+            #"{"audience": {"activity": "\#(activity)"}, "apns": {"pushType": "liveactivity"}, "payload": {"aps": {"event": "update", "timestamp": 1700000000, "content-state": {"score": "2-1"}}}}"#)
+        #expect(try await server.counts(ofPush: update)?["accepted"] == .int(1))
+        let delivered = try #require(try await server.apnsPayloads(token: RegistrationFacts.hex(second)).last)
+        #expect(delivered["aps"]?["content-state"]?["score"] == .string("2-1"))
+        #expect(try await server.apnsPayloads(token: RegistrationFacts.hex(first)).isEmpty)
+
+        // The backend deletes the device; the next registration makes it again, without its activities, and this
+        // process sets the activity's token again.
+        #expect(try await server.backend("DELETE", "v1/apps/demo/devices/\(id)").status == 204)
+        #expect(try await server.backend("GET", "v1/apps/demo/devices/\(id)").status == 404)
+        #expect(try await device.tern.registerNow(facts(device.token), force: true).outcome == .sent)
+        try await waitUntil("the activity's token is set for the device made again") {
+            try await activities(id).first?["token"] == .string(RegistrationFacts.hex(second))
+        }
+
+        // The activity ends: its token is gone from the server, and the next registration does not set it again.
+        #expect(try await device.tern.endActivity(activity))
+        #expect(try await activities(id).isEmpty)
+        #expect(try await !device.tern.endActivity(activity), "the server has no token for it any more")
+        #expect(try await device.tern.registerNow(facts(device.token), force: true).outcome == .sent)
+        // The activities go oldest first: once one given now is set, the ended one would have been set before it.
+        device.tern.register(activityToken: randomToken(), for: "match-8")
+        try await waitUntil("the next activity is set") { try await !activities(id).isEmpty }
+        #expect(try await activities(id).compactMap { $0["activityId"]?.stringValue } == ["match-8"])
+    }
+
     @Test func aNotificationServiceExtensionReportsTheDelivery() async throws {
         let server = try await TernServerProcess.start()
         let device = Device(server)
