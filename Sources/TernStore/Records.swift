@@ -332,6 +332,24 @@ public struct ActivityTokenRecord: Sendable, Equatable {
     }
 }
 
+/// A Live Activity as the registry knows it: how many devices follow it now.
+public struct ActivitySummary: Sendable, Equatable {
+    public var activityID: String
+    /// Devices with a token for it (active or not: a push passes over a deactivated device).
+    public var devices: Int
+    /// When the first of them registered a token for it.
+    public var firstStartedAt: Date
+    /// When one last registered a token for it.
+    public var lastRegisteredAt: Date
+
+    public init(activityID: String, devices: Int, firstStartedAt: Date, lastRegisteredAt: Date) {
+        self.activityID = activityID
+        self.devices = devices
+        self.firstStartedAt = firstStartedAt
+        self.lastRegisteredAt = lastRegisteredAt
+    }
+}
+
 /// Whose tokens a push's recipients hold, so that APNs' verdict on a dead one removes the right thing.
 public enum RecipientTokens: Sendable, Equatable {
     /// The devices' APNs device tokens, or the tokens the audience lists.

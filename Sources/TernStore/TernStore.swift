@@ -160,6 +160,10 @@ public protocol TernStore: Sendable {
     /// ``deactivateTokens(app:_:at:)`` follows, in one transaction. An ended activity's token has no use, so it is
     /// removed, not kept deactivated. - Returns: the tokens removed.
     func removeDeadActivityTokens(app: String, _ tokens: [TokenDeactivation]) async throws -> [String]
+    /// The app's activities with how many devices follow each, by id, `limit` at a time after the cursor (an id).
+    func activities(app: String, after cursor: String?, limit: Int) async throws -> Page<ActivitySummary>
+    /// Activity `id` of the app, or nil if no device follows it.
+    func activity(app: String, id: String) async throws -> ActivitySummary?
     /// Removes up to `limit` activity tokens of activities that started before `before`. - Returns: how many.
     func purgeEndedActivities(startedBefore before: Date, limit: Int) async throws -> Int
     /// Token events after the cursor (an event id), oldest first.

@@ -137,6 +137,35 @@ struct ActivityTokenTests {
         }
     }
 
+    @Test func theBackendSeesTheAppsActivitiesAndHowManyDevicesFollowEach() async throws {
+        try await RouterHarness.withServer { server in
+            for number in 1...3 { try await server.register(Fixture.device(number), token: Fixture.token(number)) }
+            for number in 1...3 { #expect(try await setToken(server, Fixture.device(number), activity: "match-7", Self.activityToken(number)).status == 200) }
+            #expect(try await setToken(server, Fixture.device(1), activity: "match-8", Self.activityToken(10)).status == 200)
+            #expect(try await setToken(server, Fixture.device(2), activity: "order-1", Self.activityToken(20)).status == 200)
+
+            let first = try await server.master.get("/v1/apps/demo/activities?limit=2").json()
+            #expect(first["activities"]?.arrayItems?.compactMap { $0["activityId"]?.string } == ["match-7", "match-8"], "\(first)")
+            #expect(first["activities"]?.arrayItems?.compactMap { $0["devices"]?.int } == [3, 1])
+            let next = try #require(first["next"]?.string)
+            let second = try await server.master.get("/v1/apps/demo/activities?limit=2&after=\(next)").json()
+            #expect(second["activities"]?.arrayItems?.compactMap { $0["activityId"]?.string } == ["order-1"], "\(second)")
+            #expect(second["next"] == nil)
+
+            let one = try await server.master.get("/v1/apps/demo/activities/match-7").json()
+            #expect(one["devices"]?.int == 3, "\(one)")
+            #expect(one["firstStartedAt"]?.string != nil && one["lastRegisteredAt"]?.string != nil)
+            let none = try await server.master.get("/v1/apps/demo/activities/match-9")
+            #expect(none.status == 404, "\(none.text)")
+            let bad = try await server.master.get("/v1/apps/demo/activities?after=a%2Fb")
+            #expect(bad.status == 400, "\(bad.text)")
+            #expect(try bad.json()["field"]?.string == "after", "\(bad.text)")
+            // The app key, which every copy of the app holds, does not list them.
+            let device = try await server.device.send(.GET, "/v1/apps/demo/activities", headers: server.asDevice(Fixture.device(1)))
+            #expect(device.status == 403, "\(device.text)")
+        }
+    }
+
     @Test func badPushesToAnActivityAreRefusedNamingTheirField() async throws {
         try await RouterHarness.withServer { server in
             let cases: [(String, String)] = [

@@ -279,4 +279,32 @@ struct ActivityTokenStoreTests {
             #expect(chunk.recipients == [recipient(1, registered: 10), recipient(6, registered: 60)])
         }
     }
+
+    @Test("the app's activities list by id, a page at a time, each with its devices, first start and last registration", arguments: StoreFactory.all)
+    func listedActivities(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await store.createApp(makeApp("other"))
+            try await registerDevices(3, in: store)
+            for number in 1...3 {
+                _ = try await store.setActivityToken(
+                    app: "demo", deviceID: numbered("device", number), activity: "b-match", token: "b-\(number)", at: time(Int64(10 * number)))
+            }
+            _ = try await store.setActivityToken(app: "demo", deviceID: numbered("device", 1), activity: "a-order", token: "a-1", at: time(5))
+            _ = try await store.setActivityToken(app: "demo", deviceID: numbered("device", 2), activity: "c-ride", token: "c-2", at: time(7))
+
+            let first = try await store.activities(app: "demo", after: nil, limit: 2)
+            #expect(first.items == [
+                ActivitySummary(activityID: "a-order", devices: 1, firstStartedAt: time(5), lastRegisteredAt: time(5)),
+                ActivitySummary(activityID: "b-match", devices: 3, firstStartedAt: time(10), lastRegisteredAt: time(30)),
+            ])
+            #expect(first.next == "b-match")
+            let second = try await store.activities(app: "demo", after: first.next, limit: 2)
+            #expect(second.items.map(\.activityID) == ["c-ride"] && second.next == nil)
+            #expect(try await store.activity(app: "demo", id: "b-match")?.devices == 3)
+            #expect(try await store.activity(app: "demo", id: "none") == nil)
+            #expect(try await store.activities(app: "other", after: nil, limit: 10).items.isEmpty)
+        }
+    }
+
 }

@@ -1466,6 +1466,90 @@ enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/apps/{app}/activities": {
+   "get": {
+    "operationId": "listActivities",
+    "summary": "The app's Live Activities, by id, each with how many devices follow it (have a token for it)",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "a page of activities",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/ActivityList"
+        }
+       }
+      }
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "name": "after",
+      "in": "query",
+      "required": false,
+      "description": "the cursor from the last page (an activity id)",
+      "schema": {
+       "type": "string",
+       "pattern": "^[A-Za-z0-9._:-]{1,128}$"
+      }
+     },
+     {
+      "$ref": "#/components/parameters/limit"
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/activities/{activityId}": {
+   "get": {
+    "operationId": "getActivity",
+    "summary": "One Live Activity and how many devices follow it (404 when none does)",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the activity",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Activity"
+        }
+       }
+      }
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/activityId"
+     }
+    ]
+   }
+  },
   "/v1/apps/{app}/inbox": {
    "get": {
     "operationId": "readInbox",
@@ -2356,6 +2440,52 @@ enum OpenAPIDocument {
      "startedAt",
      "registeredAt",
      "expiresAt"
+    ],
+    "additionalProperties": false
+   },
+   "Activity": {
+    "type": "object",
+    "properties": {
+     "activityId": {
+      "type": "string"
+     },
+     "devices": {
+      "type": "integer",
+      "minimum": 1,
+      "description": "devices with a token for it (a push passes over those whose device token is deactivated)"
+     },
+     "firstStartedAt": {
+      "type": "string",
+      "format": "date-time"
+     },
+     "lastRegisteredAt": {
+      "type": "string",
+      "format": "date-time"
+     }
+    },
+    "required": [
+     "activityId",
+     "devices",
+     "firstStartedAt",
+     "lastRegisteredAt"
+    ],
+    "additionalProperties": false
+   },
+   "ActivityList": {
+    "type": "object",
+    "properties": {
+     "activities": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/Activity"
+      }
+     },
+     "next": {
+      "type": "string"
+     }
+    },
+    "required": [
+     "activities"
     ],
     "additionalProperties": false
    },

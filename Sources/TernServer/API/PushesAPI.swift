@@ -134,6 +134,26 @@ struct PushesAPI {
         var at: Date
     }
 
+    /// A Live Activity and how many devices follow it (``ActivitySummary``).
+    struct ActivityView: ResponseEncodable {
+        var activityId: String
+        var devices: Int
+        var firstStartedAt: Date
+        var lastRegisteredAt: Date
+
+        init(_ summary: ActivitySummary) {
+            activityId = summary.activityID
+            devices = summary.devices
+            firstStartedAt = summary.firstStartedAt
+            lastRegisteredAt = summary.lastRegisteredAt
+        }
+    }
+
+    struct ActivityList: ResponseEncodable {
+        var activities: [ActivityView]
+        var next: String?
+    }
+
     struct TokenEventList: ResponseEncodable {
         struct Event: Codable {
             var id: Int64
@@ -269,6 +289,27 @@ struct PushesAPI {
                 after = value
             }
             return try await tokenEvents(app: app, after: after, limit: try DevicesAPI.limit(query.get("limit")))
+        }
+        // The app's Live Activities, each with how many devices follow it: whom an update would reach.
+        pushes.get("activities") { request, context -> ActivityList in
+            let app = try await apps.app(request, context)
+            try Authorization.requireMaster(request, app: app)
+            let query = request.uri.queryParameters
+            let after = query.get("after")
+            if let after, !ActivityTokenRecord.isValidID(after) {
+                throw JSONAPIError.badRequest(field: "after", "after is the cursor from the last page (an activity id)")
+            }
+            let page = try await store.activities(app: app.id, after: after, limit: try DevicesAPI.limit(query.get("limit")))
+            return ActivityList(activities: page.items.map(ActivityView.init), next: page.next)
+        }
+        pushes.get("activities/:activityId") { request, context -> ActivityView in
+            let app = try await apps.app(request, context)
+            try Authorization.requireMaster(request, app: app)
+            let id = try DevicesAPI.activityID(context)
+            guard let summary = try await store.activity(app: app.id, id: id) else {
+                throw JSONAPIError.notFound("no device follows activity \(id)")
+            }
+            return ActivityView(summary)
         }
     }
 

@@ -234,6 +234,18 @@ struct ConsoleRoutes: Sendable {
                 "token-events", chrome(user, "Token events", app: app.id) { $0.app?.events = true },
                 view: TokenEventsView(events: list.events.map(DeviceView.EventRow.init), next: list.next))
         }
+        console.get("apps/:app/activities") { request, context in
+            guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            let app = try await appRecord(context, user)
+            let after = request.uri.queryParameters.get("after")
+            if let after, !ActivityTokenRecord.isValidID(after) {
+                throw JSONAPIError.badRequest(field: "after", "after is the cursor from the last page (an activity id)")
+            }
+            let page = try await store.activities(app: app.id, after: after, limit: 100)
+            return self.page(
+                "activities", chrome(user, "Live Activities", app: app.id) { $0.app?.activities = true },
+                view: ActivitiesView(activities: page.items.map(ActivitiesView.Row.init), next: page.next))
+        }
     }
 
     private func pushView(_ context: ServerRequestContext, app: AppRecord, failures: Bool = true) async throws -> PushesAPI.PushView {

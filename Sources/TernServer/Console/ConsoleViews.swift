@@ -30,6 +30,7 @@ struct Chrome {
         var compose = false
         var pushes = false
         var events = false
+        var activities = false
         var settings = false
     }
 }
@@ -397,6 +398,24 @@ struct DeviceView {
     var activities: [ActivityRow] = []
     var history: [HistoryRow]
     var events: [EventRow]
+}
+
+struct ActivitiesView {
+    struct Row {
+        var activityId: String
+        var devices: String
+        var firstStartedAt: String
+        var lastRegisteredAt: String
+
+        init(_ summary: ActivitySummary) {
+            activityId = summary.activityID
+            devices = summary.devices.formatted()
+            firstStartedAt = ConsoleFormat.date(summary.firstStartedAt)
+            lastRegisteredAt = ConsoleFormat.date(summary.lastRegisteredAt)
+        }
+    }
+    var activities: [Row]
+    var next: String?
 }
 
 struct TokenEventsView {

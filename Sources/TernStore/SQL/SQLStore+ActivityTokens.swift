@@ -125,3 +125,41 @@ extension ActivityTokenRecord {
             startedAt: try row.date("started_at"), registeredAt: try row.date("registered_at"))
     }
 }
+
+// MARK: - The app's activities
+
+extension SQLStore {
+    public func activities(app: String, after cursor: String?, limit: Int) async throws -> Page<ActivitySummary> {
+        let limit = max(limit, 1)
+        return try await exclusive { db in
+            // Grouped along the primary key, in its order: a page reads its activities' rows and no others.
+            var query: SQLQueryString = """
+                SELECT activity_id, COUNT(*) AS devices, MIN(started_at) AS started_at, MAX(registered_at) AS registered_at
+                FROM activity_tokens WHERE app_id = \(bind: app)
+                """
+            if let cursor { query += " AND activity_id > \(bind: cursor)" }
+            query += " GROUP BY activity_id ORDER BY activity_id LIMIT \(bind: limit + 1)"
+            let rows = try await db.raw(query).all()
+            let items = try rows.prefix(limit).map(ActivitySummary.init(row:))
+            return Page(items: items, next: rows.count > limit ? items.last?.activityID : nil)
+        }
+    }
+
+    public func activity(app: String, id: String) async throws -> ActivitySummary? {
+        try await exclusive { db in
+            try await db.raw("""
+                SELECT activity_id, COUNT(*) AS devices, MIN(started_at) AS started_at, MAX(registered_at) AS registered_at
+                FROM activity_tokens WHERE app_id = \(bind: app) AND activity_id = \(bind: id)
+                GROUP BY activity_id
+                """).first().map(ActivitySummary.init(row:))
+        }
+    }
+}
+
+extension ActivitySummary {
+    init(row: any SQLRow) throws {
+        self.init(
+            activityID: try row.decode(column: "activity_id", as: String.self), devices: try row.decode(column: "devices", as: Int.self),
+            firstStartedAt: try row.date("started_at"), lastRegisteredAt: try row.date("registered_at"))
+    }
+}

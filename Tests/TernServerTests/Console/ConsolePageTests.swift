@@ -31,7 +31,7 @@ struct ConsolePageTests {
         let pages = [
             "/console", "/console/apps", "/console/apps/demo", "/console/apps/demo/devices", "/console/apps/demo/devices?by=tag&q=\(device.tag)",
             "/console/apps/demo/devices/\(device.id)", "/console/apps/demo/compose", "/console/apps/demo/pushes", push,
-            "/console/apps/demo/token-events",
+            "/console/apps/demo/token-events", "/console/apps/demo/activities",
         ]
         for path in pages {
             let page = try await browser.get(path)
@@ -60,6 +60,11 @@ struct ConsolePageTests {
         #expect(try await server.master.put("/v1/apps/demo/devices/\(device.id)/activities/match-\(device.tag)", #"{"token": "\#(activityToken)"}"#).status == 200)
         let following = try await browser.get("/console/apps/demo/devices/\(device.id)")
         #expect(following.text.contains("<dt>Live Activity match-\(device.tag)</dt><dd><code class=\"token\">\(activityToken)</code> started"), "\(following.text)")
+        // The app's activities list it, with its one device and a link to update it.
+        let activities = try await browser.get("/console/apps/demo/activities")
+        #expect(activities.text.contains("<tr><td>match-\(device.tag)</td><td>1</td>"), "\(activities.text)")
+        #expect(activities.text.contains("/console/apps/demo/compose?audience.kind=activity&amp;audience.values=match-\(device.tag)"))
+        #expect(try await browser.get("/console/apps/demo/activities?after=a%2Fb").status == 400)
         // The device's page links to the composer with the device as the audience, counted at once.
         let link = "/console/apps/demo/compose?audience.kind=devices&amp;audience.values=\(device.id)"
         #expect(detail.text.contains(link))

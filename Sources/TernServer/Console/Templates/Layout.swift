@@ -19,6 +19,7 @@ enum ConsoleTemplates {
         "pushes": pushes,
         "push": push,
         "token-events": tokenEvents,
+        "activities": activities,
         "error": error,
     ]
 
@@ -59,6 +60,7 @@ enum ConsoleTemplates {
             <li><a href="/console/apps/{{id}}/compose"{{#compose}} aria-current="page"{{/compose}}>Compose</a></li>
             <li><a href="/console/apps/{{id}}/pushes"{{#pushes}} aria-current="page"{{/pushes}}>Pushes</a></li>
             <li><a href="/console/apps/{{id}}/token-events"{{#events}} aria-current="page"{{/events}}>Token events</a></li>
+            <li><a href="/console/apps/{{id}}/activities"{{#activities}} aria-current="page"{{/activities}}>Live Activities</a></li>
             {{#canManage}}<li><a href="/console/apps/{{id}}"{{#settings}} aria-current="page"{{/settings}}>Settings</a></li>{{/canManage}}
           </ul>
         </nav>

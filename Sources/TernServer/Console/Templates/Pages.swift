@@ -232,6 +232,20 @@ extension ConsoleTemplates {
         {{/main}}{{/layout}}
         """
 
+    static let activities = """
+        {{<layout}}{{$main}}
+        <p class="lede">The Live Activities devices follow now (each registered the activity's token), by id: an update to one reaches its devices. Each is forgotten 12 hours after it started.</p>
+        <div class="table-wrap"><table>
+          <thead><tr><th scope="col">Activity</th><th scope="col">Devices</th><th scope="col">First started</th><th scope="col">Last token</th><th scope="col"><span class="visually-hidden">Send</span></th></tr></thead>
+          <tbody>
+          {{#view.activities}}<tr><td>{{activityId}}</td><td>{{devices}}</td><td>{{firstStartedAt}}</td><td>{{lastRegisteredAt}}</td><td><a href="/console/apps/{{chrome.app.id}}/compose?audience.kind=activity&amp;audience.values={{activityId}}">Update it</a></td></tr>{{/view.activities}}
+          {{^view.activities}}<tr><td colspan="5">No device follows a Live Activity.</td></tr>{{/view.activities}}
+          </tbody>
+        </table></div>
+        {{#view.next}}<p><a href="/console/apps/{{chrome.app.id}}/activities?after={{view.next}}">Next page</a></p>{{/view.next}}
+        {{/main}}{{/layout}}
+        """
+
     static let pushes = """
         {{<layout}}{{$main}}
         <p><a class="button" href="/console/apps/{{chrome.app.id}}/compose">Compose a push</a></p>
