@@ -65,8 +65,11 @@ import Testing
     @Test func aPrunedTokenIsPostedSignedAndRetriedUntilAcknowledged() async throws {
         let receiver = Receiver(failures: 2)
         let clock = ManualClock()
+        let logs = LogRecorder()
         try await receiver.run { port in
-            try await RouterHarness.withServer(configure: { $0.webhooks.allowPrivateNetworks = true }, clocks: .manual(clock)) { server in
+            try await RouterHarness.withServer(
+                configure: { $0.webhooks.allowPrivateNetworks = true }, clocks: .manual(clock), logs: logs
+            ) { server in
                 let patched = try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": "http://127.0.0.1:\#(port)/hook"}"#)
                 #expect(patched.status == 200)
                 let secret = try #require(try patched.json()["webhookSecret"]?.string)
@@ -79,8 +82,13 @@ import Testing
 
                 // Two 500s, then a 200: back-off of 1 s, then 2 s, on the test's clock. The sender looks every second (on
                 // the clock too): at 1 s it tries again, at 2 s it leaves the app alone, at 3 s it tries again.
-                try await waitUntil("the first post") { receiver.received.withLock { $0.count } == 1 }
-                for second in 1...3 {
+                // Before each move the sender has taken in the answer to its last post: the receiver has the post before
+                // the sender has the answer, and a look waits a second of real time for its posts, then sleeps on the
+                // test's clock all the same. Moved before the answer is in, the clock wakes a look that passes the app
+                // over as still posting, and the back-off is dated from the moved clock: every try comes late.
+                let failed = { logs.messages(containing: "webhook delivery failed").count }
+                for (second, failures) in [(1, 1), (2, 2), (3, 2)] {
+                    try await waitUntil("\(failures) failed posts") { failed() == failures }
                     try await withTimeout(10, "the webhook sender to wait until \(second) s") {
                         // The sender's wait, not another loop's that ends at the same second.
                         await clock.waitUntilSleeping(
