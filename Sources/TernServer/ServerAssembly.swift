@@ -35,6 +35,8 @@ struct ServerAssembly {
     let demo: TernServer.DemoSecrets?
     /// `METHOD /path` of every route the API serves, sorted (the console's pages are not the API's).
     let servedRoutes: [String]
+    /// The APNs clients: they learn where the embedded APNs listens when the dispatcher starts.
+    let clients: ClientDirectory
 
     private let configuration: TernServerConfiguration
     private let logger: Logger
@@ -91,6 +93,7 @@ struct ServerAssembly {
             endpointWindow: (initial: configuration.delivery.minimumConcurrency / 2, maximum: configuration.delivery.concurrency),
             proxy: try configuration.apnsProxy,
             legacyReplayWindow: configuration.apns.legacyReplayWindow, clock: clock, logger: logger)
+        self.clients = clients
         let webhookPolicy = WebhookAddressPolicy(allowPrivateNetworks: configuration.webhooks.allowPrivateNetworks)
         let webhooks = WebhookSender(
             store: store, serverKey: serverKey, policy: webhookPolicy, proxy: try configuration.webhooksProxy, coordinator: coordinator, clocks: clocks, logger: logger)

@@ -76,6 +76,9 @@ actor ClientDirectory {
         simulator = ports
     }
 
+    /// Whether apps in the `simulator` environment have somewhere to deliver yet.
+    var knowsSimulator: Bool { simulator != nil }
+
     /// The sender for `app`'s notifications to tokens of `tokenEnvironment` (nil: the app's own).
     func client(for app: AppRecord, tokenEnvironment: APNsEnvironment?) throws -> any NotificationSender {
         guard !closed else { throw EndpointUnavailable(app: app.id, reason: .stopped) }

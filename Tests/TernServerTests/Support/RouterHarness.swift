@@ -132,10 +132,13 @@ enum RouterHarness {
                         stateDirectory: URL(fileURLWithPath: configuration.simulator.stateDirectory, isDirectory: true), logger: logger),
                     logger: logger)
                 let app = Application(router: assembly.router, services: assembly.services, logger: logger)
-                let (simulator, demo, servedRoutes) = (assembly.simulator, assembly.demo, assembly.servedRoutes)
+                let (simulator, demo, servedRoutes, clients) = (assembly.simulator, assembly.demo, assembly.servedRoutes, assembly.clients)
                 let result = try await app.test(.router) { client in
-                    // As `tern serve`'s banner does, the test starts once the simulator listens (it gives its control port).
+                    // As `tern serve`'s banner does, the test starts once the simulator listens (it gives its control port),
+                    // and once the node knows it: the dispatcher tells the APNs clients when it starts, and an app's call to
+                    // APNs before then (the feedback service's, an admin's feedback read) finds no simulator.
                     let address = try await withTimeout(30, "the simulator to start") { try await simulator?.waitUntilReady() }
+                    if simulator != nil { try await waitUntil("the node to know the simulator") { await clients.knowsSimulator } }
                     let router = RouterTestClient(client: client, bearer: nil)
                     return try await body(RoutedServer(
                         admin: router.with(bearer: RunningServer.adminToken),
