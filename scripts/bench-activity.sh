@@ -56,13 +56,8 @@ for round in $(seq 1 "$ROUNDS"); do
   for kind in alert activity; do
     body=$alert expected=$DEVICES
     [ "$kind" = activity ] && body=$update expected=$((DEVICES / 2))
-    t0=$(date +%s.%N)
-    id=$(store_push "$body")
-    [ -n "$id" ] || { echo "the $kind push was not accepted" >&2; exit 1; }
-    seconds=$(follow_push "$id" "$t0")
-    accepted=$(curl -sf "$url/v1/apps/demo/pushes/$id" -H "Authorization: Bearer $master" | grep -o '"accepted":[0-9]*' | cut -d: -f2)
-    [ "$accepted" = "$expected" ] || { echo "the $kind push reached $accepted, not $expected" >&2; exit 1; }
-    echo "round $round: $kind push to $accepted tokens in $seconds s" >&2
+    seconds=$(timed_push "$kind" "$body" "$expected")
+    echo "round $round: $kind push to $expected tokens in $seconds s" >&2
     if [ "$kind" = activity ]; then updates+=("$seconds"); else alerts+=("$seconds"); fi
   done
 done
@@ -75,11 +70,7 @@ out=$(cd "$work" && APP_KEY=$app_key SECRET=$secret METHOD=PUT CALL=activities/m
   DEVICES=$DEVICES THREADS=2 wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s device-call.lua "$url")
 echo "$out" >&2
 stop_server
-rate=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-requests=$(awk '/requests in/ {print $1}' <<<"$out")
-p50=$(awk '$1=="50%" {print $2}' <<<"$out")
-p99=$(awk '$1=="99%" {print $2}' <<<"$out")
-non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
+wrk_figures "$out"
 set_tokens=$(sqlite3 "$work/tern.db" "SELECT COUNT(*) FROM activity_tokens WHERE activity_id = 'match-2' AND token LIKE '$prefix%'")
 in_match1=$(sqlite3 "$work/tern.db" "SELECT COUNT(*) FROM activity_tokens WHERE activity_id = 'match-1'")
 least=$(( requests < DEVICES ? requests : DEVICES ))

@@ -56,11 +56,7 @@ echo "push $push_id to $DEVICES devices: completed in $push_seconds s, $chunks c
 echo "── opens: wrk -t2 -c$CONNECTIONS -d${DURATION}s" >&2
 out=$(opens "$push_id" "$DURATION")
 echo "$out" >&2
-rate=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-requests=$(awk '/requests in/ {print $1}' <<<"$out")
-p50=$(awk '$1=="50%" {print $2}' <<<"$out")
-p99=$(awk '$1=="99%" {print $2}' <<<"$out")
-non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
+wrk_figures "$out"
 opened=$(curl -sf "$url/v1/apps/demo/pushes/$push_id" -H "Authorization: Bearer $master" | grep -o '"opened":[0-9]*' | cut -d: -f2)
 # wrk counts the answers it read; the requests still in flight when it stopped (one per connection at most) were
 # made all the same.

@@ -49,12 +49,8 @@ for round in $(seq 1 "$ROUNDS"); do
   for kind in alert voip; do
     body=$alert expected=$DEVICES
     [ "$kind" = voip ] && body=$voip expected=$((DEVICES / 2))
-    t0=$(date +%s.%N)
-    id=$(store_push "$body")
-    seconds=$(follow_push "$id" "$t0")
-    accepted=$(curl -sf "$url/v1/apps/demo/pushes/$id" -H "Authorization: Bearer $master" | grep -o '"accepted":[0-9]*' | cut -d: -f2)
-    [ "$accepted" = "$expected" ] || { echo "the $kind push reached $accepted, not $expected" >&2; exit 1; }
-    echo "round $round: $kind push to $accepted tokens in $seconds s" >&2
+    seconds=$(timed_push "$kind" "$body" "$expected")
+    echo "round $round: $kind push to $expected tokens in $seconds s" >&2
     if [ "$kind" = voip ]; then voips+=("$seconds"); else alerts+=("$seconds"); fi
   done
 done
@@ -67,11 +63,7 @@ out=$(cd "$work" && APP_KEY=$app_key SECRET=$secret METHOD=PUT CALL=push-tokens/
   DEVICES=$DEVICES THREADS=2 wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s device-call.lua "$url")
 echo "$out" >&2
 stop_server
-rate=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-requests=$(awk '/requests in/ {print $1}' <<<"$out")
-p50=$(awk '$1=="50%" {print $2}' <<<"$out")
-p99=$(awk '$1=="99%" {print $2}' <<<"$out")
-non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
+wrk_figures "$out"
 set_tokens=$(sqlite3 "$work/tern.db" "SELECT COUNT(*) FROM device_push_tokens WHERE token LIKE '$prefix%'")
 least=$(( requests < DEVICES ? requests : DEVICES ))
 most=$(( requests + CONNECTIONS < DEVICES ? requests + CONNECTIONS : DEVICES ))
