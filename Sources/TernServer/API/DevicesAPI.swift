@@ -157,15 +157,9 @@ struct DevicesAPI {
         devices.put(":device/push-tokens/:kind") { request, context -> PushTokenView in
             let (app, device, _) = try await deviceCall(.pushToken, request, context)
             let kind = try Self.pushTokenKind(context)
-            let body = try await JSONBody.decode(PushTokenRequest.self, from: request, limit: 4096)
-            let token: DeviceToken
-            do {
-                token = try DeviceToken(hex: body.token, field: "token")
-            } catch {
-                throw JSONAPIError.badRequest(field: "token", "token must be the \(kind.rawValue) token in hex, as the framework gives it")
-            }
+            let token = try await Self.tokenBody(request, "the \(kind.rawValue) token in hex, as the framework gives it")
             guard let record = try await store.setPushToken(
-                app: app.id, deviceID: device.deviceID, kind: kind, token: token.hex, at: clock.now)
+                app: app.id, deviceID: device.deviceID, kind: kind, token: token, at: clock.now)
             else { throw JSONAPIError.notFound("no device \(device.deviceID)") }
             return PushTokenView(record)
         }
@@ -182,15 +176,9 @@ struct DevicesAPI {
         devices.put(":device/activities/:activityId") { request, context -> ActivityTokenView in
             let (app, device, _) = try await deviceCall(.activityToken, request, context)
             let activity = try Self.activityID(context)
-            let body = try await JSONBody.decode(PushTokenRequest.self, from: request, limit: 4096)
-            let token: DeviceToken
-            do {
-                token = try DeviceToken(hex: body.token, field: "token")
-            } catch {
-                throw JSONAPIError.badRequest(field: "token", "token must be the activity's push token in hex, as ActivityKit gives it")
-            }
+            let token = try await Self.tokenBody(request, "the activity's push token in hex, as ActivityKit gives it")
             guard let record = try await store.setActivityToken(
-                app: app.id, deviceID: device.deviceID, activity: activity, token: token.hex, at: clock.now)
+                app: app.id, deviceID: device.deviceID, activity: activity, token: token, at: clock.now)
             else { throw JSONAPIError.notFound("no device \(device.deviceID)") }
             return ActivityTokenView(record)
         }
@@ -408,6 +396,17 @@ struct DevicesAPI {
                 "the token's kind is \(PushTokenKind.allCases.map(\.rawValue).joined(separator: " or ")), not '\(text.prefix(64))'")
         }
         return kind
+    }
+
+    /// The token of a `{"token"}` body (at most 4 KiB), as lowercase hex. - Throws: 400 naming `token`, saying it
+    /// must be `what`.
+    static func tokenBody(_ request: Request, _ what: String) async throws -> String {
+        let body = try await JSONBody.decode(PushTokenRequest.self, from: request, limit: 4096)
+        do {
+            return try DeviceToken(hex: body.token, field: "token").hex
+        } catch {
+            throw JSONAPIError.badRequest(field: "token", "token must be \(what)")
+        }
     }
 
     static func activityID(_ context: ServerRequestContext) throws(JSONAPIError) -> String {
