@@ -83,6 +83,10 @@ actor FeedbackPoller: Service {
             if let retry = retryAfter[app.id], now < retry { continue }
             do {
                 _ = try await poll(app, now: now)
+            } catch let error as EndpointUnavailable where error.reason == .simulatorOff {
+                // The embedded APNs is starting (the first look can come before the node knows where it listens):
+                // looked at again at the next check, not after the retry delay.
+                continue
             } catch {
                 retryAfter[app.id] = now.addingTimeInterval(Self.retryDelay)
                 logger.warning("cannot read the feedback service", metadata: ["app": "\(app.id)", "error": "\(error)"])
