@@ -5,7 +5,8 @@
 #   - /health answers through it, and /metrics is denied;
 #   - wrong admin tokens are counted per client (nginx's X-Forwarded-For), not per balancer: a guesser is held at 429
 #     while another client is answered, and a guesser writing its own X-Forwarded-For is still counted as itself;
-#   - PUTs of a device are limited per client address (burst 60), and another address is not.
+#   - PUTs of a device are limited per client address (burst 60), and another address is not; so are the PUTs of a
+#     device's activity tokens.
 # Clients are told apart by the loopback address curl sends from (127.0.0.2, 127.0.0.3…).
 #
 #   scripts/nginx-example-test.sh      (about 10 s; installs Debian's nginx-light when nginx is missing)
@@ -73,6 +74,19 @@ check "100 registrations at once from one client: the burst of 60 taken" yes "$(
 check "and the rest limited" yes "$([ "${limited:-0}" -ge 1 ] && [ "$(( ${accepted:-0} + ${limited:-0} ))" = 100 ] && echo yes || echo "no: $answers")"
 check "a registration from another client meanwhile" 200 "$(register 127.0.0.5 1000)"
 check "a GET from the limited client" 200 "$(status --interface 127.0.0.4 "$url/health")"
+
+# A device's activity tokens share the limit: one device rewriting them from one address is held at 429 too.
+secret=$(curl -s --interface 127.0.0.6 -X PUT -H "Authorization: Bearer $app_key" -H 'Content-Type: application/json' \
+  -d "{\"token\": \"$(printf '%056x%08x' 8 1)\", \"environment\": \"production\"}" \
+  "$url/v1/apps/demo/devices/$(printf '6f1c1f9e-8d7a-4d44-9d2e-%012x' 2000)" | grep -o '"deviceSecret":"[^"]*"' | cut -d'"' -f4)
+activity_answers=$(for n in $(seq 1 100); do
+  status --interface 127.0.0.6 -X PUT -H "Authorization: Bearer $app_key" -H "X-Tern-Device-Secret: $secret" \
+    -H 'Content-Type: application/json' -d "{\"token\": \"$(printf '%056x%08x' 9 "$n")\"}" \
+    "$url/v1/apps/demo/devices/$(printf '6f1c1f9e-8d7a-4d44-9d2e-%012x' 2000)/activities/match-$n"
+  echo
+done | sort | uniq -c | awk '{printf "%s:%s ", $2, $1}')
+check "100 activity tokens at once from one device: some limited" yes \
+  "$(grep -q '429:' <<<"$activity_answers" && grep -q '200:' <<<"$activity_answers" && echo yes || echo "no: $activity_answers")"
 
 if [ "$failed" != 0 ]; then
   echo "nginx example: FAILED; tern's log:" >&2

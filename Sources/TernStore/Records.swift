@@ -322,9 +322,10 @@ public struct ActivityTokenRecord: Sendable, Equatable {
         self.registeredAt = registeredAt
     }
 
-    /// Whether `text` can name an activity: 1-128 letters, digits, `.`, `_`, `:` and `-` (it is a part of a URL path).
+    /// Whether `text` can name an activity: 1-128 letters, digits, `.`, `_`, `:` and `-` (it is a part of a URL path),
+    /// and not `.` or `..`, which clients and proxies resolve as a path's steps.
     public static func isValidID(_ text: String) -> Bool {
-        (1...128).contains(text.utf8.count)
+        (1...128).contains(text.utf8.count) && text != "." && text != ".."
             && text.utf8.allSatisfy { byte in
                 (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
                     || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ":") || byte == UInt8(ascii: "-")

@@ -183,6 +183,9 @@ struct ActivityTokenTests {
                 (Self.update(#"{"activity": "m", "all": true}"#), "audience"),
                 (Self.update(#"{"activity": "no/slash"}"#), "audience.activity"),
                 (Self.update(#"{"activity": ""}"#), "audience.activity"),
+                (Self.update(#"{"activity": ".."}"#), "audience.activity"),
+                // A backend that writes "no user" as null must not widen a user's update to every follower.
+                (Self.update(#"{"activity": "m", "aliases": null}"#), "audience.aliases"),
                 (Self.update(#"{"activity": "m", "aliases": []}"#), "audience.aliases"),
             ]
             for (body, field) in cases {
@@ -201,6 +204,7 @@ struct ActivityTokenTests {
             let cases: [(String, String, Int, String)] = [
                 (String(repeating: "x", count: 129), #"{"token": "\#(Self.activityToken(1))"}"#, 400, "activityId"),
                 ("a%20b", #"{"token": "\#(Self.activityToken(1))"}"#, 400, "activityId"),
+                ("..", #"{"token": "\#(Self.activityToken(1))"}"#, 400, "activityId"),
                 ("m", #"{"token": "not hex"}"#, 400, "token"),
                 ("m", #"{"token": ""}"#, 400, "token"),
                 ("m", #"{}"#, 400, "token"),

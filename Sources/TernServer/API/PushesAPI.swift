@@ -62,6 +62,25 @@ struct PushesAPI {
         var all: Bool?
         /// A Live Activity's id: its update tokens, on every device that registered one (of `aliases`, if given).
         var activity: String?
+        /// `aliases` given as null, which with an activity is refused: taken as left out, a user's update would reach
+        /// every device following the activity.
+        var aliasesNull = false
+
+        private enum CodingKeys: String, CodingKey {
+            case tokens, devices, aliases, tags, match, all, activity
+        }
+
+        init(from decoder: any Decoder) throws {
+            let members = try decoder.container(keyedBy: CodingKeys.self)
+            tokens = try members.decodeIfPresent([String].self, forKey: .tokens)
+            devices = try members.decodeIfPresent([String].self, forKey: .devices)
+            aliases = try members.decodeIfPresent([String].self, forKey: .aliases)
+            tags = try members.decodeIfPresent([String].self, forKey: .tags)
+            match = try members.decodeIfPresent(String.self, forKey: .match)
+            all = try members.decodeIfPresent(Bool.self, forKey: .all)
+            activity = try members.decodeIfPresent(String.self, forKey: .activity)
+            aliasesNull = members.contains(.aliases) && aliases == nil
+        }
     }
 
     struct PushView: ResponseEncodable {
@@ -560,6 +579,11 @@ struct PushesAPI {
             return Array(Set(result)).sorted()
         }
         if let activity = input.activity {
+            if input.aliasesNull {
+                throw .badRequest(
+                    field: "audience.aliases",
+                    "aliases is a list of 1-\(maxListedRecipients) aliases, not null: leave it out to reach every device that follows the activity")
+            }
             guard ActivityTokenRecord.isValidID(activity) else {
                 throw .badRequest(field: "audience.activity", "an activity id is 1-128 letters, digits, '.', '_', ':' and '-': '\(activity.prefix(80))'")
             }

@@ -106,8 +106,11 @@ enum ConsoleRequests {
         case "all":
             body.set("audience.all", .value(.bool(true)))
         case "activity":
-            // One id: the text as given, which the API checks.
-            body.set("audience.activity", .value(.string((form["audience.values"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines))))
+            // The id on the first line, as given (the API checks it); the users to narrow it to on the lines after.
+            let lines = (form["audience.values"] ?? "").split(whereSeparator: \.isNewline)
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            body.set("audience.activity", .value(.string(lines.first ?? "")))
+            if lines.count > 1 { body.set("audience.aliases", .value(.array(lines.dropFirst().map(JSONValue.string)))) }
         case let kind:
             // One per line; ids, tokens and tags may also be separated by commas or spaces (an alias may hold both).
             let text = form["audience.values"] ?? ""

@@ -323,6 +323,13 @@ struct ConsolePageTests {
             "/console/apps/demo/preview", update, headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])
         #expect(try scored.json()["problem"] == nil, "\(scored.text)")
         #expect(try scored.json()["audience"]?.string == "Reaches 1 device's token for the activity now.", "\(scored.text)")
+        // Narrowed to users on the lines after the id: the device's own, then another's.
+        for (user, reached) in [(device.alias, "1 device's token"), ("nobody-\(device.tag)", "0 devices' tokens")] {
+            let narrowed = update.map { $0.0 == "audience.values" ? ($0.0, "\(activity)\n\(user)") : $0 }
+            let answer = try await browser.post(
+                "/console/apps/demo/preview", narrowed, headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])
+            #expect(try answer.json()["audience"]?.string == "Reaches \(reached) for the activity now.", "\(answer.text)")
+        }
         let start = update.map { $0.0 == "payload" ? ($0.0, #"{"aps": {"event": "start", "timestamp": 1}}"#) : $0 }
         let refused = try await browser.post(
             "/console/apps/demo/preview", start, headers: [("Accept", "application/json"), ("X-CSRF-Token", browser.csrf!)])

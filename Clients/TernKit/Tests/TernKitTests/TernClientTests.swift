@@ -115,7 +115,7 @@ struct TernClientTests {
         #expect(date?.kind == .badAnswer && date?.message.contains("'startedAt'") == true)
     }
 
-    @Test(arguments: ["", String(repeating: "a", count: 129), "match 7", "a/b", "..%2F", "matché", "match#7", "한국"])
+    @Test(arguments: ["", String(repeating: "a", count: 129), "match 7", "a/b", "..%2F", "matché", "match#7", "한국", ".", ".."])
     func anActivityIdTheServerWouldRefuseNeverLeaves(id: String) async throws {
         let http = ScriptedHTTP([])
         let client = TernClient(configuration: configuration, transport: http)

@@ -13,7 +13,7 @@ extension ConsoleTemplates {
             <div class="choices" role="radiogroup" aria-label="Send to">
               {{#view.audienceKinds}}<span><input type="radio" id="audience-{{value}}" name="audience.kind" value="{{value}}"{{#selected}} checked{{/selected}}> <label for="audience-{{value}}">{{label}}</label></span>{{/view.audienceKinds}}
             </div>
-            <p><label for="audience-values">Tags, aliases, device ids or tokens (one a line)</label>
+            <p><label for="audience-values">Tags, aliases, device ids or tokens (one a line); a Live Activity's id, then the users to narrow it to</label>
               <textarea id="audience-values" name="audience.values" rows="3" spellcheck="false" aria-describedby="audience-estimate">{{view.form.audience_values}}</textarea></p>
             <p><label for="audience-match">With several tags, devices having</label>
               <select id="audience-match" name="audience.match">{{#view.matches}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/view.matches}}</select></p>

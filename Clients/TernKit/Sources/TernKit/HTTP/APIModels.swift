@@ -151,7 +151,7 @@ public struct RegisteredActivityToken: Sendable, Equatable, Decodable {
     /// Whether `id` can name an activity: 1-128 ASCII letters, digits, `.`, `_`, `:` and `-` (it is a part of a URL
     /// path), as the server takes.
     public static func isValidActivityID(_ id: String) -> Bool {
-        (1...128).contains(id.utf8.count)
+        (1...128).contains(id.utf8.count) && id != "." && id != ".."
             && id.utf8.allSatisfy { byte in
                 switch byte {
                 case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
