@@ -127,9 +127,20 @@ public enum RegistrationCaller: Sendable, Equatable {
     /// - presentedSecretHash: SHA-256 of the `X-Tern-Device-Secret` it sent, if any. An existing device's row must
     ///   hold the same hash (or, for a device from before random secrets, `legacySecretHash`).
     /// - legacySecretHash: SHA-256 of the secret the server derived for this id before random secrets.
-    /// - aliasProven: the alias in the registration came with a valid signed alias token (or the app's binding is
-    ///   open). Without it, the registration may only keep the alias the device has.
-    case device(presentedSecretHash: [UInt8]?, legacySecretHash: [UInt8], aliasProven: Bool)
+    /// - aliasProof: what it showed for the alias in the registration. Without a token or an open app, it may only
+    ///   keep the alias it has, and only one bound with proof.
+    case device(presentedSecretHash: [UInt8]?, legacySecretHash: [UInt8], aliasProof: AliasProof)
+}
+
+/// What a device showed for the alias in its registration.
+public enum AliasProof: Sendable, Equatable {
+    /// A valid alias token the app's backend signed.
+    case token
+    /// Nothing, on an app whose binding is open: any alias is bound, and the binding is kept as unproven, so that
+    /// switching the app to `signed` unbinds it (``TernStore/unbindUnprovenAliases(app:at:)``).
+    case open
+    /// Nothing: only the alias the device has may be kept, and only if it was bound with proof.
+    case none
 }
 
 /// Why the store refused a registration. Nothing was written.

@@ -107,6 +107,9 @@ public protocol TernStore: Sendable {
     func devices(app: String, token: String) async throws -> [DeviceRecord]
     /// Returns false if there was no such device.
     func deleteDevice(app: String, deviceID: String) async throws -> Bool
+    /// Unbinds every device of the app whose alias was bound without proof, while the app's binding was open (``AliasProof/open``):
+    /// the app binds only with tokens now. - Returns: how many.
+    func unbindUnprovenAliases(app: String, at: Date) async throws -> Int
     /// Unbinds the device from its alias (logout). Returns the device, or nil if there is none.
     func removeAlias(app: String, deviceID: String, at: Date) async throws -> DeviceRecord?
     /// Adds and removes tags. Returns the device, or nil if there is none.

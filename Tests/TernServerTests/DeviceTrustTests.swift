@@ -296,6 +296,51 @@ import Testing
         }
     }
 
+    /// An app switched from open to signed binding: someone who bound their phone to a user while it was open must not
+    /// keep that user's pushes and inbox. The bindings made without an alias token go at the switch; those made with
+    /// one, or by the backend, stay.
+    @Test func aliasesBoundWithoutProofWhileTheAppWasOpenAreUnboundWhenItBindsOnlyWithTokens() async throws {
+        try await RouterHarness.withServer { server in
+            #expect(try await server.admin.patch("/v1/apps/demo", #"{"userBinding": "open"}"#).status == 200)
+            let token = AliasTokens.mint(alias: "alice", app: "demo", secret: server.identitySecret)
+            // 1: an attacker's phone, bound to alice with nothing; 2: alice's, with her token; 3: bob's, by the backend.
+            let attacker = try await server.device.put("/v1/apps/demo/devices/\(Fixture.device(1))", Fixture.registration(token: Fixture.token(1), alias: "alice"))
+            #expect(attacker.status == 200, "\(attacker.text)")
+            let attackerSecret = try #require(try attacker.json()["deviceSecret"]?.string)
+            let alice = try await server.device.put(
+                "/v1/apps/demo/devices/\(Fixture.device(2))", Fixture.registration(token: Fixture.token(2), alias: "alice", aliasToken: token))
+            #expect(alice.status == 200, "\(alice.text)")
+            let aliceSecret = try #require(try alice.json()["deviceSecret"]?.string)
+            #expect(try await server.master.put("/v1/apps/demo/devices/\(Fixture.device(3))", Fixture.registration(token: Fixture.token(3), alias: "bob")).status == 200)
+            // The attacker's phone registers again, as an app does at each launch: still unproven.
+            #expect(try await server.device.send(
+                .PUT, "/v1/apps/demo/devices/\(Fixture.device(1))", body: Fixture.registration(token: Fixture.token(1), alias: "alice"),
+                headers: [("X-Tern-Device-Secret", attackerSecret)]).status == 200)
+
+            let switched = try await server.admin.patch("/v1/apps/demo", #"{"userBinding": "signed"}"#)
+            #expect(switched.status == 200, "\(switched.text)")
+            #expect(try switched.json()["unboundAliases"]?.int == 1)
+            #expect(try await server.master.get("/v1/apps/demo/devices/\(Fixture.device(1))").json()["alias"] == nil)
+            #expect(try await server.master.get("/v1/apps/demo/devices/\(Fixture.device(2))").json()["alias"]?.string == "alice")
+            #expect(try await server.master.get("/v1/apps/demo/devices/\(Fixture.device(3))").json()["alias"]?.string == "bob")
+            let push = try await server.push(Fixture.push(audience: #"{"aliases": ["alice"]}"#))
+            #expect(push[path: "counts.targeted"]?.int == 1, "only alice's own phone: \(push)")
+            #expect(try await server.arrivals().last?.token == Fixture.token(2))
+
+            // The attacker's phone cannot bind her again without her token; hers keeps her with none.
+            let again = try await server.device.send(
+                .PUT, "/v1/apps/demo/devices/\(Fixture.device(1))", body: Fixture.registration(token: Fixture.token(1), alias: "alice"),
+                headers: [("X-Tern-Device-Secret", attackerSecret)])
+            #expect(again.status == 403, "\(again.text)")
+            #expect(try again.json()["field"]?.string == "aliasToken")
+            #expect(try await server.device.send(
+                .PUT, "/v1/apps/demo/devices/\(Fixture.device(2))", body: Fixture.registration(token: Fixture.token(2), alias: "alice"),
+                headers: [("X-Tern-Device-Secret", aliceSecret)]).status == 200)
+            // A PATCH that does not switch unbinds nothing, and says nothing of it.
+            #expect(try await server.admin.patch("/v1/apps/demo", #"{"inboxCap": 10}"#).json()["unboundAliases"] == nil)
+        }
+    }
+
     /// A database from before device trust (schema version 4): its devices were given secrets derived from the
     /// server key. After the upgrade they prove themselves with those, their app keeps binding users as before
     /// ('open', with a warning at start), and the device API needs the secret as for any device.
@@ -342,7 +387,10 @@ import Testing
             #expect(try await server.admin.get("/v1/apps/legacy").json()["userBinding"]?.string == "open")
             #expect(try await server.admin.get("/v1/apps/legacy").json()["hasIdentitySecret"] == .bool(false))
             // Switching to signed binding without an identity secret yet: a token is refused, saying how to make one.
-            #expect(try await server.admin.patch("/v1/apps/legacy", #"{"userBinding": "signed"}"#).status == 200)
+            // Its user was bound before there were alias tokens: the switch unbinds the device, which binds again with one.
+            let switched = try await server.admin.patch("/v1/apps/legacy", #"{"userBinding": "signed"}"#)
+            #expect(switched.status == 200)
+            #expect(try switched.json()["unboundAliases"]?.int == 1)
             let signed = try await client.send(
                 .PUT, path, body: Fixture.registration(token: Fixture.token(2), alias: "user-2", aliasToken: "a.b.c"), headers: [("X-Tern-Device-Secret", derived)])
             #expect(signed.status == 403)

@@ -13,10 +13,10 @@ struct DeviceSecretTests {
 
     /// A registration by the device itself.
     static func byDevice(
-        _ deviceID: String, token: String, alias: String? = nil, presenting: [UInt8]?, aliasProven: Bool = false, newSecret: [UInt8] = secretA
+        _ deviceID: String, token: String, alias: String? = nil, presenting: [UInt8]?, aliasProof: AliasProof = .none, newSecret: [UInt8] = secretA
     ) -> DeviceRegistration {
         var value = registration(deviceID, token: token, alias: alias)
-        value.caller = .device(presentedSecretHash: presenting, legacySecretHash: legacy, aliasProven: aliasProven)
+        value.caller = .device(presentedSecretHash: presenting, legacySecretHash: legacy, aliasProof: aliasProof)
         value.newSecretHash = newSecret
         return value
     }
@@ -46,7 +46,7 @@ struct DeviceSecretTests {
             for presented in [nil, Self.secretB, Self.legacy] {
                 await #expect(throws: StoreError.refused(.deviceSecret)) {
                     _ = try await store.register(
-                        Self.byDevice("d1", token: "attacker", alias: "victim", presenting: presented, aliasProven: true), app: "demo", at: time(2))
+                        Self.byDevice("d1", token: "attacker", alias: "victim", presenting: presented, aliasProof: .token), app: "demo", at: time(2))
                 }
             }
             #expect(try await store.device(app: "demo", deviceID: "d1") == before)
@@ -110,7 +110,7 @@ struct DeviceSecretTests {
             #expect(try await store.devices(app: "demo", alias: "victim").isEmpty)
 
             let bound = try await store.register(
-                Self.byDevice("d1", token: "t1", alias: "alice", presenting: nil, aliasProven: true), app: "demo", at: time(2))
+                Self.byDevice("d1", token: "t1", alias: "alice", presenting: nil, aliasProof: .token), app: "demo", at: time(2))
             #expect(bound.alias == "alice")
             // Every launch sends the same alias again, with no new proof.
             let again = try await store.register(Self.byDevice("d1", token: "t2", alias: "alice", presenting: Self.secretA), app: "demo", at: time(3))
@@ -127,6 +127,30 @@ struct DeviceSecretTests {
         }
     }
 
+    @Test("an alias bound without proof on an open app is kept as such, not kept without proof once the app is signed, and unbound at the switch", arguments: StoreFactory.all)
+    func unprovenBindings(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            // Bound on an open app with nothing; registered again the same way, and with the same alias by a later
+            // launch after a token proved it elsewhere: d1 stays unproven, d2 is proven by its token.
+            _ = try await store.register(Self.byDevice("d1", token: "t1", alias: "alice", presenting: nil, aliasProof: .open), app: "demo", at: time(1))
+            _ = try await store.register(Self.byDevice("d1", token: "t1", alias: "alice", presenting: Self.secretA, aliasProof: .open), app: "demo", at: time(2))
+            _ = try await store.register(Self.byDevice("d2", token: "t2", alias: "alice", presenting: nil, aliasProof: .open), app: "demo", at: time(3))
+            _ = try await store.register(Self.byDevice("d2", token: "t2", alias: "alice", presenting: Self.secretA, aliasProof: .token), app: "demo", at: time(4))
+            // A registration without an alias keeps the binding as it was.
+            _ = try await store.register(Self.byDevice("d1", token: "t1", presenting: Self.secretA, aliasProof: .open), app: "demo", at: time(5))
+
+            // The app binds only with tokens now: d1 cannot keep alice with nothing, d2 can.
+            await #expect(throws: StoreError.refused(.aliasBinding)) {
+                _ = try await store.register(Self.byDevice("d1", token: "t1", alias: "alice", presenting: Self.secretA), app: "demo", at: time(6))
+            }
+            #expect(try await store.register(Self.byDevice("d2", token: "t2", alias: "alice", presenting: Self.secretA), app: "demo", at: time(6)).alias == "alice")
+            #expect(try await store.unbindUnprovenAliases(app: "demo", at: time(7)) == 1)
+            #expect(try await store.devices(app: "demo", alias: "alice").map(\.deviceID) == ["d2"])
+            #expect(try await store.unbindUnprovenAliases(app: "demo", at: time(8)) == 0)
+        }
+    }
+
     @Test("the alias a device keeps without proof is the same bytes, not text Swift takes for equal", arguments: StoreFactory.all)
     func keptAliasIsComparedByBytes(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in
@@ -135,7 +159,7 @@ struct DeviceSecretTests {
             let lookalike = "\u{212A}ate"
             #expect(lookalike == "Kate" && !lookalike.utf8.elementsEqual("Kate".utf8), "the premise: equal to Swift, not in bytes")
             _ = try await store.register(
-                Self.byDevice("d1", token: "t1", alias: lookalike, presenting: nil, aliasProven: true), app: "demo", at: time(1))
+                Self.byDevice("d1", token: "t1", alias: lookalike, presenting: nil, aliasProof: .token), app: "demo", at: time(1))
             await #expect(throws: StoreError.refused(.aliasBinding)) {
                 _ = try await store.register(Self.byDevice("d1", token: "t1", alias: "Kate", presenting: Self.secretA), app: "demo", at: time(2))
             }

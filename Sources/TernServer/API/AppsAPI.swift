@@ -104,6 +104,9 @@ struct AppsAPI {
         var identitySecret: String?
         /// The key webhook requests are signed with (`X-Tern-Signature`); shown when a webhook URL is set.
         var webhookSecret: String?
+        /// In the answer of the `PATCH` that switched `userBinding` from open to signed: the devices whose alias was
+        /// bound without proof meanwhile, unbound now (they bind again with an alias token).
+        var unboundAliases: Int?
     }
 
     struct EndpointView: Codable {
@@ -296,9 +299,14 @@ struct AppsAPI {
         updated.updatedAt = max(clock.now, app.updatedAt.addingTimeInterval(0.001))
         try await store.updateApp(updated)
         cache.evict(app.id)
+        // Binding only with tokens now: the bindings made without one go, or anyone who bound their phone to a user
+        // while the app was open would keep getting that user's pushes and reading their inbox.
+        let unbound = app.userBinding == .open && updated.userBinding == .signed
+            ? try await store.unbindUnprovenAliases(app: app.id, at: clock.now) : nil
         await clients.forget(app: app.id)
         await appChanged(app.id)
         var shown = try view(updated)
+        shown.unboundAliases = unbound
         shown.appKey = appKey
         shown.masterSecret = masterSecret
         shown.identitySecret = identitySecret

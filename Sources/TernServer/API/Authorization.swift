@@ -107,14 +107,14 @@ struct Authorization: Sendable {
         }
     }
 
-    /// Whether a device (app key) may bind the alias in its registration, before the store compares it with the
-    /// alias it has (keeping the same alias needs no new proof).
-    /// - Returns: true when the alias is proven: a valid alias token, or an app whose binding is open.
+    /// What a device (app key) shows for the alias in its registration, before the store compares it with the alias
+    /// it has (keeping the same alias, bound with proof, needs no new proof).
+    /// - Returns: `.token` for a valid alias token; without one, `.open` on an app whose binding is open, else `.none`.
     /// - Throws: 403 naming the reason when an alias token is given and does not verify.
-    static func aliasProven(
+    static func aliasProof(
         alias: String?, aliasToken: String?, app: AppRecord, deviceID: String, identitySecret: [UInt8]?, now: Date
-    ) throws(JSONAPIError) -> Bool {
-        guard let aliasToken else { return app.userBinding == .open }
+    ) throws(JSONAPIError) -> AliasProof {
+        guard let aliasToken else { return app.userBinding == .open ? .open : .none }
         guard let alias else { throw .badRequest(field: "aliasToken", "aliasToken goes with alias: the alias it was signed for") }
         guard let identitySecret else {
             throw .forbidden(
@@ -126,7 +126,7 @@ struct Authorization: Sendable {
         } catch {
             throw .forbidden("the alias token is refused: \(error.rawValue)", field: "aliasToken")
         }
-        return true
+        return .token
     }
 
     // MARK: Bearer secrets

@@ -340,10 +340,10 @@ struct DevicesAPI {
             registration.caller = .backend
         case .appKey:
             let identitySecret = try app.sealedIdentitySecret.map { sealed throws(JSONAPIError) in try openIdentitySecret(sealed) }
-            let proven = try Authorization.aliasProven(
+            let proof = try Authorization.aliasProof(
                 alias: body.alias, aliasToken: body.aliasToken, app: app, deviceID: deviceID, identitySecret: identitySecret, now: now)
             registration.caller = .device(
-                presentedSecretHash: presented, legacySecretHash: gate.legacySecretHash(app: app.id, deviceID: deviceID), aliasProven: proven)
+                presentedSecretHash: presented, legacySecretHash: gate.legacySecretHash(app: app.id, deviceID: deviceID), aliasProof: proof)
         }
         do {
             let record = try await store.register(registration, app: app.id, at: now)

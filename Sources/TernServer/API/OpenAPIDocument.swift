@@ -2135,6 +2135,11 @@ enum OpenAPIDocument {
      "webhookSecret": {
       "type": "string",
       "description": "when the webhook URL is set"
+     },
+     "unboundAliases": {
+      "type": "integer",
+      "minimum": 0,
+      "description": "in the answer of the PATCH that switched userBinding from open to signed: the devices whose alias was bound without an alias token meanwhile, unbound now"
      }
     },
     "required": [

@@ -516,6 +516,15 @@ extension SQLStore {
                 "CREATE INDEX activity_tokens_by_device ON activity_tokens (app_id, device_id)",
                 "CREATE INDEX activity_tokens_by_start ON activity_tokens (started_at)",
             ]),
+            // Whether each device's alias was bound without proof (1), while its app's binding was open, so that
+            // switching the app to `signed` unbinds those. The bindings of apps open now were all made so.
+            Migration(version: 23, name: "unproven alias bindings", statements: [
+                "ALTER TABLE devices ADD COLUMN alias_unproven INTEGER",
+                """
+                UPDATE devices SET alias_unproven = 1
+                WHERE alias IS NOT NULL AND app_id IN (SELECT id FROM apps WHERE user_binding = '\(UserBinding.open.rawValue)')
+                """,
+            ]),
         ]
     }
 }

@@ -126,17 +126,35 @@ extension SQLStore {
 
     /// Why the caller may not make this registration, or nil if it may. - Parameter current: the device's row now.
     static func refusal(of registration: DeviceRegistration, existing current: CurrentDevice?) -> RegistrationRefusal? {
-        guard case .device(let presented, let legacy, let aliasProven) = registration.caller else { return nil }
+        guard case .device(let presented, let legacy, let proof) = registration.caller else { return nil }
         if let current {
             guard let presented, ConstantTime.equal(presented, current.secretHash ?? legacy) else { return .deviceSecret }
         }
-        if let alias = registration.alias, !aliasProven {
-            // The alias it has already needs no proof. Compared by bytes, as the database keeps it: Swift's `==`
-            // takes canonically equivalent texts (a KELVIN SIGN and "K") for the same alias.
-            let unchanged = current?.alias.map { alias.utf8.elementsEqual($0.utf8) } ?? false
+        if let alias = registration.alias, proof == .none {
+            // The alias it has already needs no proof, if it was bound with proof: one bound while the app was open
+            // is not kept so once the app binds only with tokens. Compared by bytes, as the database keeps it:
+            // Swift's `==` takes canonically equivalent texts (a KELVIN SIGN and "K") for the same alias.
+            let unchanged = current.map { current in
+                !current.aliasUnproven && current.alias.map { alias.utf8.elementsEqual($0.utf8) } == true
+            } ?? false
             if !unchanged { return .aliasBinding }
         }
         return nil
+    }
+
+    /// What the registration's binding is to be kept as (`devices.alias_unproven`): 1 bound without proof on an open
+    /// app, 0 bound with proof (an alias token, or the backend), nil for no change (no alias given, or the same one
+    /// kept).
+    static func aliasUnproven(_ registration: DeviceRegistration, current: CurrentDevice?) -> Int? {
+        guard let alias = registration.alias else { return nil }
+        switch registration.caller {
+        case .backend: return 0
+        case .device(_, _, .token): return 0
+        case .device(_, _, .open):
+            let unchanged = current?.alias.map { alias.utf8.elementsEqual($0.utf8) } ?? false
+            return unchanged ? nil : 1
+        case .device(_, _, .none): return nil
+        }
     }
 
 
@@ -147,11 +165,11 @@ extension SQLStore {
         // index), SQLite scans the app's devices: registrations then slow down as the registry grows.
         let byToken: SQLQueryString = tokens.isEmpty ? "" : """
             UNION ALL
-            SELECT device_id, token, environment, token_registered_at, alias, created_at, secret_hash FROM devices
+            SELECT device_id, token, environment, token_registered_at, alias, created_at, secret_hash, alias_unproven FROM devices
             WHERE app_id = \(bind: app) AND token IN (\(binds: tokens))
             """
         let rows = try await db.raw("""
-            SELECT device_id, token, environment, token_registered_at, alias, created_at, secret_hash FROM devices
+            SELECT device_id, token, environment, token_registered_at, alias, created_at, secret_hash, alias_unproven FROM devices
             WHERE app_id = \(bind: app) AND device_id IN (\(binds: deviceIDs))
             \(byToken)
             """).all()
@@ -161,7 +179,8 @@ extension SQLStore {
                 environment: try row.word("environment", as: APNsEnvironment.self),
                 tokenRegisteredAt: try row.decode(column: "token_registered_at", as: Int64.self),
                 alias: try row.decode(column: "alias", as: String?.self), createdAt: try row.decode(column: "created_at", as: Int64.self),
-                secretHash: try row.decode(column: "secret_hash", as: Data?.self).map { [UInt8]($0) })
+                secretHash: try row.decode(column: "secret_hash", as: Data?.self).map { [UInt8]($0) },
+                aliasUnproven: try row.decode(column: "alias_unproven", as: Int?.self) == 1)
         }
     }
 
@@ -216,19 +235,21 @@ extension SQLStore {
                 (\(bind: app), \(bind: registration.deviceID), \(bind: registration.token), \(bind: registration.environment.storedWord),
                 \(bind: registration.alias), \(bind: registration.locale), \(bind: registration.timezone),
                 \(bind: registration.appVersion), \(bind: now), \(bind: now), \(bind: now), \(bind: now),
-                \(bind: registration.newSecretHash.isEmpty ? nil : Data(registration.newSecretHash)))
+                \(bind: registration.newSecretHash.isEmpty ? nil : Data(registration.newSecretHash)),
+                \(bind: aliasUnproven(registration, current: byDevice[registration.deviceID])))
                 """
         }
         // No RETURNING: every returned row costs a thread hand-off in SQLiteNIO; the records are known from the
         // rows read above and the registrations.
         try await db.raw("""
             INSERT INTO devices (app_id, device_id, token, environment, alias, locale, timezone, app_version,
-                token_registered_at, last_registered_at, created_at, updated_at, secret_hash)
+                token_registered_at, last_registered_at, created_at, updated_at, secret_hash, alias_unproven)
             VALUES \(values.joined(separator: ", "))
             ON CONFLICT (app_id, device_id) DO UPDATE SET
                 token = excluded.token,
                 environment = excluded.environment,
                 alias = COALESCE(excluded.alias, devices.alias),
+                alias_unproven = COALESCE(excluded.alias_unproven, devices.alias_unproven),
                 locale = excluded.locale,
                 timezone = excluded.timezone,
                 app_version = excluded.app_version,
@@ -290,4 +311,6 @@ struct CurrentDevice {
     var alias: String?
     var createdAt: Int64
     var secretHash: [UInt8]?
+    /// Its alias was bound without proof, while the app's binding was open.
+    var aliasUnproven = false
 }

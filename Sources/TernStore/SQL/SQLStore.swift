@@ -168,10 +168,20 @@ public final class SQLStore: TernStore {
     public func removeAlias(app: String, deviceID: String, at: Date) async throws -> DeviceRecord? {
         try await transaction { db in
             try await db.raw("""
-                UPDATE devices SET alias = NULL, updated_at = \(bind: at.milliseconds)
+                UPDATE devices SET alias = NULL, alias_unproven = NULL, updated_at = \(bind: at.milliseconds)
                 WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID)
                 """).run()
             return try await Self.device(app: app, deviceID: deviceID, db)
+        }
+    }
+
+    public func unbindUnprovenAliases(app: String, at: Date) async throws -> Int {
+        try await transaction { db in
+            try await db.raw("""
+                UPDATE devices SET alias = NULL, alias_unproven = NULL, updated_at = \(bind: at.milliseconds)
+                WHERE app_id = \(bind: app) AND alias_unproven = 1
+                RETURNING device_id
+                """).all().count
         }
     }
 
