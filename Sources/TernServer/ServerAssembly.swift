@@ -196,7 +196,7 @@ struct ServerAssembly {
         let channelTasks = ChannelTasks()
         let channel = DeviceChannelAPI(
             store: store, apps: cache, gate: gate, connections: connections, recorder: recorder, tasks: channelTasks,
-            pingInterval: configuration.channel.pingInterval, clocks: clocks, logger: logger)
+            pingInterval: configuration.channel.pingInterval, clocks: clocks, onOpenEvent: { webhooks.wake() }, logger: logger)
         channel.register(on: router)
         deviceChannel = channel
         // The operator's console: pages over the same pieces (apps, pushes, the store), not part of the API's contract.

@@ -16,8 +16,10 @@ public struct AppRecord: Sendable, Equatable {
     public var appKeyHash: [UInt8]
     /// SHA-256 of the master secret (the app's backend: sending, reading everything).
     public var masterSecretHash: [UInt8]
-    /// Where token events are POSTed, if anywhere.
+    /// Where token events (and the other ``webhookEvents``) are POSTed, if anywhere.
     public var webhookURL: String?
+    /// The kinds of events POSTed to ``webhookURL``: token deactivations unless the app asked for others too.
+    public var webhookEvents: Set<WebhookEventKind> = AppRecord.defaultWebhookEvents
     /// The longest a push may keep its message in the inbox, in seconds.
     public var inboxMaxTTL: Int = AppRecord.defaultInboxMaxTTL
     /// The most unexpired messages one user's (or alias-less device's) inbox keeps; the oldest go first.
@@ -47,6 +49,8 @@ public struct AppRecord: Sendable, Equatable {
     /// The app-level maximum unless set: 30 days, also the highest it can be set to.
     public static let defaultInboxMaxTTL = 30 * 24 * 3600
     public static let defaultInboxCap = 1000
+    /// What an app's webhook posts unless it asks for more: what it posted before there was a choice.
+    public static let defaultWebhookEvents: Set<WebhookEventKind> = [.tokenDeactivated]
     public static let http2 = "http2"
     public static let legacy = "legacy"
     /// Apple asked providers to read the feedback service about once a day; twice a day is the usual choice.
@@ -386,6 +390,53 @@ public struct TokenDeactivation: Sendable, Equatable {
         self.reason = reason
         self.invalidSince = invalidSince
         self.apnsTimestamp = apnsTimestamp
+    }
+}
+
+/// A kind of event an app's webhook posts: its ``rawValue`` is the `type` of the posts that carry it, and its name in
+/// the app's `webhookEvents`.
+public enum WebhookEventKind: String, Sendable, Hashable, CaseIterable, Comparable {
+    /// A device's token was deactivated (``TokenEvent``).
+    case tokenDeactivated = "token.deactivated"
+    /// A user opened a push on one of their devices, as the app reported it (``OpenEvent``).
+    case pushOpened = "push.opened"
+
+    public static func < (lhs: Self, rhs: Self) -> Bool {
+        allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+    }
+}
+
+/// A push the app reported its user opened on a device, for the webhooks of apps that ask for opens: the first
+/// open of the push (or of its message over the devices' connections) on that device.
+public struct OpenEvent: Sendable, Equatable {
+    /// Increasing per store, in the order the opens were recorded; the webhook's cursor.
+    public var id: Int64
+    public var appID: String
+    public var pushID: String
+    public var deviceID: String
+    /// The user the device was bound to when the open was reported.
+    public var alias: String?
+    public var occurredAt: Date
+
+    public init(id: Int64, appID: String, pushID: String, deviceID: String, alias: String?, occurredAt: Date) {
+        self.id = id
+        self.appID = appID
+        self.pushID = pushID
+        self.deviceID = deviceID
+        self.alias = alias
+        self.occurredAt = occurredAt
+    }
+}
+
+/// Whose open to record as an ``OpenEvent``: for an app whose webhook posts opens.
+public struct OpenEventSubject: Sendable, Equatable {
+    public var app: String
+    /// The user the device is bound to now.
+    public var alias: String?
+
+    public init(app: String, alias: String?) {
+        self.app = app
+        self.alias = alias
     }
 }
 

@@ -171,6 +171,10 @@ public protocol TernStore: Sendable {
     func purgeEndedActivities(startedBefore before: Date, limit: Int) async throws -> Int
     /// Token events after the cursor (an event id), oldest first.
     func tokenEvents(app: String, after: Int64?, limit: Int) async throws -> [TokenEvent]
+    /// The app's open events after event `after` (nil: from the first), oldest first, at most `limit`.
+    func openEvents(app: String, after: Int64?, limit: Int) async throws -> [OpenEvent]
+    /// Deletes up to `limit` open events that occurred before `before`, oldest first. - Returns: how many.
+    func purgeOpenEvents(before: Date, limit: Int) async throws -> Int
     /// A device's token events, newest first, at most `limit` (the console's device page).
     func tokenEvents(app: String, deviceID: String, limit: Int) async throws -> [TokenEvent]
 
@@ -292,15 +296,17 @@ public protocol TernStore: Sendable {
     func fallBack(app: String, ids: [String], at: Date) async throws -> Set<String>
     /// Those of these messages not acknowledged yet (ids of no message are left out).
     func unacknowledged(app: String, ids: [String]) async throws -> Set<String>
-    /// Records that the device opened its message `id`. - Returns: false if the device has no such message.
-    func openMessage(app: String, deviceID: String, id: String, at: Date) async throws -> Bool
+    /// Records that the device opened its message `id`, and for the first open an ``OpenEvent`` if `openEvent` says
+    /// whose, in the same transaction. - Returns: false if the device has no such message.
+    func openMessage(app: String, deviceID: String, id: String, at: Date, openEvent: OpenEventSubject?) async throws -> Bool
     /// What happened to push `pushID`'s device messages.
     func messageCounts(pushID: String) async throws -> DeviceMessageCounts
     /// Records what the device reported of push `pushID`, one that went through APNs (the caller checked that it was
     /// handed out to the device, ``PushRecord/wasHandedOut(to:at:)``). - Returns: false if the device had reported
-    /// that already.
-    func recordPushReport(_ report: PushReport, pushID: String, deviceID: String, at: Date) async throws -> Bool
-    /// How many devices reported each thing of push `pushID` (``recordPushReport(_:pushID:deviceID:at:)``).
+    /// that already. The first open of the push on the device is also an ``OpenEvent`` if `openEvent` says whose,
+    /// written in the same transaction.
+    func recordPushReport(_ report: PushReport, pushID: String, deviceID: String, at: Date, openEvent: OpenEventSubject?) async throws -> Bool
+    /// How many devices reported each thing of push `pushID` (``recordPushReport(_:pushID:deviceID:at:openEvent:)``).
     func pushReportCounts(pushID: String) async throws -> PushReportCounts
     /// How many opens each of these pushes has: devices that reported a push through APNs opened, and device messages
     /// opened (a push sent over the online channel). Pushes with none are left out.

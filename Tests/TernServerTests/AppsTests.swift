@@ -62,6 +62,9 @@ import Testing
         (#"{"id": "shop", "topic": "t", "environment": "production", "credentials": {"type": "magic"}}"#, "credentials.type"),
         (#"{"id": "shop", "topic": "t", "environment": "production", "credentials": {"type": "pkcs12", "base64": "AAAA", "passphrase": "x"}}"#, "credentials.passphrase"),
         (#"{"id": "shop", "topic": "t", "environment": "simulator", "webhookURL": "ftp://x"}"#, "webhookURL"),
+        (#"{"id": "shop", "topic": "t", "environment": "simulator", "webhookEvents": ["push.opened", "push.clicked"]}"#, "webhookEvents[1]"),
+        (#"{"id": "shop", "topic": "t", "environment": "simulator", "webhookEvents": []}"#, "webhookEvents"),
+        (#"{"id": "shop", "topic": "t", "environment": "simulator", "webhookEvents": "push.opened"}"#, "webhookEvents"),
         (#"{"id": "demo", "topic": "t", "environment": "simulator"}"#, "id"),
     ])
     func aBadAppIsRefusedNamingTheField(_ body: String, _ field: String) async throws {

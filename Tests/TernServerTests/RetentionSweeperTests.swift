@@ -87,6 +87,27 @@ struct RetentionSweeperTests {
         }
     }
 
+    /// The opens recorded for an app's webhook go with the pushes' retention, posted or not: a receiver down for a
+    /// month does not keep them for ever.
+    @Test func opensRecordedForTheWebhookGoAfterThePushesRetention() async throws {
+        try await withStore { store, now in
+            _ = try await store.register(registration(0), app: "demo", at: now)
+            let day = 86_400.0
+            let subject = OpenEventSubject(app: "demo", alias: nil)
+            for (id, age) in [("old", 31.0), ("recent", 29.0)] {
+                _ = try await store.createPush(PushRecord(
+                    id: id, appID: "demo", idempotencyKey: nil, audience: .everyone, notification: Array("{}".utf8), createdAt: now))
+                _ = try await store.recordPushReport(
+                    .opened, pushID: id, deviceID: registration(0).deviceID, at: now.addingTimeInterval(-age * day), openEvent: subject)
+            }
+            let keeping = RetentionSweeper(store: store, interval: .seconds(60), pushRetention: .zero, logger: Logger(label: "test"))
+            #expect(await keeping.sweep(now: now) == .init(), "zero keeps them")
+            let sweeper = RetentionSweeper(store: store, interval: .seconds(60), pushRetention: .seconds(30 * 86_400), logger: Logger(label: "test"))
+            #expect(await sweeper.sweep(now: now) == .init(openEvents: 1))
+            #expect(try await store.openEvents(app: "demo", after: nil, limit: 10).map(\.pushID) == ["recent"])
+        }
+    }
+
     /// A push sent in full that an earlier version left uncompleted (its last chunk closed without the completion
     /// check, as two nodes on PostgreSQL could) shows `sending` for ever: the next sweep completes it, and says so.
     @Test func aPushSentInFullButNeverMarkedCompletedIsCompletedByTheNextSweep() async throws {

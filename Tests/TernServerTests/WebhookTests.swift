@@ -276,6 +276,62 @@ import Testing
         return v1 == mac.map { String(format: "%02x", $0) }.joined()
     }
 
+    /// An app's backend that asks for opens (`webhookEvents` with `push.opened`) gets each device's first open of a
+    /// push, with the user it was bound to, instead of reading every push's reports.
+    @Test func opensArePostedOnceEachWithTheirUserOnceTheAppAsksForThem() async throws {
+        let receiver = Receiver(failures: 0)
+        try await receiver.run { port in
+            try await RouterHarness.withServer(configure: { $0.webhooks.allowPrivateNetworks = true }) { server in
+                let patched = try await server.admin.patch("/v1/apps/demo", #"{"webhookURL": "http://127.0.0.1:\#(port)/hook"}"#)
+                #expect(patched.status == 200, "\(patched.text)")
+                #expect(try patched.json()["webhookEvents"]?.arrayItems?.compactMap(\.string) == ["token.deactivated"], "the default")
+                let secret = try #require(try patched.json()["webhookSecret"]?.string)
+                try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "ana")
+                try await server.register(Fixture.device(2), token: Fixture.token(2))
+                let open = { (device: Int, push: String) in
+                    try await server.device.send(
+                        .POST, "/v1/apps/demo/devices/\(Fixture.device(device))/opens", body: #"{"pushId": "\#(push)"}"#,
+                        headers: server.asDevice(Fixture.device(device))).status
+                }
+
+                // Opened before the app asks for opens: no event, now or later.
+                let earlier = try #require(try await server.push(Fixture.push(audience: #"{"all": true}"#))["id"]?.string)
+                #expect(try await open(1, earlier) == 204)
+
+                let asked = try await server.admin.patch("/v1/apps/demo", #"{"webhookEvents": ["push.opened", "token.deactivated"]}"#)
+                #expect(asked.status == 200, "\(asked.text)")
+                #expect(try asked.json()["webhookEvents"]?.arrayItems?.compactMap(\.string) == ["token.deactivated", "push.opened"])
+                #expect(try asked.json()["webhookSecret"] == nil, "the URL was not set again")
+                let pushID = try #require(try await server.push(Fixture.push(audience: #"{"all": true}"#))["id"]?.string)
+                #expect(try await open(1, pushID) == 204)
+                #expect(try await open(1, pushID) == 204, "opened again: counted once, posted once")
+                #expect(try await open(2, pushID) == 204)
+                #expect(try await open(2, earlier) == 204, "the first open of the earlier push on this device")
+
+                // Each open is posted once: the sender is woken by the open, and a 2xx moves its cursor.
+                let events = { () -> [JSONValue] in
+                    receiver.received.withLock { posts in posts.flatMap { (try? JSONValue(parsing: Data($0.body)))?["events"]?.arrayItems ?? [] } }
+                }
+                try await waitUntil("three opens posted", within: 15) { events().count >= 3 }
+                let posts = receiver.received.withLock { $0 }
+                for post in posts {
+                    let body = try JSONValue(parsing: Data(post.body))
+                    #expect(body["type"]?.string == "push.opened" && body["app"]?.string == "demo", "\(body)")
+                    #expect(Self.signatureFits(post.signature, body: post.body, secret: secret))
+                }
+                let posted = events()
+                #expect(posted.map { $0["pushId"]?.string } == [pushID, pushID, earlier])
+                #expect(posted.map { $0["deviceId"]?.string } == [Fixture.device(1), Fixture.device(2), Fixture.device(2)])
+                #expect(posted.map { $0["alias"]?.string } == ["ana", nil, nil])
+                let ids = posted.compactMap { $0["id"]?.int }
+                #expect(ids.count == 3 && ids == ids.sorted())
+                #expect(posted.allSatisfy { ($0["openedAt"]?.int ?? 0) > 1_700_000_000_000 }, "epoch milliseconds")
+                // The opens are still counted as before.
+                #expect(try await server.master.get("/v1/apps/demo/pushes/\(pushID)").json()[path: "counts.opened"]?.int == 2)
+            }
+        }
+    }
+
     @Test func eachCreationAndRotationGivesANewWebhookSecretAndAnAppFromBeforeKeepsItsOwn() async throws {
         try await RouterHarness.withServer(configure: { $0.webhooks.allowPrivateNetworks = true }) { server in
             let create = #"{"id": "hooky", "topic": "com.example.hooky", "environment": "simulator", "webhookURL": "http://127.0.0.1:9/hook"}"#

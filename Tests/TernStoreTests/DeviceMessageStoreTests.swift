@@ -88,8 +88,8 @@ struct DeviceMessageStoreTests {
             let counts = try await store.messageCounts(pushID: "p1")
             #expect(counts.fellBackToAPNs == 1)
             #expect(counts.ackedAfterFallback == 1)
-            #expect(try await store.openMessage(app: "demo", deviceID: "d1", id: "p1-d1", at: time(6)))
-            #expect(try await store.openMessage(app: "demo", deviceID: "d2", id: "p1-d1", at: time(6)) == false)
+            #expect(try await store.openMessage(app: "demo", deviceID: "d1", id: "p1-d1", at: time(6), openEvent: nil))
+            #expect(try await store.openMessage(app: "demo", deviceID: "d2", id: "p1-d1", at: time(6), openEvent: nil) == false)
             #expect(try await store.messageCounts(pushID: "p1").opened == 1)
         }
     }

@@ -16,16 +16,16 @@ struct PushReportTests {
             _ = try await store.createPush(makePush("p2", at: time(1)))
             let (one, two) = (numbered("device", 1), numbered("device", 2))
 
-            #expect(try await store.recordPushReport(.opened, pushID: "p1", deviceID: one, at: time(100)))
-            #expect(try await !store.recordPushReport(.opened, pushID: "p1", deviceID: one, at: time(200)), "reported again")
+            #expect(try await store.recordPushReport(.opened, pushID: "p1", deviceID: one, at: time(100), openEvent: nil))
+            #expect(try await !store.recordPushReport(.opened, pushID: "p1", deviceID: one, at: time(200), openEvent: nil), "reported again")
             // Its arrival, reported after the open (an extension's request can be slower than the tap), counts too.
-            #expect(try await store.recordPushReport(.received, pushID: "p1", deviceID: one, at: time(250)))
-            #expect(try await !store.recordPushReport(.received, pushID: "p1", deviceID: one, at: time(260)))
-            #expect(try await store.recordPushReport(.received, pushID: "p1", deviceID: two, at: time(300)))
+            #expect(try await store.recordPushReport(.received, pushID: "p1", deviceID: one, at: time(250), openEvent: nil))
+            #expect(try await !store.recordPushReport(.received, pushID: "p1", deviceID: one, at: time(260), openEvent: nil))
+            #expect(try await store.recordPushReport(.received, pushID: "p1", deviceID: two, at: time(300), openEvent: nil))
             #expect(try await store.pushReportCounts(pushID: "p1") == PushReportCounts(received: 2, opened: 1))
             #expect(try await store.pushReportCounts(pushID: "p2") == PushReportCounts())
             // The same device opening the other push is another open.
-            #expect(try await store.recordPushReport(.opened, pushID: "p2", deviceID: one, at: time(400)))
+            #expect(try await store.recordPushReport(.opened, pushID: "p2", deviceID: one, at: time(400), openEvent: nil))
             #expect(try await store.pushReportCounts(pushID: "p2") == PushReportCounts(received: 0, opened: 1))
         }
     }
@@ -37,9 +37,9 @@ struct PushReportTests {
             try await registerDevices(3, in: store)
             _ = try await store.createPush(makePush("p1", at: time(0)))
             _ = try await store.createPush(makePush("p2", at: time(1)))
-            for n in [3, 1, 2] { _ = try await store.recordPushReport(.received, pushID: "p1", deviceID: numbered("device", n), at: time(100)) }
-            _ = try await store.recordPushReport(.opened, pushID: "p1", deviceID: numbered("device", 2), at: time(200))
-            _ = try await store.recordPushReport(.opened, pushID: "p2", deviceID: numbered("device", 1), at: time(300))
+            for n in [3, 1, 2] { _ = try await store.recordPushReport(.received, pushID: "p1", deviceID: numbered("device", n), at: time(100), openEvent: nil) }
+            _ = try await store.recordPushReport(.opened, pushID: "p1", deviceID: numbered("device", 2), at: time(200), openEvent: nil)
+            _ = try await store.recordPushReport(.opened, pushID: "p2", deviceID: numbered("device", 1), at: time(300), openEvent: nil)
 
             let first = try await store.pushReports(pushID: "p1", after: nil, limit: 2)
             #expect(first.items == [
@@ -60,13 +60,13 @@ struct PushReportTests {
             try await store.createApp(makeApp())
             try await registerDevices(3, in: store)
             for id in ["apns", "online", "none"] { _ = try await store.createPush(makePush(id, at: time(0))) }
-            for n in 1...2 { _ = try await store.recordPushReport(.opened, pushID: "apns", deviceID: numbered("device", n), at: time(10)) }
-            _ = try await store.recordPushReport(.received, pushID: "apns", deviceID: numbered("device", 3), at: time(10))
+            for n in 1...2 { _ = try await store.recordPushReport(.opened, pushID: "apns", deviceID: numbered("device", n), at: time(10), openEvent: nil) }
+            _ = try await store.recordPushReport(.received, pushID: "apns", deviceID: numbered("device", 3), at: time(10), openEvent: nil)
             let kept = try await store.keepMessages(
                 (1...3).map { DeviceMessageDraft(deviceID: numbered("device", $0), id: "online-\($0)", notification: nil, data: nil) },
                 app: "demo", pushID: "online", at: time(20), expiresAt: time(99_000))
             #expect(kept.count == 3)
-            #expect(try await store.openMessage(app: "demo", deviceID: numbered("device", 1), id: "online-1", at: time(30)))
+            #expect(try await store.openMessage(app: "demo", deviceID: numbered("device", 1), id: "online-1", at: time(30), openEvent: nil))
 
             #expect(try await store.openCounts(pushIDs: ["apns", "online", "none", "unknown"]) == ["apns": 2, "online": 1])
             #expect(try await store.openCounts(pushIDs: []) == [:])

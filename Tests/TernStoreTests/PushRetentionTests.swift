@@ -65,10 +65,10 @@ struct PushRetentionTests {
         try await factory.withStore { store in
             try await prepared(store)
             try await complete("opened", failures: 1, at: time(100), store)
-            for n in 1...3 { _ = try await store.recordPushReport(.opened, pushID: "opened", deviceID: "device-\(n)", at: time(150)) }
-            _ = try await store.recordPushReport(.received, pushID: "opened", deviceID: "device-1", at: time(150))
+            for n in 1...3 { _ = try await store.recordPushReport(.opened, pushID: "opened", deviceID: "device-\(n)", at: time(150), openEvent: nil) }
+            _ = try await store.recordPushReport(.received, pushID: "opened", deviceID: "device-1", at: time(150), openEvent: nil)
             try await complete("kept", failures: 0, at: time(1_000), store)
-            _ = try await store.recordPushReport(.received, pushID: "kept", deviceID: "device-1", at: time(1_100))
+            _ = try await store.recordPushReport(.received, pushID: "kept", deviceID: "device-1", at: time(1_100), openEvent: nil)
 
             #expect(try await store.purgeFinishedPushes(before: time(500), limit: 2) == PushPurge(pushes: 0, failures: 1, reports: 1, more: true))
             #expect(try await store.pushReportCounts(pushID: "opened").opened == 2, "counted until the row goes")

@@ -37,6 +37,8 @@ struct AppsAPI {
         /// Required except for the `simulator` environment, where Tern makes a key the built-in simulator trusts.
         var credentials: AppCredentials?
         var webhookURL: String?
+        /// What the webhook posts: `token.deactivated` (the default) and `push.opened`.
+        var webhookEvents: [String]?
         /// Seconds a push may keep its inbox message at most (default and highest: 30 days).
         var inboxMaxTTL: Int?
         /// Unexpired messages one user's inbox keeps at most (default 1,000); the oldest go first.
@@ -66,6 +68,7 @@ struct AppsAPI {
         var endpoint: EndpointInput?
         var credentials: AppCredentials?
         var webhookURL: String?
+        var webhookEvents: [String]?
         /// Seconds a push may keep its inbox message at most (default and highest: 30 days).
         var inboxMaxTTL: Int?
         /// Unexpired messages one user's inbox keeps at most (default 1,000); the oldest go first.
@@ -87,6 +90,8 @@ struct AppsAPI {
         var endpoint: EndpointView?
         var credentials: CredentialsSummary
         var webhookURL: String?
+        /// What the webhook posts (whether or not a URL is set).
+        var webhookEvents: [String]
         var inboxMaxTTL: Int
         var inboxCap: Int
         var transport: String
@@ -208,6 +213,7 @@ struct AppsAPI {
             sealedCredentials: AppCredentialsVault(serverKey: serverKey).seal(credentials), appKeyHash: Secrets.hash(appKey),
             masterSecretHash: Secrets.hash(masterSecret), webhookURL: body.webhookURL.flatMap { $0.isEmpty ? nil : $0 }, createdAt: now,
             updatedAt: now)
+        record.webhookEvents = try Self.validateWebhookEvents(body.webhookEvents) ?? record.webhookEvents
         record.inboxMaxTTL = try Self.validateInboxMaxTTL(body.inboxMaxTTL) ?? record.inboxMaxTTL
         record.inboxCap = try Self.validateInboxCap(body.inboxCap) ?? record.inboxCap
         record.transport = transport
@@ -268,6 +274,7 @@ struct AppsAPI {
             try Self.validateWebhook(webhookURL, policy: webhookPolicy)
             updated.webhookURL = webhookURL.isEmpty ? nil : webhookURL
         }
+        updated.webhookEvents = try Self.validateWebhookEvents(body.webhookEvents) ?? updated.webhookEvents
         updated.inboxMaxTTL = try Self.validateInboxMaxTTL(body.inboxMaxTTL) ?? updated.inboxMaxTTL
         updated.inboxCap = try Self.validateInboxCap(body.inboxCap) ?? updated.inboxCap
         updated.userBinding = try Self.validateUserBinding(body.userBinding) ?? updated.userBinding
@@ -332,7 +339,7 @@ struct AppsAPI {
                     host: $0.host, port: $0.port, customCA: $0.caPEM != nil,
                     feedbackPort: app.transport == AppRecord.legacy ? $0.feedbackPort ?? $0.port + 1 : nil)
             },
-            credentials: credentials, webhookURL: app.webhookURL, inboxMaxTTL: app.inboxMaxTTL, inboxCap: app.inboxCap,
+            credentials: credentials, webhookURL: app.webhookURL, webhookEvents: app.webhookEvents.sorted().map(\.rawValue), inboxMaxTTL: app.inboxMaxTTL, inboxCap: app.inboxCap,
             transport: app.transport, feedbackInterval: app.transport == AppRecord.legacy ? app.feedbackInterval : nil,
             feedbackPolledAt: app.feedbackPolledAt, userBinding: app.userBinding.rawValue, broadcastRatePerSecond: app.broadcastRatePerSecond,
             hasIdentitySecret: app.sealedIdentitySecret != nil,
@@ -477,6 +484,23 @@ struct AppsAPI {
                 "broadcastRatePerSecond is 1-\(PushesAPI.fastestThrottle) recipients a second\(removable ? " (0 removes it)" : "")")
         }
         return value
+    }
+
+    /// The kinds of events the webhook is to post, as given: nil when not given.
+    static func validateWebhookEvents(_ names: [String]?) throws(JSONAPIError) -> Set<WebhookEventKind>? {
+        guard let names else { return nil }
+        let known = WebhookEventKind.allCases.map(\.rawValue).joined(separator: " and ")
+        guard !names.isEmpty else {
+            throw .badRequest(field: "webhookEvents", "webhookEvents names at least one of \(known) (to post none, set webhookURL to \"\")")
+        }
+        var kinds: Set<WebhookEventKind> = []
+        for (index, name) in names.enumerated() {
+            guard let kind = WebhookEventKind(rawValue: name) else {
+                throw .badRequest(field: "webhookEvents[\(index)]", "webhookEvents takes \(known), not '\(name.prefix(64))'")
+            }
+            kinds.insert(kind)
+        }
+        return kinds
     }
 
     static func validateInboxCap(_ value: Int?) throws(JSONAPIError) -> Int? {

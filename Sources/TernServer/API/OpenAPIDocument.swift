@@ -1878,6 +1878,18 @@ enum OpenAPIDocument {
       "type": "string",
       "maxLength": 2048
      },
+     "webhookEvents": {
+      "type": "array",
+      "minItems": 1,
+      "items": {
+       "type": "string",
+       "enum": [
+        "token.deactivated",
+        "push.opened"
+       ]
+      },
+      "description": "what the webhook posts: token.deactivated (the default), push.opened (the opens the app reports)"
+     },
      "inboxMaxTTL": {
       "type": "integer",
       "minimum": 60,
@@ -1948,6 +1960,18 @@ enum OpenAPIDocument {
      "webhookURL": {
       "type": "string",
       "maxLength": 2048
+     },
+     "webhookEvents": {
+      "type": "array",
+      "minItems": 1,
+      "items": {
+       "type": "string",
+       "enum": [
+        "token.deactivated",
+        "push.opened"
+       ]
+      },
+      "description": "what the webhook posts: token.deactivated (the default), push.opened (the opens the app reports)"
      },
      "inboxMaxTTL": {
       "type": "integer",
@@ -2078,6 +2102,12 @@ enum OpenAPIDocument {
      "webhookURL": {
       "type": "string"
      },
+     "webhookEvents": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      }
+     },
      "inboxMaxTTL": {
       "type": "integer"
      },
@@ -2147,6 +2177,7 @@ enum OpenAPIDocument {
      "topic",
      "environment",
      "credentials",
+     "webhookEvents",
      "inboxMaxTTL",
      "inboxCap",
      "transport",

@@ -36,6 +36,8 @@ struct DeviceChannelAPI: Sendable {
     /// The back-off after a failed read of the store.
     let timer: any Clock<Duration>
     let logger: Logger
+    /// Told when an open was recorded for the app's webhook: the sender posts it now rather than at its next look.
+    let onOpenEvent: @Sendable () -> Void
     /// Upgrades whose check failed on the server's side (the store away): said once per run, not per device.
     private let upgradeFailures: FailureLog
 
@@ -53,8 +55,9 @@ struct DeviceChannelAPI: Sendable {
 
     init(
         store: any TernStore, apps: AppCache, gate: DeviceGate, connections: DeviceConnections, recorder: ChannelRecorder, tasks: ChannelTasks,
-        pingInterval: Duration, clocks: ServerClocks, logger: Logger
+        pingInterval: Duration, clocks: ServerClocks, onOpenEvent: @escaping @Sendable () -> Void = {}, logger: Logger
     ) {
+        self.onOpenEvent = onOpenEvent
         self.store = store
         self.apps = apps
         self.gate = gate
@@ -110,9 +113,13 @@ struct DeviceChannelAPI: Sendable {
                 guard let id = UUID(uuidString: messageID) else {
                     throw JSONAPIError.badRequest(field: "messageId", "messageId must be a message id (a UUID), not '\(messageID.prefix(40))'")
                 }
-                guard try await store.openMessage(app: app.id, deviceID: device.deviceID, id: id.uuidString.lowercased(), at: clock.now) else {
+                let event = Self.openEvent(app, device)
+                guard try await store.openMessage(
+                    app: app.id, deviceID: device.deviceID, id: id.uuidString.lowercased(), at: clock.now, openEvent: event)
+                else {
                     throw JSONAPIError.notFound("device \(device.deviceID) has no message \(messageID)")
                 }
+                if event != nil { onOpenEvent() }
                 opens.increment()
             case (nil, let pushID?):
                 if try await report(.opened, of: pushID, app: app, device: device) { pushOpens.increment() }
@@ -171,7 +178,16 @@ struct DeviceChannelAPI: Sendable {
             let instead = report == .opened ? "the open of its message (messageId: tern.id)" : "its message's arrival (ids: [tern.id])"
             throw JSONAPIError.badRequest(field: "pushId", "push \(push.id) went through the devices' connections: report \(instead)")
         }
-        return try await store.recordPushReport(report, pushID: push.id, deviceID: device.deviceID, at: now)
+        let event = Self.openEvent(app, device)
+        let first = try await store.recordPushReport(report, pushID: push.id, deviceID: device.deviceID, at: now, openEvent: event)
+        if first, report == .opened, event != nil { onOpenEvent() }
+        return first
+    }
+
+    /// Whose open to record for the app's webhook: nil unless it posts opens.
+    static func openEvent(_ app: AppRecord, _ device: DeviceRecord) -> OpenEventSubject? {
+        guard app.webhookURL != nil, app.webhookEvents.contains(.pushOpened) else { return nil }
+        return OpenEventSubject(app: app.id, alias: device.alias)
     }
 
     /// `?after=SEQ`: a whole number, 0 or more (absent: 0, everything not acknowledged).

@@ -53,6 +53,9 @@ enum ConsoleRequests {
         var body = FormJSON()
         for name in ["id", "topic", "environment", "webhookURL", "transport", "userBinding"] { body.string(name, form.given(name)) }
         for name in ["inboxMaxTTL", "inboxCap", "feedbackInterval", "broadcastRatePerSecond"] { body.number(name, form.given(name)) }
+        if form.isChecked("webhookOpens") {
+            body.set("webhookEvents", .value(.array(WebhookEventKind.allCases.map { .string($0.rawValue) })))
+        }
         if form.given("environment") == AppEnvironment.custom.rawValue {
             body.string("endpoint.host", form.given("endpoint.host"))
             body.number("endpoint.port", form.given("endpoint.port"))

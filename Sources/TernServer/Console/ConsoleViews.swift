@@ -194,6 +194,8 @@ struct AppRow {
     var userBinding: String
     var identitySecret: String
     var webhookURL: String
+    /// The kinds of events the webhook posts, by their `type`.
+    var webhookEvents: String
     var inbox: String
     /// How the app's broadcasts are throttled when they do not say.
     var broadcasts: String
@@ -238,6 +240,7 @@ struct AppRow {
         userBinding = view.userBinding
         identitySecret = view.hasIdentitySecret ? "set (shown only when made)" : "none"
         webhookURL = view.webhookURL ?? "—"
+        webhookEvents = view.webhookEvents.joined(separator: ", ") + (view.webhookURL == nil ? " (once a URL is set)" : "")
         inbox = "messages kept up to \(view.inboxMaxTTL) s, \(view.inboxCap) per user"
         broadcasts =
             view.broadcastRatePerSecond.map { "throttled to \($0) recipients a second unless the push gives its own rate" }
@@ -254,6 +257,8 @@ struct AppsView {
     var transports: [Choice]
     var bindings: [Choice]
     var credentialTypes: [Choice]
+    /// Whether the form asked for the opens to be posted too.
+    var webhookOpens: Bool
 
     init(apps: [AppRow], form: ConsoleForm) {
         self.apps = apps
@@ -267,6 +272,7 @@ struct AppsView {
         credentialTypes = Choice.list(
             [("", "none (simulator)"), ("token", "token key (.p8)"), ("certificate", "certificate and key (PEM)"), ("pkcs12", "PKCS#12")],
             selected: form["credentials.type"])
+        webhookOpens = form.isChecked("webhookOpens")
     }
 }
 

@@ -6,7 +6,8 @@ import TernStore
 
 /// Deletes what Tern keeps only for a while, every `interval`, in batches: expired inbox messages, the online
 /// channel's expired device messages, the tokens of Live Activities that can no longer be running
-/// (``ActivityTokenRecord/lifetime``), and pushes that completed longer than `pushRetention` ago. Listings and
+/// (``ActivityTokenRecord/lifetime``), and pushes that completed longer than `pushRetention` ago, and the opens
+/// recorded for webhooks longer ago than that, posted or not. Listings and
 /// connections leave expired messages out the moment they expire; this only frees the space. Pushes are deleted
 /// with their failures and chunks, oldest first; one whose device messages are still kept stays until they expire.
 /// It also completes pushes sent in full that were never marked completed (``TernStore/completeStrandedPushes(at:limit:)``),
@@ -29,6 +30,7 @@ final class RetentionSweeper: Service {
     private let messageFailures: FailureLog
     private let activityFailures: FailureLog
     private let pushFailures: FailureLog
+    private let openEventFailures: FailureLog
     private let strandedFailures: FailureLog
     /// The stranded pushes it completed count among the pushes completed, as those the dispatcher completes do.
     private let pushesCompleted: Counter
@@ -47,6 +49,7 @@ final class RetentionSweeper: Service {
         messageFailures = FailureLog("cannot sweep expired device messages", logger: logger)
         activityFailures = FailureLog("cannot sweep ended Live Activities' tokens", logger: logger)
         pushFailures = FailureLog("cannot delete pushes past delivery.pushRetention", logger: logger)
+        openEventFailures = FailureLog("cannot delete open events past delivery.pushRetention", logger: logger)
         strandedFailures = FailureLog("cannot complete pushes sent in full", logger: logger)
         pushesCompleted = Counter(label: PushDispatcher.pushesCompletedLabel, factory: metrics)
     }
@@ -66,6 +69,7 @@ final class RetentionSweeper: Service {
         var pushes = 0
         var pushFailures = 0
         var pushReports = 0
+        var openEvents = 0
         var strandedPushes = 0
     }
 
@@ -115,10 +119,18 @@ final class RetentionSweeper: Service {
             swept.pushReports += purge.reports
             return purge.more
         }
-        if swept.pushes > 0 || swept.pushFailures > 0 || swept.pushReports > 0 {
+        await Self.untilDone(openEventFailures) {
+            let deleted = try await store.purgeOpenEvents(before: cutoff, limit: Self.batch)
+            swept.openEvents += deleted
+            return deleted == Self.batch
+        }
+        if swept.pushes > 0 || swept.pushFailures > 0 || swept.pushReports > 0 || swept.openEvents > 0 {
             logger.info(
                 "pushes past delivery.pushRetention deleted",
-                metadata: ["pushes": "\(swept.pushes)", "failures": "\(swept.pushFailures)", "reports": "\(swept.pushReports)"])
+                metadata: [
+                    "pushes": "\(swept.pushes)", "failures": "\(swept.pushFailures)", "reports": "\(swept.pushReports)",
+                    "openEvents": "\(swept.openEvents)",
+                ])
         }
         return swept
     }

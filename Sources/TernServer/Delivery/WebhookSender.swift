@@ -10,10 +10,11 @@ import TernAPNs
 import TernAPNsClient
 import TernStore
 
-/// POSTs each app's token events to its webhook URL: in order, at least once, signed.
+/// POSTs each app's events to its webhook URL: in order, at least once, signed. Token deactivations always, and the
+/// opens of pushes when the app asks for them (``AppRecord/webhookEvents``).
 ///
-/// Per app, events after the last acknowledged one go out in batches (`{"app": …, "events": [...]}`); a 2xx answer
-/// moves the app's cursor (kept in the store, so a restart neither loses nor repeats acknowledged events). Any
+/// Per app and kind, events after the last acknowledged one go out in batches (`{"app": …, "type": …, "events":
+/// [...]}`); a 2xx answer moves the app's cursor of that kind (kept in the store, so a restart neither loses nor repeats acknowledged events). Any
 /// other answer, or none within the timeout, is retried with exponential back-off (1 s doubling to 5 min) while
 /// the events wait. The `X-Tern-Signature` header is `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`
 /// keyed with the app's webhook secret, so the receiver can check origin and freshness. The signature's time and
@@ -129,33 +130,36 @@ final class WebhookSender: Service {
         guard let url = app.webhookURL else { return }
         guard let parsed = URL(string: url), let host = parsed.host else { return }
         if let wait = backoff.withLock({ $0[app.id] }), clocks.wall.now < wait.next { return }
-        let cursorKey = "webhook.cursor.\(app.id)"
         do {
-            var cursor = Int64(try await store.setting(cursorKey) ?? "") ?? 0
-            while !stopping.load(ordering: .relaxed), lease.isHeld {
-                let events = try await store.tokenEvents(app: app.id, after: cursor, limit: 100)
-                guard let last = events.last else { return }
-                // Checked on the addresses the name has now, not only as the URL was written.
-                if let refused = await policy.refusal(
-                    resolving: host, port: parsed.port ?? (parsed.scheme == "https" ? 443 : 80), proxied: proxy != nil)
-                {
-                    throw WebhookError("the webhook URL may not be reached: \(refused)")
+            // Each kind in order of its own: a receiver down holds both up, one answering takes both.
+            for kind in app.webhookEvents.sorted() {
+                let cursorKey = Self.cursorKey(kind, app: app.id)
+                var cursor = Int64(try await store.setting(cursorKey) ?? "") ?? 0
+                while !stopping.load(ordering: .relaxed), lease.isHeld {
+                    guard let page = try await page(of: kind, app: app.id, after: cursor) else { break }
+                    // Checked on the addresses the name has now, not only as the URL was written.
+                    if let refused = await policy.refusal(
+                        resolving: host, port: parsed.port ?? (parsed.scheme == "https" ? 443 : 80), proxied: proxy != nil)
+                    {
+                        throw WebhookError("the webhook URL may not be reached: \(refused)")
+                    }
+                    let body = try JSONValue.object(["app": .string(app.id), "type": .string(kind.rawValue), "events": .array(page.events)]).serialized()
+                    var request = HTTPClientRequest(url: url)
+                    request.method = .POST
+                    request.headers.add(name: "Content-Type", value: "application/json")
+                    request.headers.add(name: "User-Agent", value: "tern-webhook")
+                    request.headers.add(
+                        name: Self.signatureHeader, value: Self.signature(body: body, secret: serverKey.webhookSecret(app: app), at: clocks.wall.now))
+                    request.body = .bytes(ByteBuffer(bytes: body))
+                    let response = try await http.execute(request, timeout: .seconds(15))
+                    guard (200..<300).contains(response.status.code) else {
+                        throw WebhookError("the receiver answered \(response.status.code)")
+                    }
+                    cursor = page.last
+                    try await store.setSetting(cursorKey, to: String(cursor))
+                    eventsDelivered.increment(by: page.events.count)
+                    backoff.withLock { $0[app.id] = nil }
                 }
-                let body = try Self.body(app: app.id, events: events)
-                var request = HTTPClientRequest(url: url)
-                request.method = .POST
-                request.headers.add(name: "Content-Type", value: "application/json")
-                request.headers.add(name: "User-Agent", value: "tern-webhook")
-                request.headers.add(name: Self.signatureHeader, value: Self.signature(body: body, secret: serverKey.webhookSecret(app: app), at: clocks.wall.now))
-                request.body = .bytes(ByteBuffer(bytes: body))
-                let response = try await http.execute(request, timeout: .seconds(15))
-                guard (200..<300).contains(response.status.code) else {
-                    throw WebhookError("the receiver answered \(response.status.code)")
-                }
-                cursor = last.id
-                try await store.setSetting(cursorKey, to: String(cursor))
-                eventsDelivered.increment(by: events.count)
-                backoff.withLock { $0[app.id] = nil }
             }
         } catch {
             postsFailed.increment()
@@ -171,16 +175,46 @@ final class WebhookSender: Service {
         }
     }
 
-    static func body(app: String, events: [TokenEvent]) throws -> [UInt8] {
-        let items: [JSONValue] = events.map { event in
-            var object: [String: JSONValue] = [
-                "id": .int(Int(event.id)), "deviceId": .string(event.deviceID), "token": .string(event.token),
-                "reason": .string(event.reason.rawValue), "occurredAt": .int(Int(event.occurredAt.timeIntervalSince1970 * 1000)),
-            ]
-            if let timestamp = event.apnsTimestamp { object["apnsTimestamp"] = .int(Int(timestamp.timeIntervalSince1970 * 1000)) }
-            return .object(object)
+    /// Where the app's cursor of a kind of event is kept: the last event its receiver acknowledged.
+    static func cursorKey(_ kind: WebhookEventKind, app: String) -> String {
+        switch kind {
+        case .tokenDeactivated: "webhook.cursor.\(app)"
+        case .pushOpened: "webhook.openCursor.\(app)"
         }
-        return try JSONValue.object(["app": .string(app), "type": "token.deactivated", "events": .array(items)]).serialized()
+    }
+
+    /// The next post's events of a kind after `cursor`, as the post shows them, and the last one's id; nil when
+    /// there are none.
+    private func page(of kind: WebhookEventKind, app: String, after cursor: Int64) async throws -> (events: [JSONValue], last: Int64)? {
+        switch kind {
+        case .tokenDeactivated:
+            let events = try await store.tokenEvents(app: app, after: cursor, limit: Self.eventsPerPost)
+            return events.last.map { (events.map(Self.item), $0.id) }
+        case .pushOpened:
+            let events = try await store.openEvents(app: app, after: cursor, limit: Self.eventsPerPost)
+            return events.last.map { (events.map(Self.item), $0.id) }
+        }
+    }
+
+    /// The most events in one post.
+    static let eventsPerPost = 100
+
+    static func item(_ event: TokenEvent) -> JSONValue {
+        var object: [String: JSONValue] = [
+            "id": .int(Int(event.id)), "deviceId": .string(event.deviceID), "token": .string(event.token),
+            "reason": .string(event.reason.rawValue), "occurredAt": .int(Int(event.occurredAt.timeIntervalSince1970 * 1000)),
+        ]
+        if let timestamp = event.apnsTimestamp { object["apnsTimestamp"] = .int(Int(timestamp.timeIntervalSince1970 * 1000)) }
+        return .object(object)
+    }
+
+    static func item(_ event: OpenEvent) -> JSONValue {
+        var object: [String: JSONValue] = [
+            "id": .int(Int(event.id)), "pushId": .string(event.pushID), "deviceId": .string(event.deviceID),
+            "openedAt": .int(Int(event.occurredAt.timeIntervalSince1970 * 1000)),
+        ]
+        if let alias = event.alias { object["alias"] = .string(alias) }
+        return .object(object)
     }
 
     /// `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`.

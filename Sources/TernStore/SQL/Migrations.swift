@@ -24,11 +24,11 @@ struct SQLFlavor: Sendable {
     /// A query of the database server's time in microseconds since 1970 (column `now`), where the database has a
     /// clock of its own that several nodes share; nil where its time is the node's (SQLite, a file of this node's).
     var serverTime: String? = nil
-    /// A statement that makes the transactions recording an app's token events take turns, from it to their commit,
-    /// where transactions may overlap: so events are numbered in the order they become visible, and a
-    /// reader past event N never later finds an N - 1 committed behind it (the webhook's cursor would pass it by).
-    /// Nil where writes take turns anyway (SQLite).
-    var eventOrderLock: (@Sendable (_ app: String) -> SQLQueryString)? = nil
+    /// A statement that makes the transactions recording an app's events in one table (token events, open events)
+    /// take turns, from it to their commit, where transactions may overlap: so events are numbered in the order they
+    /// become visible, and a reader past event N never later finds an N - 1 committed behind it (the webhook's cursor
+    /// would pass it by). Nil where writes take turns anyway (SQLite).
+    var eventOrderLock: (@Sendable (_ table: String, _ app: String) -> SQLQueryString)? = nil
     /// Whether a query may name the index it reads (`INDEXED BY`): SQLite keeps no statistics unless asked, and
     /// without them may read an app's whole history through a wide index where a partial one holds the few rows
     /// wanted. PostgreSQL plans from its statistics, and has no such clause.
@@ -524,6 +524,25 @@ extension SQLStore {
                 UPDATE devices SET alias_unproven = 1
                 WHERE alias IS NOT NULL AND app_id IN (SELECT id FROM apps WHERE user_binding = '\(UserBinding.open.rawValue)')
                 """,
+            ]),
+            // The opens of pushes, for the webhooks of apps that ask for them (`apps.webhook_events`: the kinds they
+            // post, comma-separated; NULL, token deactivations alone), in the order they were recorded, as
+            // token_events. A node of the version before records opens without their event: their webhook misses
+            // those until every node is upgraded (docs/deployment.md).
+            Migration(version: 24, name: "open events", statements: [
+                "ALTER TABLE apps ADD COLUMN webhook_events TEXT",
+                """
+                CREATE TABLE open_events (
+                    id \(flavor.serialPrimaryKey),
+                    app_id TEXT NOT NULL REFERENCES apps (id) ON DELETE CASCADE,
+                    push_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    alias TEXT,
+                    occurred_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX open_events_by_app ON open_events (app_id, id)",
+                "CREATE INDEX open_events_by_time ON open_events (occurred_at)",
             ]),
         ]
     }

@@ -54,7 +54,7 @@ extension SQLFlavor {
         // The moment of the call, not of its transaction (`now()`).
         serverTime: "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now",
         // A lock of the transaction's, per app (by a hash of its id: two apps that share one only take turns).
-        eventOrderLock: { app in "SELECT pg_advisory_xact_lock(hashtextextended(\(bind: "token_events " + app), 0))" }
+        eventOrderLock: { table, app in "SELECT pg_advisory_xact_lock(hashtextextended(\(bind: table + " " + app), 0))" }
     )
 }
 

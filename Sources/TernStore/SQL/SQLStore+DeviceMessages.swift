@@ -237,13 +237,31 @@ extension SQLStore {
         }
     }
 
-    public func openMessage(app: String, deviceID: String, id: String, at: Date) async throws -> Bool {
-        try await exclusive { db in
-            // The first open counts; reporting it again is not an error.
-            try await db.raw("""
-                UPDATE device_messages SET opened_at = COALESCE(opened_at, \(bind: at.milliseconds))
-                WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND id = \(bind: id)
-                RETURNING id
+    public func openMessage(app: String, deviceID: String, id: String, at: Date, openEvent: OpenEventSubject?) async throws -> Bool {
+        guard let openEvent else {
+            return try await exclusive { db in
+                // The first open counts; reporting it again is not an error.
+                try await db.raw("""
+                    UPDATE device_messages SET opened_at = COALESCE(opened_at, \(bind: at.milliseconds))
+                    WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND id = \(bind: id)
+                    RETURNING id
+                    """).first() != nil
+            }
+        }
+        let eventOrderLock = flavor.eventOrderLock
+        return try await transaction { db in
+            // The first open counts, and only it has an event; reporting it again is not an error.
+            if let first = try await db.raw("""
+                UPDATE device_messages SET opened_at = \(bind: at.milliseconds)
+                WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND id = \(bind: id) AND opened_at IS NULL
+                RETURNING push_id
+                """).first() {
+                let pushID = try first.decode(column: "push_id", as: String.self)
+                try await Self.recordOpenEvent(openEvent, pushID: pushID, deviceID: deviceID, at: at, lock: eventOrderLock, db)
+                return true
+            }
+            return try await db.raw("""
+                SELECT id FROM device_messages WHERE app_id = \(bind: app) AND device_id = \(bind: deviceID) AND id = \(bind: id)
                 """).first() != nil
         }
     }

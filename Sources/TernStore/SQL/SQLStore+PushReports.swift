@@ -5,18 +5,40 @@ import SQLKit
 /// receipt) and that the user opened it. A row per push and device, so each is counted once per device. Also the opens
 /// of many pushes at once, the online channel's messages' included (the console's list of pushes).
 extension SQLStore {
-    public func recordPushReport(_ report: PushReport, pushID: String, deviceID: String, at: Date) async throws -> Bool {
+    public func recordPushReport(
+        _ report: PushReport, pushID: String, deviceID: String, at: Date, openEvent: OpenEventSubject?
+    ) async throws -> Bool {
         let column = report.column
-        return try await exclusive { db in
+        let event = report == .opened ? openEvent : nil
+        let eventOrderLock = flavor.eventOrderLock
+        let record: @Sendable (any SQLDatabase) async throws -> Bool = { db in
             // The first report of each kind counts; reporting it again is not an error. A row comes back only when
             // this one was the first (inserted, or its column still empty).
-            try await db.raw("""
+            let first = try await db.raw("""
                 INSERT INTO push_reports (push_id, device_id, \(unsafeRaw: column)) VALUES (\(bind: pushID), \(bind: deviceID), \(bind: at.milliseconds))
                 ON CONFLICT (push_id, device_id) DO UPDATE SET \(unsafeRaw: column) = excluded.\(unsafeRaw: column)
                     WHERE push_reports.\(unsafeRaw: column) IS NULL
                 RETURNING device_id
                 """).first() != nil
+            if first, let event {
+                try await Self.recordOpenEvent(event, pushID: pushID, deviceID: deviceID, at: at, lock: eventOrderLock, db)
+            }
+            return first
         }
+        return event == nil ? try await exclusive(record) : try await transaction(record)
+    }
+
+    /// Writes the event of a first open, in the open's transaction.
+    static func recordOpenEvent(
+        _ event: OpenEventSubject, pushID: String, deviceID: String, at: Date,
+        lock: (@Sendable (_ table: String, _ app: String) -> SQLQueryString)?, _ db: any SQLDatabase
+    ) async throws {
+        // Numbered after the app's other open events are committed, as token events are (``SQLFlavor/eventOrderLock``).
+        if let lock { try await db.raw(lock("open_events", event.app)).run() }
+        try await db.raw("""
+            INSERT INTO open_events (app_id, push_id, device_id, alias, occurred_at)
+            VALUES (\(bind: event.app), \(bind: pushID), \(bind: deviceID), \(bind: event.alias), \(bind: at.milliseconds))
+            """).run()
     }
 
     public func pushReportCounts(pushID: String) async throws -> PushReportCounts {
@@ -62,6 +84,36 @@ extension SQLStore {
                 }
             }
             return counts
+        }
+    }
+}
+
+// MARK: - Open events
+
+extension SQLStore {
+    public func openEvents(app: String, after: Int64?, limit: Int) async throws -> [OpenEvent] {
+        try await exclusive { db in
+            try await db.raw("""
+                SELECT id, app_id, push_id, device_id, alias, occurred_at FROM open_events
+                WHERE app_id = \(bind: app) AND id > \(bind: after ?? 0)
+                ORDER BY id
+                LIMIT \(bind: max(limit, 1))
+                """).all().map { row in
+                    OpenEvent(
+                        id: try row.decode(column: "id", as: Int64.self), appID: try row.decode(column: "app_id", as: String.self),
+                        pushID: try row.decode(column: "push_id", as: String.self), deviceID: try row.decode(column: "device_id", as: String.self),
+                        alias: try row.decode(column: "alias", as: String?.self), occurredAt: try row.date("occurred_at"))
+                }
+        }
+    }
+
+    public func purgeOpenEvents(before: Date, limit: Int) async throws -> Int {
+        try await exclusive { db in
+            try await db.raw("""
+                DELETE FROM open_events WHERE id IN (
+                    SELECT id FROM open_events WHERE occurred_at < \(bind: before.milliseconds) ORDER BY occurred_at LIMIT \(bind: max(limit, 1)))
+                RETURNING id
+                """).all().count
         }
     }
 }

@@ -86,14 +86,14 @@ public final class SQLStore: TernStore {
                 INSERT INTO apps (id, topic, environment, endpoint_host, endpoint_port, endpoint_ca_pem, sealed_credentials,
                     app_key_hash, master_secret_hash, webhook_url, inbox_max_ttl, inbox_cap, transport, endpoint_feedback_port,
                     feedback_interval, user_binding, sealed_identity_secret, webhook_secret_salt, broadcast_rate_per_second, created_at,
-                    updated_at)
+                    updated_at, webhook_events)
                 VALUES (\(bind: app.id), \(bind: app.topic), \(bind: app.environment.storedWord), \(bind: endpoint?.host),
                     \(bind: endpoint?.port), \(bind: endpoint?.caPEM), \(bind: Data(app.sealedCredentials)),
                     \(bind: Data(app.appKeyHash)), \(bind: Data(app.masterSecretHash)), \(bind: app.webhookURL),
                     \(bind: app.inboxMaxTTL), \(bind: app.inboxCap), \(bind: app.transport), \(bind: endpoint?.feedbackPort),
                     \(bind: app.feedbackInterval), \(bind: app.userBinding.rawValue), \(bind: app.sealedIdentitySecret.map { Data($0) }),
                     \(bind: app.webhookSecretSalt), \(bind: app.broadcastRatePerSecond), \(bind: app.createdAt.milliseconds),
-                    \(bind: app.updatedAt.milliseconds))
+                    \(bind: app.updatedAt.milliseconds), \(bind: app.storedWebhookEvents))
                 ON CONFLICT (id) DO NOTHING
                 RETURNING id
                 """).first()
@@ -127,6 +127,7 @@ public final class SQLStore: TernStore {
                     sealed_identity_secret = \(bind: app.sealedIdentitySecret.map { Data($0) }),
                     webhook_secret_salt = \(bind: app.webhookSecretSalt),
                     broadcast_rate_per_second = \(bind: app.broadcastRatePerSecond),
+                    webhook_events = \(bind: app.storedWebhookEvents),
                     updated_at = \(bind: app.updatedAt.milliseconds)
                 WHERE id = \(bind: app.id)
                 RETURNING id
@@ -316,7 +317,7 @@ public final class SQLStore: TernStore {
             // The events' numbers are taken after the app's other events are committed (on PostgreSQL, where several
             // deactivations run at once): numbered in commit order, none is passed by the webhook's cursor. Held from
             // here to the commit, once for all of them.
-            if let lock = eventOrderLock { try await db.raw(lock(app)).run() }
+            if let lock = eventOrderLock { try await db.raw(lock("token_events", app)).run() }
             var events: [TokenEvent] = []
             for (item, deviceID) in deactivated {
                 guard let event = try await db.raw("""
@@ -801,7 +802,8 @@ enum Columns {
     static let app = """
         id, topic, environment, endpoint_host, endpoint_port, endpoint_ca_pem, sealed_credentials, app_key_hash, \
         master_secret_hash, webhook_url, inbox_max_ttl, inbox_cap, transport, endpoint_feedback_port, feedback_interval, \
-        feedback_polled_at, user_binding, sealed_identity_secret, webhook_secret_salt, broadcast_rate_per_second, created_at, updated_at
+        feedback_polled_at, user_binding, sealed_identity_secret, webhook_secret_salt, broadcast_rate_per_second, created_at, updated_at, \
+        webhook_events
         """
     static let deviceNames = [
         "app_id", "device_id", "token", "environment", "alias", "locale", "timezone", "app_version", "last_registered_at",
@@ -847,6 +849,15 @@ extension AppRecord {
         sealedIdentitySecret = try row.decode(column: "sealed_identity_secret", as: Data?.self).map { [UInt8]($0) }
         webhookSecretSalt = try row.decode(column: "webhook_secret_salt", as: String?.self)
         broadcastRatePerSecond = try row.decode(column: "broadcast_rate_per_second", as: Int?.self)
+        if let events = try row.decode(column: "webhook_events", as: String?.self) {
+            // Kinds a later version added are passed over: this one cannot post them.
+            webhookEvents = Set(events.split(separator: ",").compactMap { WebhookEventKind(rawValue: String($0)) })
+        }
+    }
+
+    /// ``webhookEvents`` as `apps.webhook_events` keeps them: their names, comma-separated; NULL for the default.
+    var storedWebhookEvents: String? {
+        webhookEvents == Self.defaultWebhookEvents ? nil : webhookEvents.sorted().map(\.rawValue).joined(separator: ",")
     }
 }
 

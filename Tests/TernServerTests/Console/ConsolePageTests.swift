@@ -182,7 +182,10 @@ struct ConsolePageTests {
         let id = "console-\(UUID().uuidString.prefix(6).lowercased())"
         let created = try await browser.post(
             "/console/apps",
-            [("id", id), ("topic", "com.example.\(id)"), ("environment", "simulator"), ("credentials.type", ""), ("broadcastRatePerSecond", "250")])
+            [
+                ("id", id), ("topic", "com.example.\(id)"), ("environment", "simulator"), ("credentials.type", ""), ("broadcastRatePerSecond", "250"),
+                ("webhookOpens", "on"),
+            ])
         #expect(created.status == 201, "\(created.text.prefix(2000))")
         #expect(created.header("Cache-Control") == "no-store")
         let master = try #require(created.text.firstMatch(of: /tms_[A-Za-z0-9_-]+/).map { String($0.0) })
@@ -194,6 +197,9 @@ struct ConsolePageTests {
         // The API sees the same app: one path to the data.
         #expect(try await server.admin.get("/v1/apps/\(id)").json()["broadcastRatePerSecond"]?.int == 250)
         #expect(try await browser.get("/console/apps/\(id)").text.contains("throttled to 250 recipients a second"))
+        // The box for opens asks the webhook for both kinds; the page says what it posts.
+        #expect(try await server.admin.get("/v1/apps/\(id)").json()["webhookEvents"]?.arrayItems?.compactMap(\.string) == ["token.deactivated", "push.opened"])
+        #expect(try await browser.get("/console/apps/\(id)").text.contains("token.deactivated, push.opened (once a URL is set)"))
         let backend = ConsoleBrowser(server)
         #expect(try await backend.signIn(master).status == 303)
         #expect(try await backend.get("/console/apps/\(id)/devices").status == 200)

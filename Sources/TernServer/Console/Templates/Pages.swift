@@ -69,7 +69,9 @@ extension ConsoleTemplates {
               <small id="environment-hint">simulator: the built-in APNs simulator, no Apple credentials</small></p>
             <p><label for="transport">Transport</label><select id="transport" name="transport">{{#view.transports}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{value}}</option>{{/view.transports}}</select></p>
             <p><label for="userBinding">User binding</label><select id="userBinding" name="userBinding">{{#view.bindings}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{value}}</option>{{/view.bindings}}</select></p>
-            <p><label for="webhookURL">Webhook URL (optional)</label><input id="webhookURL" name="webhookURL" type="url" value="{{view.form.webhookURL}}"></p>
+            <p><label for="webhookURL">Webhook URL (optional)</label><input id="webhookURL" name="webhookURL" type="url" value="{{view.form.webhookURL}}" aria-describedby="webhookURL-hint">
+              <small id="webhookURL-hint">gets the tokens APNs reports dead</small></p>
+            <p><input type="checkbox" id="webhookOpens" name="webhookOpens" value="on"{{#view.webhookOpens}} checked{{/view.webhookOpens}}> <label for="webhookOpens">The webhook also gets the pushes users open (push.opened)</label></p>
             <p><label for="inboxMaxTTL">Inbox max TTL, seconds (optional)</label><input id="inboxMaxTTL" name="inboxMaxTTL" inputmode="numeric" value="{{view.form.inboxMaxTTL}}"></p>
             <p><label for="inboxCap">Inbox cap, messages (optional)</label><input id="inboxCap" name="inboxCap" inputmode="numeric" value="{{view.form.inboxCap}}"></p>
             <p><label for="broadcastRatePerSecond">Broadcasts: recipients a second at most (optional; a push to tags or everyone that gives no rate)</label><input id="broadcastRatePerSecond" name="broadcastRatePerSecond" inputmode="numeric" value="{{view.form.broadcastRatePerSecond}}"></p>
@@ -117,6 +119,7 @@ extension ConsoleTemplates {
           <dt>User binding</dt><dd>{{userBinding}}</dd>
           <dt>Identity secret</dt><dd>{{identitySecret}}</dd>
           <dt>Webhook URL</dt><dd>{{webhookURL}}</dd>
+          <dt>Webhook posts</dt><dd id="webhook-events">{{webhookEvents}}</dd>
           <dt>Inbox</dt><dd>{{inbox}}</dd>
           <dt>Broadcasts</dt><dd id="broadcasts">{{broadcasts}}</dd>
           <dt>Created</dt><dd><time datetime="{{createdAt}}">{{createdAt}}</time></dd>
