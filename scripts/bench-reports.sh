@@ -5,6 +5,8 @@
 #   scripts/bench-reports.sh                      # 100,000 devices, one push to all of them, then 20 s of opens
 #   DEVICES=300000 DURATION=30 scripts/bench-reports.sh
 #   TERN=/path/to/tern scripts/bench-reports.sh   # another build (an earlier version, say) instead of building
+#   WEBHOOK_OPENS=1 scripts/bench-reports.sh      # the app's webhook asks for opens: each is also an event posted to a
+#                                                 # receiver on loopback (python3), which must get every one
 #
 # What it does (release build, SQLite, the built-in simulator, everything on loopback):
 #   1. `tern serve` registers one device over HTTP (the template) and stops; the script copies that row DEVICES times
@@ -44,7 +46,35 @@ opens() { # push seconds → wrk's output
 cp scripts/lib/device-call.lua "$work/device-call.lua"
 
 # ── 2. one push to all of them
+receiver=""
+if [ "${WEBHOOK_OPENS:-0}" = 1 ]; then
+  # Answers 204 to every post and counts the opens' events in them.
+  cat >"$work/receiver.py" <<'PY'
+import http.server, json, sys
+class Receiver(http.server.BaseHTTPRequestHandler):
+    events = 0
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if body.get("type") == "push.opened":
+            Receiver.events += len(body["events"])
+            with open(sys.argv[2], "w") as out: out.write(str(Receiver.events))
+        self.send_response(204); self.end_headers()
+    def log_message(self, *args): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Receiver).serve_forever()
+PY
+  receiver_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  echo 0 >"$work/posted"
+  python3 "$work/receiver.py" "$receiver_port" "$work/posted" &
+  receiver=$!
+  trap 'kill "$receiver" 2>/dev/null || true; cleanup' EXIT
+  export TERN_WEBHOOKS_ALLOW_PRIVATE_NETWORKS=true
+fi
 start_server "$work"
+if [ -n "$receiver" ]; then
+  curl -sf -X PATCH "$url/v1/apps/demo" -H "Authorization: Bearer $TERN_ADMIN_TOKEN" -H 'Content-Type: application/json' \
+    -d "{\"webhookURL\": \"http://127.0.0.1:$receiver_port/hook\", \"webhookEvents\": [\"token.deactivated\", \"push.opened\"]}" >/dev/null ||
+    { echo "the app's webhook could not be set" >&2; exit 1; }
+fi
 t0=$(date +%s.%N)
 push_id=$(store_push "$sale")
 [ -n "$push_id" ] || { echo "the push was refused" >&2; exit 1; }
@@ -69,6 +99,15 @@ echo "| opens answered, \`wrk -t2 -c$CONNECTIONS -d${DURATION}s\` | ${rate} requ
 echo "| the push's \`opened\` afterwards | $opened (devices that reported: $least answered, up to $most made) |"
 [ "${non2xx:-0}" = 0 ] && [ "$opened" -ge "$least" ] && [ "$opened" -le "$most" ] ||
   { echo "wrong: non-2xx ${non2xx:-0}, opened $opened, not $least-$most" >&2; exit 1; }
+if [ -n "$receiver" ]; then
+  # Every open counted is an event, posted once: wait for the receiver to have them all.
+  t0=$(date +%s.%N)
+  for _ in $(seq 1 1200); do [ "$(cat "$work/posted")" -ge "$opened" ] && break; sleep 0.05; done
+  posted=$(cat "$work/posted")
+  caught_up=$(awk "BEGIN {print $(date +%s.%N) - $t0}")
+  echo "| opens posted to the webhook (\`push.opened\`) | $posted, the last $(printf '%.1f' "$caught_up") s after wrk stopped |"
+  [ "$posted" = "$opened" ] || { echo "wrong: the webhook got $posted opens, not $opened" >&2; exit 1; }
+fi
 
 # ── 4. a push while its devices report opening it, as a broadcast's first taps come while it is still going out
 t0=$(date +%s.%N)

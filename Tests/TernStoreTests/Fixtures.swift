@@ -100,3 +100,37 @@ func allRecipients(
 final class Finished: Sendable {
     let flag = Atomic<Bool>(false)
 }
+
+/// The webhook's way of following an app's events while they are written: `write(n)` for each n below `count`,
+/// sixteen at a time (as chunks prune, as devices report), while a reader reads the ids after its cursor (`read`) and
+/// moves the cursor to the last one, until the writes are done and nothing is left. - Returns: the ids it read.
+func readByCursor(
+    whileWriting count: Int, _ write: @escaping @Sendable (Int) async throws -> Void, read: @escaping @Sendable (_ after: Int64) async throws -> [Int64]
+) async throws -> [Int64] {
+    let finished = Finished()
+    return try await withThrowingTaskGroup(of: [Int64].self) { group in
+        group.addTask {
+            try await withThrowingTaskGroup(of: Void.self) { writes in
+                for n in 0..<count {
+                    if n >= 16 { try await writes.next() }
+                    writes.addTask { try await write(n) }
+                }
+                try await writes.waitForAll()
+            }
+            finished.flag.store(true, ordering: .sequentiallyConsistent)
+            return []
+        }
+        group.addTask {
+            var cursor: Int64 = 0
+            var seen: [Int64] = []
+            while true {
+                let wasFinished = finished.flag.load(ordering: .sequentiallyConsistent)
+                let ids = try await read(cursor)
+                seen += ids
+                cursor = ids.last ?? cursor
+                if ids.isEmpty, wasFinished { return seen }
+            }
+        }
+        return try await group.reduce(into: []) { $0 += $1 }
+    }
+}

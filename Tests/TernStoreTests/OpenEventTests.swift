@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import TernStore
 import TernTestSupport
@@ -109,35 +108,10 @@ struct OpenEventTests {
             try await store.createApp(makeApp())
             let count = 400
             _ = try await store.createPush(makePush("p", at: time(0)))
-            let finished = Finished()
-            let seen = try await withThrowingTaskGroup(of: [Int64].self) { group in
-                group.addTask {
-                    // Sixteen at a time, as devices' reports arrive.
-                    try await withThrowingTaskGroup(of: Void.self) { opens in
-                        for n in 0..<count {
-                            if n >= 16 { try await opens.next() }
-                            opens.addTask {
-                                _ = try await store.recordPushReport(
-                                    .opened, pushID: "p", deviceID: numbered("d", n), at: time(1), openEvent: Self.subject)
-                            }
-                        }
-                        try await opens.waitForAll()
-                    }
-                    finished.flag.store(true, ordering: .sequentiallyConsistent)
-                    return []
-                }
-                group.addTask {
-                    var cursor: Int64 = 0
-                    var seen: [Int64] = []
-                    while true {
-                        let wasFinished = finished.flag.load(ordering: .sequentiallyConsistent)
-                        let events = try await store.openEvents(app: "demo", after: cursor, limit: 50)
-                        seen += events.map(\.id)
-                        cursor = events.last?.id ?? cursor
-                        if events.isEmpty, wasFinished { return seen }
-                    }
-                }
-                return try await group.reduce(into: []) { $0 += $1 }
+            let seen = try await readByCursor(whileWriting: count) { n in
+                _ = try await store.recordPushReport(.opened, pushID: "p", deviceID: numbered("d", n), at: time(1), openEvent: Self.subject)
+            } read: { cursor in
+                try await store.openEvents(app: "demo", after: cursor, limit: 50).map(\.id)
             }
             let all = try await store.openEvents(app: "demo", after: nil, limit: 1_000).map(\.id)
             #expect(all.count == count)

@@ -169,37 +169,11 @@ struct TokenHygieneTests {
             for n in 0..<count {
                 _ = try await store.register(registration(numbered("d", n), token: numbered("t", n)), app: "demo", at: time(0))
             }
-            let finished = Finished()
-            let seen = try await withThrowingTaskGroup(of: [Int64].self) { group in
-                group.addTask {
-                    // Sixteen at a time, as the dispatcher's chunks prune.
-                    try await withThrowingTaskGroup(of: Void.self) { deactivations in
-                        for n in 0..<count {
-                            if n >= 16 { try await deactivations.next() }
-                            deactivations.addTask {
-                                _ = try await store.deactivateToken(
-                                    app: "demo", token: numbered("t", n), reason: .apns(.unregistered), invalidSince: nil,
-                                    apnsTimestamp: nil, at: time(1))
-                            }
-                        }
-                        try await deactivations.waitForAll()
-                    }
-                    finished.flag.store(true, ordering: .sequentiallyConsistent)
-                    return []
-                }
-                group.addTask {
-                    // The webhook's way: what comes after the cursor, which moves to the last event read.
-                    var cursor: Int64 = 0
-                    var seen: [Int64] = []
-                    while true {
-                        let wasFinished = finished.flag.load(ordering: .sequentiallyConsistent)
-                        let events = try await store.tokenEvents(app: "demo", after: cursor, limit: 50)
-                        seen += events.map(\.id)
-                        cursor = events.last?.id ?? cursor
-                        if events.isEmpty, wasFinished { return seen }
-                    }
-                }
-                return try await group.reduce(into: []) { $0 += $1 }
+            let seen = try await readByCursor(whileWriting: count) { n in
+                _ = try await store.deactivateToken(
+                    app: "demo", token: numbered("t", n), reason: .apns(.unregistered), invalidSince: nil, apnsTimestamp: nil, at: time(1))
+            } read: { cursor in
+                try await store.tokenEvents(app: "demo", after: cursor, limit: 50).map(\.id)
             }
             let all = try await store.tokenEvents(app: "demo", after: nil, limit: 1_000).map(\.id)
             #expect(all.count == count)
