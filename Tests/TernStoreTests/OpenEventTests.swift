@@ -118,4 +118,54 @@ struct OpenEventTests {
             #expect(seen == all, "the reader missed \(Set(all).subtracting(seen).count) opens")
         }
     }
+
+    /// Reports are written in groups (a broadcast's taps come by the thousand a second): the answers are those of one
+    /// report after another, and one that cannot be written fails alone.
+    @Test("reports made at once are each the first once per device and kind, with one event per first open; one for no push fails alone", arguments: StoreFactory.all)
+    func reportsAtOnce(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            _ = try await store.createPush(makePush("p", at: time(0)))
+            let devices = (0..<60).map { numbered("d", $0) }
+            struct Answer: Sendable {
+                var device: String
+                var report: PushReport
+                var first: Result<Bool, StoreError>
+            }
+            let answers = try await withThrowingTaskGroup(of: Answer.self) { group in
+                for device in devices {
+                    for report in [PushReport.opened, .received, .opened] {
+                        group.addTask {
+                            do {
+                                let first = try await store.recordPushReport(report, pushID: "p", deviceID: device, at: time(5), openEvent: Self.subject)
+                                return Answer(device: device, report: report, first: .success(first))
+                            } catch let error as StoreError {
+                                return Answer(device: device, report: report, first: .failure(error))
+                            }
+                        }
+                    }
+                }
+                group.addTask {
+                    do {
+                        _ = try await store.recordPushReport(.opened, pushID: "no-such-push", deviceID: "d", at: time(5), openEvent: Self.subject)
+                        return Answer(device: "d", report: .opened, first: .success(true))
+                    } catch {
+                        return Answer(device: "d", report: .opened, first: .failure(.invalidInput("\(error)")))
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let failed = answers.filter { (try? $0.first.get()) == nil }
+            #expect(failed.map(\.device) == ["d"], "only the report of no push fails")
+            for device in devices {
+                for report in [PushReport.opened, .received] {
+                    let firsts = answers.filter { $0.device == device && $0.report == report && (try? $0.first.get()) == true }
+                    #expect(firsts.count == 1, "\(device) \(report)")
+                }
+            }
+            #expect(try await store.pushReportCounts(pushID: "p") == PushReportCounts(received: 60, opened: 60))
+            let events = try await store.openEvents(app: "demo", after: nil, limit: 1_000)
+            #expect(events.map(\.deviceID).sorted() == devices, "one event per device's first open")
+        }
+    }
 }

@@ -257,7 +257,8 @@ extension SQLStore {
                 RETURNING push_id
                 """).first() {
                 let pushID = try first.decode(column: "push_id", as: String.self)
-                try await Self.recordOpenEvent(openEvent, pushID: pushID, deviceID: deviceID, at: at, lock: eventOrderLock, db)
+                try await Self.recordOpenEvents(
+                    [PendingReport(report: .opened, pushID: pushID, deviceID: deviceID, at: at, openEvent: openEvent)], lock: eventOrderLock, db)
                 return true
             }
             return try await db.raw("""

@@ -5,39 +5,124 @@ import SQLKit
 /// receipt) and that the user opened it. A row per push and device, so each is counted once per device. Also the opens
 /// of many pushes at once, the online channel's messages' included (the console's list of pushes).
 extension SQLStore {
+    /// A device's report waiting for a group commit.
+    struct PendingReport: Sendable {
+        let report: PushReport
+        let pushID: String
+        let deviceID: String
+        let at: Date
+        /// Whose open event to write, if this is the device's first open of the push.
+        let openEvent: OpenEventSubject?
+    }
+
+    /// Queued and written with the reports that arrive meanwhile (``GroupCommit``): after a broadcast, its audience's
+    /// taps come by the thousand a second, and each written alone would cost its statements' hand-offs.
     public func recordPushReport(
         _ report: PushReport, pushID: String, deviceID: String, at: Date, openEvent: OpenEventSubject?
     ) async throws -> Bool {
-        let column = report.column
-        let event = report == .opened ? openEvent : nil
-        let eventOrderLock = flavor.eventOrderLock
-        let record: @Sendable (any SQLDatabase) async throws -> Bool = { db in
-            // The first report of each kind counts; reporting it again is not an error. A row comes back only when
-            // this one was the first (inserted, or its column still empty).
-            let first = try await db.raw("""
-                INSERT INTO push_reports (push_id, device_id, \(unsafeRaw: column)) VALUES (\(bind: pushID), \(bind: deviceID), \(bind: at.milliseconds))
-                ON CONFLICT (push_id, device_id) DO UPDATE SET \(unsafeRaw: column) = excluded.\(unsafeRaw: column)
-                    WHERE push_reports.\(unsafeRaw: column) IS NULL
-                RETURNING device_id
-                """).first() != nil
-            if first, let event {
-                try await Self.recordOpenEvent(event, pushID: pushID, deviceID: deviceID, at: at, lock: eventOrderLock, db)
-            }
-            return first
-        }
-        return event == nil ? try await exclusive(record) : try await transaction(record)
+        let pending = PendingReport(report: report, pushID: pushID, deviceID: deviceID, at: at, openEvent: report == .opened ? openEvent : nil)
+        return try await reports.submit(pending) { queued in await self.write(queued) }
     }
 
-    /// Writes the event of a first open, in the open's transaction.
-    static func recordOpenEvent(
-        _ event: OpenEventSubject, pushID: String, deviceID: String, at: Date,
-        lock: (@Sendable (_ table: String, _ app: String) -> SQLQueryString)?, _ db: any SQLDatabase
+    /// Writes a group of reports, at most ``largestReportGroup`` at a time; a piece that fails is written again one
+    /// report at a time, so that one report that cannot be written (its push deleted meanwhile) fails alone.
+    private func write(_ queued: [PendingReport]) async -> [Result<Bool, any Error>] {
+        var results: [Result<Bool, any Error>] = []
+        results.reserveCapacity(queued.count)
+        for piece in queued.pieces(of: Self.largestReportGroup) {
+            do {
+                results += try await writeGroup(Array(piece)).map { .success($0) }
+            } catch let error where error.isStoreUnavailable {
+                results += Array(repeating: .failure(error), count: piece.count)
+            } catch {
+                for pending in piece {
+                    do {
+                        results.append(.success(try await writeGroup([pending])[0]))
+                    } catch {
+                        results.append(.failure(error))
+                    }
+                }
+            }
+        }
+        return results
+    }
+
+    /// The largest group of reports written in one transaction (three bound values each).
+    static let largestReportGroup = 500
+
+    /// Writes a group of reports as if one after another, in their order. - Returns: whether each was the first of
+    /// its kind for its push and device.
+    private func writeGroup(_ group: [PendingReport]) async throws -> [Bool] {
+        // A report repeated within the group is not the first: the one before it is, or neither.
+        var seen: Set<ReportKey> = []
+        let distinct = group.map { seen.insert(ReportKey($0)).inserted }
+        let kinds = [PushReport.received, .opened].filter { kind in group.indices.contains { distinct[$0] && group[$0].report == kind } }
+        let writesEvents = group.contains { $0.openEvent != nil }
+        let eventOrderLock = flavor.eventOrderLock
+        let write: @Sendable (any SQLDatabase) async throws -> [Bool] = { db in
+            var firsts: Set<ReportKey> = []
+            for kind in kinds {
+                let rows = group.indices.filter { distinct[$0] && group[$0].report == kind }.map { index -> SQLQueryString in
+                    "(\(bind: group[index].pushID), \(bind: group[index].deviceID), \(bind: group[index].at.milliseconds))"
+                }
+                // The first report of each kind counts; reporting it again is not an error. A row comes back only for
+                // a report that was the first (inserted, or its column still empty).
+                let column = kind.column
+                let returned = try await db.raw("""
+                    INSERT INTO push_reports (push_id, device_id, \(unsafeRaw: column)) VALUES \(rows.joined(separator: ", "))
+                    ON CONFLICT (push_id, device_id) DO UPDATE SET \(unsafeRaw: column) = excluded.\(unsafeRaw: column)
+                        WHERE push_reports.\(unsafeRaw: column) IS NULL
+                    RETURNING push_id, device_id
+                    """).all()
+                for row in returned {
+                    firsts.insert(ReportKey(
+                        kind: kind, pushID: try row.decode(column: "push_id", as: String.self),
+                        deviceID: try row.decode(column: "device_id", as: String.self)))
+                }
+            }
+            let answers = group.indices.map { distinct[$0] && firsts.contains(ReportKey(group[$0])) }
+            let events = group.indices.filter { answers[$0] && group[$0].openEvent != nil }
+            if !events.isEmpty {
+                try await Self.recordOpenEvents(events.map { group[$0] }, lock: eventOrderLock, db)
+            }
+            return answers
+        }
+        // One statement needs no transaction of its own.
+        return kinds.count == 1 && !writesEvents ? try await exclusive(write) : try await transaction(write)
+    }
+
+    /// Which report of which device of which push: a group writes each once.
+    private struct ReportKey: Hashable {
+        let kind: PushReport
+        let pushID: String
+        let deviceID: String
+
+        init(kind: PushReport, pushID: String, deviceID: String) {
+            self.kind = kind
+            self.pushID = pushID
+            self.deviceID = deviceID
+        }
+
+        init(_ pending: PendingReport) {
+            self.init(kind: pending.report, pushID: pending.pushID, deviceID: pending.deviceID)
+        }
+    }
+
+    /// Writes the events of first opens, in their order, in the opens' transaction.
+    static func recordOpenEvents(
+        _ opens: [PendingReport], lock: (@Sendable (_ table: String, _ app: String) -> SQLQueryString)?, _ db: any SQLDatabase
     ) async throws {
-        // Numbered after the app's other open events are committed, as token events are (``SQLFlavor/eventOrderLock``).
-        if let lock { try await db.raw(lock("open_events", event.app)).run() }
+        // Numbered after the apps' other open events are committed, as token events are (``SQLFlavor/eventOrderLock``);
+        // the apps in one order, so that two nodes' groups never wait for each other's locks.
+        if let lock {
+            for app in Set(opens.compactMap(\.openEvent?.app)).sorted() { try await db.raw(lock("open_events", app)).run() }
+        }
+        let rows = opens.compactMap { open -> SQLQueryString? in
+            guard let event = open.openEvent else { return nil }
+            return "(\(bind: event.app), \(bind: open.pushID), \(bind: open.deviceID), \(bind: event.alias), \(bind: open.at.milliseconds))"
+        }
         try await db.raw("""
-            INSERT INTO open_events (app_id, push_id, device_id, alias, occurred_at)
-            VALUES (\(bind: event.app), \(bind: pushID), \(bind: deviceID), \(bind: event.alias), \(bind: at.milliseconds))
+            INSERT INTO open_events (app_id, push_id, device_id, alias, occurred_at) VALUES \(rows.joined(separator: ", "))
             """).run()
     }
 

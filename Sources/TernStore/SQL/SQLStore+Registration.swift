@@ -11,54 +11,25 @@ import TernAPNs
 /// so this is what lets registrations scale. The rules are those of ``TernStore/register(_:app:at:)``; they hold
 /// as if the registrations ran one after another, in arrival order.
 extension SQLStore {
-    /// A registration waiting for a group commit, and whom to tell.
+    /// A registration waiting for a group commit.
     struct PendingRegistration: Sendable {
         let registration: DeviceRegistration
         let app: String
         let at: Date
-        let continuation: CheckedContinuation<DeviceRecord, any Error>
-    }
-
-    /// The registrations waiting, and whether a writer is draining them.
-    struct RegistrationQueue {
-        var waiting: [PendingRegistration] = []
-        var writing = false
     }
 
     /// The largest group written in one transaction (bounded binds per statement).
     static let largestRegistrationGroup = 200
 
-    /// Queues the registration; the store's one writer task writes queued registrations in groups and answers each.
-    /// A cancelled caller's registration is written all the same.
+    /// Queues the registration; the store's writer writes queued registrations in groups and answers each
+    /// (``GroupCommit``). A cancelled caller's registration is written all the same.
     public func register(_ registration: DeviceRegistration, app: String, at: Date) async throws -> DeviceRecord {
-        try await withCheckedThrowingContinuation { continuation in
-            let startWriter = registrationQueue.withLock { queue -> Bool in
-                queue.waiting.append(PendingRegistration(registration: registration, app: app, at: at, continuation: continuation))
-                guard !queue.writing else { return false }
-                queue.writing = true
-                return true
-            }
-            if startWriter { Task(executorPreference: WriterExecutor.shared) { await self.drainRegistrations() } }
-        }
-    }
-
-    /// Writes what is queued, then what queued meanwhile, until the queue is empty.
-    private func drainRegistrations() async {
-        while true {
-            let queued = registrationQueue.withLock { queue -> [PendingRegistration] in
-                let taken = queue.waiting
-                queue.waiting.removeAll(keepingCapacity: true)
-                if taken.isEmpty { queue.writing = false }
-                return taken
-            }
-            guard !queued.isEmpty else { return }
-            let results: [Result<DeviceRecord, any Error>]
+        try await registrations.submit(PendingRegistration(registration: registration, app: app, at: at)) { queued in
             do {
-                results = try await exclusive { db in await self.write(queued, db) }
+                return try await self.exclusive { db in await self.write(queued, db) }
             } catch {
-                results = Array(repeating: .failure(error), count: queued.count)
+                return Array(repeating: .failure(error), count: queued.count)
             }
-            for (pending, result) in zip(queued, results) { pending.continuation.resume(with: result) }
         }
     }
 

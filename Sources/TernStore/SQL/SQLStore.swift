@@ -14,7 +14,9 @@ public final class SQLStore: TernStore {
     let flavor: SQLFlavor
     let logger: Logger
     /// Registrations waiting for the next group commit (`SQLStore+Registration.swift`).
-    let registrationQueue = Mutex(RegistrationQueue())
+    let registrations = GroupCommit<PendingRegistration, DeviceRecord>()
+    /// Devices' reports of pushes waiting for the next group commit (`SQLStore+PushReports.swift`).
+    let reports = GroupCommit<PendingReport, Bool>()
 
     init(sessions: any SQLSessions, flavor: SQLFlavor, logger: Logger) {
         self.sessions = sessions
