@@ -5,6 +5,7 @@
 #   scripts/bench-fanout.sh                       # 1,000,000 devices; then 100,000 of them with APNs answering in 50 ms
 #   DEVICES=200000 RUNS=1 scripts/bench-fanout.sh
 #   TERN=/path/to/tern scripts/bench-fanout.sh    # another build (an earlier version, say) instead of building
+#   PAYLOAD=bench scripts/bench-fanout.sh         # the push sends `tern bench`'s payload (below)
 #
 # What it does (release build, everything on loopback, the built-in simulator in the server's process):
 #   1. `tern serve` on a fresh SQLite folder registers one device over HTTP (the template), stops, and the script
@@ -30,6 +31,15 @@ CONNS=${CONNS:-4}
 SCRATCH=${SCRATCH:-.build}
 LOG_LEVEL=${LOG_LEVEL:-warning}     # debug shows the in-flight limit as it moves (in the data folder's serve.err)
 FAST_RUNS=${FAST_RUNS:-$RUNS}       # FAST_RUNS=0: only the slow-APNs case
+# What the push sends. notification (default): a title and a body, to which the server adds the push's id
+# (`tern.pushId`), 128 bytes in all. bench: `tern bench`'s own payload as a raw payload (the same JSON, 76 bytes), so
+# that the push and the client alone send the same notifications but for the push's headers (its apns-collapse-id).
+PAYLOAD=${PAYLOAD:-notification}
+case "$PAYLOAD" in
+  notification) content='"notification": {"title": "Fan-out", "body": "one push to every device"}' ;;
+  bench) content='"payload": {"aps":{"alert":{"title":"Tern","body":"Benchmark notification"},"badge":1}}' ;;
+  *) echo "PAYLOAD is notification or bench, not $PAYLOAD" >&2; exit 2 ;;
+esac
 
 source scripts/lib/tools.sh
 install_missing sqlite3
@@ -94,7 +104,7 @@ push() { # tag → prints "seconds status accepted peakRSS(KiB) maxRSS-sampled(K
   local t0=$(date +%s.%N)
   local json=$(curl -s -X POST "$url/v1/apps/demo/pushes?wait=60" -H "Authorization: Bearer $master" \
     -H 'Content-Type: application/json' \
-    -d "{\"audience\": {\"tags\": [\"$tag\"]}, \"notification\": {\"title\": \"Fan-out\", \"body\": \"one push to every device\"}}")
+    -d "{\"audience\": {\"tags\": [\"$tag\"]}, $content}")
   local id=$(grep -o '"id":"[^"]*"' <<<"$json" | head -1 | cut -d'"' -f4)
   # `wait` covers 60 s at most; a longer push is followed until it completes.
   while [ -n "$id" ] && ! grep -q '"status":"completed"' <<<"$json"; do

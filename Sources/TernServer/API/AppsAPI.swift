@@ -339,7 +339,8 @@ struct AppsAPI {
                     host: $0.host, port: $0.port, customCA: $0.caPEM != nil,
                     feedbackPort: app.transport == AppRecord.legacy ? $0.feedbackPort ?? $0.port + 1 : nil)
             },
-            credentials: credentials, webhookURL: app.webhookURL, webhookEvents: app.webhookEvents.sorted().map(\.rawValue), inboxMaxTTL: app.inboxMaxTTL, inboxCap: app.inboxCap,
+            credentials: credentials, webhookURL: app.webhookURL, webhookEvents: app.webhookEvents.sorted().map(\.rawValue),
+            inboxMaxTTL: app.inboxMaxTTL, inboxCap: app.inboxCap,
             transport: app.transport, feedbackInterval: app.transport == AppRecord.legacy ? app.feedbackInterval : nil,
             feedbackPolledAt: app.feedbackPolledAt, userBinding: app.userBinding.rawValue, broadcastRatePerSecond: app.broadcastRatePerSecond,
             hasIdentitySecret: app.sealedIdentitySecret != nil,

@@ -15,10 +15,11 @@ import TernStore
 ///
 /// Per app and kind, events after the last acknowledged one go out in batches (`{"app": …, "type": …, "events":
 /// [...]}`); a 2xx answer moves the app's cursor of that kind (kept in the store, so a restart neither loses nor
-/// repeats acknowledged events). Any other answer, or none within the timeout, is retried with exponential back-off (1 s doubling to 5 min) while
-/// the events wait. The `X-Tern-Signature` header is `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`
-/// keyed with the app's webhook secret, so the receiver can check origin and freshness. The signature's time and
-/// the back-off go by the wall clock; the loop waits on the timer (both from ``ServerClocks``).
+/// repeats acknowledged events). Any other answer, or none within the timeout, is retried with exponential back-off
+/// (1 s doubling to 5 min) while the events wait. The `X-Tern-Signature` header is
+/// `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">` keyed with the app's webhook secret, so the receiver can
+/// check origin and freshness. The signature's time and the back-off go by the wall clock; the loop waits on the
+/// timer (both from ``ServerClocks``).
 final class WebhookSender: Service {
     static let signatureHeader = "X-Tern-Signature"
 
