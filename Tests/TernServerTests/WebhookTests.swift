@@ -26,13 +26,24 @@ import Testing
 
         let received = Mutex<[Received]>([])
         let failures: Int
+        /// When the first post is held: it is answered once the test calls ``releaseTheFirstPost()``.
+        private let gate: (held: AsyncStream<Void>, release: AsyncStream<Void>.Continuation)?
+        private let arrivals = Atomic<Int>(0)
 
-        init(failures: Int) { self.failures = failures }
+        init(failures: Int, holdingTheFirstPost: Bool = false) {
+            self.failures = failures
+            self.gate = holdingTheFirstPost ? AsyncStream<Void>.makeStream() as (AsyncStream<Void>, AsyncStream<Void>.Continuation) : nil
+        }
+
+        func releaseTheFirstPost() { gate?.release.finish() }
+        /// Posts that arrived, answered or not.
+        var arrived: Int { arrivals.load(ordering: .relaxed) }
 
         func run(_ body: (Int) async throws -> Void) async throws {
             let router = Router()
             router.post("hook") { request, _ -> HTTPResponse.Status in
                 let bytes = Array(try await request.body.collect(upTo: 1 << 20).readableBytesView)
+                if self.arrivals.add(1, ordering: .relaxed).oldValue == 0, let gate = self.gate { for await _ in gate.held {} }
                 let signature = request.headers[HTTPField.Name("X-Tern-Signature")!]
                 return self.received.withLock { received in
                     let status: HTTPResponse.Status = received.count < self.failures ? .internalServerError : .ok
@@ -328,6 +339,45 @@ import Testing
                 #expect(posted.allSatisfy { ($0["openedAt"]?.int ?? 0) > 1_700_000_000_000 }, "epoch milliseconds")
                 // The opens are still counted as before.
                 #expect(try await server.master.get("/v1/apps/demo/pushes/\(pushID)").json()[path: "counts.opened"]?.int == 2)
+            }
+        }
+    }
+
+    /// Each kind of event goes one post at a time in turn: a token deactivated while hundreds of opens wait is posted
+    /// after the opens' post under way, not after all of them (before, each kind was posted to its end in turn).
+    @Test func aDeactivationIsNotHeldBackBehindABacklogOfOpens() async throws {
+        let receiver = Receiver(failures: 0, holdingTheFirstPost: true)
+        let opens = 2 * WebhookSender.eventsPerPost + 50
+        try await receiver.run { port in
+            try await RouterHarness.withServer(configure: { $0.webhooks.allowPrivateNetworks = true }) { server in
+                let patched = try await server.admin.patch(
+                    "/v1/apps/demo", #"{"webhookURL": "http://127.0.0.1:\#(port)/hook", "webhookEvents": ["token.deactivated", "push.opened"]}"#)
+                #expect(patched.status == 200, "\(patched.text)")
+                for n in 1...opens { try await server.register(Fixture.device(n), token: Fixture.token(n), alias: "fan") }
+                let pushID = try #require(try await server.push(Fixture.push(audience: #"{"aliases": ["fan"]}"#))["id"]?.string)
+                for n in 1...opens {
+                    let opened = try await server.device.send(
+                        .POST, "/v1/apps/demo/devices/\(Fixture.device(n))/opens", body: #"{"pushId": "\#(pushID)"}"#,
+                        headers: server.asDevice(Fixture.device(n)))
+                    #expect(opened.status == 204)
+                }
+                // The first post (of the first opens) is held at the receiver while a token dies behind the rest.
+                try await waitUntil("the first post") { receiver.arrived >= 1 }
+                try await server.register(Fixture.device(9_000), token: Fixture.token(9_000), alias: "gone")
+                _ = try await server.simulator.post("/tokens/\(Fixture.token(9_000))/unregister", "{}")
+                #expect(try await server.push(Fixture.push(audience: #"{"aliases": ["gone"]}"#))[path: "counts.pruned"]?.int == 1)
+                receiver.releaseTheFirstPost()
+
+                let posts = { () -> [JSONValue] in receiver.received.withLock { $0.compactMap { try? JSONValue(parsing: Data($0.body)) } } }
+                let posted = { (type: String) in posts().filter { $0["type"]?.string == type }.flatMap { $0["events"]?.arrayItems ?? [] } }
+                try await waitUntil("every open and the deactivation posted", within: 30) {
+                    posted("push.opened").count == opens && posted("token.deactivated").count == 1
+                }
+                let types = posts().compactMap { $0["type"]?.string }
+                #expect(types.count >= 4, "\(types)")
+                #expect(types.dropFirst().first == "token.deactivated", "next after the opens' post under way: \(types)")
+                #expect(Set(posted("push.opened").compactMap { $0["deviceId"]?.string }).count == opens, "each open once")
+                #expect(posted("token.deactivated").first?["token"]?.string == Fixture.token(9_000))
             }
         }
     }

@@ -132,12 +132,18 @@ final class WebhookSender: Service {
         guard let parsed = URL(string: url), let host = parsed.host else { return }
         if let wait = backoff.withLock({ $0[app.id] }), clocks.wall.now < wait.next { return }
         do {
-            // Each kind in order of its own: a receiver down holds both up, one answering takes both.
-            for kind in app.webhookEvents.sorted() {
-                let cursorKey = Self.cursorKey(kind, app: app.id)
-                var cursor = Int64(try await store.setting(cursorKey) ?? "") ?? 0
-                while !stopping.load(ordering: .relaxed), lease.isHeld {
-                    guard let page = try await page(of: kind, app: app.id, after: cursor) else { break }
+            // Each kind in order of its own, one post of each in turn: a backlog of opens (a push to millions, opened
+            // over an hour) does not hold a token's deactivation back until it is all posted. A receiver down holds
+            // both up, one answering takes both.
+            let kinds = app.webhookEvents.sorted()
+            var cursors: [WebhookEventKind: Int64] = [:]
+            for kind in kinds { cursors[kind] = Int64(try await store.setting(Self.cursorKey(kind, app: app.id)) ?? "") ?? 0 }
+            var posting = true
+            while posting, !stopping.load(ordering: .relaxed), lease.isHeld {
+                posting = false
+                for kind in kinds where !stopping.load(ordering: .relaxed) && lease.isHeld {
+                    guard let page = try await page(of: kind, app: app.id, after: cursors[kind] ?? 0) else { continue }
+                    posting = true
                     // Checked on the addresses the name has now, not only as the URL was written.
                     if let refused = await policy.refusal(
                         resolving: host, port: parsed.port ?? (parsed.scheme == "https" ? 443 : 80), proxied: proxy != nil)
@@ -156,8 +162,8 @@ final class WebhookSender: Service {
                     guard (200..<300).contains(response.status.code) else {
                         throw WebhookError("the receiver answered \(response.status.code)")
                     }
-                    cursor = page.last
-                    try await store.setSetting(cursorKey, to: String(cursor))
+                    cursors[kind] = page.last
+                    try await store.setSetting(Self.cursorKey(kind, app: app.id), to: String(page.last))
                     eventsDelivered.increment(by: page.events.count)
                     backoff.withLock { $0[app.id] = nil }
                 }
