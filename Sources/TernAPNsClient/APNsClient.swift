@@ -20,6 +20,26 @@ public struct APNsDelivery: Sendable {
     public var isDelivered: Bool { response.isSuccess }
 }
 
+extension APNsDelivery {
+    init(_ notification: APNsNotification, _ answer: SendAnswer) {
+        self.deviceToken = notification.deviceToken
+        self.apnsID = notification.metadata.apnsID
+        self.response = answer.response
+        self.attempts = answer.attempts
+    }
+}
+
+/// An answer in full: every header and the whole body (kept for requests other than notifications, whose answers
+/// carry more than a reason: a channel's id, a list of channels).
+public struct APNsFullAnswer: Sendable {
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    /// The first header of this name (names are lowercase on HTTP/2).
+    public func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
+}
+
 /// One notification's result in a batch.
 public struct APNsBatchResult: Sendable {
     public var notification: APNsNotification
@@ -140,14 +160,25 @@ public final class APNsClient: Service, Sendable {
     ///   a stream or between retries (a request already on the wire waits for its answer).
     public func send(_ notification: APNsNotification) async throws -> APNsDelivery {
         if Task.isCancelled { throw CancellationError() }
-        let operation = SendOperation(notification, context: context)
-        return try await withTaskCancellationHandler {
+        let answer = try await perform(SendOperation(notification, context: context))
+        return APNsDelivery(notification, answer)
+    }
+
+    /// Runs one send to its end; cancelling the task cancels it.
+    func perform(_ operation: SendOperation) async throws -> SendAnswer {
+        try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 operation.start { continuation.resume(with: $0) }
             }
         } onCancel: {
             operation.cancel()
         }
+    }
+
+    /// Sends a request other than a notification (a broadcast, a channel's management) and returns APNs' answer.
+    func send(_ request: APNsRequest) async throws -> SendAnswer {
+        if Task.isCancelled { throw CancellationError() }
+        return try await perform(SendOperation(request, context: context))
     }
 
     /// Sends every notification of `notifications` with at most `concurrency` in flight, calling `onResult` for
@@ -197,7 +228,9 @@ public final class APNsClient: Service, Sendable {
                         operation.start { [window, index] result in
                             window.complete(
                                 operation.id,
-                                APNsBatchResult(notification: notification, result: result.mapError(Self.batchError), index: index))
+                                APNsBatchResult(
+                                    notification: notification, result: result.map { APNsDelivery(notification, $0) }.mapError(Self.batchError),
+                                    index: index))
                         }
                         index += 1
                     }

@@ -18,6 +18,8 @@ public struct APNsClientError: Error, Hashable, Sendable, CustomStringConvertibl
         public static let invalidCredentials = Code("invalidCredentials")
         /// A configuration value is out of range.
         public static let invalidConfiguration = Code("invalidConfiguration")
+        /// A request APNs could not take as given (a bundle id or channel id out of form, a payload too large): not sent.
+        public static let invalidRequest = Code("invalidRequest")
     }
 
     public let code: Code
@@ -54,6 +56,10 @@ public struct APNsClientError: Error, Hashable, Sendable, CustomStringConvertibl
 
     static func invalidCredentials(_ message: String) -> APNsClientError {
         APNsClientError(code: .invalidCredentials, message: message)
+    }
+
+    static func invalidRequest(_ message: String) -> APNsClientError {
+        APNsClientError(code: .invalidRequest, message: message)
     }
 
     static func invalidConfiguration(_ message: String) -> APNsClientError {

@@ -545,6 +545,28 @@ public struct DeviceCreationCursor: Sendable, Equatable, CustomStringConvertible
 }
 
 /// A page of a listing, with the cursor for the next one (nil when this is the last).
+/// A broadcast channel of an app (iOS 18), under the name the app's backend gave it: one broadcast to it updates or
+/// ends the Live Activity on every device subscribed to it (they subscribe with `channelID`, APNs' id).
+public struct BroadcastChannelRecord: Sendable, Equatable {
+    public var name: String
+    /// APNs' id for the channel (base64).
+    public var channelID: String
+    /// The APNs environment the channel belongs to: its broadcasts go there.
+    public var environment: APNsEnvironment
+    /// Whether APNs keeps the most recent broadcast for up to 8 hours for devices that are offline; fixed when it was
+    /// made. Without, a broadcast's expiration is 0.
+    public var storesMessages: Bool
+    public var createdAt: Date
+
+    public init(name: String, channelID: String, environment: APNsEnvironment, storesMessages: Bool, createdAt: Date) {
+        self.name = name
+        self.channelID = channelID
+        self.environment = environment
+        self.storesMessages = storesMessages
+        self.createdAt = createdAt
+    }
+}
+
 public struct Page<Item: Sendable>: Sendable {
     public var items: [Item]
     public var next: String?

@@ -163,6 +163,15 @@ public protocol TernStore: Sendable {
     /// ``deactivateTokens(app:_:at:)`` follows, in one transaction. An ended activity's token has no use, so it is
     /// removed, not kept deactivated. - Returns: the tokens removed.
     func removeDeadActivityTokens(app: String, _ tokens: [TokenDeactivation]) async throws -> [String]
+    /// Keeps a channel APNs made for the app, unless the app has one of that name already. - Returns: the app's
+    /// channel of that name (the one given, or the one kept before), and whether it is the one given.
+    func addBroadcastChannel(app: String, _ channel: BroadcastChannelRecord) async throws -> (channel: BroadcastChannelRecord, added: Bool)
+    /// The app's channel named `name`, or nil.
+    func broadcastChannel(app: String, name: String) async throws -> BroadcastChannelRecord?
+    /// The app's channels by name, `limit` at a time after the cursor (a name).
+    func broadcastChannels(app: String, after cursor: String?, limit: Int) async throws -> Page<BroadcastChannelRecord>
+    /// Forgets the app's channel named `name`. - Returns: whether it had one.
+    func deleteBroadcastChannel(app: String, name: String) async throws -> Bool
     /// The app's activities with how many devices follow each, by id, `limit` at a time after the cursor (an id).
     func activities(app: String, after cursor: String?, limit: Int) async throws -> Page<ActivitySummary>
     /// Activity `id` of the app, or nil if no device follows it.

@@ -85,7 +85,7 @@ import Testing
         WireRequest(path: "/3/device/ab", headers: [("apns-topic", "com.example.app")], payload: [1], deadline: .now() + .seconds(60)) {
             outcome in
             switch outcome {
-            case .answered(let response): recorder.record("\(name) answered \(response.status)")
+            case .answered(let response, _): recorder.record("\(name) answered \(response.status)")
             case .unprocessed: recorder.record("\(name) unprocessed")
             case .failed: recorder.record("\(name) failed")
             case .timedOut: recorder.record("\(name) timed out")

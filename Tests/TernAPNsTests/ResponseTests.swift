@@ -37,6 +37,16 @@ let documentedReasons: [(reason: String, status: Int, outcome: APNsOutcomeClass)
     ("InternalServerError", 500, .retryLater),
     ("ServiceUnavailable", 503, .retryLater),
     ("Shutdown", 503, .retryLater),
+    // Broadcasts and channel management (spec §7).
+    ("FeatureNotEnabled", 400, .credentialsInvalid),
+    ("MissingChannelId", 400, .requestInvalid),
+    ("BadChannelId", 400, .requestInvalid),
+    ("ChannelNotRegistered", 400, .requestInvalid),
+    ("BadRequestParams", 400, .requestInvalid),
+    ("BadRequestPayload", 400, .requestInvalid),
+    ("MissingPushType", 400, .requestInvalid),
+    ("CannotCreateChannelConfig", 400, .requestInvalid),
+    ("TopicMismatch", 403, .credentialsInvalid),
 ]
 
 @Suite("APNsReason")

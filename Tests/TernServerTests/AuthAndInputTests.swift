@@ -17,6 +17,11 @@ import Testing
         (.GET, "/v1/apps/demo/devices/\(Fixture.device(1))/tokens", nil),
         (.GET, "/v1/apps/demo/devices/\(Fixture.device(1))", nil),
         (.DELETE, "/v1/apps/demo/devices/\(Fixture.device(1))/alias", nil),
+        (.PUT, "/v1/apps/demo/broadcast-channels/match", #"{"storage": "none"}"#),
+        (.GET, "/v1/apps/demo/broadcast-channels", nil),
+        (.GET, "/v1/apps/demo/broadcast-channels/match", nil),
+        (.DELETE, "/v1/apps/demo/broadcast-channels/match", nil),
+        (.POST, "/v1/apps/demo/broadcast-channels/match/broadcasts", #"{"payload": {}}"#),
     ]
 
     @Test func everyAppEndpointRefusesAMissingOrWrongSecretAndAnotherAppsKey() async throws {

@@ -310,9 +310,28 @@ struct HTTP2ServerFramingTests {
         framing.output.clear()
         let body = Array(#"{"reason":"BadTopic"}"#.utf8)
         framing.respond(streamID: 1, status: 400, headers: [], body: body)
-        #expect(Self.frames(&framing).map(\.type) == [0x1], "DATA held back: 21 bytes > window 10")
+        let first = Self.frames(&framing)
+        #expect(first.map(\.type) == [0x1, 0x0], "HEADERS, and DATA as far as the window goes")
+        #expect(first.last == Frame(type: 0x0, flags: 0x0, streamID: 1, payload: Array(body.prefix(10))), "10 bytes, no END_STREAM")
         try Self.feed(&framing, Self.frame(0x8, stream: 1, [0, 0, 0, 100]))
-        #expect(Self.frames(&framing) == [Frame(type: 0x0, flags: 0x1, streamID: 1, payload: body)])
+        #expect(Self.frames(&framing) == [Frame(type: 0x0, flags: 0x1, streamID: 1, payload: Array(body.dropFirst(10)))])
+    }
+
+    /// A body longer than the client's largest frame (a list of broadcast channels) goes in frames of that size.
+    @Test func aLongAnswerBodyGoesInFramesNoLargerThanTheClientTakes() throws {
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        var framing = try Self.connected()
+        try Self.feed(&framing, Self.settings([(0x4, 1 << 20)]))
+        try Self.feed(&framing, Self.frame(0x8, stream: 0, [0, 0x10, 0, 0]))
+        try Self.feed(&framing, Self.frame(0x1, flags: 0x5, stream: 1, try Self.headerBlock(&encoder)))
+        _ = Self.events(&framing)
+        framing.output.clear()
+        let body = (0..<40_000).map { UInt8(truncatingIfNeeded: $0) }
+        framing.respond(streamID: 1, status: 200, headers: [], body: body)
+        let frames = Self.frames(&framing).filter { $0.type == 0x0 }
+        #expect(frames.map(\.payload.count) == [16_384, 16_384, 7_232])
+        #expect(frames.map(\.flags) == [0, 0, 0x1], "END_STREAM on the last")
+        #expect(frames.flatMap(\.payload) == body)
     }
 
     // MARK: Resets and GOAWAY

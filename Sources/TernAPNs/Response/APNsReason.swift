@@ -34,6 +34,20 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible {
     case internalServerError
     case serviceUnavailable
     case shutdown
+    // Broadcasts and channel management (iOS 18, spec §7).
+    /// Broadcasts are not enabled for the app's id (on developer.apple.com).
+    case featureNotEnabled
+    case missingChannelId
+    case badChannelId
+    /// The channel does not exist (deleted, or never made in this environment).
+    case channelNotRegistered
+    case badRequestParams
+    case badRequestPayload
+    case missingPushType
+    /// The channel cannot be made: the environment has its 10,000 channels.
+    case cannotCreateChannelConfig
+    /// The credentials are not for the bundle id in the path.
+    case topicMismatch
     /// A reason this version does not know. Classified by its status code.
     case unknown(String)
 
@@ -45,6 +59,8 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible {
         .expiredProviderToken, .forbidden, .invalidProviderToken, .missingProviderToken, .unrelatedKeyIdInToken,
         .badEnvironmentKeyIdInToken, .badPath, .methodNotAllowed, .expiredToken, .unregistered, .payloadTooLarge,
         .tooManyProviderTokenUpdates, .tooManyRequests, .internalServerError, .serviceUnavailable, .shutdown,
+        .featureNotEnabled, .missingChannelId, .badChannelId, .channelNotRegistered, .badRequestParams, .badRequestPayload,
+        .missingPushType, .cannotCreateChannelConfig, .topicMismatch,
     ]
 
     private static let byName: [String: APNsReason] = {
@@ -92,6 +108,15 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible {
         case .internalServerError: return "InternalServerError"
         case .serviceUnavailable: return "ServiceUnavailable"
         case .shutdown: return "Shutdown"
+        case .featureNotEnabled: return "FeatureNotEnabled"
+        case .missingChannelId: return "MissingChannelId"
+        case .badChannelId: return "BadChannelId"
+        case .channelNotRegistered: return "ChannelNotRegistered"
+        case .badRequestParams: return "BadRequestParams"
+        case .badRequestPayload: return "BadRequestPayload"
+        case .missingPushType: return "MissingPushType"
+        case .cannotCreateChannelConfig: return "CannotCreateChannelConfig"
+        case .topicMismatch: return "TopicMismatch"
         case .unknown(let raw): return raw
         }
     }
@@ -109,8 +134,10 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
             .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
-            .missingTopic, .payloadEmpty, .topicDisallowed:
+            .missingTopic, .payloadEmpty, .topicDisallowed, .featureNotEnabled, .missingChannelId, .badChannelId,
+            .channelNotRegistered, .badRequestParams, .badRequestPayload, .missingPushType, .cannotCreateChannelConfig:
             return 400
+        case .topicMismatch: return 403
         case .badCertificate, .badCertificateEnvironment, .expiredProviderToken, .forbidden, .invalidProviderToken,
             .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken:
             return 403

@@ -72,15 +72,16 @@ public struct APNsResponse: Hashable, Sendable {
         return (try? JSONValue.object(object).serialized()) ?? []
     }
 
-    public var isSuccess: Bool { status == 200 }
+    /// 200 for a notification or a broadcast; a channel's management also answers 201 (made) and 204 (deleted).
+    public var isSuccess: Bool { (200..<300).contains(status) }
 
     public var outcomeClass: APNsOutcomeClass {
-        if status == 200 { return .delivered }
+        if isSuccess { return .delivered }
         switch reason {
         case .unregistered?, .expiredToken?, .badDeviceToken?, .deviceTokenNotForTopic?:
             return .tokenInvalid
         case .badCertificate?, .badCertificateEnvironment?, .forbidden?, .invalidProviderToken?, .missingProviderToken?,
-            .unrelatedKeyIdInToken?, .badEnvironmentKeyIdInToken?, .topicDisallowed?:
+            .unrelatedKeyIdInToken?, .badEnvironmentKeyIdInToken?, .topicDisallowed?, .topicMismatch?, .featureNotEnabled?:
             return .credentialsInvalid
         case .expiredProviderToken?, .tooManyProviderTokenUpdates?, .tooManyRequests?, .idleTimeout?,
             .internalServerError?, .serviceUnavailable?, .shutdown?:

@@ -5,8 +5,9 @@ import TernHTTP2
 
 /// What one attempt on one stream came to.
 enum StreamOutcome: Sendable {
-    /// APNs answered (any status).
-    case answered(APNsResponse)
+    /// APNs answered (any status); with every header and the whole body when the request asked for them
+    /// (``WireRequest/keepsAnswer``).
+    case answered(APNsResponse, APNsFullAnswer?)
     /// The request was certainly not processed (above a GOAWAY's last stream id, or REFUSED_STREAM): send it again
     /// anywhere, at once.
     case unprocessed(String)
@@ -18,6 +19,7 @@ enum StreamOutcome: Sendable {
 
 /// A request ready for the wire: the `:path` and headers are rendered once per attempt.
 struct WireRequest: Sendable {
+    var method: String = "POST"
     var path: String
     var headers: [(name: String, value: String)]
     var payload: [UInt8]
@@ -25,6 +27,9 @@ struct WireRequest: Sendable {
     var deadline: NIODeadline
     /// Called once, on the connection's event loop, with what the attempt came to.
     var onOutcome: @Sendable (StreamOutcome) -> Void
+    /// The most of the answer's body kept, when the whole answer is wanted (a channel list); nil for a notification,
+    /// whose answer is its status and APNs' short JSON reason.
+    var keepsAnswer: Int? = nil
 }
 
 /// What the pool needs to hear from a connection, on the connection's event loop.
@@ -59,6 +64,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private struct Pending {
         var onOutcome: @Sendable (StreamOutcome) -> Void
         var deadline: NIODeadline
+        var keepsAnswer: Bool
     }
 
     let id: Int
@@ -137,13 +143,14 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             return
         }
         for request in requests {
-            let headers = perPushHeaders.requestHeaders(path: request.path, headers: request.headers, authority: settings.authority)
-            guard let streamID = framing.openStream(headers: headers, body: request.payload) else {
+            let headers = perPushHeaders.requestHeaders(
+                method: request.method, path: request.path, headers: request.headers, authority: settings.authority)
+            guard let streamID = framing.openStream(headers: headers, body: request.payload, largestAnswer: request.keepsAnswer) else {
                 // The server's stream limit shrank under the pool's view of it: not sent, so it may go elsewhere.
                 request.onOutcome(.unprocessed("the server's stream limit is reached"))
                 continue
             }
-            streams[streamID] = Pending(onOutcome: request.onOutcome, deadline: request.deadline)
+            streams[streamID] = Pending(onOutcome: request.onOutcome, deadline: request.deadline, keepsAnswer: request.keepsAnswer != nil)
             armTimeout(at: request.deadline, context: context)
         }
         writeOutput(context: context, flush: true)
@@ -217,7 +224,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
                 answered = true
                 delegate?.connectionAnswered(id)
             }
-            finish(streamID, .answered(response))
+            let full = streams[streamID]?.keepsAnswer == true
+                ? APNsFullAnswer(status: status, headers: headers.map { ($0.name, $0.value) }, body: body) : nil
+            finish(streamID, .answered(response, full))
         case .reset(let streamID, let code):
             if code == HTTP2Wire.ErrorCode.refusedStream {
                 finish(streamID, .unprocessed("the server refused the stream"))
@@ -346,14 +355,16 @@ struct PerPushHeaders {
     /// A request's header block, with the indexing APNs asks for: the path (it holds the token) never indexed; the
     /// `apns-id` indexed the first time on the connection and not after; a collapse id or an expiration indexed the
     /// first time and whenever it repeats the previous one; everything else indexed.
-    mutating func requestHeaders(path: String, headers requestHeaders: [(name: String, value: String)], authority: String) -> HPACKHeaders {
+    mutating func requestHeaders(
+        method: String = "POST", path: String, headers requestHeaders: [(name: String, value: String)], authority: String
+    ) -> HPACKHeaders {
         func id() -> HPACKIndexing {
             defer { idSent = true }
             return idSent ? .nonIndexable : .indexable
         }
         var headers = HPACKHeaders()
         headers.reserveCapacity(requestHeaders.count + 4)
-        headers.add(name: ":method", value: "POST")
+        headers.add(name: ":method", value: method)
         headers.add(name: ":scheme", value: "https")
         headers.add(name: ":authority", value: authority)
         headers.add(name: ":path", value: path, indexing: .nonIndexable)

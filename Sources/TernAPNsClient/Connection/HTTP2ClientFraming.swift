@@ -58,6 +58,8 @@ struct HTTP2ClientFraming {
         var status: Int?
         var headers: HPACKHeaders = [:]
         var body: [UInt8] = []
+        /// The most of the body kept, when the request asked for more than a notification's answer.
+        var largestBody: Int?
         var sentEndStream = false
     }
 
@@ -120,7 +122,8 @@ struct HTTP2ClientFraming {
     /// Opens a stream and queues its request: HEADERS (CONTINUATION if the block is larger than a frame), then the
     /// body in DATA as the windows allow. Returns nil, sending nothing, when the server takes no new stream (its
     /// MAX_CONCURRENT_STREAMS is reached, or it sent GOAWAY).
-    mutating func openStream(headers: HPACKHeaders, body: [UInt8]) -> UInt32? {
+    /// - Parameter largestAnswer: the most of the answer's body kept (``Configuration/largestBody`` when nil).
+    mutating func openStream(headers: HPACKHeaders, body: [UInt8], largestAnswer: Int? = nil) -> UInt32? {
         guard goAwayLastStreamID == nil, streams.count < (peerMaxConcurrentStreams ?? Int.max), nextStreamID < 0x7fff_ffff else {
             return nil
         }
@@ -142,6 +145,7 @@ struct HTTP2ClientFraming {
             first = false
         } while scratch.readableBytes > 0
         var stream = Stream(sendWindow: peerInitialWindow)
+        if let largestAnswer { stream.largestBody = largestAnswer }
         stream.pendingBody = body[...]
         stream.sentEndStream = body.isEmpty
         if !body.isEmpty {
@@ -379,7 +383,7 @@ struct HTTP2ClientFraming {
         }
         let data = try head.dataWithoutPadding(payload)
         guard var stream = streams[head.streamID] else { return }
-        let room = configuration.largestBody - stream.body.count
+        let room = (stream.largestBody ?? configuration.largestBody) - stream.body.count
         if room > 0 { stream.body.append(contentsOf: data.readableBytesView.prefix(room)) }
         if head.has(Flag.endStream) {
             finish(head.streamID, stream)

@@ -21,14 +21,43 @@ final class SendContext: Sendable {
     func nextOperationID() -> Int { operationIDs.add(1, ordering: .relaxed).newValue }
 }
 
-/// One notification's way to APNs: a stream from the pool, the request, APNs' answer, and the retries, until it
-/// ends in an answer or an error.
+/// What one send carries: a notification to a device, or another request to APNs (a broadcast to a channel, a
+/// channel's management).
+enum SendSubject: Sendable {
+    case notification(APNsNotification)
+    case request(APNsRequest)
+}
+
+/// A request to APNs other than a notification to a device: a broadcast, or a call to manage channels.
+struct APNsRequest: Sendable {
+    var method: String
+    var path: String
+    var headers: [(name: String, value: String)]
+    var body: [UInt8] = []
+    /// The most of the answer's body kept (a list of channels is long).
+    var largestAnswer = 4096
+    /// Whether sending it twice does no harm. One that does (a channel's creation) is sent again only when APNs
+    /// certainly did not take it (a refused stream, above a GOAWAY's last stream, 429 or 503), never after a
+    /// connection lost with it in flight.
+    var idempotent = true
+}
+
+/// APNs' final answer to one send, and the attempts it took.
+struct SendAnswer: Sendable {
+    var response: APNsResponse
+    var attempts: Int
+    /// Every header and the whole body, for a request other than a notification.
+    var full: APNsFullAnswer?
+}
+
+/// One notification's (or request's) way to APNs: a stream from the pool, the request, APNs' answer, and the
+/// retries, until it ends in an answer or an error.
 ///
 /// It runs on callbacks (the pool lending a stream, the connection reporting the stream's outcome, a back-off
 /// timer), not in a task of its own, so a send costs no task, no continuation and no event-loop hop of its own.
 /// Exactly one step runs at a time; `progress` orders them and lets ``cancel()`` find the send wherever it is.
 final class SendOperation: Sendable {
-    typealias Completion = @Sendable (Result<APNsDelivery, any Error>) -> Void
+    typealias Completion = @Sendable (Result<SendAnswer, any Error>) -> Void
 
     private enum Phase {
         case starting
@@ -52,7 +81,7 @@ final class SendOperation: Sendable {
     }
 
     let id: Int
-    let notification: APNsNotification
+    private let subject: SendSubject
     private let context: SendContext
     private let started = ContinuousClock.now
     private let deadline: NIODeadline
@@ -61,10 +90,18 @@ final class SendOperation: Sendable {
 
     init(_ notification: APNsNotification, context: SendContext) {
         self.id = context.nextOperationID()
-        self.notification = notification
+        self.subject = .notification(notification)
         self.context = context
         self.deadline = NIODeadline.now() + context.configuration.sendTimeout.timeAmount
         self.path = "/3/device/" + notification.deviceToken.hex
+    }
+
+    init(_ request: APNsRequest, context: SendContext) {
+        self.id = context.nextOperationID()
+        self.subject = .request(request)
+        self.context = context
+        self.deadline = NIODeadline.now() + context.configuration.sendTimeout.timeAmount
+        self.path = request.path
     }
 
     /// Starts the send; `completion` is called exactly once, on whatever thread the send ends on.
@@ -106,7 +143,11 @@ final class SendOperation: Sendable {
             fail(APNsClientError.timedOut(attempts: attempts, lastProblem: lastProblem))
             return
         }
-        var headers = notification.metadata.headers(reservingRoomFor: 1)
+        var headers =
+            switch subject {
+            case .notification(let notification): notification.metadata.headers(reservingRoomFor: 1)
+            case .request(let request): request.headers
+            }
         var token: ProviderToken?
         if let tokens = context.tokens {
             do {
@@ -152,18 +193,23 @@ final class SendOperation: Sendable {
         context.metrics.attempt()
         let now = NIODeadline.now()
         let attemptDeadline = min(now + context.configuration.attemptTimeout.timeAmount, max(deadline, now + .milliseconds(1)))
-        let request = WireRequest(
-            path: path, headers: headers, payload: notification.payload, deadline: attemptDeadline
-        ) { [self] outcome in
+        let conclude: @Sendable (StreamOutcome) -> Void = { [self] outcome in
             self.conclude(outcome, on: lease, token: token, attemptTime: attemptDeadline - now)
         }
-        lease.outbox.submit(request)
+        switch subject {
+        case .notification(let notification):
+            lease.outbox.submit(WireRequest(path: path, headers: headers, payload: notification.payload, deadline: attemptDeadline, onOutcome: conclude))
+        case .request(let request):
+            lease.outbox.submit(WireRequest(
+                method: request.method, path: path, headers: headers, payload: request.body, deadline: attemptDeadline, onOutcome: conclude,
+                keepsAnswer: request.largestAnswer))
+        }
     }
 
     /// Runs on the connection's event loop with what the attempt came to: the answer, a retry, or an error.
     private func conclude(_ outcome: StreamOutcome, on lease: ConnectionLease, token: ProviderToken?, attemptTime: TimeAmount) {
         context.pool.release(lease)
-        if case .answered(let response) = outcome, response.reason == .tooManyProviderTokenUpdates {
+        if case .answered(let response, _) = outcome, response.reason == .tooManyProviderTokenUpdates {
             // APNs takes no new token on this connection for 20 minutes (it first saw a token less than 20 minutes
             // ago); a new connection takes the current one as its first.
             context.pool.retire(lease)
@@ -171,10 +217,10 @@ final class SendOperation: Sendable {
 
         let retryDelay: Duration
         switch outcome {
-        case .answered(let response):
+        case .answered(let response, let full):
             let failures = progress.withLock { $0.failures }
             if response.isSuccess || failures + 1 >= context.configuration.maxAttempts || !mayRetry(response) {
-                answer(response)
+                answer(response, full: full)
                 return
             }
             progress.withLock { progress in
@@ -187,7 +233,7 @@ final class SendOperation: Sendable {
                 // only be rejected again: that rejection is the answer.
                 let renewed = try? tokens.tokenAfterRejection(of: token)
                 guard let renewed, renewed != token else {
-                    answer(response)
+                    answer(response, full: full)
                     return
                 }
                 retryDelay = .zero
@@ -207,6 +253,11 @@ final class SendOperation: Sendable {
             }
             retryDelay = .zero
         case .failed(let reason):
+            if case .request(let request) = subject, !request.idempotent {
+                fail(APNsClientError.connectionFailed(
+                    "the connection failed with the request in flight (\(reason)); it may have reached APNs, so it is not sent again"))
+                return
+            }
             let (failures, attempts) = progress.withLock { progress -> (Int, Int) in
                 progress.failures += 1
                 progress.lastProblem = reason
@@ -246,20 +297,25 @@ final class SendOperation: Sendable {
     /// Whether a rejection is worth another attempt: retryable by class, and the notification not yet expired.
     private func mayRetry(_ response: APNsResponse) -> Bool {
         guard response.outcomeClass == .retryLater else { return false }
-        switch notification.metadata.expiration {
-        case .immediately: return false
-        case .at(let date): return context.configuration.clock.now < date
-        case .none: return true
+        switch subject {
+        case .request(let request):
+            // Throttled, unavailable or refused for its provider token: not taken. A 500 may have been.
+            return request.idempotent || response.status == 429 || response.status == 503 || response.reason == .expiredProviderToken
+        case .notification(let notification):
+            switch notification.metadata.expiration {
+            case .immediately: return false
+            case .at(let date): return context.configuration.clock.now < date
+            case .none: return true
+            }
         }
     }
 
     // MARK: Endings
 
-    private func answer(_ response: APNsResponse) {
+    private func answer(_ response: APNsResponse, full: APNsFullAnswer?) {
         context.metrics.finished(response, after: ContinuousClock.now - started)
         let attempts = progress.withLock { $0.attempts }
-        finish(.success(APNsDelivery(
-            deviceToken: notification.deviceToken, apnsID: notification.metadata.apnsID, response: response, attempts: attempts)))
+        finish(.success(SendAnswer(response: response, attempts: attempts, full: full)))
     }
 
     private func fail(_ error: APNsClientError) {
@@ -268,7 +324,7 @@ final class SendOperation: Sendable {
     }
 
     /// Calls the completion, once, whichever step gets here first.
-    private func finish(_ result: Result<APNsDelivery, any Error>) {
+    private func finish(_ result: Result<SendAnswer, any Error>) {
         let completion = progress.withLock { progress -> Completion? in
             if case .finished = progress.phase { return nil }
             progress.phase = .finished

@@ -1550,6 +1550,220 @@ enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/apps/{app}/broadcast-channels": {
+   "get": {
+    "operationId": "listBroadcastChannels",
+    "summary": "The app's broadcast channels (iOS 18), by name",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "a page of channels",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/BroadcastChannelList"
+        }
+       }
+      }
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "name": "after",
+      "in": "query",
+      "required": false,
+      "description": "the cursor from the last page (a channel's name)",
+      "schema": {
+       "type": "string",
+       "pattern": "^[A-Za-z0-9._:-]{1,128}$"
+      }
+     },
+     {
+      "$ref": "#/components/parameters/limit"
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/broadcast-channels/{name}": {
+   "put": {
+    "operationId": "makeBroadcastChannel",
+    "summary": "Makes a broadcast channel at APNs under this name (201), or answers with the one the app has under it (200; 409 when its storage or environment differ). The app subscribes its Live Activity to channelId",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/BroadcastChannelCreate"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "the channel the app had under this name",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/BroadcastChannel"
+        }
+       }
+      }
+     },
+     "201": {
+      "description": "the channel, made now",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/BroadcastChannel"
+        }
+       }
+      }
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/channelName"
+     }
+    ]
+   },
+   "get": {
+    "operationId": "getBroadcastChannel",
+    "summary": "One broadcast channel",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "the channel",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/BroadcastChannel"
+        }
+       }
+      }
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/channelName"
+     }
+    ]
+   },
+   "delete": {
+    "operationId": "deleteBroadcastChannel",
+    "summary": "Deletes the channel at APNs, for good, and forgets it (a channel APNs no longer has is forgotten all the same)",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "204": {
+      "description": "deleted"
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/channelName"
+     }
+    ]
+   }
+  },
+  "/v1/apps/{app}/broadcast-channels/{name}/broadcasts": {
+   "post": {
+    "operationId": "broadcast",
+    "summary": "One broadcast: updates or ends the Live Activity on every device subscribed to the channel, in one request to APNs. Answered with APNs' answer: 409 channelNotRegistered when APNs no longer has the channel, 502 apnsRejected with its reason, 504 when it did not answer",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/BroadcastRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "APNs took it",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/BroadcastResult"
+        }
+       }
+      }
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/channelName"
+     }
+    ]
+   }
+  },
   "/v1/apps/{app}/inbox": {
    "get": {
     "operationId": "readInbox",
@@ -2525,6 +2739,143 @@ enum OpenAPIDocument {
     ],
     "additionalProperties": false
    },
+   "BroadcastChannelCreate": {
+    "type": "object",
+    "properties": {
+     "storage": {
+      "type": "string",
+      "enum": [
+       "none",
+       "mostRecent"
+      ],
+      "description": "none: APNs keeps nothing for a device that is offline (a broadcast's expiration is 0); mostRecent: it keeps the last broadcast up to 8 hours. Fixed once made"
+     },
+     "environment": {
+      "type": "string",
+      "enum": [
+       "production",
+       "development"
+      ],
+      "description": "for an app on Apple's APNs: the environment the channel belongs to (the app's by default); an app on the built-in simulator or a custom endpoint has one, and takes no environment"
+     }
+    },
+    "required": [
+     "storage"
+    ],
+    "additionalProperties": false
+   },
+   "BroadcastChannel": {
+    "type": "object",
+    "properties": {
+     "name": {
+      "type": "string"
+     },
+     "channelId": {
+      "type": "string",
+      "description": "APNs' id (base64), which the app subscribes its Live Activity to"
+     },
+     "environment": {
+      "type": "string",
+      "enum": [
+       "production",
+       "development"
+      ]
+     },
+     "storage": {
+      "type": "string",
+      "enum": [
+       "none",
+       "mostRecent"
+      ]
+     },
+     "createdAt": {
+      "type": "string",
+      "format": "date-time"
+     }
+    },
+    "required": [
+     "name",
+     "channelId",
+     "environment",
+     "storage",
+     "createdAt"
+    ],
+    "additionalProperties": false
+   },
+   "BroadcastChannelList": {
+    "type": "object",
+    "properties": {
+     "channels": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/BroadcastChannel"
+      }
+     },
+     "next": {
+      "type": "string"
+     }
+    },
+    "required": [
+     "channels"
+    ],
+    "additionalProperties": false
+   },
+   "BroadcastRequest": {
+    "type": "object",
+    "properties": {
+     "payload": {
+      "type": "object",
+      "description": "the whole payload, at most 5,120 bytes: aps with event (update or end; a channel cannot start an activity), timestamp and content-state"
+     },
+     "priority": {
+      "type": "integer",
+      "enum": [
+       10,
+       5
+      ],
+      "description": "10 by default"
+     },
+     "expiration": {
+      "type": "integer",
+      "minimum": 0,
+      "maximum": 4294967295,
+      "description": "epoch seconds until which a storing channel keeps it (8 hours from now by default); 0, or left out, on a channel that stores nothing"
+     }
+    },
+    "required": [
+     "payload"
+    ],
+    "additionalProperties": false
+   },
+   "BroadcastResult": {
+    "type": "object",
+    "properties": {
+     "channel": {
+      "type": "string"
+     },
+     "channelId": {
+      "type": "string"
+     },
+     "requestId": {
+      "type": "string",
+      "description": "apns-request-id, as APNs answered"
+     },
+     "uniqueId": {
+      "type": "string",
+      "description": "apns-unique-id, which Apple's push console finds the broadcast by"
+     },
+     "attempts": {
+      "type": "integer",
+      "minimum": 1
+     }
+    },
+    "required": [
+     "channel",
+     "channelId",
+     "attempts"
+    ],
+    "additionalProperties": false
+   },
    "TagsChange": {
     "type": "object",
     "description": "tags to add and remove, removals last; a device has at most 100 tags (409 tooManyTags past that, with nothing changed)",
@@ -3158,6 +3509,16 @@ enum OpenAPIDocument {
     "in": "path",
     "required": true,
     "description": "the Live Activity's id, which the app chooses (a match, an order)",
+    "schema": {
+     "type": "string",
+     "pattern": "^[A-Za-z0-9._:-]{1,128}$"
+    }
+   },
+   "channelName": {
+    "name": "name",
+    "in": "path",
+    "required": true,
+    "description": "the channel's name, as the app's backend gave it",
     "schema": {
      "type": "string",
      "pattern": "^[A-Za-z0-9._:-]{1,128}$"

@@ -152,6 +152,7 @@ enum QueryRules {
         call(.get, "v1/apps/:app/pushes/:push/reports", ["after", "limit"]),
         call(.get, "v1/apps/:app/token-events", ["after", "limit"]),
         call(.get, "v1/apps/:app/activities", ["after", "limit"]),
+        call(.get, "v1/apps/:app/broadcast-channels", ["after", "limit"]),
     ]
 
     private static func call(

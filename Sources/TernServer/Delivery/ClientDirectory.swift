@@ -81,9 +81,24 @@ actor ClientDirectory {
 
     /// The sender for `app`'s notifications to tokens of `tokenEnvironment` (nil: the app's own).
     func client(for app: AppRecord, tokenEnvironment: APNsEnvironment?) throws -> any NotificationSender {
+        try client(for: app, tokenEnvironment: tokenEnvironment, service: app.transport == AppRecord.legacy ? .gateway : .http2)
+    }
+
+    /// The HTTP/2 client for `app`'s broadcasts to channels of `environment` (`.http2`, the notification hosts), or
+    /// for managing those channels (`.channels`, Apple's management hosts; the simulator and a custom endpoint serve
+    /// both on their one port, so there one client does both).
+    func broadcastClient(for app: AppRecord, environment: APNsEnvironment, service: Service) throws -> APNsClient {
+        guard app.transport != AppRecord.legacy else { throw EndpointUnavailable(app: app.id, reason: .legacyHasNoBroadcasts) }
+        guard let sender = try client(for: app, tokenEnvironment: environment, service: service) as? HTTP2Sender else {
+            throw EndpointUnavailable(app: app.id, reason: .legacyHasNoBroadcasts)
+        }
+        return sender.client
+    }
+
+    private func client(for app: AppRecord, tokenEnvironment: APNsEnvironment?, service: Service) throws -> any NotificationSender {
         guard !closed else { throw EndpointUnavailable(app: app.id, reason: .stopped) }
-        let legacy = app.transport == AppRecord.legacy
-        let endpoint = try endpoint(for: app, tokenEnvironment: tokenEnvironment, service: legacy ? .gateway : .http2)
+        let legacy = service == .gateway
+        let endpoint = try endpoint(for: app, tokenEnvironment: tokenEnvironment, service: service)
         let key = Key(app: app.id, endpoint: "\(endpoint.host):\(endpoint.port)")
         if let cached = clients[key], cached.version == app.updatedAt { return cached.client }
         if let stale = clients.removeValue(forKey: key) { retired.continuation.yield(stale.client) }
@@ -175,6 +190,8 @@ actor ClientDirectory {
         case http2
         case gateway
         case feedback
+        /// Broadcast channels' management (iOS 18).
+        case channels
     }
 
     private func endpoint(for app: AppRecord, tokenEnvironment: APNsEnvironment?, service: Service) throws -> APNsClientConfiguration.Endpoint {
@@ -183,7 +200,7 @@ actor ClientDirectory {
             guard let simulator else { throw EndpointUnavailable(app: app.id, reason: .simulatorOff) }
             var endpoint = simulator.endpoint
             switch service {
-            case .http2: break
+            case .http2, .channels: break
             case .gateway, .feedback:
                 guard let port = service == .gateway ? simulator.legacyGatewayPort : simulator.feedbackPort else {
                     throw EndpointUnavailable(app: app.id, reason: .legacyNotServed)
@@ -201,6 +218,7 @@ actor ClientDirectory {
             let environment = tokenEnvironment ?? app.environment.apnsEnvironment ?? .production
             switch service {
             case .http2: return .apple(environment)
+            case .channels: return .channelManagement(environment)
             case .gateway: return LegacyClientConfiguration.appleGateway(environment)
             case .feedback: return LegacyClientConfiguration.appleFeedback(environment)
             }
@@ -270,6 +288,8 @@ struct EndpointUnavailable: Error, CustomStringConvertible {
         case noEndpoint
         /// The server is stopping: its clients are closed.
         case stopped
+        /// It uses the legacy protocol, which has no broadcast channels.
+        case legacyHasNoBroadcasts
     }
 
     var app: String
@@ -281,6 +301,7 @@ struct EndpointUnavailable: Error, CustomStringConvertible {
         case .legacyNotServed: "app \(app) uses the legacy protocol, which the built-in simulator does not serve"
         case .noEndpoint: "app \(app) has no endpoint"
         case .stopped: "the server is stopping"
+        case .legacyHasNoBroadcasts: "app \(app) uses the legacy binary protocol, which has no broadcast channels"
         }
     }
 }

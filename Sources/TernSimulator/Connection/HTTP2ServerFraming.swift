@@ -60,7 +60,7 @@ struct HTTP2ServerFraming {
         var receiveWindow: Int
         var sendWindow: Int
         /// DATA waiting for send window, with its END_STREAM flag.
-        var pendingData: [UInt8]?
+        var pendingData: ArraySlice<UInt8>?
     }
 
     let configuration: Configuration
@@ -79,6 +79,8 @@ struct HTTP2ServerFraming {
     private var continuation: (streamID: UInt32, flags: UInt8, block: ByteBuffer)?
     private var peerInitialWindow = 65_535
     private var connectionSendWindow = 65_535
+    /// The largest DATA frame the peer takes (its SETTINGS_MAX_FRAME_SIZE).
+    private var peerMaxFrameSize = 16_384
     private var connectionReceiveConsumed = 0
     private var blockedStreams: [UInt32] = []
     private(set) var goAwayLastStreamID: UInt32?
@@ -331,6 +333,7 @@ struct HTTP2ServerFraming {
             guard (16_384...16_777_215).contains(value) else {
                 throw ConnectionError(code: ErrorCode.protocolError, message: "MAX_FRAME_SIZE out of range")
             }
+            peerMaxFrameSize = Int(value)
         default:
             break  // answers are small: the peer's other limits do not bind them
         }
@@ -349,11 +352,8 @@ struct HTTP2ServerFraming {
         for header in headers { writeLiteral(name: header.name, value: header.value) }
         output.setInteger(UInt32(output.writerIndex - payloadStart) << 8 | UInt32(FrameType.headers), at: blockStart)
         if !body.isEmpty {
-            if body.count <= min(stream.sendWindow, connectionSendWindow) {
-                writeData(streamID: streamID, body)
-                stream.sendWindow -= body.count
-            } else {
-                stream.pendingData = body
+            stream.pendingData = body[...]
+            guard sendPendingData(streamID, &stream) else {
                 streams[streamID] = stream
                 blockedStreams.append(streamID)
                 return
@@ -373,22 +373,32 @@ struct HTTP2ServerFraming {
         guard !blockedStreams.isEmpty else { return }
         var stillBlocked: [UInt32] = []
         for streamID in blockedStreams {
-            guard var stream = streams[streamID], let body = stream.pendingData else { continue }
-            if body.count <= min(stream.sendWindow, connectionSendWindow) {
-                writeData(streamID: streamID, body)
-                stream.pendingData = nil
+            guard var stream = streams[streamID], stream.pendingData != nil else { continue }
+            if sendPendingData(streamID, &stream) {
                 finish(streamID, stream)
             } else {
+                streams[streamID] = stream
                 stillBlocked.append(streamID)
             }
         }
         blockedStreams = stillBlocked
     }
 
-    private mutating func writeData(streamID: UInt32, _ body: [UInt8]) {
-        writeFrameHeader(length: body.count, type: FrameType.data, flags: Flag.endStream, streamID: streamID)
-        output.writeBytes(body)
-        connectionSendWindow -= body.count
+    /// Sends as much of the stream's answer body as the windows allow, in DATA frames no larger than the peer takes
+    /// (a notification's answer is one small frame; a list of broadcast channels is many). - Returns: whether all of
+    /// it is sent (the last frame with END_STREAM).
+    private mutating func sendPendingData(_ streamID: UInt32, _ stream: inout Stream) -> Bool {
+        while let pending = stream.pendingData, !pending.isEmpty {
+            let room = min(stream.sendWindow, connectionSendWindow, peerMaxFrameSize)
+            guard room > 0 else { return false }
+            let piece = pending.prefix(room)
+            writeFrameHeader(length: piece.count, type: FrameType.data, flags: piece.count == pending.count ? Flag.endStream : 0, streamID: streamID)
+            output.writeBytes(piece)
+            stream.sendWindow -= piece.count
+            connectionSendWindow -= piece.count
+            stream.pendingData = piece.count == pending.count ? nil : pending.dropFirst(piece.count)
+        }
+        return true
     }
 
     /// Sends GOAWAY: streams above `lastStreamID` are ignored from now on.

@@ -149,6 +149,25 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
             framing.advertiseMaxConcurrentStreams(settings.maxConcurrentStreams)
         }
         switch verdict {
+        case .failure where ChannelRequests.handles(headers):
+            // A broadcast or a channel's management: not a notification, so it failed a notification's checks.
+            let scenario = state.scenario(forChannelRequestOn: connectionID)
+            if scenario.drop {
+                closed = true
+                context.close(promise: nil)
+                return
+            }
+            // An injected fault answers instead of the request, which is not carried out (as a refused notification
+            // is not delivered).
+            let answer = scenario.fault.map { PlainAnswer.rejection($0, requestID: ids.next()) }
+                ?? ChannelRequests(validator: validator, state: state).answer(
+                    headers: headers, body: body, bodyTooLarge: bodyTooLarge, auth: &auth, ids: &ids)
+            if !streamLimitRaised, auth.verified != nil {
+                streamLimitRaised = true
+                framing.advertiseMaxConcurrentStreams(settings.maxConcurrentStreams)
+            }
+            if let reason = answer.reason { state.recordRejection(reason) }
+            framing.respond(streamID: streamID, status: answer.status, headers: answer.headers, body: answer.body)
         case .failure(let rejection):
             state.recordRejection(rejection.reason)
             send(streamID, apnsID: rejection.apnsID ?? ids.next(), rejection: (rejection.reason, nil), delay: 0, context: context)

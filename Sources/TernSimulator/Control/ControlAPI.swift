@@ -17,6 +17,15 @@ struct TokenList: ResponseEncodable {
     var tokens: [String: SimulatorScenario.TokenState]
 }
 
+/// The broadcast channels the simulator keeps, and the latest broadcasts it took.
+struct ChannelList: ResponseEncodable {
+    var channels: [SimulatedChannel]
+}
+
+struct BroadcastList: ResponseEncodable {
+    var items: [RecordedBroadcast]
+}
+
 /// What the feedback service would list now (reading it here does not clear it).
 struct FeedbackList: ResponseEncodable {
     struct Item: Encodable {
@@ -110,6 +119,9 @@ enum ControlAPI {
         router.get("feedback") { _, _ in
             FeedbackList(items: state.pendingFeedback().map { .init(token: DeviceToken.hex($0.token), timestamp: $0.timestamp) })
         }
+
+        router.get("channels") { _, _ in ChannelList(channels: state.channels()) }
+        router.get("broadcasts") { _, _ in BroadcastList(items: state.broadcasts()) }
 
         router.get("scenario") { _, _ in state.scenarios() }
         router.put("scenario/legacy-shutdown") { request, context -> HTTPResponse.Status in

@@ -31,6 +31,8 @@ public struct SimulatorStats: Codable, Hashable, Sendable {
     /// Feedback service (port 2196): connections served and tuples sent.
     public var feedbackConnections = 0
     public var feedbackTuplesSent = 0
+    /// Broadcasts to channels taken (iOS 18).
+    public var broadcasts = 0
 }
 
 /// What the simulator does with one request that passed protocol validation.
@@ -80,6 +82,10 @@ public final class SimulatorState: Sendable {
         var nextConnectionID = 1
         var log: NotificationLog
         var stats = SimulatorStats()
+        /// Broadcast channels by bundle id, in the order they were made.
+        var channels: [String: [SimulatedChannel]] = [:]
+        /// The latest broadcasts taken, oldest first (at most ``SimulatorState/broadcastsKept``).
+        var broadcasts: [RecordedBroadcast] = []
     }
 
     let environment: APNsEnvironment
@@ -180,6 +186,22 @@ public final class SimulatorState: Sendable {
             }
             Self.log(request, connection: connection, stream: stream, at: now, in: &state)
             return StateDecision(rejection: nil, delayMilliseconds: delay, connectionAction: action)
+        }
+    }
+
+    /// A broadcast's or channel request's turn at the scenarios, as a notification's: it counts as one of the
+    /// connection's streams for a drop (answered with nothing, the connection closed), then takes an injected fault.
+    func scenario(forChannelRequestOn connection: Int) -> (drop: Bool, fault: APNsReason?) {
+        inner.withLock { state in
+            let streams = (state.streamsByConnection[connection] ?? 0) + 1
+            state.streamsByConnection[connection] = streams
+            if Self.fire(&state.drop, connection: connection, streams: streams) != nil {
+                state.stats.connectionsDropped += 1
+                return (true, nil)
+            }
+            guard let reason = Self.injectFault(&state.faults) else { return (false, nil) }
+            state.stats.faultsInjected += 1
+            return (false, reason)
         }
     }
 
@@ -439,10 +461,60 @@ public final class SimulatorState: Sendable {
             state.drop = nil
             state.legacyShutdown = nil
             state.log.removeAll()
+            state.channels = [:]
+            state.broadcasts = []
             let active = state.stats.connectionsActive
             state.stats = SimulatorStats()
             state.stats.connectionsActive = active
         }
+    }
+
+    // MARK: Broadcast channels
+
+    /// The most channels an app has in one environment (spec §7).
+    public static let channelsPerApp = 10_000
+    /// How many of the latest broadcasts the control API can list.
+    public static let broadcastsKept = 1_000
+
+    /// Makes a channel with a new random id; nil when the app has its ``channelsPerApp``.
+    func createChannel(bundleID: String, storesMessages: Bool) -> String? {
+        var random = SystemRandomNumberGenerator()
+        let id = Data((0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }).base64EncodedString()
+        return inner.withLock { state in
+            guard state.channels[bundleID, default: []].count < Self.channelsPerApp else { return nil }
+            state.channels[bundleID, default: []].append(SimulatedChannel(bundleID: bundleID, id: id, storesMessages: storesMessages))
+            return id
+        }
+    }
+
+    /// Deletes a channel; false when there is none by that id.
+    func deleteChannel(bundleID: String, id: String) -> Bool {
+        inner.withLock { state in
+            guard let index = state.channels[bundleID]?.firstIndex(where: { $0.id == id }) else { return false }
+            state.channels[bundleID]?.remove(at: index)
+            return true
+        }
+    }
+
+    /// An app's channels, oldest first; every app's when `bundleID` is nil.
+    public func channels(bundleID: String? = nil) -> [SimulatedChannel] {
+        inner.withLock { state in
+            if let bundleID { return state.channels[bundleID] ?? [] }
+            return state.channels.keys.sorted().flatMap { state.channels[$0] ?? [] }
+        }
+    }
+
+    func recordBroadcast(_ broadcast: RecordedBroadcast) {
+        inner.withLock { state in
+            state.broadcasts.append(broadcast)
+            if state.broadcasts.count > Self.broadcastsKept { state.broadcasts.removeFirst(state.broadcasts.count - Self.broadcastsKept) }
+            state.stats.broadcasts += 1
+        }
+    }
+
+    /// The latest broadcasts taken, oldest first.
+    public func broadcasts() -> [RecordedBroadcast] {
+        inner.withLock { $0.broadcasts }
     }
 
     // MARK: Log and stats

@@ -544,6 +544,21 @@ extension SQLStore {
                 "CREATE INDEX open_events_by_app ON open_events (app_id, id)",
                 "CREATE INDEX open_events_by_time ON open_events (occurred_at)",
             ]),
+            // Broadcast channels (iOS 18) the app made through Tern, by the name its backend gave each: APNs' id, the
+            // environment it belongs to and its storage policy. A node of the version before has no channel API.
+            Migration(version: 25, name: "broadcast channels", statements: [
+                """
+                CREATE TABLE broadcast_channels (
+                    app_id TEXT NOT NULL REFERENCES apps (id) ON DELETE CASCADE,
+                    name TEXT NOT NULL,
+                    channel_id TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    stores_messages INTEGER NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, name)
+                )
+                """,
+            ]),
         ]
     }
 }

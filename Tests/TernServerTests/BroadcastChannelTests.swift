@@ -1,0 +1,125 @@
+import Foundation
+import NIOHTTP1
+import TernAPNs
+import TernTestSupport
+import Testing
+
+/// Broadcast channels through the API: made at APNs (the built-in simulator) under the backend's names, broadcast to,
+/// deleted; every bad input a 4xx naming its field, and APNs' refusals told as such.
+@Suite(.serialized) struct BroadcastChannelTests {
+    static let update = #"{"aps": {"event": "update", "timestamp": 1700000000, "content-state": {"score": "2-1"}}}"#
+
+    @Test func aChannelIsMadeOncePerNameBroadcastToAndDeleted() async throws {
+        try await RouterHarness.withServer { server in
+            let made = try await server.master.put("/v1/apps/demo/broadcast-channels/match-42", #"{"storage": "mostRecent"}"#)
+            #expect(made.status == 201, "\(made.text)")
+            let channelID = try #require(try made.json()["channelId"]?.string)
+            #expect(try made.json()["storage"]?.string == "mostRecent" && made.json()["name"]?.string == "match-42")
+            let atAPNs = try await server.simulator.get("/channels").json()["channels"]?.arrayItems ?? []
+            #expect(atAPNs.map { $0["id"]?.string } == [channelID])
+
+            // Asked again (a retry): the same channel, and APNs makes no second one.
+            let again = try await server.master.put("/v1/apps/demo/broadcast-channels/match-42", #"{"storage": "mostRecent"}"#)
+            #expect(try again.status == 200 && (again.json()["channelId"]?.string) == channelID)
+            let changed = try await server.master.put("/v1/apps/demo/broadcast-channels/match-42", #"{"storage": "none"}"#)
+            #expect(try changed.status == 409 && (changed.json()["field"]?.string) == "storage", "\(changed.text)")
+            #expect(try await server.simulator.get("/channels").json()["channels"]?.arrayItems?.count == 1)
+
+            #expect(try await server.master.put("/v1/apps/demo/broadcast-channels/match-7", #"{"storage": "none"}"#).status == 201)
+            let list = try await server.master.get("/v1/apps/demo/broadcast-channels?limit=1")
+            #expect(try list.json()["channels"]?.arrayItems?.compactMap { $0["name"]?.string } == ["match-42"])
+            let next = try #require(try list.json()["next"]?.string)
+            #expect(try await server.master.get("/v1/apps/demo/broadcast-channels?after=\(next)").json()["channels"]?.arrayItems?
+                .compactMap { $0["name"]?.string } == ["match-7"])
+            #expect(try await server.master.get("/v1/apps/demo/broadcast-channels/match-7").json()["storage"]?.string == "none")
+
+            let sent = try await server.master.post("/v1/apps/demo/broadcast-channels/match-42/broadcasts", #"{"payload": \#(Self.update), "priority": 5}"#)
+            #expect(sent.status == 200, "\(sent.text)")
+            #expect(try sent.json()["channelId"]?.string == channelID && sent.json()["uniqueId"]?.string != nil)
+            let taken = try #require(try await server.simulator.get("/broadcasts").json()["items"]?.arrayItems?.first)
+            #expect(taken["channelID"]?.string == channelID && taken["priority"]?.int == 5)
+            // A storing channel keeps it up to 8 hours by default.
+            let expiration = try #require(taken["expiration"]?.int)
+            #expect(abs(Double(expiration) - Date().addingTimeInterval(8 * 3600).timeIntervalSince1970) < 120)
+            #expect(try JSONValue(parsing: Data((taken["payload"]?.string ?? "").utf8))[path: "aps.content-state.score"]?.string == "2-1")
+
+            #expect(try await server.master.delete("/v1/apps/demo/broadcast-channels/match-42").status == 204)
+            #expect(try await server.master.get("/v1/apps/demo/broadcast-channels/match-42").status == 404)
+            #expect(try await server.simulator.get("/channels").json()["channels"]?.arrayItems?.count == 1, "deleted at APNs too")
+            #expect(try await server.master.post("/v1/apps/demo/broadcast-channels/match-42/broadcasts", #"{"payload": \#(Self.update)}"#).status == 404)
+        }
+    }
+
+    @Test func badInputIsRefusedNamingItsField() async throws {
+        try await RouterHarness.withServer { server in
+            #expect(try await server.master.put("/v1/apps/demo/broadcast-channels/bare", #"{"storage": "none"}"#).status == 201)
+            let cases: [(String, String, String, String)] = [
+                ("PUT", "/v1/apps/demo/broadcast-channels/x", #"{"storage": "forever"}"#, "storage"),
+                ("PUT", "/v1/apps/demo/broadcast-channels/x", #"{"storage": "none", "color": "red"}"#, "color"),
+                ("PUT", "/v1/apps/demo/broadcast-channels/x", #"{"storage": "none", "environment": "development"}"#, "environment"),
+                ("PUT", "/v1/apps/demo/broadcast-channels/a%20b", #"{"storage": "none"}"#, "name"),
+                ("POST", "/v1/apps/demo/broadcast-channels/bare/broadcasts", #"{"payload": {"aps": {"alert": "hi"}}}"#, "payload.aps.event"),
+                ("POST", "/v1/apps/demo/broadcast-channels/bare/broadcasts",
+                 #"{"payload": {"aps": {"event": "start", "timestamp": 1, "content-state": {}}}}"#, "payload.aps.event"),
+                ("POST", "/v1/apps/demo/broadcast-channels/bare/broadcasts",
+                 #"{"payload": {"aps": {"event": "end", "content-state": {}}}}"#, "payload.aps.timestamp"),
+                ("POST", "/v1/apps/demo/broadcast-channels/bare/broadcasts",
+                 #"{"payload": {"aps": {"event": "end", "timestamp": 1}}}"#, "payload.aps.content-state"),
+                ("POST", "/v1/apps/demo/broadcast-channels/bare/broadcasts", #"{"payload": \#(Self.update), "priority": 1}"#, "priority"),
+                ("POST", "/v1/apps/demo/broadcast-channels/bare/broadcasts", #"{"payload": \#(Self.update), "expiration": 1900000000}"#, "expiration"),
+                ("POST", "/v1/apps/demo/broadcast-channels/bare/broadcasts",
+                 #"{"payload": {"aps": {"event": "update", "timestamp": 1, "content-state": {"s": "\#(String(repeating: "x", count: 5200))"}}}}"#, "payload"),
+                ("GET", "/v1/apps/demo/broadcast-channels?after=a%20b", "", "after"),
+                ("GET", "/v1/apps/demo/broadcast-channels?limit=0", "", "limit"),
+                ("GET", "/v1/apps/demo/broadcast-channels?color=red", "", "color"),
+            ]
+            for (method, path, body, field) in cases {
+                let response = try await server.master.send(HTTPMethod(rawValue: method), path, body: body.isEmpty ? nil : body)
+                #expect(response.status == 400 && (try? response.json()["field"]?.string) == field, "\(method) \(path): \(response.status) \(response.text)")
+            }
+            #expect(try await server.simulator.get("/broadcasts").json()["items"]?.arrayItems?.isEmpty == true, "nothing was broadcast")
+            #expect(try await server.simulator.get("/channels").json()["channels"]?.arrayItems?.count == 1, "nothing else was made")
+        }
+    }
+
+    /// The app key ships in every copy of the app: with it, no channel can be made, read, deleted or broadcast to.
+    @Test func theAppKeyCanDoNothingWithChannels() async throws {
+        try await RouterHarness.withServer { server in
+            #expect(try await server.master.put("/v1/apps/demo/broadcast-channels/match", #"{"storage": "none"}"#).status == 201)
+            let calls: [(HTTPMethod, String, String?)] = [
+                (.PUT, "/v1/apps/demo/broadcast-channels/mine", #"{"storage": "none"}"#),
+                (.GET, "/v1/apps/demo/broadcast-channels", nil),
+                (.GET, "/v1/apps/demo/broadcast-channels/match", nil),
+                (.DELETE, "/v1/apps/demo/broadcast-channels/match", nil),
+                (.POST, "/v1/apps/demo/broadcast-channels/match/broadcasts", #"{"payload": \#(Self.update)}"#),
+            ]
+            for (method, path, body) in calls {
+                let response = try await server.device.send(method, path, body: body)
+                #expect(response.status == 403, "\(method) \(path): \(response.status)")
+            }
+            #expect(try await server.simulator.get("/broadcasts").json()["items"]?.arrayItems?.isEmpty == true)
+            #expect(try await server.simulator.get("/channels").json()["channels"]?.arrayItems?.count == 1)
+        }
+    }
+
+    /// A channel APNs no longer has (deleted outside Tern, or the simulator restarted) is told as such: 409, and its
+    /// deletion here still works.
+    @Test func aChannelAPNsForgotIsAConflictAndCanBeDeleted() async throws {
+        try await RouterHarness.withServer { server in
+            #expect(try await server.master.put("/v1/apps/demo/broadcast-channels/gone", #"{"storage": "none"}"#).status == 201)
+            #expect(try await server.simulator.post("/reset").status == 204)
+            let sent = try await server.master.post("/v1/apps/demo/broadcast-channels/gone/broadcasts", #"{"payload": \#(Self.update)}"#)
+            #expect(try sent.status == 409 && (sent.json()["error"]?.string) == "channelNotRegistered", "\(sent.text)")
+            #expect(try await server.master.delete("/v1/apps/demo/broadcast-channels/gone").status == 204)
+            #expect(try await server.master.get("/v1/apps/demo/broadcast-channels").json()["channels"]?.arrayItems?.isEmpty == true)
+        }
+    }
+
+    @Test func anAppOnTheLegacyProtocolHasNoChannels() async throws {
+        try await RouterHarness.withServer { server in
+            #expect(try await server.admin.patch("/v1/apps/demo", #"{"transport": "legacy"}"#).status == 200)
+            let response = try await server.master.put("/v1/apps/demo/broadcast-channels/match", #"{"storage": "none"}"#)
+            #expect(try response.status == 409 && (response.json()["message"]?.string ?? "").contains("legacy"), "\(response.status) \(response.text)")
+        }
+    }
+}
