@@ -224,9 +224,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
                 answered = true
                 delegate?.connectionAnswered(id)
             }
-            let full = streams[streamID]?.keepsAnswer == true
-                ? APNsFullAnswer(status: status, headers: headers.map { ($0.name, $0.value) }, body: body) : nil
-            finish(streamID, .answered(response, full))
+            // One look-up of the stream, as for any answer: the whole answer is built only for a request that asked.
+            guard let pending = streams.removeValue(forKey: streamID) else { return }
+            let full = pending.keepsAnswer ? APNsFullAnswer(status: status, headers: headers.map { ($0.name, $0.value) }, body: body) : nil
+            finished(pending, .answered(response, full))
         case .reset(let streamID, let code):
             if code == HTTP2Wire.ErrorCode.refusedStream {
                 finish(streamID, .unprocessed("the server refused the stream"))
@@ -259,6 +260,11 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     private func finish(_ streamID: UInt32, _ outcome: StreamOutcome) {
         guard let pending = streams.removeValue(forKey: streamID) else { return }
+        finished(pending, outcome)
+    }
+
+    /// Tells a stream's attempt its outcome, once the stream is removed.
+    private func finished(_ pending: Pending, _ outcome: StreamOutcome) {
         pending.onOutcome(outcome)
         if goingAway, streams.isEmpty, let context { context.close(promise: nil) }
     }
