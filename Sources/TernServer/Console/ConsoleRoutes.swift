@@ -242,9 +242,13 @@ struct ConsoleRoutes: Sendable {
                 throw JSONAPIError.badRequest(field: "after", "after is the cursor from the last page (an activity id)")
             }
             let page = try await store.activities(app: app.id, after: after, limit: 100)
-            return self.page(
-                "activities", chrome(user, "Live Activities", app: app.id) { $0.app?.activities = true },
-                view: ActivitiesView(activities: page.items.map(ActivitiesView.Row.init), next: page.next))
+            var view = ActivitiesView(activities: page.items.map(ActivitiesView.Row.init), next: page.next, firstPage: after == nil)
+            if after == nil {
+                let channels = try await store.broadcastChannels(app: app.id, after: nil, limit: 100)
+                view.channels = channels.items.map(ActivitiesView.ChannelRow.init)
+                view.moreChannels = channels.next != nil
+            }
+            return self.page("activities", chrome(user, "Live Activities", app: app.id) { $0.app?.activities = true }, view: view)
         }
     }
 

@@ -422,6 +422,28 @@ struct ActivitiesView {
     }
     var activities: [Row]
     var next: String?
+
+    /// The app's broadcast channels (iOS 18), the first page's first 100 by name.
+    struct ChannelRow {
+        var name: String
+        var channelId: String
+        var storage: String
+        var environment: String
+        var createdAt: String
+
+        init(_ record: BroadcastChannelRecord) {
+            name = record.name
+            channelId = record.channelID
+            storage = record.storesMessages ? "the most recent, 8 hours" : "nothing"
+            environment = record.environment.rawValue
+            createdAt = ConsoleFormat.date(record.createdAt)
+        }
+    }
+    var channels: [ChannelRow] = []
+    /// Whether the app has more channels than shown (the API lists them all).
+    var moreChannels = false
+    /// Whether this is the first page, which shows the channels.
+    var firstPage = true
 }
 
 struct TokenEventsView {

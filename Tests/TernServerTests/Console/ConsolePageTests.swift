@@ -65,6 +65,12 @@ struct ConsolePageTests {
         #expect(activities.text.contains("<tr><td>match-\(device.tag)</td><td>1</td>"), "\(activities.text)")
         #expect(activities.text.contains("/console/apps/demo/compose?audience.kind=activity&amp;audience.values=match-\(device.tag)"))
         #expect(try await browser.get("/console/apps/demo/activities?after=a%2Fb").status == 400)
+        // And the app's broadcast channels, on the first page only.
+        let made = try await server.master.put("/v1/apps/demo/broadcast-channels/final-\(device.tag)", #"{"storage": "mostRecent"}"#)
+        let channelID = try #require(try made.json()["channelId"]?.string)
+        let withChannel = try await browser.get("/console/apps/demo/activities")
+        #expect(withChannel.text.contains("<tr><td>final-\(device.tag)</td><td><code>\(channelID)</code></td><td>the most recent, 8 hours</td>"), "\(withChannel.text)")
+        #expect(!(try await browser.get("/console/apps/demo/activities?after=zzz").text.contains("Broadcast channels")))
         // The device's page links to the composer with the device as the audience, counted at once.
         let link = "/console/apps/demo/compose?audience.kind=devices&amp;audience.values=\(device.id)"
         #expect(detail.text.contains(link))
