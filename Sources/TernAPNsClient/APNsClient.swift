@@ -30,11 +30,18 @@ extension APNsDelivery {
 }
 
 /// An answer in full: every header and the whole body (kept for requests other than notifications, whose answers
-/// carry more than a reason: a channel's id, a list of channels).
-public struct APNsFullAnswer: Sendable {
-    public var status: Int
-    public var headers: [(name: String, value: String)]
-    public var body: [UInt8]
+/// carry more than a reason: a channel's id, a list of channels). A class, so that a notification's outcome, which
+/// has none, carries one word for it.
+public final class APNsFullAnswer: Sendable {
+    public let status: Int
+    public let headers: [(name: String, value: String)]
+    public let body: [UInt8]
+
+    init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
 
     /// The first header of this name (names are lowercase on HTTP/2).
     public func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }

@@ -19,7 +19,6 @@ enum StreamOutcome: Sendable {
 
 /// A request ready for the wire: the `:path` and headers are rendered once per attempt.
 struct WireRequest: Sendable {
-    var method: String = "POST"
     var path: String
     var headers: [(name: String, value: String)]
     var payload: [UInt8]
@@ -27,9 +26,21 @@ struct WireRequest: Sendable {
     var deadline: NIODeadline
     /// Called once, on the connection's event loop, with what the attempt came to.
     var onOutcome: @Sendable (StreamOutcome) -> Void
-    /// The most of the answer's body kept, when the whole answer is wanted (a channel list); nil for a notification,
-    /// whose answer is its status and APNs' short JSON reason.
-    var keepsAnswer: Int? = nil
+    /// For a request other than a notification: its method, and how much of its answer to keep. Nil for a
+    /// notification (POST, and an answer of a status and APNs' short JSON reason), so that its request stays as small.
+    var other: OtherRequest? = nil
+}
+
+/// What a request other than a notification asks of the wire (a broadcast, a channel's management).
+final class OtherRequest: Sendable {
+    let method: String
+    /// The most of the answer's body kept, all of whose headers are kept too.
+    let largestAnswer: Int
+
+    init(method: String, largestAnswer: Int) {
+        self.method = method
+        self.largestAnswer = largestAnswer
+    }
 }
 
 /// What the pool needs to hear from a connection, on the connection's event loop.
@@ -64,7 +75,6 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private struct Pending {
         var onOutcome: @Sendable (StreamOutcome) -> Void
         var deadline: NIODeadline
-        var keepsAnswer: Bool
     }
 
     let id: Int
@@ -74,6 +84,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var framing: HTTP2ClientFraming
     private var started = false
     private var streams: [UInt32: Pending] = [:]
+    /// The streams whose request wants its whole answer (``OtherRequest``).
+    private var answersKept: Set<UInt32> = []
     /// Set at GOAWAY (the server's) or at drain (ours): no new streams.
     private var goingAway = false
     private var pingTimer: Scheduled<Void>?
@@ -144,13 +156,14 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         }
         for request in requests {
             let headers = perPushHeaders.requestHeaders(
-                method: request.method, path: request.path, headers: request.headers, authority: settings.authority)
-            guard let streamID = framing.openStream(headers: headers, body: request.payload, largestAnswer: request.keepsAnswer) else {
+                method: request.other?.method ?? "POST", path: request.path, headers: request.headers, authority: settings.authority)
+            guard let streamID = framing.openStream(headers: headers, body: request.payload, largestAnswer: request.other?.largestAnswer) else {
                 // The server's stream limit shrank under the pool's view of it: not sent, so it may go elsewhere.
                 request.onOutcome(.unprocessed("the server's stream limit is reached"))
                 continue
             }
-            streams[streamID] = Pending(onOutcome: request.onOutcome, deadline: request.deadline, keepsAnswer: request.keepsAnswer != nil)
+            streams[streamID] = Pending(onOutcome: request.onOutcome, deadline: request.deadline)
+            if request.other != nil { answersKept.insert(streamID) }
             armTimeout(at: request.deadline, context: context)
         }
         writeOutput(context: context, flush: true)
@@ -224,10 +237,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
                 answered = true
                 delegate?.connectionAnswered(id)
             }
-            // One look-up of the stream, as for any answer: the whole answer is built only for a request that asked.
-            guard let pending = streams.removeValue(forKey: streamID) else { return }
-            let full = pending.keepsAnswer ? APNsFullAnswer(status: status, headers: headers.map { ($0.name, $0.value) }, body: body) : nil
-            finished(pending, .answered(response, full))
+            // The whole answer only for a request that asked (kept aside, so a notification's costs no more).
+            let full = !answersKept.isEmpty && answersKept.remove(streamID) != nil
+                ? APNsFullAnswer(status: status, headers: headers.map { ($0.name, $0.value) }, body: body) : nil
+            finish(streamID, .answered(response, full))
         case .reset(let streamID, let code):
             if code == HTTP2Wire.ErrorCode.refusedStream {
                 finish(streamID, .unprocessed("the server refused the stream"))
@@ -260,11 +273,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     private func finish(_ streamID: UInt32, _ outcome: StreamOutcome) {
         guard let pending = streams.removeValue(forKey: streamID) else { return }
-        finished(pending, outcome)
-    }
-
-    /// Tells a stream's attempt its outcome, once the stream is removed.
-    private func finished(_ pending: Pending, _ outcome: StreamOutcome) {
+        if !answersKept.isEmpty { answersKept.remove(streamID) }
         pending.onOutcome(outcome)
         if goingAway, streams.isEmpty, let context { context.close(promise: nil) }
     }
@@ -272,6 +281,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private func failAll(_ outcome: StreamOutcome) {
         let all = streams
         streams = [:]
+        answersKept = []
         for (_, pending) in all { pending.onOutcome(outcome) }
     }
 

@@ -58,12 +58,13 @@ struct HTTP2ClientFraming {
         var status: Int?
         var headers: HPACKHeaders = [:]
         var body: [UInt8] = []
-        /// The most of the body kept, when the request asked for more than a notification's answer.
-        var largestBody: Int?
         var sentEndStream = false
     }
 
     let configuration: Configuration
+    /// The streams whose request asked for more of the answer's body than ``Configuration/largestBody`` (a list of
+    /// broadcast channels), with how much.
+    private var largestAnswers: [UInt32: Int] = [:]
     /// Bytes to send; the caller writes and clears it.
     var output: ByteBuffer
     private var input: ByteBuffer
@@ -145,7 +146,6 @@ struct HTTP2ClientFraming {
             first = false
         } while scratch.readableBytes > 0
         var stream = Stream(sendWindow: peerInitialWindow)
-        if let largestAnswer { stream.largestBody = largestAnswer }
         stream.pendingBody = body[...]
         stream.sentEndStream = body.isEmpty
         if !body.isEmpty {
@@ -153,12 +153,14 @@ struct HTTP2ClientFraming {
             if !stream.pendingBody.isEmpty { blocked.append(streamID) }
         }
         streams[streamID] = stream
+        if let largestAnswer { largestAnswers[streamID] = largestAnswer }
         return streamID
     }
 
     /// Abandons a stream (its answer is no longer awaited): RST_STREAM with `code`.
     mutating func reset(streamID: UInt32, code: UInt32 = HTTP2Wire.ErrorCode.cancel) {
         guard streams.removeValue(forKey: streamID) != nil else { return }
+        if !largestAnswers.isEmpty { largestAnswers.removeValue(forKey: streamID) }
         output.writeHTTP2RstStream(streamID: streamID, code: code)
     }
 
@@ -336,6 +338,7 @@ struct HTTP2ClientFraming {
                 throw HTTP2ConnectionError(code: ErrorCode.frameSizeError, message: "RST_STREAM must be 4 bytes")
             }
             if streams.removeValue(forKey: head.streamID) != nil { events.append(.reset(streamID: head.streamID, code: code)) }
+            if !largestAnswers.isEmpty { largestAnswers.removeValue(forKey: head.streamID) }
         case FrameType.goAway:
             guard head.streamID == 0, let last = payload.readInteger(as: UInt32.self), let code = payload.readInteger(as: UInt32.self) else {
                 throw HTTP2ConnectionError(code: ErrorCode.frameSizeError, message: "GOAWAY too short")
@@ -383,7 +386,9 @@ struct HTTP2ClientFraming {
         }
         let data = try head.dataWithoutPadding(payload)
         guard var stream = streams[head.streamID] else { return }
-        let room = (stream.largestBody ?? configuration.largestBody) - stream.body.count
+        // Outside the stream's own record, so that a notification's stream, which asks for no more, stays as small.
+        let largest = largestAnswers.isEmpty ? configuration.largestBody : largestAnswers[head.streamID] ?? configuration.largestBody
+        let room = largest - stream.body.count
         if room > 0 { stream.body.append(contentsOf: data.readableBytesView.prefix(room)) }
         if head.has(Flag.endStream) {
             finish(head.streamID, stream)
@@ -394,6 +399,7 @@ struct HTTP2ClientFraming {
 
     private mutating func finish(_ streamID: UInt32, _ stream: Stream) {
         streams.removeValue(forKey: streamID)
+        if !largestAnswers.isEmpty { largestAnswers.removeValue(forKey: streamID) }
         events.append(.response(streamID: streamID, status: stream.status, headers: stream.headers, body: stream.body))
         // An answer before the whole request went out (APNs answers an oversized payload at once): stop sending.
         if !stream.sentEndStream { output.writeHTTP2RstStream(streamID: streamID, code: ErrorCode.noError) }

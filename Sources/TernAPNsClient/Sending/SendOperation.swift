@@ -201,8 +201,8 @@ final class SendOperation: Sendable {
             lease.outbox.submit(WireRequest(path: path, headers: headers, payload: notification.payload, deadline: attemptDeadline, onOutcome: conclude))
         case .request(let request):
             lease.outbox.submit(WireRequest(
-                method: request.method, path: path, headers: headers, payload: request.body, deadline: attemptDeadline, onOutcome: conclude,
-                keepsAnswer: request.largestAnswer))
+                path: path, headers: headers, payload: request.body, deadline: attemptDeadline, onOutcome: conclude,
+                other: OtherRequest(method: request.method, largestAnswer: request.largestAnswer)))
         }
     }
 

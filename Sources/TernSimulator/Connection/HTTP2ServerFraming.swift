@@ -60,7 +60,9 @@ struct HTTP2ServerFraming {
         var receiveWindow: Int
         var sendWindow: Int
         /// DATA waiting for send window, with its END_STREAM flag.
-        var pendingData: ArraySlice<UInt8>?
+        var pendingData: [UInt8]?
+        /// How much of `pendingData` has gone out.
+        var pendingSent = 0
     }
 
     let configuration: Configuration
@@ -352,7 +354,7 @@ struct HTTP2ServerFraming {
         for header in headers { writeLiteral(name: header.name, value: header.value) }
         output.setInteger(UInt32(output.writerIndex - payloadStart) << 8 | UInt32(FrameType.headers), at: blockStart)
         if !body.isEmpty {
-            stream.pendingData = body[...]
+            stream.pendingData = body
             guard sendPendingData(streamID, &stream) else {
                 streams[streamID] = stream
                 blockedStreams.append(streamID)
@@ -388,16 +390,19 @@ struct HTTP2ServerFraming {
     /// (a notification's answer is one small frame; a list of broadcast channels is many). - Returns: whether all of
     /// it is sent (the last frame with END_STREAM).
     private mutating func sendPendingData(_ streamID: UInt32, _ stream: inout Stream) -> Bool {
-        while let pending = stream.pendingData, !pending.isEmpty {
+        guard let pending = stream.pendingData else { return true }
+        while stream.pendingSent < pending.count {
             let room = min(stream.sendWindow, connectionSendWindow, peerMaxFrameSize)
             guard room > 0 else { return false }
-            let piece = pending.prefix(room)
-            writeFrameHeader(length: piece.count, type: FrameType.data, flags: piece.count == pending.count ? Flag.endStream : 0, streamID: streamID)
+            let piece = pending[stream.pendingSent..<min(pending.count, stream.pendingSent + room)]
+            stream.pendingSent += piece.count
+            let last = stream.pendingSent == pending.count
+            writeFrameHeader(length: piece.count, type: FrameType.data, flags: last ? Flag.endStream : 0, streamID: streamID)
             output.writeBytes(piece)
             stream.sendWindow -= piece.count
             connectionSendWindow -= piece.count
-            stream.pendingData = piece.count == pending.count ? nil : pending.dropFirst(piece.count)
         }
+        stream.pendingData = nil
         return true
     }
 
