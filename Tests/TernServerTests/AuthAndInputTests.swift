@@ -19,7 +19,6 @@ import Testing
         (.DELETE, "/v1/apps/demo/devices/\(Fixture.device(1))/alias", nil),
         (.PUT, "/v1/apps/demo/broadcast-channels/match", #"{"storage": "none"}"#),
         (.GET, "/v1/apps/demo/broadcast-channels", nil),
-        (.GET, "/v1/apps/demo/broadcast-channels/match", nil),
         (.DELETE, "/v1/apps/demo/broadcast-channels/match", nil),
         (.POST, "/v1/apps/demo/broadcast-channels/match/broadcasts", #"{"payload": {}}"#),
     ]

@@ -37,6 +37,7 @@ struct AuthorizationTableTests {
         .ack: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
         .pushToken: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
         .activityToken: (.allowed, .needsDeviceSecret, .wrongDeviceSecret),
+        .readChannel: (.allowed, .allowed, .allowed),
     ]
 
     static func expected(_ call: DeviceCall, _ credential: Credential) -> Access? {
@@ -48,6 +49,13 @@ struct AuthorizationTableTests {
         case .appKeyWrongSecret: return row.wrong
         case .noBearer: return nil
         }
+    }
+
+    /// The broadcast channel the `readChannel` cells read.
+    static func channel(_ server: RoutedServer) async throws -> String {
+        let made = try await server.master.put("/v1/apps/demo/broadcast-channels/cells", #"{"storage": "none"}"#)
+        #expect(made.status == 200 || made.status == 201, "\(made.text)")
+        return "cells"
     }
 
     @Test func theTableHasARowForEveryCall() {
@@ -118,6 +126,8 @@ struct AuthorizationTableTests {
             (.PUT, "/v1/apps/demo/devices/\(device)/activities/match-7", #"{"token": "\#(String(repeating: "6", count: 56) + token.suffix(8))"}"#, 200),
             (.DELETE, "/v1/apps/demo/devices/\(device)/activities/match-7", nil, 204),
         ]
+        // Made by the backend first (its PUT answers 200 when an earlier cell made it).
+        case .readChannel: [(.GET, "/v1/apps/demo/broadcast-channels/\(try await Self.channel(server))", nil, 200)]
         }
 
         let expected = Self.expected(call, credential)
@@ -136,7 +146,7 @@ struct AuthorizationTableTests {
             }
         }
         let after = try await server.master.get("/v1/apps/demo/devices/\(device)").text
-        let readOnly: Set<DeviceCall> = [.read, .inbox, .tokenHistory, .list, .connect, .open, .ack, .pushToken, .activityToken]
+        let readOnly: Set<DeviceCall> = [.read, .inbox, .tokenHistory, .list, .connect, .open, .ack, .pushToken, .activityToken, .readChannel]
         if call == .rotateSecret {
             // The device looks the same; what changed is whether its old secret still works.
             let old = try await server.device.send(.GET, "/v1/apps/demo/devices/\(device)", headers: [("X-Tern-Device-Secret", secret)])

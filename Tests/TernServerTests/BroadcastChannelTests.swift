@@ -82,14 +82,20 @@ import Testing
         }
     }
 
-    /// The app key ships in every copy of the app: with it, no channel can be made, read, deleted or broadcast to.
-    @Test func theAppKeyCanDoNothingWithChannels() async throws {
+    /// The app key ships in every copy of the app: with it, a channel can be read by its name (its id is in every
+    /// copy subscribed to it), and none can be made, listed, deleted or broadcast to.
+    @Test func theAppKeyReadsAChannelAndDoesNothingElseWithChannels() async throws {
         try await RouterHarness.withServer { server in
-            #expect(try await server.master.put("/v1/apps/demo/broadcast-channels/match", #"{"storage": "none"}"#).status == 201)
+            let made = try await server.master.put("/v1/apps/demo/broadcast-channels/match", #"{"storage": "none"}"#)
+            #expect(made.status == 201)
+            let read = try await server.device.get("/v1/apps/demo/broadcast-channels/match")
+            #expect(read.status == 200 && read.text == made.text, "the same channel: \(read.text)")
+            #expect(try await server.device.get("/v1/apps/demo/broadcast-channels/other").status == 404)
+            #expect(try await server.api.with(bearer: "tak_wrong").get("/v1/apps/demo/broadcast-channels/match").status == 401)
             let calls: [(HTTPMethod, String, String?)] = [
                 (.PUT, "/v1/apps/demo/broadcast-channels/mine", #"{"storage": "none"}"#),
+                (.PUT, "/v1/apps/demo/broadcast-channels/match", #"{"storage": "none"}"#),
                 (.GET, "/v1/apps/demo/broadcast-channels", nil),
-                (.GET, "/v1/apps/demo/broadcast-channels/match", nil),
                 (.DELETE, "/v1/apps/demo/broadcast-channels/match", nil),
                 (.POST, "/v1/apps/demo/broadcast-channels/match/broadcasts", #"{"payload": \#(Self.update)}"#),
             ]

@@ -48,6 +48,10 @@ enum DeviceCall: String, Sendable, CaseIterable {
     case pushToken
     /// `PUT/DELETE …/devices/{id}/activities/{activityId}`: a Live Activity's update token on the device.
     case activityToken
+    /// `GET …/broadcast-channels/{name}`: a broadcast channel's id, which the app subscribes its Live Activity to.
+    /// Public, as the app key is: every copy of the app subscribed to the channel holds its id, and only the master
+    /// secret makes, lists, deletes or broadcasts to channels.
+    case readChannel
 }
 
 /// What a request presented in `X-Tern-Device-Secret`, judged against the device.
@@ -95,6 +99,9 @@ struct Authorization: Sendable {
             return .needsMaster
         case (.appKey, .registerNew):
             // Nothing to prove yet: the answer carries the new device's secret.
+            return .allowed
+        case (.appKey, .readChannel):
+            // No device's business: the channel is the same for every device of the app.
             return .allowed
         case (.appKey, .registerExisting), (.appKey, .read), (.appKey, .delete), (.appKey, .logout), (.appKey, .tags),
             (.appKey, .rotateSecret), (.appKey, .inbox), (.appKey, .connect), (.appKey, .open), (.appKey, .ack), (.appKey, .pushToken),

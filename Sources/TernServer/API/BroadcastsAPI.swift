@@ -9,7 +9,8 @@ import TernStore
 import TernWeb
 
 /// Broadcast channels (iOS 18): `PUT/GET/DELETE /v1/apps/{app}/broadcast-channels/{name}`, `GET …/broadcast-channels`,
-/// and `POST …/broadcast-channels/{name}/broadcasts`, with the app's master secret.
+/// and `POST …/broadcast-channels/{name}/broadcasts`, with the app's master secret; a channel by its name with the app
+/// key too (``DeviceCall/readChannel``).
 ///
 /// A channel updates one Live Activity on every device at once (a match's score for a million fans) with a single
 /// request to APNs, where a push to the activity's tokens sends one per device. The backend names each channel (its
@@ -104,9 +105,10 @@ struct BroadcastsAPI {
             let (record, created) = try await make(name, body, app: app)
             return EditedResponse(status: created ? .created : .ok, response: ChannelView(record))
         }
+        // With the app key too: the app asks for the channel of a name (its match's id) and subscribes its activity to it.
         channels.get(":name") { request, context -> ChannelView in
             let app = try await apps.app(request, context)
-            try Authorization.requireMaster(request, app: app)
+            try Authorization.requireMaster(request, app: app, call: .readChannel)
             return ChannelView(try await channel(app: app, context))
         }
         channels.delete(":name") { request, context -> HTTPResponse.Status in

@@ -1655,13 +1655,17 @@ enum OpenAPIDocument {
    },
    "get": {
     "operationId": "getBroadcastChannel",
-    "summary": "One broadcast channel",
+    "summary": "One broadcast channel; with the app key too, so the app finds the channel of a name and subscribes its Live Activity to its channelId",
     "tags": [
-     "backend"
+     "backend",
+     "device"
     ],
     "security": [
      {
       "masterSecret": []
+     },
+     {
+      "appKey": []
      }
     ],
     "responses": {
