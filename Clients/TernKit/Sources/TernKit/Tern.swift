@@ -306,6 +306,13 @@ public final class Tern: Sendable {
         return try await client.removeActivityToken(device, activity: activity)
     }
 
+    /// The broadcast channel (iOS 18) the app's backend made under `name`: subscribe a Live Activity to its
+    /// ``BroadcastChannel/channelID`` (`Activity.request(…, pushType: .channel(channel.channelID))`), and the backend's
+    /// broadcasts update it on every device at once. - Returns: nil when there is no channel of that name.
+    public func broadcastChannel(named name: String) async throws(TernError) -> BroadcastChannel? {
+        try await client.broadcastChannel(named: name)
+    }
+
     /// Adds and removes the device's tags. - Returns: its tags now.
     @discardableResult
     public func updateTags(add: [String] = [], remove: [String] = []) async throws(TernError) -> [String] {

@@ -124,6 +124,23 @@ struct PushTokenBody: Encodable {
     var token: String
 }
 
+/// A broadcast channel (iOS 18) as the server keeps it, under the name the app's backend gave it.
+public struct BroadcastChannel: Sendable, Equatable, Decodable {
+    public var name: String
+    /// APNs' id: subscribe the Live Activity to it (ActivityKit's `pushType: .channel(channelID)`).
+    public var channelID: String
+    /// `production` or `development`: the APNs environment it belongs to (a development build's activity subscribes
+    /// to a development channel).
+    public var environment: String
+    /// `none`, or `mostRecent`: APNs keeps the last broadcast for a device that is offline, up to 8 hours.
+    public var storage: String
+    public var createdAt: Date
+
+    private enum CodingKeys: String, CodingKey {
+        case name, channelID = "channelId", environment, storage, createdAt
+    }
+}
+
 /// A Live Activity's update token on the device (ActivityKit's `Activity.pushTokenUpdates`) as the server keeps it,
 /// under the activity's id: the backend's `liveactivity` pushes to `audience.activity` update or end it. The server
 /// keeps at most ``maximumPerDevice`` activities per device and forgets each ``lifetime`` after it started.

@@ -93,10 +93,28 @@ public struct TernClient: Sendable {
         return try await callUnlessNotFound(request, what: "removing the token of activity \(activity) on device \(device.deviceID)")
     }
 
-    static func checkActivityID(_ activity: String) throws(TernError) {
+    /// `GET …/broadcast-channels/{name}`: the broadcast channel (iOS 18) the app's backend made under `name` (its
+    /// match's id, say), whose ``BroadcastChannel/channelID`` the app subscribes its Live Activity to
+    /// (`pushType: .channel(channelID)`): one broadcast then updates it on every device at once. The app key alone
+    /// reads it; no device is needed.
+    /// - Returns: nil when the app has no channel of that name (404).
+    public func broadcastChannel(named name: String) async throws(TernError) -> BroadcastChannel? {
+        try Self.checkActivityID(name, what: "a channel's name")
+        let request = try makeRequest("GET", ["broadcast-channels", name], secret: nil)
+        let what = "reading broadcast channel \(name)"
+        do throws(TernError) {
+            let channel = try await call(request, expecting: BroadcastChannel.self, what: what)
+            guard channel.name == name else { throw TernError(.badAnswer, "\(what) answered channel \(channel.name)") }
+            return channel
+        } catch where error.status == 404 {
+            return nil
+        }
+    }
+
+    static func checkActivityID(_ activity: String, what: String = "an activity id") throws(TernError) {
         guard RegisteredActivityToken.isValidActivityID(activity) else {
             throw TernError(
-                .invalidArgument, "an activity id is 1-128 letters, digits, '.', '_', ':' and '-', not '\(activity.prefix(64))'")
+                .invalidArgument, "\(what) is 1-128 letters, digits, '.', '_', ':' and '-', not '\(activity.prefix(64))'")
         }
     }
 

@@ -502,6 +502,29 @@ struct TernServerTests {
         #expect(try await activities(id).compactMap { $0["activityId"]?.stringValue } == ["match-8"])
     }
 
+    /// The backend makes a channel for a match; the app finds it by the match's id with the app key alone, before it
+    /// has registered, and the backend's broadcast goes out on it.
+    @Test func theAppFindsTheBroadcastChannelOfAMatchByItsName() async throws {
+        let server = try await TernServerProcess.start()
+        let device = Device(server)
+        #expect(try await device.tern.broadcastChannel(named: "final-2026") == nil, "none yet")
+        let made = try await server.backend("PUT", "v1/apps/demo/broadcast-channels/final-2026", #"{"storage": "mostRecent"}"#)
+        #expect(made.status == 201)
+        let channel = try #require(try await device.tern.broadcastChannel(named: "final-2026"))
+        #expect(channel.channelID == made.json?["channelId"]?.stringValue && channel.storage == "mostRecent")
+        #expect(channel.environment == "production")
+        let sent = try await server.backend(
+            "POST", "v1/apps/demo/broadcast-channels/final-2026/broadcasts",
+            #"{"payload": {"aps": {"event": "update", "timestamp": 1796198400, "content-state": {"home": 2, "away": 1}}}}"#)
+        #expect(sent.status == 200 && sent.json?["channelId"]?.stringValue == channel.channelID)
+        do {
+            _ = try await device.tern.broadcastChannel(named: "a/b")
+            Issue.record("a name with a slash was sent")
+        } catch {
+            #expect(error.kind == .invalidArgument)
+        }
+    }
+
     @Test func aNotificationServiceExtensionReportsTheDelivery() async throws {
         let server = try await TernServerProcess.start()
         let device = Device(server)
