@@ -113,6 +113,26 @@ struct BroadcastChannelTests {
         }
     }
 
+    @Test("a certificate manages and broadcasts on its own app's channels only, with no token")
+    func aCertificateIsForItsOwnBundleID() async throws {
+        try await withSimulator { sim in
+            let certificate = try sim.simulator.certificateAuthority.issuePushCertificate(bundleID: Self.bundle)
+            let client = try await sim.connect(certificate: certificate)
+            var create = Self.manage(sim, "POST", "channels", body: #"{"message-storage-policy":0,"push-type":"LiveActivity"}"#)
+            create.headers.removeAll { $0.name == "authorization" }
+            let made = try await client.send(create)
+            #expect(made.status == 201, "\(made.bodyText)")
+            var other = create
+            other.path = "/1/apps/com.example.other/channels"
+            Self.expectRefusal(try await client.send(other), 403, "TopicMismatch")
+            let id: String = try #require(made.header("apns-channel-id"))
+            var broadcast = Self.broadcast(sim, channel: id)
+            broadcast.headers.removeAll { $0.name == "authorization" }
+            #expect(try await client.send(broadcast).status == 200)
+            #expect(sim.state.channels().count == 1 && sim.state.broadcasts().count == 1)
+        }
+    }
+
     @Test("the credentials must be for the bundle id in the path, and an app has at most 10,000 channels")
     func credentialsAndTheLimit() async throws {
         try await withSimulator { sim in
