@@ -71,6 +71,8 @@ struct BroadcastChannelTests {
             Self.expectRefusal(try await client.send(Self.manage(sim, "DELETE", "channels", channel: id)), 400, "ChannelNotRegistered")
             Self.expectRefusal(try await client.send(Self.broadcast(sim, channel: id)), 400, "ChannelNotRegistered")
             #expect(sim.state.channels().map(\.id) == [other])
+            let stats = sim.state.stats()
+            #expect(stats.requests == 8 && stats.accepted == 6 && stats.rejected == 2 && stats.broadcasts == 1, "\(stats)")
         }
     }
 

@@ -166,7 +166,7 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
                 streamLimitRaised = true
                 framing.advertiseMaxConcurrentStreams(settings.maxConcurrentStreams)
             }
-            if let reason = answer.reason { state.recordRejection(reason) }
+            if let reason = answer.reason { state.recordRejection(reason) } else { state.recordAcceptance() }
             framing.respond(streamID: streamID, status: answer.status, headers: answer.headers, body: answer.body)
         case .failure(let rejection):
             state.recordRejection(rejection.reason)

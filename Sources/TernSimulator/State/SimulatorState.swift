@@ -137,6 +137,14 @@ public final class SimulatorState: Sendable {
         }
     }
 
+    /// A request other than a notification (a broadcast, a channel's management) that was taken.
+    func recordAcceptance() {
+        inner.withLock { state in
+            state.stats.requests += 1
+            state.stats.accepted += 1
+        }
+    }
+
     /// The decision for a request that passed validation and auth: injected faults first, then the token's
     /// registered state, and if all is well it is recorded as accepted.
     func decide(_ request: AcceptedRequest, connection: Int, stream: Int) -> StateDecision {
