@@ -25,6 +25,15 @@ struct BroadcastsAPI {
     let clock: any WallClock
     let logger: Logger
 
+    init(store: any TernStore, apps: AppCache, clients: ClientDirectory, clock: any WallClock, logger: Logger) {
+        self.store = store
+        self.apps = apps
+        self.clients = clients
+        self.clock = clock
+        self.logger = logger
+        self.refusals = FailureLog("APNs refuses broadcasts", logger: logger)
+    }
+
     struct ChannelRequest: Decodable {
         /// `none` (APNs keeps nothing for a device that is offline; a broadcast's expiration is 0) or `mostRecent`
         /// (APNs keeps the last broadcast up to 8 hours).
@@ -78,6 +87,8 @@ struct BroadcastsAPI {
     /// The longest a storing channel keeps a broadcast for a device that is offline.
     static let longestStorage: TimeInterval = 8 * 3600
 
+    /// APNs' refusals of broadcasts, said when they start, once a minute while they go on, and when they end.
+    private let refusals: FailureLog
     private let broadcasts = (
         delivered: Counter(label: "tern_broadcasts_total", dimensions: [("result", "delivered")]),
         rejected: Counter(label: "tern_broadcasts_total", dimensions: [("result", "rejected")]),
@@ -141,11 +152,13 @@ struct BroadcastsAPI {
             }
             guard delivery.isDelivered else {
                 broadcasts.rejected.increment()
-                logger.warning(
-                    "APNs refused a broadcast",
-                    metadata: ["app": "\(app.id)", "channel": "\(record.name)", "reason": "\(delivery.response.reason?.metricLabel ?? String(delivery.response.status))"])
+                // A backend that goes on broadcasting to a channel APNs no longer has is a few lines, not one a call.
+                refusals.failed([
+                    "app": "\(app.id)", "channel": "\(record.name)", "reason": "\(delivery.response.reason?.metricLabel ?? String(delivery.response.status))",
+                ])
                 throw Self.apnsError(APNsChannelRejection(response: delivery.response, requestID: delivery.requestID), doing: "broadcast")
             }
+            refusals.succeeded()
             broadcasts.delivered.increment()
             return BroadcastView(
                 channel: record.name, channelId: record.channelID, requestId: delivery.requestID, uniqueId: delivery.uniqueID,
