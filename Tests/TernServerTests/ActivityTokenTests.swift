@@ -137,6 +137,41 @@ struct ActivityTokenTests {
         }
     }
 
+    /// No update reaches an ended activity: once an `end` push completes, the tokens it went to are forgotten, so the
+    /// app's activities no longer count them, and the id used again later reaches only the devices that follow it anew.
+    @Test func anEndForgetsTheTokensItWentToAndNoOthers() async throws {
+        try await RouterHarness.withServer { server in
+            for number in 1...3 { try await server.register(Fixture.device(number), token: Fixture.token(number), alias: "fan\(number)") }
+            for number in 1...3 { #expect(try await setToken(server, Fixture.device(number), activity: "match-7", Self.activityToken(number)).status == 200) }
+            #expect(try await setToken(server, Fixture.device(3), activity: "match-8", Self.activityToken(30)).status == 200)
+
+            // One user's activity ended: only their device's token goes.
+            let mine = try await server.push(Self.update(#"{"activity": "match-7", "aliases": ["fan1"]}"#, event: "end"))
+            #expect(mine[path: "counts.accepted"]?.int == 1, "\(mine)")
+            // Forgotten by the node that records the push's last chunk, as it completes it: a reader may come first.
+            try await waitUntil("the ended token forgotten") {
+                try await server.master.get("/v1/apps/demo/activities/match-7").json()["devices"]?.int == 2
+            }
+            let one = try await server.device.send(.GET, "/v1/apps/demo/devices/\(Fixture.device(1))", headers: server.asDevice(Fixture.device(1))).json()
+            #expect(one["activities"]?.arrayItems?.isEmpty == true, "\(one)")
+            // An update is not an end: the tokens stay.
+            #expect(try await server.push(Self.update(#"{"activity": "match-7"}"#))[path: "counts.accepted"]?.int == 2)
+            #expect(try await server.master.get("/v1/apps/demo/activities/match-7").json()["devices"]?.int == 2)
+
+            // The match ends for everyone: it is gone from the app's activities; the other match stays.
+            let all = try await server.push(Self.update(#"{"activity": "match-7"}"#, event: "end"))
+            #expect(all[path: "counts.accepted"]?.int == 2, "\(all)")
+            try await waitUntil("the ended activity gone") { try await server.master.get("/v1/apps/demo/activities/match-7").status == 404 }
+            #expect(try await server.master.get("/v1/apps/demo/activities/match-8").json()["devices"]?.int == 1)
+
+            // The id used again, by one device: an update reaches that device alone.
+            #expect(try await setToken(server, Fixture.device(2), activity: "match-7", Self.activityToken(22)).status == 200)
+            let again = try await server.push(Self.update(#"{"activity": "match-7"}"#))
+            #expect(again[path: "counts.targeted"]?.int == 1 && again[path: "counts.accepted"]?.int == 1, "\(again)")
+            #expect(try await server.arrivals().last?.token == Self.activityToken(22))
+        }
+    }
+
     @Test func theBackendSeesTheAppsActivitiesAndHowManyDevicesFollowEach() async throws {
         try await RouterHarness.withServer { server in
             for number in 1...3 { try await server.register(Fixture.device(number), token: Fixture.token(number)) }

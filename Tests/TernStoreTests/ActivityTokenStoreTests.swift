@@ -15,6 +15,32 @@ struct ActivityTokenStoreTests {
         ActivityTokenRecord(activityID: activity, token: token, startedAt: time(started), registeredAt: time(registered))
     }
 
+    @Test("an ended activity's tokens go: those of the aliases' devices when named, and none registered after the end", arguments: StoreFactory.all)
+    func endingAnActivity(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            for n in 1...4 {
+                _ = try await store.register(
+                    registration(numbered("device", n), token: numbered("token", n), alias: n <= 2 ? "ana" : "bo"), app: "demo", at: time(0))
+            }
+            let devices = (1...4).map { numbered("device", $0) }
+            for (n, device) in devices.enumerated() {
+                _ = try await store.setActivityToken(app: "demo", deviceID: device, activity: "match", token: "m-\(n)", at: time(10))
+            }
+            _ = try await store.setActivityToken(app: "demo", deviceID: devices[0], activity: "order", token: "o-0", at: time(10))
+            // Device 2 registers its token again after the end was made: it stays.
+            _ = try await store.setActivityToken(app: "demo", deviceID: devices[1], activity: "match", token: "m-1", at: time(30))
+
+            #expect(try await store.endActivity(app: "demo", activity: "match", aliases: ["ana"], registeredBy: time(20)) == 1)
+            #expect(try await store.activity(app: "demo", id: "match")?.devices == 3, "ana's second device and bo's two")
+            #expect(try await store.endActivity(app: "demo", activity: "match", aliases: [], registeredBy: time(20)) == 2, "bo's")
+            #expect(try await store.activityTokens(app: "demo", deviceIDs: devices).mapValues { $0.map(\.activityID) } == [
+                devices[0]: ["order"], devices[1]: ["match"],
+            ])
+            #expect(try await store.endActivity(app: "demo", activity: "match", aliases: ["nobody"], registeredBy: time(40)) == 0)
+        }
+    }
+
     @Test("an activity's token reads back; set again it keeps the start, and set for another device or activity it moves", arguments: StoreFactory.all)
     func setReplaceMove(_ factory: StoreFactory) async throws {
         try await factory.withStore { store in

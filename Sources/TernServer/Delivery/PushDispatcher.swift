@@ -112,6 +112,23 @@ final class PushDispatcher: Service {
         pruneFailures = FailureLog("cannot deactivate dead tokens", logger: logger)
     }
 
+    /// A push that ended a Live Activity (`aps.event` `end`, to `audience.activity`), once it completed: the tokens it
+    /// went to are forgotten, since no update can reach an ended activity, so the app's activities list it no more and
+    /// a later push to the id reaches only the devices that followed it again since. Done by the node that records the
+    /// push's last chunk; if that fails (the database away), the activity's 12 hours still end it.
+    private func forgetEndedActivity(_ push: PushRecord) async {
+        guard case .activity(let activity, let aliases) = push.audience,
+            let content = try? JSONDecoder().decode(PushContent.self, from: Data(push.notification)),
+            case .string("end")? = (try? JSONValue(parsing: content.payload))?["aps"]?["event"]
+        else { return }
+        do {
+            let forgotten = try await store.endActivity(app: push.appID, activity: activity, aliases: aliases, registeredBy: push.createdAt)
+            logger.info("activity ended", metadata: ["push": "\(push.id)", "activity": "\(activity)", "tokens": "\(forgotten)"])
+        } catch {
+            logger.warning("cannot forget an ended activity's tokens", metadata: ["push": "\(push.id)", "activity": "\(activity)", "error": "\(error)"])
+        }
+    }
+
     /// This node completed push `id` (recorded its last chunk, or cancelled it): counted, and the requests waiting for
     /// it told.
     func completed(_ id: String) {
@@ -325,6 +342,8 @@ final class PushDispatcher: Service {
             await writeWhileTheLeaseLasts(chunk) {
                 switch try await self.store.recordChunk(pushID: push.id, sequence: chunk.sequence, node: self.node, progress, at: self.clocks.wall.now) {
                 case .recorded(pushCompleted: true):
+                    // Before those waiting for the push hear of it, so that most see the tokens gone.
+                    await self.forgetEndedActivity(push)
                     self.completed(push.id)
                     self.logger.info("push completed", metadata: ["push": "\(push.id)", "app": "\(push.appID)"])
                 case .recorded(pushCompleted: false):

@@ -98,6 +98,20 @@ extension SQLStore {
         }
     }
 
+    public func endActivity(app: String, activity: String, aliases: [String], registeredBy: Date) async throws -> Int {
+        try await transaction { db in
+            var delete: SQLQueryString = """
+                DELETE FROM activity_tokens
+                WHERE app_id = \(bind: app) AND activity_id = \(bind: activity) AND registered_at <= \(bind: registeredBy.milliseconds)
+                """
+            if !aliases.isEmpty {
+                delete += " AND device_id IN (SELECT device_id FROM devices WHERE app_id = \(bind: app) AND alias IN (\(binds: aliases)))"
+            }
+            delete += " RETURNING token"
+            return try await db.raw(delete).all().count
+        }
+    }
+
     static let activityTokenColumns = "activity_id, token, started_at, registered_at"
 
     /// A page of an activity's audience: the active devices with a token for it (of the aliases, if any), by device
