@@ -66,7 +66,7 @@ extension ClientFaultTests {
                     { _ = try await client.broadcast(APNsBroadcast(bundleID: Harness.topic, channelID: "AAAA", payload: [])) },
                     {
                         _ = try await client.broadcast(APNsBroadcast(
-                            bundleID: Harness.topic, channelID: "AAAA", payload: Array(repeating: 0x20, count: APNsBroadcast.maximumPayloadSize + 1)))
+                            bundleID: Harness.topic, channelID: "AAAA", payload: Array(repeating: 0x20, count: APNsBroadcastRules.maximumPayloadSize + 1)))
                     },
                 ] as [@Sendable () async throws -> Void] {
                     do {

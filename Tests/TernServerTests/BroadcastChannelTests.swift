@@ -130,7 +130,7 @@ import Testing
         try await RouterHarness.withServer { server in
             #expect(try await server.admin.patch("/v1/apps/demo", #"{"transport": "legacy"}"#).status == 200)
             let response = try await server.master.put("/v1/apps/demo/broadcast-channels/match", #"{"storage": "none"}"#)
-            #expect(try response.status == 409 && (response.json()["message"]?.string ?? "").contains("legacy"), "\(response.status) \(response.text)")
+            #expect(try response.status == 409 && (response.json()["error"]?.string) == "legacyTransport", "\(response.status) \(response.text)")
         }
     }
 }

@@ -143,7 +143,7 @@ struct BroadcastChannelTests {
             noToken.headers.removeAll { $0.name == "authorization" }
             Self.expectRefusal(try await client.send(noToken), 403, "MissingProviderToken")
 
-            for _ in 0..<SimulatorState.channelsPerApp { _ = sim.state.createChannel(bundleID: Self.bundle, storesMessages: false) }
+            for _ in 0..<APNsBroadcastRules.maximumChannels { _ = sim.state.createChannel(bundleID: Self.bundle, storesMessages: false) }
             let refused = try await client.send(Self.manage(sim, "POST", "channels", body: #"{"message-storage-policy":0,"push-type":"LiveActivity"}"#))
             Self.expectRefusal(refused, 400, "CannotCreateChannelConfig")
             let list = try await client.send(Self.manage(sim, "GET", "all-channels"))
@@ -152,7 +152,7 @@ struct BroadcastChannelTests {
                 Issue.record("not a list: \(list.bodyText.prefix(200))")
                 return
             }
-            #expect(items.count == SimulatorState.channelsPerApp, "the whole list, \(list.body.count) bytes")
+            #expect(items.count == APNsBroadcastRules.maximumChannels, "the whole list, \(list.body.count) bytes")
         }
     }
 }

@@ -37,9 +37,6 @@ public struct APNsBroadcast: Sendable {
     /// `apns-request-id`, which APNs echoes.
     public var requestID: UUID
 
-    /// The most bytes a broadcast's payload may have.
-    public static let maximumPayloadSize = 5120
-
     public init(
         bundleID: String, channelID: String, payload: [UInt8], priority: APNsPriority = .immediate,
         expiration: APNsExpiration = .immediately, requestID: UUID = UUID()
@@ -93,32 +90,6 @@ extension APNsClientConfiguration.Endpoint {
 }
 
 extension APNsClient {
-    /// Whether APNs can take `id` as a bundle id in a path: 1-155 letters, digits, '.' and '-'.
-    public static func isValidBundleID(_ id: String) -> Bool {
-        (1...155).contains(id.utf8.count)
-            && id.utf8.allSatisfy {
-                switch $0 {
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                    UInt8(ascii: "."), UInt8(ascii: "-"):
-                    true
-                default: false
-                }
-            }
-    }
-
-    /// Whether `id` can be a channel's id: 1-256 characters of base64 (either alphabet), as APNs makes them.
-    public static func isValidChannelID(_ id: String) -> Bool {
-        (1...256).contains(id.utf8.count)
-            && id.utf8.allSatisfy {
-                switch $0 {
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                    UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="), UInt8(ascii: "-"), UInt8(ascii: "_"):
-                    true
-                default: false
-                }
-            }
-    }
-
     // MARK: Broadcasts
 
     /// Sends one broadcast and returns APNs' final answer. Retried as a notification is (429, 500, 503, a lost
@@ -128,15 +99,17 @@ extension APNsClient {
     ///   payload APNs cannot take.
     public func broadcast(_ broadcast: APNsBroadcast) async throws -> APNsBroadcastDelivery {
         try Self.check(bundleID: broadcast.bundleID, channelID: broadcast.channelID)
-        guard !broadcast.payload.isEmpty, broadcast.payload.count <= APNsBroadcast.maximumPayloadSize else {
-            throw APNsClientError.invalidRequest("a broadcast's payload is 1-\(APNsBroadcast.maximumPayloadSize) bytes")
+        guard !broadcast.payload.isEmpty, broadcast.payload.count <= APNsBroadcastRules.maximumPayloadSize else {
+            throw APNsClientError.invalidRequest("a broadcast's payload is 1-\(APNsBroadcastRules.maximumPayloadSize) bytes")
         }
-        var headers: [(name: String, value: String)] = [
+        // Room for the provider token the send adds.
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(6)
+        headers += [
             ("apns-channel-id", broadcast.channelID), ("apns-push-type", APNsPushType.liveactivity.rawValue),
-            ("apns-priority", String(broadcast.priority.rawValue)), ("apns-request-id", broadcast.requestID.apnsString),
+            ("apns-priority", String(broadcast.priority.rawValue)), ("apns-expiration", broadcast.expiration.headerValue ?? "0"),
+            ("apns-request-id", broadcast.requestID.apnsString),
         ]
-        headers.append(("apns-expiration", broadcast.expiration.headerValue ?? "0"))
-        headers.reserveCapacity(headers.count + 1)
         let answer = try await send(APNsRequest(
             method: "POST", path: "/4/broadcasts/apps/" + broadcast.bundleID, headers: headers, body: broadcast.payload))
         return APNsBroadcastDelivery(
@@ -156,7 +129,7 @@ extension APNsClient {
         ]).serialized()
         let answer = try await manage(
             "POST", bundleID: bundleID, path: "channels", channelID: nil, body: body, idempotent: false)
-        guard let id = answer.header("apns-channel-id"), Self.isValidChannelID(id) else {
+        guard let id = answer.header("apns-channel-id"), APNsBroadcastRules.isValidChannelID(id) else {
             throw APNsClientError.connectionFailed("APNs made the channel but its answer carried no valid apns-channel-id")
         }
         return APNsChannel(id: id, storagePolicy: storagePolicy)
@@ -210,10 +183,10 @@ extension APNsClient {
     }
 
     private static func check(bundleID: String, channelID: String?) throws {
-        guard isValidBundleID(bundleID) else {
+        guard APNsBroadcastRules.isValidBundleID(bundleID) else {
             throw APNsClientError.invalidRequest("a bundle id is 1-155 letters, digits, '.' and '-'")
         }
-        if let channelID, !isValidChannelID(channelID) {
+        if let channelID, !APNsBroadcastRules.isValidChannelID(channelID) {
             throw APNsClientError.invalidRequest("a channel id is 1-256 characters of base64")
         }
     }

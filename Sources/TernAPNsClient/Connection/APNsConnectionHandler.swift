@@ -6,7 +6,7 @@ import TernHTTP2
 /// What one attempt on one stream came to.
 enum StreamOutcome: Sendable {
     /// APNs answered (any status); with every header and the whole body when the request asked for them
-    /// (``WireRequest/keepsAnswer``).
+    /// (``WireRequest/other``).
     case answered(APNsResponse, APNsFullAnswer?)
     /// The request was certainly not processed (above a GOAWAY's last stream id, or REFUSED_STREAM): send it again
     /// anywhere, at once.

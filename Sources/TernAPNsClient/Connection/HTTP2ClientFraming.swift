@@ -21,7 +21,8 @@ struct HTTP2ClientFraming {
     enum Event: Equatable {
         /// A SETTINGS frame from the server; `maxConcurrentStreams` when it carried that setting.
         case settings(maxConcurrentStreams: Int?)
-        /// A stream's answer, complete (END_STREAM seen). The body is cut at `largestBody` bytes.
+        /// A stream's answer, complete (END_STREAM seen). The body is cut at `largestBody` bytes, or at what the stream's
+        /// request asked for (``openStream(headers:body:largestAnswer:)``).
         case response(streamID: UInt32, status: Int?, headers: HPACKHeaders, body: [UInt8])
         /// The server reset a stream.
         case reset(streamID: UInt32, code: UInt32)

@@ -192,7 +192,7 @@ struct BroadcastsAPI {
         func same(_ kept: BroadcastChannelRecord) throws -> BroadcastChannelRecord {
             guard kept.storesMessages == storesMessages, kept.environment == environment else {
                 throw JSONAPIError.conflict(
-                    field: "storage",
+                    field: kept.storesMessages == storesMessages ? "environment" : "storage",
                     "channel '\(name)' exists with storage \(kept.storesMessages ? "mostRecent" : "none") in \(kept.environment): a channel's storage and environment are fixed; delete it to make it again")
             }
             return kept
@@ -248,25 +248,15 @@ struct BroadcastsAPI {
         guard case .object(let aps)? = body.payload["aps"] else {
             throw .badRequest(field: "payload.aps", "a broadcast's payload has aps, with event, timestamp and content-state")
         }
-        guard case .string(let event)? = aps["event"], event == "update" || event == "end" else {
-            throw .badRequest(field: "payload.aps.event", "a broadcast updates or ends the activities: aps.event is \"update\" or \"end\" (a channel cannot start one)")
-        }
-        switch aps["timestamp"] {
-        case .int?, .double?: break
-        default:
-            throw .badRequest(field: "payload.aps.timestamp", "a broadcast carries aps.timestamp, the UNIX time it was sent: ActivityKit drops one older than the last it applied")
-        }
-        guard case .object? = aps["content-state"] else {
-            throw .badRequest(field: "payload.aps.content-state", "a broadcast carries aps.content-state, the activity's new state")
-        }
+        try PushesAPI.checkUpdateOrEnd(aps, sender: "a broadcast", start: "a channel cannot start one")
         let payload: [UInt8]
         do {
             payload = try body.payload.serialized()
         } catch {
             throw .badRequest(field: "payload", "the payload cannot be written as JSON")
         }
-        guard payload.count <= APNsBroadcast.maximumPayloadSize else {
-            throw .badRequest(field: "payload", "a broadcast's payload is at most \(APNsBroadcast.maximumPayloadSize) bytes, not \(payload.count)")
+        guard payload.count <= APNsBroadcastRules.maximumPayloadSize else {
+            throw .badRequest(field: "payload", "a broadcast's payload is at most \(APNsBroadcastRules.maximumPayloadSize) bytes, not \(payload.count)")
         }
         let priority = body.priority ?? 10
         guard priority == 10 || priority == 5 else { throw .badRequest(field: "priority", "priority is 10 or 5") }
@@ -287,7 +277,8 @@ struct BroadcastsAPI {
     }
 
     /// What APNs' refusal, or no answer from it, is to the caller: 409 for a channel APNs no longer has or one too
-    /// many, 502 for any other refusal (with APNs' reason), 503 for no APNs to ask, 504 for no answer in time.
+    /// many, for an app on the legacy protocol and for a topic APNs cannot take in a broadcast's path; 502 for any
+    /// other refusal (with APNs' reason); 503 for no APNs to ask; 504 for no answer in time.
     static func apnsError(_ error: any Error, doing what: String) -> JSONAPIError {
         switch error {
         case let error as JSONAPIError:
@@ -304,8 +295,13 @@ struct BroadcastsAPI {
             default:
                 return JSONAPIError(status: .badGateway, error: "apnsRejected", message: "APNs refused to \(what): \(reason)")
             }
+        case let error as EndpointUnavailable where error.reason == .legacyHasNoBroadcasts:
+            return JSONAPIError(status: .conflict, error: "legacyTransport", message: error.description)
         case let error as EndpointUnavailable:
-            return JSONAPIError(status: error.reason == .legacyHasNoBroadcasts ? .conflict : .serviceUnavailable, error: "apnsUnavailable", message: error.description)
+            return JSONAPIError(status: .serviceUnavailable, error: "apnsUnavailable", message: error.description)
+        case let error as APNsClientError where error.code == .invalidRequest:
+            // Not sent: the app's topic is not a bundle id APNs takes in a broadcast's path.
+            return JSONAPIError(status: .conflict, error: "notSendable", message: "cannot \(what) with the app's topic: \(error.message)")
         case let error as APNsClientError where error.code == .timedOut:
             return JSONAPIError(status: .gatewayTimeout, error: "apnsTimedOut", message: "no answer from APNs in time: \(error.message)")
         case let error as APNsClientError:

@@ -540,16 +540,24 @@ struct PushesAPI {
         if content.inbox != nil {
             throw .badRequest(field: "inbox", "a push to audience.activity changes what the activity shows, and is kept in no inbox")
         }
-        let aps = liveActivityFields(content) ?? [:]
+        try checkUpdateOrEnd(
+            liveActivityFields(content) ?? [:], sender: "a push to audience.activity", start: "a start goes to the devices' push-to-start tokens")
+    }
+
+    /// An update or end of a Live Activity, as ActivityKit applies it, whether it goes to the activity's tokens or to
+    /// a broadcast channel: `aps.event` `update` or `end`, `aps.timestamp` (a number) and `aps.content-state` (an
+    /// object). - Parameters: `sender`, what sends it, and `start`, where a start goes instead, for the messages.
+    static func checkUpdateOrEnd(_ aps: [String: JSONValue], sender: String, start: String) throws(JSONAPIError) {
         guard case .string(let event)? = aps["event"], event == "update" || event == "end" else {
             throw .badRequest(
-                field: "payload.aps.event",
-                "a push to audience.activity updates or ends it: its payload's aps.event is \"update\" or \"end\" (a start goes to the devices' push-to-start tokens)")
+                field: "payload.aps.event", "\(sender) updates or ends a Live Activity: its payload's aps.event is \"update\" or \"end\" (\(start))")
         }
         switch aps["timestamp"] {
         case .int?, .double?: break
         default:
-            throw .badRequest(field: "payload.aps.timestamp", "a Live Activity push carries aps.timestamp, the UNIX time it was sent: ActivityKit drops one older than the last it applied")
+            throw .badRequest(
+                field: "payload.aps.timestamp",
+                "\(sender) carries aps.timestamp, the UNIX time it was sent: ActivityKit drops one older than the last it applied")
         }
         guard case .object? = aps["content-state"] else {
             throw .badRequest(field: "payload.aps.content-state", "an update or end carries aps.content-state, the activity's new state")

@@ -141,13 +141,8 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
     private func handleRequest(
         _ streamID: UInt32, headers: HPACKHeaders, body: [UInt8], bodyTooLarge: Bool, context: ChannelHandlerContext
     ) {
-        let hadValidToken = auth.verified != nil
         let verdict = validator.validate(headers: headers, body: body, bodyTooLarge: bodyTooLarge, auth: &auth, ids: &ids)
-        if !streamLimitRaised, !hadValidToken, auth.verified != nil {
-            // The first valid provider token on this connection: lift the one-stream limit.
-            streamLimitRaised = true
-            framing.advertiseMaxConcurrentStreams(settings.maxConcurrentStreams)
-        }
+        liftStreamLimitOnceATokenIsValid()
         switch verdict {
         case .failure where ChannelRequests.handles(headers):
             // A broadcast or a channel's management: not a notification, so it failed a notification's checks.
@@ -162,10 +157,7 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
             let answer = scenario.fault.map { PlainAnswer.rejection($0, requestID: ids.next()) }
                 ?? ChannelRequests(validator: validator, state: state).answer(
                     headers: headers, body: body, bodyTooLarge: bodyTooLarge, auth: &auth, ids: &ids)
-            if !streamLimitRaised, auth.verified != nil {
-                streamLimitRaised = true
-                framing.advertiseMaxConcurrentStreams(settings.maxConcurrentStreams)
-            }
+            liftStreamLimitOnceATokenIsValid()
             if let reason = answer.reason { state.recordRejection(reason) } else { state.recordAcceptance() }
             framing.respond(streamID: streamID, status: answer.status, headers: answer.headers, body: answer.body)
         case .failure(let rejection):
@@ -187,6 +179,14 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
                     arrival: decision.logWhenAnswered ? request : nil, context: context)
             }
         }
+    }
+
+    /// The first valid provider token on this connection (a notification's, or a broadcast's or channel request's):
+    /// lifts the one-stream limit APNs keeps until then.
+    private func liftStreamLimitOnceATokenIsValid() {
+        guard !streamLimitRaised, auth.verified != nil else { return }
+        streamLimitRaised = true
+        framing.advertiseMaxConcurrentStreams(settings.maxConcurrentStreams)
     }
 
     /// Answers now or after `delay` ms; with `thenGoAway`, GOAWAY follows that answer (the scenario's Nth stream).

@@ -54,7 +54,7 @@ struct ChannelRequests {
         let isBroadcast = path.hasPrefix(broadcastPrefix)
         let rest = path.dropFirst(isBroadcast ? broadcastPrefix.count : "/1/apps/".count)
         let parts = rest.split(separator: "/", omittingEmptySubsequences: false)
-        guard let bundle = parts.first.map(String.init), !bundle.isEmpty, !bundle.contains("?") else {
+        guard let bundle = parts.first.map(String.init), APNsBroadcastRules.isValidBundleID(bundle) else {
             return .rejection(.badPath, requestID: requestID)
         }
 
@@ -99,11 +99,11 @@ struct ChannelRequests {
             return ok(201, [("apns-channel-id", id)], [])
         case ("channels", "GET"), ("channels", "DELETE"):
             guard let id = one("apns-channel-id") else { return .rejection(.missingChannelId, requestID: requestID) }
-            guard Self.isBase64(id) else { return .rejection(.badChannelId, requestID: requestID) }
+            guard APNsBroadcastRules.isValidChannelID(id) else { return .rejection(.badChannelId, requestID: requestID) }
             if method == "DELETE" {
                 return state.deleteChannel(bundleID: bundle, id: id) ? ok(204, [], []) : .rejection(.channelNotRegistered, requestID: requestID)
             }
-            guard let channel = state.channels(bundleID: bundle).first(where: { $0.id == id }) else {
+            guard let channel = state.channel(bundleID: bundle, id: id) else {
                 return .rejection(.channelNotRegistered, requestID: requestID)
             }
             let description = JSONValue.object([
@@ -123,7 +123,7 @@ struct ChannelRequests {
     ) -> PlainAnswer {
         if one("apns-topic") != nil { return .rejection(.topicDisallowed, requestID: requestID) }
         guard let channelID = one("apns-channel-id") else { return .rejection(.missingChannelId, requestID: requestID) }
-        guard Self.isBase64(channelID) else { return .rejection(.badChannelId, requestID: requestID) }
+        guard APNsBroadcastRules.isValidChannelID(channelID) else { return .rejection(.badChannelId, requestID: requestID) }
         guard let pushType = one("apns-push-type") else { return .rejection(.missingPushType, requestID: requestID) }
         guard pushType == APNsPushType.liveactivity.rawValue else { return .rejection(.invalidPushType, requestID: requestID) }
         guard let priorityText = one("apns-priority"), let priority = try? APNsPriority(headerValue: priorityText),
@@ -132,12 +132,12 @@ struct ChannelRequests {
         guard let expirationText = one("apns-expiration"), let expiration = Int64(expirationText), expiration >= 0 else {
             return .rejection(.badExpirationDate, requestID: requestID)
         }
-        guard let channel = state.channels(bundleID: bundle).first(where: { $0.id == channelID }) else {
+        guard let channel = state.channel(bundleID: bundle, id: channelID) else {
             return .rejection(.channelNotRegistered, requestID: requestID)
         }
         if !channel.storesMessages, expiration != 0 { return .rejection(.badExpirationDate, requestID: requestID) }
         guard !body.isEmpty || bodyTooLarge else { return .rejection(.payloadEmpty, requestID: requestID) }
-        guard !bodyTooLarge, body.count <= 5120 else { return .rejection(.payloadTooLarge, requestID: requestID) }
+        guard !bodyTooLarge, body.count <= APNsBroadcastRules.maximumPayloadSize else { return .rejection(.payloadTooLarge, requestID: requestID) }
         // A broadcast updates or ends an activity; it cannot start one.
         guard case .object(let aps)? = (try? JSONValue(parsing: Data(body)))?["aps"],
             case .string(let event)? = aps["event"], event == "update" || event == "end"
@@ -148,18 +148,6 @@ struct ChannelRequests {
             uniqueID: uniqueID, payload: String(decoding: body, as: UTF8.self),
             receivedAt: Int64((state.clock.now.timeIntervalSince1970 * 1000).rounded())))
         return PlainAnswer(status: 200, headers: [("apns-request-id", requestID), ("apns-unique-id", uniqueID)])
-    }
-
-    static func isBase64(_ id: String) -> Bool {
-        (1...256).contains(id.utf8.count)
-            && id.utf8.allSatisfy {
-                switch $0 {
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                    UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="):
-                    true
-                default: false
-                }
-            }
     }
 }
 

@@ -479,17 +479,15 @@ public final class SimulatorState: Sendable {
 
     // MARK: Broadcast channels
 
-    /// The most channels an app has in one environment (spec §7).
-    public static let channelsPerApp = 10_000
     /// How many of the latest broadcasts the control API can list.
     public static let broadcastsKept = 1_000
 
-    /// Makes a channel with a new random id; nil when the app has its ``channelsPerApp``.
+    /// Makes a channel with a new random id; nil when the app has its ``APNsBroadcastRules/maximumChannels``.
     func createChannel(bundleID: String, storesMessages: Bool) -> String? {
         var random = SystemRandomNumberGenerator()
         let id = Data((0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }).base64EncodedString()
         return inner.withLock { state in
-            guard state.channels[bundleID, default: []].count < Self.channelsPerApp else { return nil }
+            guard state.channels[bundleID, default: []].count < APNsBroadcastRules.maximumChannels else { return nil }
             state.channels[bundleID, default: []].append(SimulatedChannel(bundleID: bundleID, id: id, storesMessages: storesMessages))
             return id
         }
@@ -502,6 +500,11 @@ public final class SimulatorState: Sendable {
             state.channels[bundleID]?.remove(at: index)
             return true
         }
+    }
+
+    /// The app's channel `id`, if it has one: found under the lock, not in a copy of the app's list.
+    func channel(bundleID: String, id: String) -> SimulatedChannel? {
+        inner.withLock { $0.channels[bundleID]?.first { $0.id == id } }
     }
 
     /// An app's channels, oldest first; every app's when `bundleID` is nil.
