@@ -18,7 +18,8 @@ public struct BuiltInSimulator: EmbeddedAPNs {
         }
     }
 
-    /// - Throws: ``StateDirectoryError`` when the folder or the certificate authority in it cannot be made or read.
+    /// - Throws: ``StateDirectoryError`` when the folder or the certificate authority in it cannot be made or read,
+    ///   ``ChannelJournalError`` when the channels file there cannot be read or written.
     public init(trustedKey: ProviderTokenKey, stateDirectory: URL, logger: Logger) throws {
         let authority: SimulatorCertificateAuthority
         do {
@@ -33,10 +34,15 @@ public struct BuiltInSimulator: EmbeddedAPNs {
         configuration.controlPort = 0
         configuration.environment = .production
         configuration.tokenKeys = [trustedKey]
+        // Apple keeps an app's broadcast channels; so does the built-in simulator, or a channel Tern keeps would be
+        // unknown to it after a restart.
+        configuration.channelsFile = stateDirectory.appendingPathComponent("channels-production.jsonl")
         // It stops with the server, after the dispatcher: streams it still holds then are the server's own, which
         // gave up on them already.
         configuration.shutdownGracePeriod = .seconds(1)
         simulator = APNsSimulator(configuration: configuration, logger: logger)
+        // Now, so a file that cannot be kept stops `tern serve` before it listens.
+        try simulator.openChannelsFile()
     }
 
     public func run() async throws {

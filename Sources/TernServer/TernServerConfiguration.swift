@@ -60,7 +60,7 @@ public struct TernServerConfiguration: Sendable {
     public struct Simulator: Sendable {
         /// Run an embedded APNs (`tern serve`: the built-in simulator) for apps in the `simulator` environment.
         public var enabled = true
-        /// Where the built-in simulator keeps its CA.
+        /// Where the built-in simulator keeps its CA and the broadcast channels made on it.
         public var stateDirectory = ".tern/simulator"
     }
 

@@ -37,6 +37,7 @@ public final class APNsSimulator: Service, Sendable {
         var feedbackPort: Int?
         var controlPort: Int?
         var ready = false
+        var channelsFileOpen = false
         var stopRequested = false
         var readyWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
         var nextWaiter: UInt64 = 0
@@ -123,6 +124,19 @@ public final class APNsSimulator: Service, Sendable {
         }
     }
 
+    /// Reads the channels kept in ``Configuration/channelsFile`` and keeps them there from now on; `run()` does it
+    /// if it was not done before. Call it first to learn of a file that cannot be kept before anything else starts.
+    public func openChannelsFile() throws(ChannelJournalError) {
+        guard let file = configuration.channelsFile, !lifecycle.withLock({ $0.channelsFileOpen }) else { return }
+        let skipped = try state.keepChannels(in: file)
+        lifecycle.withLock { $0.channelsFileOpen = true }
+        if skipped > 0 {
+            logger.warning(
+                "simulator: lines of the channels file that could not be read were left out",
+                metadata: ["file": "\(file.path)", "lines": "\(skipped)"])
+        }
+    }
+
     /// Asks a running simulator to stop, as a graceful shutdown of its service group would.
     public func requestStop() {
         let waiter = lifecycle.withLock { state -> CheckedContinuation<Void, Never>? in
@@ -138,6 +152,7 @@ public final class APNsSimulator: Service, Sendable {
     public func run() async throws {
         do {
             try configuration.validate()
+            try openChannelsFile()
             try await startHTTP2Listener()
             try await startLegacyListeners()
         } catch {

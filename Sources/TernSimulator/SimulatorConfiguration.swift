@@ -33,6 +33,9 @@ extension APNsSimulator {
         public var initialWindowSize = 65_535
         /// How many accepted notifications the arrival log keeps (the oldest go first).
         public var logCapacity = 100_000
+        /// A file to keep broadcast channels in across restarts, as Apple keeps them (JSON lines, owner-only; its
+        /// folder must exist); nil keeps them in memory only, and a restart forgets them.
+        public var channelsFile: URL?
         /// Time for JWT age, token-update spacing and log timestamps.
         public var clock: any WallClock = SystemWallClock()
         /// How long stopping waits for connections to finish their streams after GOAWAY before closing them.

@@ -110,6 +110,24 @@ import Testing
 
     /// A channel APNs no longer has (deleted outside Tern, or the simulator restarted) is told as such: 409, and its
     /// deletion here still works.
+    @Test func aChannelIsBroadcastToAfterTheServerAndItsBuiltInSimulatorRestart() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-restart-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (channelID, masterSecret) = try await RouterHarness.withServer(folder: folder) { server in
+            let made = try await server.master.put("/v1/apps/demo/broadcast-channels/match-9", #"{"storage": "none"}"#)
+            #expect(made.status == 201, "\(made.text)")
+            return (try #require(try made.json()["channelId"]?.string), server.master.bearer)
+        }
+        // The demo's secrets are shown on the first start only.
+        try await RouterHarness.withServer(folder: folder) { server in
+            let atAPNs = try await server.simulator.get("/channels").json()["channels"]?.arrayItems ?? []
+            #expect(atAPNs.map { $0["id"]?.string } == [channelID])
+            let sent = try await server.master.with(bearer: masterSecret).post("/v1/apps/demo/broadcast-channels/match-9/broadcasts", #"{"payload": \#(Self.update)}"#)
+            #expect(try sent.status == 200 && (sent.json()["channelId"]?.string) == channelID, "\(sent.text)")
+        }
+    }
+
     @Test func aChannelAPNsForgotIsAConflictAndCanBeDeleted() async throws {
         let logs = LogRecorder()
         try await RouterHarness.withServer(logs: logs) { server in

@@ -17,7 +17,7 @@ struct SimulatorCommand: AsyncParsableCommand {
 extension SimulatorCommand {
     /// Where the simulator keeps its CA, demo key and issued certificates between runs.
     struct StateOptions: ParsableArguments {
-        @Option(name: .long, help: "Folder for the CA, the demo token key and issued certificates.")
+        @Option(name: .long, help: "Folder for the CA, the demo token key, issued certificates and the broadcast channels.")
         var stateDir: String = ".tern/simulator"
 
         var url: URL { URL(fileURLWithPath: stateDir, isDirectory: true) }
@@ -156,6 +156,8 @@ extension SimulatorCommand {
             configuration.initialWindowSize = initialWindowSize
             configuration.logCapacity = logCapacity
             configuration.serverCertificate = serverCertificate
+            // One file an environment: Apple keeps each environment's channels apart.
+            configuration.channelsFile = state.url.appendingPathComponent("channels-\(environment).jsonl")
             var demoKey: (keyID: String, teamID: String, file: URL)?
             if trustedKeys.isEmpty {
                 let demo = try Self.loadOrCreateDemoKey(in: state.url)

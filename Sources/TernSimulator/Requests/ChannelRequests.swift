@@ -93,15 +93,20 @@ struct ChannelRequests {
                 case .string("LiveActivity")? = fields["push-type"],
                 case .int(let raw)? = fields["message-storage-policy"], raw == 0 || raw == 1
             else { return .rejection(.badRequestPayload, requestID: requestID) }
-            guard let id = state.createChannel(bundleID: bundle, storesMessages: raw == 1) else {
-                return .rejection(.cannotCreateChannelConfig, requestID: requestID)
+            switch state.createChannel(bundleID: bundle, storesMessages: raw == 1) {
+            case (.done, let id): return ok(201, [("apns-channel-id", id)], [])
+            case (.refused, _): return .rejection(.cannotCreateChannelConfig, requestID: requestID)
+            case (.notKept, _): return .rejection(.internalServerError, requestID: requestID)
             }
-            return ok(201, [("apns-channel-id", id)], [])
         case ("channels", "GET"), ("channels", "DELETE"):
             guard let id = one("apns-channel-id") else { return .rejection(.missingChannelId, requestID: requestID) }
             guard APNsBroadcastRules.isValidChannelID(id) else { return .rejection(.badChannelId, requestID: requestID) }
             if method == "DELETE" {
-                return state.deleteChannel(bundleID: bundle, id: id) ? ok(204, [], []) : .rejection(.channelNotRegistered, requestID: requestID)
+                switch state.deleteChannel(bundleID: bundle, id: id) {
+                case .done: return ok(204, [], [])
+                case .refused: return .rejection(.channelNotRegistered, requestID: requestID)
+                case .notKept: return .rejection(.internalServerError, requestID: requestID)
+                }
             }
             guard let channel = state.channel(bundleID: bundle, id: id) else {
                 return .rejection(.channelNotRegistered, requestID: requestID)

@@ -84,6 +84,8 @@ public final class SimulatorState: Sendable {
         var stats = SimulatorStats()
         /// Broadcast channels by bundle id, in the order they were made.
         var channels: [String: [SimulatedChannel]] = [:]
+        /// Where the channels are kept across restarts, once ``SimulatorState/keepChannels(in:)`` opened it.
+        var channelJournal: ChannelJournal?
         /// The latest broadcasts taken, oldest first (at most ``SimulatorState/broadcastsKept``).
         var broadcasts: [RecordedBroadcast] = []
     }
@@ -459,7 +461,7 @@ public final class SimulatorState: Sendable {
         }
     }
 
-    /// Clears scenarios, tokens, the log and the counters (connections stay open).
+    /// Clears scenarios, tokens, the log, the counters and the channels, their file too (connections stay open).
     public func reset() {
         inner.withLock { state in
             state.tokens = [:]
@@ -470,6 +472,8 @@ public final class SimulatorState: Sendable {
             state.legacyShutdown = nil
             state.log.removeAll()
             state.channels = [:]
+            // A file the system would not empty brings the channels back at the next start; nothing else to do here.
+            _ = state.channelJournal?.clear()
             state.broadcasts = []
             let active = state.stats.connectionsActive
             state.stats = SimulatorStats()
@@ -482,23 +486,56 @@ public final class SimulatorState: Sendable {
     /// How many of the latest broadcasts the control API can list.
     public static let broadcastsKept = 1_000
 
-    /// Makes a channel with a new random id; nil when the app has its ``APNsBroadcastRules/maximumChannels``.
-    func createChannel(bundleID: String, storesMessages: Bool) -> String? {
-        var random = SystemRandomNumberGenerator()
-        let id = Data((0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }).base64EncodedString()
-        return inner.withLock { state in
-            guard state.channels[bundleID, default: []].count < APNsBroadcastRules.maximumChannels else { return nil }
-            state.channels[bundleID, default: []].append(SimulatedChannel(bundleID: bundleID, id: id, storesMessages: storesMessages))
-            return id
+    /// Keeps the channels in `url` from now on, and takes the ones it holds (replacing those in memory).
+    /// - Returns: how many lines of the file could not be read (and are gone from it now).
+    /// - Throws: ``ChannelJournalError`` when the file cannot be read or written.
+    func keepChannels(in url: URL) throws(ChannelJournalError) -> Int {
+        let (journal, contents) = try ChannelJournal.load(from: url)
+        keepChannels(with: journal, channels: contents.channels)
+        return contents.linesSkipped
+    }
+
+    func keepChannels(with journal: ChannelJournal, channels: [String: [SimulatedChannel]]) {
+        inner.withLock { state in
+            state.channels = channels
+            state.channelJournal = journal
         }
     }
 
-    /// Deletes a channel; false when there is none by that id.
-    func deleteChannel(bundleID: String, id: String) -> Bool {
+    /// What became of a request to make or delete a channel.
+    enum ChannelChange: Equatable {
+        case done
+        /// Making it: the app has its ``APNsBroadcastRules/maximumChannels``. Deleting it: there is none by that id.
+        case refused
+        /// The channels file would not take the change (a full disk): nothing changed.
+        case notKept
+    }
+
+    /// Makes a channel with a new random id.
+    func createChannel(bundleID: String, storesMessages: Bool) -> (ChannelChange, id: String) {
+        var random = SystemRandomNumberGenerator()
+        let id = Data((0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }).base64EncodedString()
+        return inner.withLock { state in
+            guard state.channels[bundleID, default: []].count < APNsBroadcastRules.maximumChannels else { return (.refused, id) }
+            if let journal = state.channelJournal,
+                !journal.append(.init(op: .create, bundleID: bundleID, id: id, storesMessages: storesMessages))
+            {
+                return (.notKept, id)
+            }
+            state.channels[bundleID, default: []].append(SimulatedChannel(bundleID: bundleID, id: id, storesMessages: storesMessages))
+            return (.done, id)
+        }
+    }
+
+    /// Deletes a channel.
+    func deleteChannel(bundleID: String, id: String) -> ChannelChange {
         inner.withLock { state in
-            guard let index = state.channels[bundleID]?.firstIndex(where: { $0.id == id }) else { return false }
+            guard let index = state.channels[bundleID]?.firstIndex(where: { $0.id == id }) else { return .refused }
+            if let journal = state.channelJournal, !journal.append(.init(op: .delete, bundleID: bundleID, id: id)) {
+                return .notKept
+            }
             state.channels[bundleID]?.remove(at: index)
-            return true
+            return .done
         }
     }
 
