@@ -182,7 +182,8 @@ struct ServerAssembly {
         let pushes = PushesAPI(store: store, apps: cache, dispatcher: dispatcher, clock: clock)
         pushes.register(on: router)
         InboxAPI(store: store, apps: cache, gate: gate, badgeUpdates: badgeUpdates, clock: clock).register(on: router)
-        BroadcastsAPI(store: store, apps: cache, clients: clients, clock: clock, logger: logger).register(on: router)
+        let broadcasts = BroadcastsAPI(store: store, apps: cache, clients: clients, clock: clock, logger: logger)
+        broadcasts.register(on: router)
         let recorder = ChannelRecorder(store: store, clock: clock, logger: logger) { earlier in
             // A device's newer connection took over from one on another node: that node closes it (this node's own
             // older connection was closed as the newer one attached).
@@ -206,7 +207,7 @@ struct ServerAssembly {
             let activity = ConsoleActivity(registry: registry, clocks: clocks)
             consoleActivity = activity
             ConsoleRoutes(
-                store: store, apps: apps, cache: cache, pushes: pushes, authorization: authorization,
+                store: store, apps: apps, cache: cache, pushes: pushes, broadcasts: broadcasts, authorization: authorization,
                 sessions: ConsoleSessions(
                     idleTimeout: configuration.console.sessionIdleTimeout, lifetime: configuration.console.sessionLifetime, clock: clock),
                 limiter: guesses, activity: activity, connections: connections, renderer: renderer,

@@ -567,6 +567,60 @@ public struct BroadcastChannelRecord: Sendable, Equatable {
     }
 }
 
+/// One broadcast to a channel and what became of it: the latest ``BroadcastRecord/kept`` of each channel are kept,
+/// and they go with their channel.
+public struct BroadcastRecord: Sendable, Equatable {
+    /// What became of a broadcast.
+    public enum Result: String, Sendable, CaseIterable {
+        /// APNs took it.
+        case delivered
+        /// APNs refused it (``BroadcastRecord/reason`` is APNs' reason).
+        case rejected
+        /// No answer from APNs (``BroadcastRecord/reason`` says why: no answer in time, APNs unreachable…).
+        case failed
+    }
+
+    /// How many of a channel's latest broadcasts are kept.
+    public static let kept = 100
+
+    /// Its number, newest highest; 0 until it is recorded.
+    public var id: Int64
+    /// The channel's name.
+    public var channel: String
+    public var sentAt: Date
+    /// 10 or 5.
+    public var priority: Int
+    /// Epoch seconds until which a storing channel keeps it; 0 for at once.
+    public var expiration: Int64
+    /// The payload as sent (JSON text).
+    public var payload: String
+    public var result: Result
+    /// APNs' reason for a refusal, or why there was no answer.
+    public var reason: String?
+    /// `apns-request-id`, as APNs answered.
+    public var requestID: String?
+    /// `apns-unique-id`, which Apple's push console finds the broadcast by.
+    public var uniqueID: String?
+    public var attempts: Int
+
+    public init(
+        id: Int64 = 0, channel: String, sentAt: Date, priority: Int, expiration: Int64, payload: String, result: Result,
+        reason: String? = nil, requestID: String? = nil, uniqueID: String? = nil, attempts: Int
+    ) {
+        self.id = id
+        self.channel = channel
+        self.sentAt = sentAt
+        self.priority = priority
+        self.expiration = expiration
+        self.payload = payload
+        self.result = result
+        self.reason = reason
+        self.requestID = requestID
+        self.uniqueID = uniqueID
+        self.attempts = attempts
+    }
+}
+
 public struct Page<Item: Sendable>: Sendable {
     public var items: [Item]
     public var next: String?

@@ -170,8 +170,14 @@ public protocol TernStore: Sendable {
     func broadcastChannel(app: String, name: String) async throws -> BroadcastChannelRecord?
     /// The app's channels by name, `limit` at a time after the cursor (a name).
     func broadcastChannels(app: String, after cursor: String?, limit: Int) async throws -> Page<BroadcastChannelRecord>
-    /// Forgets the app's channel named `name`. - Returns: whether it had one.
+    /// Forgets the app's channel named `name`, and its broadcasts. - Returns: whether it had one.
     func deleteBroadcastChannel(app: String, name: String) async throws -> Bool
+    /// Records a broadcast to the app's channel, and forgets that channel's broadcasts but the latest
+    /// ``BroadcastRecord/kept``. - Returns: the broadcast with its id.
+    /// - Throws: ``StoreError/notFound(_:)`` when the app has no such channel (deleted meanwhile).
+    func recordBroadcast(app: String, _ broadcast: BroadcastRecord) async throws -> BroadcastRecord
+    /// The broadcasts to the app's channel `channel`, newest first, `limit` at a time before the cursor (an id).
+    func broadcasts(app: String, channel: String, before cursor: Int64?, limit: Int) async throws -> Page<BroadcastRecord>
     /// The app's activities with how many devices follow each, by id, `limit` at a time after the cursor (an id).
     func activities(app: String, after cursor: String?, limit: Int) async throws -> Page<ActivitySummary>
     /// Activity `id` of the app, or nil if no device follows it.

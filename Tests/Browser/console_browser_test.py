@@ -148,7 +148,8 @@ def run(driver):
     wait(driver, EC.presence_of_element_located((By.CSS_SELECTOR, "code.secret")))
     values = [element.text for element in driver.find_elements(By.CSS_SELECTOR, "code.secret")]
     app_key = next(value for value in values if value.startswith("tak_"))
-    check(any(value.startswith("tms_") for value in values), "the new app's master secret is shown once")
+    master = next((value for value in values if value.startswith("tms_")), None)
+    check(master is not None, "the new app's master secret is shown once")
     shoot(driver, "app-created")
     driver.get(URL + "/console/apps")
     check(APP in text_of(driver, "table"), "the new app is listed")
@@ -230,6 +231,21 @@ def run(driver):
     driver.get(URL + f"/console/apps/{APP}/devices/{phones[1][0]}")
     check("deactivated" in text_of(driver, ".facts"), "the device page says why its token was deactivated")
     shoot(driver, "device")
+
+    # A broadcast channel the backend made: its page broadcasts to it and lists what was sent, with APNs' answer.
+    channel = api("PUT", f"/v1/apps/{APP}/broadcast-channels/final-2026", master, {"storage": "mostRecent"})
+    driver.get(URL + f"/console/apps/{APP}/activities")
+    driver.find_element(By.LINK_TEXT, "final-2026").click()
+    wait(driver, EC.presence_of_element_located((By.ID, "contentState")))
+    check(text_of(driver, "#channel-id") == channel["channelId"], "the channel's page shows the id phones subscribe to")
+    driver.find_element(By.ID, "contentState").send_keys('{"home": 2, "away": 1, "minute": 88}')
+    driver.find_element(By.ID, "alertTitle").send_keys("Goal!")
+    driver.find_element(By.CSS_SELECTOR, "form[action$='/broadcasts'] button[type=submit]").click()
+    wait(driver, lambda d: "delivered" in text_of(d, "#broadcasts"), message="the broadcast is listed, delivered")
+    check('{"away":1,"home":2,"minute":88}' in text_of(driver, "#broadcasts"), "with the content state sent")
+    taken = json.loads(urllib.request.urlopen(f"{SIMULATOR}/broadcasts", timeout=10).read())["items"]
+    check(len(taken) == 1 and taken[0]["channelID"] == channel["channelId"], "the simulator took one broadcast to the channel")
+    shoot(driver, "channel")
 
     # The overview counts what was sent (its data refreshes every two seconds).
     driver.get(URL + "/console")

@@ -43,6 +43,22 @@ import Testing
             #expect(abs(Double(expiration) - Date().addingTimeInterval(8 * 3600).timeIntervalSince1970) < 120)
             #expect(try JSONValue(parsing: Data((taken["payload"]?.string ?? "").utf8))[path: "aps.content-state.score"]?.string == "2-1")
 
+            // The channel's history: newest first, each with APNs' answer and the payload as sent.
+            let second = try await server.master.post("/v1/apps/demo/broadcast-channels/match-42/broadcasts", #"{"payload": \#(Self.update)}"#)
+            #expect(second.status == 200)
+            let history = try await server.master.get("/v1/apps/demo/broadcast-channels/match-42/broadcasts?limit=1")
+            #expect(history.status == 200, "\(history.text)")
+            let newest = try #require(try history.json()["broadcasts"]?.arrayItems?.first)
+            #expect(try newest["id"]?.string == second.json()["id"]?.string && newest["priority"]?.int == 10)
+            #expect(try newest["uniqueId"]?.string == second.json()["uniqueId"]?.string && newest["result"]?.string == "delivered")
+            #expect(newest[path: "payload.aps.content-state.score"]?.string == "2-1" && newest["reason"] == nil)
+            let older = try await server.master.get("/v1/apps/demo/broadcast-channels/match-42/broadcasts?before=\(try #require(try history.json()["next"]?.string))")
+            let first = try #require(try older.json()["broadcasts"]?.arrayItems)
+            let sentID = try sent.json()["id"]?.string
+            #expect(first.count == 1 && first[0]["priority"]?.int == 5 && first[0]["id"]?.string == sentID)
+            #expect(first[0]["expiration"]?.int == taken["expiration"]?.int && first[0]["attempts"]?.int == 1)
+            #expect(try older.json()["next"] == nil)
+
             #expect(try await server.master.delete("/v1/apps/demo/broadcast-channels/match-42").status == 204)
             #expect(try await server.master.get("/v1/apps/demo/broadcast-channels/match-42").status == 404)
             #expect(try await server.simulator.get("/channels").json()["channels"]?.arrayItems?.count == 1, "deleted at APNs too")
@@ -72,6 +88,9 @@ import Testing
                 ("GET", "/v1/apps/demo/broadcast-channels?after=a%20b", "", "after"),
                 ("GET", "/v1/apps/demo/broadcast-channels?limit=0", "", "limit"),
                 ("GET", "/v1/apps/demo/broadcast-channels?color=red", "", "color"),
+                ("GET", "/v1/apps/demo/broadcast-channels/bare/broadcasts?before=x", "", "before"),
+                ("GET", "/v1/apps/demo/broadcast-channels/bare/broadcasts?limit=0", "", "limit"),
+                ("GET", "/v1/apps/demo/broadcast-channels/bare/broadcasts?after=1", "", "after"),
             ]
             for (method, path, body, field) in cases {
                 let response = try await server.master.send(HTTPMethod(rawValue: method), path, body: body.isEmpty ? nil : body)
@@ -98,6 +117,7 @@ import Testing
                 (.GET, "/v1/apps/demo/broadcast-channels", nil),
                 (.DELETE, "/v1/apps/demo/broadcast-channels/match", nil),
                 (.POST, "/v1/apps/demo/broadcast-channels/match/broadcasts", #"{"payload": \#(Self.update)}"#),
+                (.GET, "/v1/apps/demo/broadcast-channels/match/broadcasts", nil),
             ]
             for (method, path, body) in calls {
                 let response = try await server.device.send(method, path, body: body)
@@ -108,8 +128,7 @@ import Testing
         }
     }
 
-    /// A channel APNs no longer has (deleted outside Tern, or the simulator restarted) is told as such: 409, and its
-    /// deletion here still works.
+    /// The built-in simulator keeps its channels as Apple does: one made before a restart takes broadcasts after it.
     @Test func aChannelIsBroadcastToAfterTheServerAndItsBuiltInSimulatorRestart() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tern-restart-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -128,6 +147,8 @@ import Testing
         }
     }
 
+    /// A channel APNs no longer has (deleted outside Tern, or the simulator reset) is told as such: 409, and its
+    /// deletion here still works.
     @Test func aChannelAPNsForgotIsAConflictAndCanBeDeleted() async throws {
         let logs = LogRecorder()
         try await RouterHarness.withServer(logs: logs) { server in
@@ -139,6 +160,10 @@ import Testing
             }
             // Five refusals in a row are one line, not five.
             #expect(logs.messages(containing: "APNs refuses broadcasts").count == 1, "\(logs.messages(containing: "broadcast"))")
+            // Each is in the channel's history with APNs' reason.
+            let history = try await server.master.get("/v1/apps/demo/broadcast-channels/gone/broadcasts").json()["broadcasts"]?.arrayItems ?? []
+            #expect(history.count == 5)
+            #expect(history.allSatisfy { $0["result"]?.string == "rejected" && $0["reason"]?.string == "ChannelNotRegistered" && $0["uniqueId"] == nil })
             #expect(try await server.master.delete("/v1/apps/demo/broadcast-channels/gone").status == 204)
             #expect(try await server.master.get("/v1/apps/demo/broadcast-channels").json()["channels"]?.arrayItems?.isEmpty == true)
         }

@@ -50,7 +50,7 @@ enum DeviceCall: String, Sendable, CaseIterable {
     case activityToken
     /// `GET …/broadcast-channels/{name}`: a broadcast channel's id, which the app subscribes its Live Activity to.
     /// Public, as the app key is: every copy of the app subscribed to the channel holds its id, and only the master
-    /// secret makes, lists, deletes or broadcasts to channels.
+    /// secret makes, lists, deletes, broadcasts to channels or reads their broadcasts.
     case readChannel
 }
 

@@ -9,7 +9,8 @@ import TernStore
 import TernWeb
 
 /// Broadcast channels (iOS 18): `PUT/GET/DELETE /v1/apps/{app}/broadcast-channels/{name}`, `GET …/broadcast-channels`,
-/// and `POST …/broadcast-channels/{name}/broadcasts`, with the app's master secret; a channel by its name with the app
+/// and `POST/GET …/broadcast-channels/{name}/broadcasts` (a broadcast; the latest, with what became of each), with the
+/// app's master secret; a channel by its name with the app
 /// key too (``DeviceCall/readChannel``).
 ///
 /// A channel updates one Live Activity on every device at once (a match's score for a million fans) with a single
@@ -32,6 +33,7 @@ struct BroadcastsAPI {
         self.clock = clock
         self.logger = logger
         self.refusals = FailureLog("APNs refuses broadcasts", logger: logger)
+        self.unrecorded = FailureLog("broadcasts cannot be recorded", logger: logger)
     }
 
     struct ChannelRequest: Decodable {
@@ -82,6 +84,44 @@ struct BroadcastsAPI {
         /// `apns-unique-id`, which Apple's push console finds the broadcast by.
         var uniqueId: String?
         var attempts: Int
+        /// Its number in the channel's history; nil when it could not be recorded (it was sent all the same).
+        var id: String?
+    }
+
+    /// One broadcast of a channel's history.
+    struct SentView: ResponseEncodable {
+        var id: String
+        var sentAt: Date
+        /// `delivered`, `rejected` (by APNs, `reason` says why) or `failed` (no answer: `reason` is the error the
+        /// call was answered with).
+        var result: String
+        var reason: String?
+        var priority: Int
+        /// Epoch seconds; 0 for at once.
+        var expiration: Int64
+        var payload: JSONValue
+        var requestId: String?
+        var uniqueId: String?
+        var attempts: Int
+
+        init(_ record: BroadcastRecord) {
+            id = String(record.id)
+            sentAt = record.sentAt
+            result = record.result.rawValue
+            reason = record.reason
+            priority = record.priority
+            expiration = record.expiration
+            // Recorded from what was sent, which was JSON.
+            payload = (try? JSONValue(parsing: Data(record.payload.utf8))) ?? .string(record.payload)
+            requestId = record.requestID
+            uniqueId = record.uniqueID
+            attempts = record.attempts
+        }
+    }
+
+    struct SentList: ResponseEncodable {
+        var broadcasts: [SentView]
+        var next: String?
     }
 
     /// The longest a storing channel keeps a broadcast for a device that is offline.
@@ -89,6 +129,8 @@ struct BroadcastsAPI {
 
     /// APNs' refusals of broadcasts, said when they start, once a minute while they go on, and when they end.
     private let refusals: FailureLog
+    /// Broadcasts sent that the database would not record, said the same way.
+    private let unrecorded: FailureLog
     private let broadcasts = (
         delivered: Counter(label: "tern_broadcasts_total", dimensions: [("result", "delivered")]),
         rejected: Counter(label: "tern_broadcasts_total", dimensions: [("result", "rejected")]),
@@ -142,27 +184,80 @@ struct BroadcastsAPI {
             try Authorization.requireMaster(request, app: app)
             let record = try await channel(app: app, context)
             let body = try await JSONBody.decode(BroadcastRequest.self, from: request, limit: 64 * 1024)
-            let broadcast = try Self.broadcast(body, to: record, bundleID: app.topic, now: clock.now)
-            let delivery: APNsBroadcastDelivery
-            do {
-                delivery = try await clients.broadcastClient(for: app, environment: record.environment, service: .http2).broadcast(broadcast)
-            } catch {
-                broadcasts.failed.increment()
-                throw Self.apnsError(error, doing: "broadcast")
+            return try await send(body, to: record, app: app)
+        }
+        // The channel's latest broadcasts, newest first, with what became of each.
+        channels.get(":name/broadcasts") { request, context -> SentList in
+            let app = try await apps.app(request, context)
+            try Authorization.requireMaster(request, app: app)
+            let record = try await channel(app: app, context)
+            let query = request.uri.queryParameters
+            var before: Int64?
+            if let text = query.get("before") {
+                guard let id = Int64(text), id > 0 else {
+                    throw JSONAPIError.badRequest(field: "before", "before is the cursor from the last page (a broadcast's id)")
+                }
+                before = id
             }
-            guard delivery.isDelivered else {
-                broadcasts.rejected.increment()
-                // A backend that goes on broadcasting to a channel APNs no longer has is a few lines, not one a call.
-                refusals.failed([
-                    "app": "\(app.id)", "channel": "\(record.name)", "reason": "\(delivery.response.reason?.metricLabel ?? String(delivery.response.status))",
-                ])
-                throw Self.apnsError(APNsChannelRejection(response: delivery.response, requestID: delivery.requestID), doing: "broadcast")
-            }
-            refusals.succeeded()
-            broadcasts.delivered.increment()
-            return BroadcastView(
-                channel: record.name, channelId: record.channelID, requestId: delivery.requestID, uniqueId: delivery.uniqueID,
-                attempts: delivery.attempts)
+            let page = try await store.broadcasts(app: app.id, channel: record.name, before: before, limit: try DevicesAPI.limit(query.get("limit")))
+            return SentList(broadcasts: page.items.map(SentView.init), next: page.next)
+        }
+    }
+
+    /// Sends one broadcast to the channel, checked as APNs would check it, and records it in the channel's history.
+    /// - Returns: APNs' answer. - Throws: a ``JSONAPIError`` for bad input or APNs' refusal or silence.
+    func send(_ body: BroadcastRequest, to record: BroadcastChannelRecord, app: AppRecord) async throws -> BroadcastView {
+        let sentAt = clock.now
+        let broadcast = try Self.broadcast(body, to: record, bundleID: app.topic, now: sentAt)
+        var sent = BroadcastRecord(
+            channel: record.name, sentAt: sentAt, priority: broadcast.priority == .throttled ? 5 : 10,
+            expiration: broadcast.expiration.headerValue.flatMap { Int64($0) } ?? 0, payload: String(decoding: broadcast.payload, as: UTF8.self),
+            result: .failed, requestID: broadcast.requestID.apnsString, attempts: 0)
+        let delivery: APNsBroadcastDelivery
+        do {
+            delivery = try await clients.broadcastClient(for: app, environment: record.environment, service: .http2).broadcast(broadcast)
+        } catch {
+            broadcasts.failed.increment()
+            let answer = Self.apnsError(error, doing: "broadcast")
+            sent.reason = answer.error
+            _ = await keep(sent, app: app)
+            throw answer
+        }
+        sent.requestID = delivery.requestID ?? sent.requestID
+        sent.uniqueID = delivery.uniqueID
+        sent.attempts = delivery.attempts
+        guard delivery.isDelivered else {
+            broadcasts.rejected.increment()
+            let reason = delivery.response.reason?.metricLabel ?? "status \(delivery.response.status)"
+            // A backend that goes on broadcasting to a channel APNs no longer has is a few lines, not one a call.
+            refusals.failed(["app": "\(app.id)", "channel": "\(record.name)", "reason": "\(reason)"])
+            sent.result = .rejected
+            sent.reason = reason
+            _ = await keep(sent, app: app)
+            throw Self.apnsError(APNsChannelRejection(response: delivery.response, requestID: delivery.requestID), doing: "broadcast")
+        }
+        refusals.succeeded()
+        broadcasts.delivered.increment()
+        sent.result = .delivered
+        let kept = await keep(sent, app: app)
+        return BroadcastView(
+            channel: record.name, channelId: record.channelID, requestId: delivery.requestID, uniqueId: delivery.uniqueID,
+            attempts: delivery.attempts, id: kept.map { String($0.id) })
+    }
+
+    /// Records a broadcast in its channel's history. The broadcast went out (or was tried) whatever the database
+    /// says, so a failure here is logged, not answered. - Returns: the broadcast as recorded, or nil.
+    private func keep(_ sent: BroadcastRecord, app: AppRecord) async -> BroadcastRecord? {
+        do {
+            let kept = try await store.recordBroadcast(app: app.id, sent)
+            unrecorded.succeeded()
+            return kept
+        } catch StoreError.notFound {
+            // The channel was deleted while the broadcast was out: its history went with it.
+            return nil
+        } catch {
+            unrecorded.failed(["app": "\(app.id)", "channel": "\(sent.channel)", "error": "\(error)"])
+            return nil
         }
     }
 

@@ -1766,6 +1766,54 @@ enum OpenAPIDocument {
       "$ref": "#/components/parameters/channelName"
      }
     ]
+   },
+   "get": {
+    "operationId": "listBroadcasts",
+    "summary": "The channel's latest broadcasts (the last 100 are kept), newest first, each with what became of it; they go with their channel",
+    "tags": [
+     "backend"
+    ],
+    "security": [
+     {
+      "masterSecret": []
+     }
+    ],
+    "responses": {
+     "200": {
+      "description": "a page of broadcasts",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/SentBroadcastList"
+        }
+       }
+      }
+     },
+     "default": {
+      "$ref": "#/components/responses/Error"
+     }
+    },
+    "parameters": [
+     {
+      "$ref": "#/components/parameters/app"
+     },
+     {
+      "$ref": "#/components/parameters/channelName"
+     },
+     {
+      "name": "before",
+      "in": "query",
+      "required": false,
+      "description": "the cursor from the last page (a broadcast's id)",
+      "schema": {
+       "type": "string",
+       "pattern": "^[1-9][0-9]{0,17}$"
+      }
+     },
+     {
+      "$ref": "#/components/parameters/limit"
+     }
+    ]
    }
   },
   "/v1/apps/{app}/inbox": {
@@ -2871,6 +2919,11 @@ enum OpenAPIDocument {
      "attempts": {
       "type": "integer",
       "minimum": 1
+     },
+     "id": {
+      "type": "string",
+      "pattern": "^[0-9]+$",
+      "description": "its number in the channel's history (GET …/broadcasts); absent when it could not be recorded (it was sent all the same)"
      }
     },
     "required": [
@@ -3464,6 +3517,87 @@ enum OpenAPIDocument {
     "required": [
      "marked",
      "unread"
+    ],
+    "additionalProperties": false
+   },
+   "SentBroadcast": {
+    "type": "object",
+    "properties": {
+     "id": {
+      "type": "string",
+      "pattern": "^[0-9]+$"
+     },
+     "sentAt": {
+      "type": "string",
+      "format": "date-time"
+     },
+     "result": {
+      "type": "string",
+      "enum": [
+       "delivered",
+       "rejected",
+       "failed"
+      ],
+      "description": "delivered: APNs took it; rejected: APNs refused it (reason is APNs' reason); failed: no answer (reason is the error the call was answered with, such as apnsTimedOut)"
+     },
+     "reason": {
+      "type": "string"
+     },
+     "priority": {
+      "type": "integer",
+      "enum": [
+       5,
+       10
+      ]
+     },
+     "expiration": {
+      "type": "integer",
+      "minimum": 0,
+      "description": "epoch seconds; 0 for at once"
+     },
+     "payload": {
+      "type": "object",
+      "description": "the payload as sent"
+     },
+     "requestId": {
+      "type": "string"
+     },
+     "uniqueId": {
+      "type": "string",
+      "description": "apns-unique-id, which Apple's push console finds the broadcast by"
+     },
+     "attempts": {
+      "type": "integer",
+      "minimum": 0
+     }
+    },
+    "required": [
+     "id",
+     "sentAt",
+     "result",
+     "priority",
+     "expiration",
+     "payload",
+     "attempts"
+    ],
+    "additionalProperties": false
+   },
+   "SentBroadcastList": {
+    "type": "object",
+    "properties": {
+     "broadcasts": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/SentBroadcast"
+      }
+     },
+     "next": {
+      "type": "string",
+      "pattern": "^[0-9]+$"
+     }
+    },
+    "required": [
+     "broadcasts"
     ],
     "additionalProperties": false
    }

@@ -153,6 +153,7 @@ enum QueryRules {
         call(.get, "v1/apps/:app/token-events", ["after", "limit"]),
         call(.get, "v1/apps/:app/activities", ["after", "limit"]),
         call(.get, "v1/apps/:app/broadcast-channels", ["after", "limit"]),
+        call(.get, "v1/apps/:app/broadcast-channels/:name/broadcasts", ["before", "limit"]),
     ]
 
     private static func call(

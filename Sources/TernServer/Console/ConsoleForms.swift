@@ -155,6 +155,19 @@ enum ConsoleRequests {
         return body
     }
 
+    /// `POST …/broadcast-channels/{name}/broadcasts`'s body from a channel's page: an update or end of the Live
+    /// Activity, stamped `now`, with its content state (JSON), an optional alert and the priority.
+    static func broadcast(_ form: ConsoleForm, now: Date) throws(JSONAPIError) -> BroadcastsAPI.BroadcastRequest {
+        var body = FormJSON()
+        body.string("payload.aps.event", form.given("event") ?? "update")
+        body.set("payload.aps.timestamp", .value(.int(Int(now.timeIntervalSince1970))))
+        try body.json("payload.aps.content-state", form.given("contentState"))
+        body.string("payload.aps.alert.title", form.given("alertTitle"))
+        body.string("payload.aps.alert.body", form.given("alertBody"))
+        body.number("priority", form.given("priority"))
+        return try decode(BroadcastsAPI.BroadcastRequest.self, body)
+    }
+
     /// Decodes `body` as the API decodes a request's: the strict decoder, its errors as the API's 400s.
     static func decode<T: Decodable>(_ type: T.Type, _ body: FormJSON) throws(JSONAPIError) -> T {
         do {

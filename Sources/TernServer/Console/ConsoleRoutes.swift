@@ -29,6 +29,7 @@ struct ConsoleRoutes: Sendable {
     let apps: AppsAPI
     let cache: AppCache
     let pushes: PushesAPI
+    let broadcasts: BroadcastsAPI
     let authorization: Authorization
     let sessions: ConsoleSessions
     let limiter: SecretGuessLimiter
@@ -221,6 +222,32 @@ struct ConsoleRoutes: Sendable {
             let app = try await appRecord(context, user)
             return try Self.json(PushPageView(try await pushView(context, app: app, failures: false), failureLimit: 0).push)
         }
+        console.get("apps/:app/broadcast-channels/:name") { request, context in
+            guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
+            let app = try await appRecord(context, user)
+            var before: Int64?
+            if let text = request.uri.queryParameters.get("before") {
+                guard let value = Int64(text), value > 0 else { throw JSONAPIError.badRequest(field: "before", "before is a broadcast's id") }
+                before = value
+            }
+            return try await channelPage(user, app, context, form: ConsoleForm(), before: before, problem: nil, status: .ok)
+        }
+        // A broadcast from the channel's page: as `POST …/broadcast-channels/{name}/broadcasts`. APNs' refusal or
+        // silence is shown on the page with the form as sent (and is in the history below it).
+        console.post("apps/:app/broadcast-channels/:name/broadcasts") { request, context in
+            let user = try await requireSession(request)
+            let form = try await form(request, user)
+            let app = try await appRecord(context, user)
+            let channel = try await channelRecord(app, context)
+            do {
+                _ = try await broadcasts.send(try ConsoleRequests.broadcast(form, now: clock.now), to: channel, app: app)
+                logger.info("console: broadcast sent", metadata: ["app": "\(app.id)", "channel": "\(channel.name)"])
+                return Self.redirect("\(Self.root)/apps/\(app.id)/broadcast-channels/\(channel.name)")
+            } catch let error as JSONAPIError {
+                return try await channelPage(
+                    user, app, context, form: form, before: nil, problem: Problem(message: error.message, field: error.field), status: error.status)
+            }
+        }
         console.get("apps/:app/token-events") { request, context in
             guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             let app = try await appRecord(context, user)
@@ -299,6 +326,27 @@ struct ConsoleRoutes: Sendable {
         return page(
             "devices", chrome(user, "Devices", app: app.id) { $0.app?.devices = true }, view: view, problem: problem,
             status: problem == nil ? .ok : .badRequest)
+    }
+
+    // MARK: Broadcast channels
+
+    private func channelRecord(_ app: AppRecord, _ context: ServerRequestContext) async throws -> BroadcastChannelRecord {
+        let name = try BroadcastsAPI.name(context)
+        guard let channel = try await store.broadcastChannel(app: app.id, name: name) else {
+            throw JSONAPIError.notFound("app \(app.id) has no broadcast channel '\(name)'")
+        }
+        return channel
+    }
+
+    private func channelPage(
+        _ user: SignedIn, _ app: AppRecord, _ context: ServerRequestContext, form: ConsoleForm, before: Int64?, problem: Problem?,
+        status: HTTPResponse.Status
+    ) async throws -> Response {
+        let channel = try await channelRecord(app, context)
+        let history = try await store.broadcasts(app: app.id, channel: channel.name, before: before, limit: 50)
+        return page(
+            "channel", chrome(user, "Channel \(channel.name)", app: app.id) { $0.app?.activities = true },
+            view: ChannelPageView(channel: channel, form: form, history: history), problem: problem, status: status)
     }
 
     // MARK: The composer

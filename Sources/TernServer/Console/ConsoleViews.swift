@@ -446,6 +446,58 @@ struct ActivitiesView {
     var firstPage = true
 }
 
+/// A broadcast channel's page: what it is, a form to broadcast to it, and its latest broadcasts.
+struct ChannelPageView {
+    /// One broadcast of the channel's history.
+    struct SentRow {
+        var id: String
+        var sentAt: String
+        var event: String
+        var result: String
+        var delivered: Bool
+        var reason: String
+        var priority: Int
+        var uniqueID: String
+        /// The content state as sent, compact.
+        var state: String
+
+        init(_ record: BroadcastRecord) {
+            id = String(record.id)
+            sentAt = ConsoleFormat.date(record.sentAt)
+            result = record.result.rawValue
+            delivered = record.result == .delivered
+            reason = record.reason ?? ""
+            priority = record.priority
+            uniqueID = record.uniqueID ?? "—"
+            let aps = (try? JSONValue(parsing: Data(record.payload.utf8)))?["aps"]
+            if case .string(let text)? = aps?["event"] { event = text } else { event = "—" }
+            if let state = aps?["content-state"], let bytes = try? state.serialized() {
+                self.state = String(decoding: bytes, as: UTF8.self)
+            } else {
+                state = "—"
+            }
+        }
+    }
+
+    var channel: ActivitiesView.ChannelRow
+    var form: [String: String]
+    var events: [Choice]
+    var priorities: [Choice]
+    var sent: [SentRow]
+    var next: String?
+
+    init(channel: BroadcastChannelRecord, form: ConsoleForm, history: Page<BroadcastRecord>) {
+        self.channel = ActivitiesView.ChannelRow(channel)
+        self.form = ConsoleFormat.values(form)
+        sent = history.items.map(SentRow.init)
+        // The next update usually changes a little of the last one: start from the state last sent.
+        if form["contentState"] == nil, let latest = sent.first, latest.state != "—" { self.form["contentState"] = latest.state }
+        events = Choice.list([("update", "update"), ("end", "end")], selected: form["event"] ?? "update")
+        priorities = Choice.list([("10", "10: now"), ("5", "5: when it saves power")], selected: form["priority"] ?? "10")
+        next = history.next
+    }
+}
+
 struct TokenEventsView {
     var events: [DeviceView.EventRow]
     var next: String?

@@ -559,6 +559,28 @@ extension SQLStore {
                 )
                 """,
             ]),
+            // The latest broadcasts to each channel, with APNs' answer: what a channel was last told, and whether APNs
+            // took it. Gone with their channel. A node of the version before records none.
+            Migration(version: 26, name: "broadcasts", statements: [
+                """
+                CREATE TABLE broadcasts (
+                    id \(flavor.serialPrimaryKey),
+                    app_id TEXT NOT NULL,
+                    channel_name TEXT NOT NULL,
+                    sent_at BIGINT NOT NULL,
+                    priority INTEGER NOT NULL,
+                    expiration BIGINT NOT NULL,
+                    payload TEXT NOT NULL,
+                    result TEXT NOT NULL,
+                    reason TEXT,
+                    request_id TEXT,
+                    unique_id TEXT,
+                    attempts INTEGER NOT NULL,
+                    FOREIGN KEY (app_id, channel_name) REFERENCES broadcast_channels (app_id, name) ON DELETE CASCADE
+                )
+                """,
+                "CREATE INDEX broadcasts_by_channel ON broadcasts (app_id, channel_name, id)",
+            ]),
         ]
     }
 }

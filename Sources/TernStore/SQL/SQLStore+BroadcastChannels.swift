@@ -52,6 +52,66 @@ extension SQLStore {
     }
 
     static let channelColumns = "name, channel_id, environment, stores_messages, created_at"
+
+    public func recordBroadcast(app: String, _ broadcast: BroadcastRecord) async throws -> BroadcastRecord {
+        try await transaction { db in
+            // A channel deleted after this read and before the insert is caught by the foreign key.
+            guard try await db.raw("""
+                SELECT name FROM broadcast_channels WHERE app_id = \(bind: app) AND name = \(bind: broadcast.channel)
+                """).first() != nil
+            else { throw StoreError.notFound("app \(app) has no broadcast channel '\(broadcast.channel)'") }
+            guard let row = try await db.raw("""
+                INSERT INTO broadcasts (app_id, channel_name, sent_at, priority, expiration, payload, result, reason, request_id, unique_id, attempts)
+                VALUES (\(bind: app), \(bind: broadcast.channel), \(bind: broadcast.sentAt.milliseconds), \(bind: broadcast.priority),
+                    \(bind: broadcast.expiration), \(bind: broadcast.payload), \(bind: broadcast.result.rawValue), \(bind: broadcast.reason),
+                    \(bind: broadcast.requestID), \(bind: broadcast.uniqueID), \(bind: broadcast.attempts))
+                RETURNING id
+                """).first()
+            else { throw StoreError.conflict("the broadcast was not recorded") }
+            var recorded = broadcast
+            recorded.id = try row.decode(column: "id", as: Int64.self)
+            // The oldest beyond the kept: at most one a broadcast once the channel has its number, found by the index.
+            try await db.raw("""
+                DELETE FROM broadcasts WHERE app_id = \(bind: app) AND channel_name = \(bind: broadcast.channel)
+                    AND id < (
+                        SELECT MIN(id) FROM (
+                            SELECT id FROM broadcasts WHERE app_id = \(bind: app) AND channel_name = \(bind: broadcast.channel)
+                            ORDER BY id DESC LIMIT \(bind: BroadcastRecord.kept)
+                        ) AS latest
+                    )
+                """).run()
+            return recorded
+        }
+    }
+
+    public func broadcasts(app: String, channel: String, before cursor: Int64?, limit: Int) async throws -> Page<BroadcastRecord> {
+        let limit = max(limit, 1)
+        return try await exclusive { db in
+            var query: SQLQueryString = """
+                SELECT id, channel_name, sent_at, priority, expiration, payload, result, reason, request_id, unique_id, attempts
+                FROM broadcasts WHERE app_id = \(bind: app) AND channel_name = \(bind: channel)
+                """
+            if let cursor { query += " AND id < \(bind: cursor)" }
+            query += " ORDER BY id DESC LIMIT \(bind: limit + 1)"
+            let rows = try await db.raw(query).all()
+            let items = try rows.prefix(limit).map(BroadcastRecord.init(row:))
+            return Page(items: items, next: rows.count > limit ? items.last.map { String($0.id) } : nil)
+        }
+    }
+}
+
+extension BroadcastRecord {
+    init(row: any SQLRow) throws {
+        let resultText = try row.decode(column: "result", as: String.self)
+        guard let result = Result(rawValue: resultText) else { throw StoreError.unreadable("broadcasts.result holds '\(resultText)', not delivered, rejected or failed") }
+        self.init(
+            id: try row.decode(column: "id", as: Int64.self), channel: try row.decode(column: "channel_name", as: String.self),
+            sentAt: try row.date("sent_at"), priority: try row.decode(column: "priority", as: Int.self),
+            expiration: try row.decode(column: "expiration", as: Int64.self), payload: try row.decode(column: "payload", as: String.self),
+            result: result, reason: try row.decode(column: "reason", as: String?.self),
+            requestID: try row.decode(column: "request_id", as: String?.self), uniqueID: try row.decode(column: "unique_id", as: String?.self),
+            attempts: try row.decode(column: "attempts", as: Int.self))
+    }
 }
 
 extension BroadcastChannelRecord {

@@ -69,7 +69,11 @@ struct ConsolePageTests {
         let made = try await server.master.put("/v1/apps/demo/broadcast-channels/final-\(device.tag)", #"{"storage": "mostRecent"}"#)
         let channelID = try #require(try made.json()["channelId"]?.string)
         let withChannel = try await browser.get("/console/apps/demo/activities")
-        #expect(withChannel.text.contains("<tr><td>final-\(device.tag)</td><td><code>\(channelID)</code></td><td>the most recent, 8 hours</td>"), "\(withChannel.text)")
+        #expect(
+            withChannel.text.contains(
+                #"<tr><td><a href="/console/apps/demo/broadcast-channels/final-\#(device.tag)">final-\#(device.tag)</a></td><td><code>\#(channelID)</code></td><td>the most recent, 8 hours</td>"#),
+            "\(withChannel.text)")
+        #expect(try await browser.get("/console/apps/demo/broadcast-channels/final-\(device.tag)").status == 200)
         let later = try await browser.get("/console/apps/demo/activities?after=zzz")
         #expect(later.status == 200 && !later.text.contains("Broadcast channels"), "a later page of activities: \(later.status)")
         // The device's page links to the composer with the device as the audience, counted at once.
@@ -78,6 +82,55 @@ struct ConsolePageTests {
         let prefilled = try await browser.get(link.replacingOccurrences(of: "&amp;", with: "&"))
         #expect(prefilled.text.contains(#"id="audience-devices" name="audience.kind" value="devices" checked"#))
         #expect(prefilled.text.contains("Reaches 1 device now."))
+    }
+
+    @Test("a channel's page broadcasts to it and lists what was sent with APNs' answer; bad input names its field, and a refusal is shown")
+    func aChannelsPageBroadcasts() async throws {
+        try await RouterHarness.withServer { server in
+            let browser = ConsoleBrowser(server)
+            try await browser.signIn(server.master.bearer!)
+            let made = try await server.master.put("/v1/apps/demo/broadcast-channels/final", #"{"storage": "none"}"#)
+            let channelID = try #require(try made.json()["channelId"]?.string)
+            let path = "/console/apps/demo/broadcast-channels/final"
+            let empty = try await browser.get(path)
+            #expect(empty.status == 200 && empty.text.contains(#"<code id="channel-id">\#(channelID)</code>"#))
+            #expect(empty.text.contains("Nothing broadcast to this channel yet."))
+
+            let sent = try await browser.post(
+                "\(path)/broadcasts", [("event", "update"), ("contentState", #"{"home": 2, "away": 1}"#), ("alertTitle", "Goal!"), ("priority", "5")])
+            #expect(sent.status == 303 && sent.header("Location") == path, "\(sent.status) \(sent.text)")
+            let taken = try #require(try await server.simulator.get("/broadcasts").json()["items"]?.arrayItems)
+            #expect(taken.count == 1 && taken[0]["channelID"]?.string == channelID && taken[0]["priority"]?.int == 5)
+            let payload = try JSONValue(parsing: Data((taken[0]["payload"]?.string ?? "").utf8))
+            #expect(payload[path: "aps.content-state.home"]?.int == 2 && payload[path: "aps.alert.title"]?.string == "Goal!")
+            #expect(payload[path: "aps.event"]?.string == "update")
+            let stamped = try #require(payload[path: "aps.timestamp"]?.int)
+            #expect(abs(Double(stamped) - Date().timeIntervalSince1970) < 60, "stamped now")
+            let history = try await browser.get(path)
+            #expect(history.text.contains("<td>update</td><td><code>{&quot;away&quot;:1,&quot;home&quot;:2}</code></td><td>5</td><td>delivered</td>"), "\(history.text)")
+            #expect(history.text.contains(">{&quot;away&quot;:1,&quot;home&quot;:2}</textarea>"), "the form starts from the state last sent")
+
+            for (fields, field) in [
+                ([("event", "update"), ("contentState", "[1")], "payload.aps.content-state"),
+                ([("event", "update")], "payload.aps.content-state"),
+                ([("event", "start"), ("contentState", "{}")], "payload.aps.event"),
+                ([("event", "end"), ("contentState", "{}"), ("priority", "7")], "priority"),
+            ] {
+                let refused = try await browser.post("\(path)/broadcasts", fields)
+                #expect(refused.status == 400 && refused.text.contains("<p>Field: <code>\(field)</code></p>"), "\(fields): \(refused.status) \(refused.text)")
+            }
+            let kept = try await browser.post("\(path)/broadcasts", [("event", "end"), ("contentState", "[1")])
+            #expect(kept.text.contains("[1</textarea>") && kept.text.contains(#"<option value="end" selected>"#), "the form as sent")
+            #expect(try await server.simulator.get("/broadcasts").json()["items"]?.arrayItems?.count == 1, "nothing else was sent")
+
+            // APNs' refusal: shown, and in the history.
+            #expect(try await server.simulator.post("/reset").status == 204)
+            let refused = try await browser.post("\(path)/broadcasts", [("event", "end"), ("contentState", "{}")])
+            #expect(refused.status == 409 && refused.text.contains("APNs has no such channel"), "\(refused.status)")
+            #expect(refused.text.contains("<strong>rejected</strong>: ChannelNotRegistered"))
+            #expect(try await browser.get("/console/apps/demo/broadcast-channels/other").status == 404)
+            #expect(try await browser.get("\(path)?before=x").status == 400)
+        }
     }
 
     @Test("no template ever renders a value unescaped")

@@ -20,6 +20,7 @@ enum ConsoleTemplates {
         "push": push,
         "token-events": tokenEvents,
         "activities": activities,
+        "channel": channel,
         "error": error,
     ]
 

@@ -252,12 +252,52 @@ extension ConsoleTemplates {
         <div class="table-wrap"><table>
           <thead><tr><th scope="col">Name</th><th scope="col">Channel id</th><th scope="col">Keeps for offline devices</th><th scope="col">Environment</th><th scope="col">Made</th></tr></thead>
           <tbody>
-          {{#view.channels}}<tr><td>{{name}}</td><td><code>{{channelId}}</code></td><td>{{storage}}</td><td>{{environment}}</td><td>{{createdAt}}</td></tr>{{/view.channels}}
+          {{#view.channels}}<tr><td><a href="/console/apps/{{chrome.app.id}}/broadcast-channels/{{name}}">{{name}}</a></td><td><code>{{channelId}}</code></td><td>{{storage}}</td><td>{{environment}}</td><td>{{createdAt}}</td></tr>{{/view.channels}}
           {{^view.channels}}<tr><td colspan="5">The app has no broadcast channel.</td></tr>{{/view.channels}}
           </tbody>
         </table></div>
         {{#view.moreChannels}}<p>The first 100 by name; the API lists them all.</p>{{/view.moreChannels}}
         {{/view.firstPage}}
+        {{/main}}{{/layout}}
+        """
+
+    /// A broadcast channel: a broadcast to it (as `POST …/broadcast-channels/{name}/broadcasts`, stamped now) and
+    /// its latest broadcasts with APNs' answers.
+    static let channel = """
+        {{<layout}}{{$main}}
+        {{#view.channel}}
+        <dl class="facts">
+          <dt>Channel id</dt><dd><code id="channel-id">{{channelId}}</code></dd>
+          <dt>Keeps for offline devices</dt><dd>{{storage}}</dd>
+          <dt>Environment</dt><dd>{{environment}}</dd>
+          <dt>Made</dt><dd>{{createdAt}}</dd>
+        </dl>
+        {{/view.channel}}
+        <section aria-labelledby="broadcast">
+        <h2 id="broadcast">Broadcast</h2>
+        <p>One request to APNs updates or ends the Live Activity on every device subscribed to the channel. The timestamp is now.</p>
+        \(problem)
+        <form method="post" action="/console/apps/{{chrome.app.id}}/broadcast-channels/{{view.channel.name}}/broadcasts" class="card" novalidate>
+          <input type="hidden" name="csrf" value="{{chrome.csrf}}">
+          <p><label for="event">Event</label><select id="event" name="event">{{#view.events}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/view.events}}</select></p>
+          <p><label for="contentState">Content state (a JSON object: the activity's ContentState)</label><textarea id="contentState" name="contentState" rows="4" spellcheck="false" required>{{view.form.contentState}}</textarea></p>
+          <p><label for="alertTitle">Alert title (optional)</label><input id="alertTitle" name="alertTitle" value="{{view.form.alertTitle}}"></p>
+          <p><label for="alertBody">Alert body (optional)</label><input id="alertBody" name="alertBody" value="{{view.form.alertBody}}"></p>
+          <p><label for="priority">Priority</label><select id="priority" name="priority">{{#view.priorities}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/view.priorities}}</select></p>
+          <button type="submit">Broadcast</button>
+        </form>
+        </section>
+        <section aria-labelledby="history">
+        <h2 id="history">Latest broadcasts</h2>
+        <div class="table-wrap"><table id="broadcasts">
+          <thead><tr><th scope="col">Sent</th><th scope="col">Event</th><th scope="col">Content state</th><th scope="col">Priority</th><th scope="col">APNs</th><th scope="col">Unique id</th></tr></thead>
+          <tbody>
+          {{#view.sent}}<tr id="broadcast-{{id}}"><td>{{sentAt}}</td><td>{{event}}</td><td><code>{{state}}</code></td><td>{{priority}}</td><td>{{#delivered}}delivered{{/delivered}}{{^delivered}}<strong>{{result}}</strong>: {{reason}}{{/delivered}}</td><td><code>{{uniqueID}}</code></td></tr>{{/view.sent}}
+          {{^view.sent}}<tr><td colspan="6">Nothing broadcast to this channel yet.</td></tr>{{/view.sent}}
+          </tbody>
+        </table></div>
+        {{#view.next}}<p><a href="/console/apps/{{chrome.app.id}}/broadcast-channels/{{view.channel.name}}?before={{view.next}}">Older broadcasts</a></p>{{/view.next}}
+        </section>
         {{/main}}{{/layout}}
         """
 
