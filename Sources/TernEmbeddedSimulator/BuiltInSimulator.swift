@@ -35,8 +35,8 @@ public struct BuiltInSimulator: EmbeddedAPNs {
         configuration.environment = .production
         configuration.tokenKeys = [trustedKey]
         // Apple keeps an app's broadcast channels; so does the built-in simulator, or a channel Tern keeps would be
-        // unknown to it after a restart.
-        configuration.channelsFile = stateDirectory.appendingPathComponent("channels-production.jsonl")
+        // unknown to it after a restart. A file of its own: a `tern simulator` may share the folder (and its CA).
+        configuration.channelsFile = stateDirectory.appendingPathComponent("built-in-channels.jsonl")
         // It stops with the server, after the dispatcher: streams it still holds then are the server's own, which
         // gave up on them already.
         configuration.shutdownGracePeriod = .seconds(1)

@@ -137,6 +137,11 @@ public final class APNsSimulator: Service, Sendable {
         }
     }
 
+    private func closeChannelsFile() {
+        state.stopKeepingChannels()
+        lifecycle.withLock { $0.channelsFileOpen = false }
+    }
+
     /// Asks a running simulator to stop, as a graceful shutdown of its service group would.
     public func requestStop() {
         let waiter = lifecycle.withLock { state -> CheckedContinuation<Void, Never>? in
@@ -150,6 +155,8 @@ public final class APNsSimulator: Service, Sendable {
     /// Binds the listeners, serves until graceful shutdown, cancellation or ``requestStop()``, then sends GOAWAY
     /// `{"reason":"Shutdown"}` on every connection, lets in-flight streams finish and closes.
     public func run() async throws {
+        // Once stopped, it lets go of its channels file (and the file's lock), for the next simulator to keep them.
+        defer { closeChannelsFile() }
         do {
             try configuration.validate()
             try openChannelsFile()

@@ -117,6 +117,21 @@ struct ChannelJournalTests {
         }
     }
 
+    @Test("two simulators never keep channels in one file: the second is told so, and may once the first has let go")
+    func oneSimulatorAFile() async throws {
+        try await Self.withFolder { folder in
+            let file = folder.appendingPathComponent("channels.jsonl")
+            do {
+                let (first, _) = try ChannelJournal.load(from: file)
+                let error = #expect(throws: ChannelJournalError.self) { try ChannelJournal.load(from: file) }
+                #expect(error?.reason == "another simulator keeps its channels there; stop it, or give this one a state folder of its own")
+                #expect(first.append(.init(op: .create, bundleID: Self.bundle, id: Self.a, storesMessages: true)))
+            }
+            let (_, contents) = try ChannelJournal.load(from: file)
+            #expect(contents.channels[Self.bundle]?.map(\.id) == [Self.a], "the first let go when it went")
+        }
+    }
+
     @Test("a channel the file would not take (a full disk) is answered InternalServerError and neither made nor deleted")
     func aChangeTheFileWouldNotTakeIsRefused() async throws {
         try await withSimulator { sim in

@@ -37,18 +37,42 @@ final class ChannelJournal: Sendable {
 
     let url: URL
     private let descriptor: Int32
+    /// `<file>.lock`, held (`flock`) while the journal is open, so two simulators never keep channels in one file.
+    private let lock: Int32?
 
     /// A journal appending to `descriptor`, which it closes (`load(from:)` opens one; a test gives `/dev/full`).
-    init(url: URL, descriptor: Int32) {
+    init(url: URL, descriptor: Int32, lock: Int32? = nil) {
         self.url = url
         self.descriptor = descriptor
+        self.lock = lock
     }
 
-    deinit { close(descriptor) }
+    deinit {
+        close(descriptor)
+        if let lock { close(lock) }
+    }
 
-    /// Reads the file (none yet: no channels), rewrites it with just the channels it holds (owner-only), and opens
-    /// it for the changes to come.
+    /// Takes the file's lock, reads the file (none yet: no channels), rewrites it with just the channels it holds
+    /// (owner-only), and opens it for the changes to come.
     static func load(from url: URL) throws(ChannelJournalError) -> (journal: ChannelJournal, contents: Contents) {
+        let lock = open(url.path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard lock >= 0 else { throw ChannelJournalError(path: url.path, reason: systemReason()) }
+        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+            let busy = errno == EWOULDBLOCK
+            let reason = systemReason()
+            close(lock)
+            throw ChannelJournalError(
+                path: url.path, reason: busy ? "another simulator keeps its channels there; stop it, or give this one a state folder of its own" : reason)
+        }
+        do {
+            return try load(from: url, lock: lock)
+        } catch {
+            close(lock)
+            throw error
+        }
+    }
+
+    private static func load(from url: URL, lock: Int32) throws(ChannelJournalError) -> (journal: ChannelJournal, contents: Contents) {
         let contents = replay(try readWhole(url.path))
         var compacted: [UInt8] = []
         for channel in contents.channels.keys.sorted().flatMap({ contents.channels[$0] ?? [] }) {
@@ -63,7 +87,7 @@ final class ChannelJournal: Sendable {
         }
         let descriptor = open(url.path, O_WRONLY | O_APPEND | O_CLOEXEC)
         guard descriptor >= 0 else { throw ChannelJournalError(path: url.path, reason: systemReason()) }
-        return (ChannelJournal(url: url, descriptor: descriptor), contents)
+        return (ChannelJournal(url: url, descriptor: descriptor, lock: lock), contents)
     }
 
     /// The channels the lines leave, in the order they were made.
@@ -96,10 +120,15 @@ final class ChannelJournal: Sendable {
     }
 
     /// Appends one change; false when the system would not write it whole (a full disk), and then the change must not
-    /// be made.
+    /// be made. A line written in part is cut off again, so the next one does not run on from it.
     func append(_ line: Line) -> Bool {
         let bytes = Self.encode(line)
-        return bytes.withUnsafeBytes { Self.writeAll(descriptor, $0) }
+        let end = lseek(descriptor, 0, SEEK_END)
+        guard bytes.withUnsafeBytes({ Self.writeAll(descriptor, $0) }) else {
+            if end >= 0 { _ = ftruncate(descriptor, end) }
+            return false
+        }
+        return true
     }
 
     /// Empties the file (the control API's reset); false when the system would not.

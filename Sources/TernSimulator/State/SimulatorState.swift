@@ -502,6 +502,11 @@ public final class SimulatorState: Sendable {
         }
     }
 
+    /// Closes the channels file: changes from now on are kept in memory only.
+    func stopKeepingChannels() {
+        inner.withLock { $0.channelJournal = nil }
+    }
+
     /// What became of a request to make or delete a channel.
     enum ChannelChange: Equatable {
         case done
