@@ -264,16 +264,21 @@ struct ConsoleRoutes: Sendable {
         console.get("apps/:app/activities") { request, context in
             guard let user = try await signedIn(request) else { return Self.redirect("\(Self.root)/sign-in") }
             let app = try await appRecord(context, user)
-            let after = request.uri.queryParameters.get("after")
+            let query = request.uri.queryParameters
+            let after = query.get("after")
             if let after, !ActivityTokenRecord.isValidID(after) {
                 throw JSONAPIError.badRequest(field: "after", "after is the cursor from the last page (an activity id)")
+            }
+            let channelsAfter = query.get("channelsAfter")
+            if let channelsAfter, !ActivityTokenRecord.isValidID(channelsAfter) {
+                throw JSONAPIError.badRequest(field: "channelsAfter", "channelsAfter is the cursor from the last page of channels (a channel's name)")
             }
             let page = try await store.activities(app: app.id, after: after, limit: 100)
             var view = ActivitiesView(activities: page.items.map(ActivitiesView.Row.init), next: page.next, firstPage: after == nil)
             if after == nil {
-                let channels = try await store.broadcastChannels(app: app.id, after: nil, limit: 100)
+                let channels = try await store.broadcastChannels(app: app.id, after: channelsAfter, limit: 100)
                 view.channels = channels.items.map(ActivitiesView.ChannelRow.init)
-                view.moreChannels = channels.next != nil
+                view.nextChannels = channels.next
             }
             return self.page("activities", chrome(user, "Live Activities", app: app.id) { $0.app?.activities = true }, view: view)
         }

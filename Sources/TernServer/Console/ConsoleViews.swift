@@ -440,8 +440,8 @@ struct ActivitiesView {
         }
     }
     var channels: [ChannelRow] = []
-    /// Whether the app has more channels than shown (the API lists them all).
-    var moreChannels = false
+    /// The cursor for the app's next 100 channels by name, when it has more than shown.
+    var nextChannels: String?
     /// Whether this is the first page, which shows the channels.
     var firstPage = true
 }

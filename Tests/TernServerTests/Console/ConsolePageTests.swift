@@ -130,6 +130,17 @@ struct ConsolePageTests {
             #expect(refused.text.contains("<strong>rejected</strong>: ChannelNotRegistered"))
             #expect(try await browser.get("/console/apps/demo/broadcast-channels/other").status == 404)
             #expect(try await browser.get("\(path)?before=x").status == 400)
+
+            // Past 100 channels, the list pages on by name.
+            for n in 0..<100 {
+                #expect(try await server.master.put("/v1/apps/demo/broadcast-channels/match-\(String(format: "%03d", n))", #"{"storage": "none"}"#).status == 201)
+            }
+            let first = try await browser.get("/console/apps/demo/activities")
+            #expect(first.text.contains(">final</a>") && first.text.contains(">match-098</a>") && !first.text.contains(">match-099</a>"))
+            #expect(first.text.contains(#"<a href="/console/apps/demo/activities?channelsAfter=match-098">More channels</a>"#))
+            let next = try await browser.get("/console/apps/demo/activities?channelsAfter=match-098")
+            #expect(next.text.contains(">match-099</a>") && !next.text.contains(">final</a>") && !next.text.contains("More channels"))
+            #expect(try await browser.get("/console/apps/demo/activities?channelsAfter=a%20b").status == 400)
         }
     }
 

@@ -256,7 +256,7 @@ extension ConsoleTemplates {
           {{^view.channels}}<tr><td colspan="5">The app has no broadcast channel.</td></tr>{{/view.channels}}
           </tbody>
         </table></div>
-        {{#view.moreChannels}}<p>The first 100 by name; the API lists them all.</p>{{/view.moreChannels}}
+        {{#view.nextChannels}}<p><a href="/console/apps/{{chrome.app.id}}/activities?channelsAfter={{view.nextChannels}}">More channels</a></p>{{/view.nextChannels}}
         {{/view.firstPage}}
         {{/main}}{{/layout}}
         """
