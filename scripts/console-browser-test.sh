@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The operator's console in a real browser: starts `tern serve` (the built .build/debug/tern) in a temporary folder
 # on a free port and drives headless Chromium through it with Selenium (Tests/Browser/console_browser_test.py):
-# sign-in (a wrong secret refused), a new app, a device found, a push composed, sent and seen completed.
+# sign-in (a wrong secret refused), a new app, a device found, a push composed, sent and seen completed, a broadcast
+# sent from a channel's page.
 #
 #   scripts/console-browser-test.sh                 the test (about 30 s)
 #   scripts/console-browser-test.sh --screenshots   also saves every page at 1280 and 390 px into docs/console/

@@ -3,7 +3,8 @@
 Run by scripts/console-browser-test.sh, which starts the server and passes TERN_URL, TERN_ADMIN_TOKEN and
 TERN_SIMULATOR_CONTROL. It signs in (a wrong secret first, which is refused), creates an app on the simulator,
 registers devices through the HTTP API, finds one on the devices page, composes a push to their tag with the preview
-showing, sends it and sees it completed, and checks every page fits a phone's width. With TERN_CONSOLE_SCREENSHOTS
+showing, sends it and sees it completed, broadcasts to a channel from its page and sees it listed, and checks every
+page fits a phone's width. With TERN_CONSOLE_SCREENSHOTS
 set to a folder, it saves each page there at 1280 and 390 pixels wide.
 """
 
