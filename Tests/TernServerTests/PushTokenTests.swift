@@ -156,6 +156,46 @@ struct PushTokenTests {
         }
     }
 
+    /// iOS 18: a start names the broadcast channel the activity is to follow, by the name the backend gave it; the
+    /// payload carries APNs' id, so a backend never handles APNs' ids.
+    @Test func aStartNamesTheBroadcastChannelTheActivityFollows() async throws {
+        try await RouterHarness.withServer { server in
+            try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "fan")
+            #expect(try await setToken(server, Fixture.device(1), kind: "pushToStart", Self.voipToken(1)).status == 200)
+            let made = try await server.master.put("/v1/apps/demo/broadcast-channels/final", #"{"storage": "mostRecent"}"#)
+            let channelID = try #require(try made.json()["channelId"]?.string)
+
+            func start(_ channel: String?, event: String = "start", aps extra: String = "", payload: Bool = true) -> String {
+                let content =
+                    payload
+                    ? #""payload": {"aps": {"timestamp": 1764547200, "event": "\#(event)", "content-state": {"score": "0-0"}\#(extra),"#
+                        + #" "attributes-type": "MatchAttributes", "attributes": {"match": "A-B"}, "alert": {"title": "Kick-off"}}}"#
+                    : #""notification": {"title": "Kick-off"}"#
+                return #"{"audience": {"aliases": ["fan"]}, "apns": {"pushType": "liveactivity"}, \#(content)"#
+                    + (channel.map { #", "broadcastChannel": "\#($0)""# } ?? "") + "}"
+            }
+            let pushed = try await server.push(start("final"))
+            #expect(pushed[path: "counts.accepted"]?.int == 1, "\(pushed)")
+            let arrival = try #require(try await server.arrivals().last)
+            #expect(arrival.token == Self.voipToken(1))
+            let aps = try JSONValue(parsing: Data(arrival.payload.utf8))["aps"]
+            #expect(aps?["input-push-channel"]?.string == channelID && aps?["event"]?.string == "start")
+
+            let refusals: [(String, String)] = [
+                (start("other"), "broadcastChannel"),
+                (start("a b"), "broadcastChannel"),
+                (start("final", event: "update"), "broadcastChannel"),
+                (start("final", payload: false), "broadcastChannel"),
+                (start("final", aps: #", "input-push-channel": "\#(channelID)""#), "payload.aps.input-push-channel"),
+            ]
+            for (body, field) in refusals {
+                let refused = try await server.master.post("/v1/apps/demo/pushes", body)
+                #expect(refused.status == 400 && (try? refused.json()["field"]?.string) == field, "\(body): \(refused.status) \(refused.text)")
+            }
+            #expect(try await server.arrivals().count == 1, "nothing more was sent")
+        }
+    }
+
     @Test func badCallsAreRefusedNamingTheirField() async throws {
         try await RouterHarness.withServer { server in
             try await server.register(Fixture.device(1), token: Fixture.token(1), alias: "u")

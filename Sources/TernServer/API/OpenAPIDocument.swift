@@ -3220,6 +3220,11 @@ enum OpenAPIDocument {
       "minimum": 0,
       "maximum": 100000,
       "description": "throttles it: at most this many recipients a second, across every node, a second's worth at a time. A throttled push is out of its app's order: it holds none of the app's later pushes back (a later one may reach a device first). Absent: a broadcast (tags or everyone) takes the app's broadcastRatePerSecond, if it has one; 0: not throttled"
+     },
+     "broadcastChannel": {
+      "type": "string",
+      "pattern": "^[A-Za-z0-9._:-]{1,128}$",
+      "description": "a push that starts a Live Activity (a raw payload with aps.event start, to push-to-start tokens): the name of one of the app's broadcast channels, whose APNs id goes in aps.input-push-channel, so that each activity started follows the channel's broadcasts"
      }
     },
     "required": [

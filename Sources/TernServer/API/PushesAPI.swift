@@ -32,6 +32,9 @@ struct PushesAPI {
         /// Throttles it: at most this many recipients a second (1-100,000), across every node. Such a push is out of
         /// its app's order: it holds none of the app's later pushes back (a later one may reach a device first).
         var ratePerSecond: Int?
+        /// A push that starts a Live Activity: the name of one of the app's broadcast channels, whose APNs id goes in
+        /// the payload's `aps.input-push-channel`, so that each activity it starts follows the channel's broadcasts.
+        var broadcastChannel: String?
     }
 
     /// `POST …/pushes/{id}/cancel` takes no body, or an empty object: any member is an unknown field, refused, so that
@@ -350,6 +353,10 @@ struct PushesAPI {
     /// composer both send this way.
     /// - Returns: the stored push, and false when its idempotency key named an earlier one (then nothing is stored).
     func create(_ body: PushRequest, app: AppRecord) async throws -> (push: PushRecord, created: Bool) {
+        var body = body
+        if let name = try Self.broadcastChannelName(body) {
+            body = try Self.subscribing(body, to: try await store.broadcastChannel(app: app.id, name: name))
+        }
         let audience = try Self.audience(body.audience)
         let id = UUID.random().apnsString
         let content = try Self.content(body, app: app, pushID: id)
@@ -365,6 +372,37 @@ struct PushesAPI {
         // A scheduled push is made pending by the claim that finds it due (the dispatcher looks every second).
         if created, push.status != .scheduled { dispatcher.wake() }
         return (push, created)
+    }
+
+    /// The name in a push's `broadcastChannel`, checked; nil when it has none.
+    static func broadcastChannelName(_ body: PushRequest) throws(JSONAPIError) -> String? {
+        guard let name = body.broadcastChannel else { return nil }
+        guard ActivityTokenRecord.isValidID(name) else {
+            throw .badRequest(field: "broadcastChannel", "broadcastChannel is a channel's name: 1-128 letters, digits, '.', '_', ':' and '-'")
+        }
+        return name
+    }
+
+    /// The push with its `broadcastChannel` in the payload, as APNs' id in `aps.input-push-channel`: only a raw
+    /// payload that starts a Live Activity takes one. - Parameter channel: the app's channel of that name, if it has one.
+    static func subscribing(_ body: PushRequest, to channel: BroadcastChannelRecord?) throws(JSONAPIError) -> PushRequest {
+        guard let name = try broadcastChannelName(body) else { return body }
+        guard case .object(var members)? = body.payload, case .object(var aps)? = members["aps"], aps["event"] == .string("start") else {
+            throw .badRequest(
+                field: "broadcastChannel", "broadcastChannel goes with a payload that starts a Live Activity (aps.event \"start\", to push-to-start tokens)")
+        }
+        guard aps["input-push-channel"] == nil else {
+            throw .badRequest(
+                field: "payload.aps.input-push-channel", "give the channel by its name in broadcastChannel or by APNs' id in aps.input-push-channel, not both")
+        }
+        guard let channel else {
+            throw .badRequest(field: "broadcastChannel", "the app has no broadcast channel '\(name)' (PUT …/broadcast-channels/\(name) makes one)")
+        }
+        aps["input-push-channel"] = .string(channel.channelID)
+        members["aps"] = .object(aps)
+        var subscribed = body
+        subscribed.payload = .object(members)
+        return subscribed
     }
 
     /// What a push request sends, rendered and checked as ``create(_:app:)`` stores it (the console's preview shows

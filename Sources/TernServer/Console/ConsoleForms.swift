@@ -152,6 +152,7 @@ enum ConsoleRequests {
         body.string("idempotencyKey", form.given("idempotencyKey"))
         body.string("sendAt", form.given("sendAt"))
         body.number("ratePerSecond", form.given("ratePerSecond"))
+        body.string("broadcastChannel", form.given("broadcastChannel"))
         return body
     }
 

@@ -375,10 +375,15 @@ struct ConsoleRoutes: Sendable {
             preview.problem = (error.field.map { "\($0): " } ?? "") + error.message
             return preview
         }
+        // A push-to-start push's channel, by its name (looked up here: the check below is not async).
+        var channel: BroadcastChannelRecord?
+        if let name = form.given("broadcastChannel"), ActivityTokenRecord.isValidID(name) {
+            channel = try? await store.broadcastChannel(app: app.id, name: name)
+        }
         // Known once the push is checked: for a VoIP push, the audience counts the devices with a VoIP token.
         var tokenKind: PushTokenKind?
         do {
-            let request = try ConsoleRequests.decode(PushesAPI.PushRequest.self, body)
+            let request = try PushesAPI.subscribing(try ConsoleRequests.decode(PushesAPI.PushRequest.self, body), to: channel)
             // A stand-in of the same length for the push's id, which the payload carries (`tern.pushId`, and an inbox's
             // `tern.messageId`): the size shown is the size sent.
             let content = try PushesAPI.content(request, app: app, pushID: PushContent.previewPushID)

@@ -131,6 +131,19 @@ struct ConsolePageTests {
             #expect(try await browser.get("/console/apps/demo/broadcast-channels/other").status == 404)
             #expect(try await browser.get("\(path)?before=x").status == 400)
 
+            // The composer: a start names the channel its activities follow, and the preview shows APNs' id in place.
+            let start = #"{"aps": {"event": "start", "timestamp": 1, "content-state": {}, "attributes-type": "M", "attributes": {}, "alert": {"title": "Kick-off"}}}"#
+            func preview(_ channel: String) async throws -> JSONValue {
+                try await browser.post(
+                    "/console/apps/demo/preview",
+                    [("audience.kind", "all"), ("content", "payload"), ("payload", start), ("apns.pushType", "liveactivity"), ("broadcastChannel", channel)]
+                ).json()
+            }
+            let shown = try await preview("final")
+            #expect(shown["problem"] == nil, "\(shown)")
+            #expect(shown["payload"]?.string?.contains(#""input-push-channel":"\#(channelID)""#) == true, "\(shown)")
+            #expect(try await preview("nope")["problem"]?.string?.hasPrefix("broadcastChannel: the app has no broadcast channel 'nope'") == true)
+
             // Past 100 channels, the list pages on by name.
             for n in 0..<100 {
                 #expect(try await server.master.put("/v1/apps/demo/broadcast-channels/match-\(String(format: "%03d", n))", #"{"storage": "none"}"#).status == 201)

@@ -47,6 +47,7 @@ extension ConsoleTemplates {
               <p><label for="priority">Priority</label><select id="priority" name="apns.priority">{{#view.priorities}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/view.priorities}}</select></p>
               <p><label for="expiration">Expiration (epoch seconds; 0: now or never)</label><input id="expiration" name="apns.expiration" inputmode="numeric" value="{{view.form.apns_expiration}}"></p>
               <p><label for="collapseID">Collapse id</label><input id="collapseID" name="apns.collapseID" value="{{view.form.apns_collapseID}}"></p>
+              <p><label for="broadcastChannel">Broadcast channel the started activity follows (a start's raw payload)</label><input id="broadcastChannel" name="broadcastChannel" value="{{view.form.broadcastChannel}}" autocomplete="off" spellcheck="false"></p>
             </div>
           </fieldset>
           <fieldset>
