@@ -178,6 +178,8 @@ public protocol TernStore: Sendable {
     func recordBroadcast(app: String, _ broadcast: BroadcastRecord) async throws -> BroadcastRecord
     /// The broadcasts to the app's channel `channel`, newest first, `limit` at a time before the cursor (an id).
     func broadcasts(app: String, channel: String, before cursor: Int64?, limit: Int) async throws -> Page<BroadcastRecord>
+    /// The latest broadcast to each of the app's channels named, by name (a channel with none is left out).
+    func latestBroadcasts(app: String, channels: [String]) async throws -> [String: BroadcastRecord]
     /// The app's activities with how many devices follow each, by id, `limit` at a time after the cursor (an id).
     func activities(app: String, after cursor: String?, limit: Int) async throws -> Page<ActivitySummary>
     /// Activity `id` of the app, or nil if no device follows it.

@@ -65,6 +65,10 @@ struct BroadcastChannelStoreTests {
             _ = try await store.recordBroadcast(app: "demo", Self.broadcast("match-2", 0))
             for n in 1...BroadcastRecord.kept { _ = try await store.recordBroadcast(app: "demo", Self.broadcast("match-1", n)) }
 
+            let latest = try await store.latestBroadcasts(app: "demo", channels: ["match-1", "match-2", "match-3"])
+            #expect(latest.mapValues(\.payload) == ["match-1": #"{"n":100}"#, "match-2": #"{"n":0}"#], "one each, none for a channel without")
+            #expect(try await store.latestBroadcasts(app: "demo", channels: []).isEmpty)
+
             let page = try await store.broadcasts(app: "demo", channel: "match-1", before: nil, limit: 3)
             #expect(page.items.map(\.payload) == [#"{"n":100}"#, #"{"n":99}"#, #"{"n":98}"#])
             #expect(page.items.first?.uniqueID == "unique-100" && page.items.first?.sentAt == time(200))

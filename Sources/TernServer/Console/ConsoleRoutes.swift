@@ -277,7 +277,8 @@ struct ConsoleRoutes: Sendable {
             var view = ActivitiesView(activities: page.items.map(ActivitiesView.Row.init), next: page.next, firstPage: after == nil)
             if after == nil {
                 let channels = try await store.broadcastChannels(app: app.id, after: channelsAfter, limit: 100)
-                view.channels = channels.items.map(ActivitiesView.ChannelRow.init)
+                let latest = try await store.latestBroadcasts(app: app.id, channels: channels.items.map(\.name))
+                view.channels = channels.items.map { ActivitiesView.ChannelRow($0, latest: latest[$0.name]) }
                 view.nextChannels = channels.next
             }
             return self.page("activities", chrome(user, "Live Activities", app: app.id) { $0.app?.activities = true }, view: view)

@@ -430,13 +430,18 @@ struct ActivitiesView {
         var storage: String
         var environment: String
         var createdAt: String
+        /// The latest broadcast to it: when, and what became of it ("—" for none).
+        var lastBroadcast = "—"
 
-        init(_ record: BroadcastChannelRecord) {
+        init(_ record: BroadcastChannelRecord, latest: BroadcastRecord? = nil) {
             name = record.name
             channelId = record.channelID
             storage = record.storesMessages ? "the most recent, 8 hours" : "nothing"
             environment = record.environment.rawValue
             createdAt = ConsoleFormat.date(record.createdAt)
+            if let latest {
+                lastBroadcast = ConsoleFormat.date(latest.sentAt) + ", " + latest.result.rawValue + (latest.reason.map { ": \($0)" } ?? "")
+            }
         }
     }
     var channels: [ChannelRow] = []

@@ -100,6 +100,30 @@ extension SQLStore {
     }
 }
 
+extension SQLStore {
+    public func latestBroadcasts(app: String, channels: [String]) async throws -> [String: BroadcastRecord] {
+        guard !channels.isEmpty else { return [:] }
+        return try await exclusive { db in
+            var latest: [String: BroadcastRecord] = [:]
+            // A page of channels at a time: each one's newest row, found by the index.
+            for names in channels.pieces(of: 100) {
+                let rows = try await db.raw("""
+                    SELECT id, channel_name, sent_at, priority, expiration, payload, result, reason, request_id, unique_id, attempts
+                    FROM broadcasts WHERE id IN (
+                        SELECT MAX(id) FROM broadcasts WHERE app_id = \(bind: app) AND channel_name IN (\(binds: names))
+                        GROUP BY channel_name
+                    )
+                    """).all()
+                for row in rows {
+                    let record = try BroadcastRecord(row: row)
+                    latest[record.channel] = record
+                }
+            }
+            return latest
+        }
+    }
+}
+
 extension BroadcastRecord {
     init(row: any SQLRow) throws {
         let resultText = try row.decode(column: "result", as: String.self)

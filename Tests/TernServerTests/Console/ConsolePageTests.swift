@@ -150,6 +150,9 @@ struct ConsolePageTests {
             }
             let first = try await browser.get("/console/apps/demo/activities")
             #expect(first.text.contains(">final</a>") && first.text.contains(">match-098</a>") && !first.text.contains(">match-099</a>"))
+            // Each with its last broadcast: the refused end above for final, none for the others.
+            #expect(first.text.contains(", rejected: ChannelNotRegistered</td></tr>"), "\(first.text)")
+            #expect(first.text.contains(">match-000</a></td>") && first.text.contains("<td>—</td></tr>"))
             #expect(first.text.contains(#"<a href="/console/apps/demo/activities?channelsAfter=match-098">More channels</a>"#))
             let next = try await browser.get("/console/apps/demo/activities?channelsAfter=match-098")
             #expect(next.text.contains(">match-099</a>") && !next.text.contains(">final</a>") && !next.text.contains("More channels"))

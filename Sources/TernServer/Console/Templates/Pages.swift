@@ -250,10 +250,10 @@ extension ConsoleTemplates {
         <h2>Broadcast channels</h2>
         <p>Channels (iOS 18) the app's backend made through Tern: one broadcast to a channel updates the Live Activity on every device subscribed to it (<code>PUT/POST …/broadcast-channels</code> in the API).</p>
         <div class="table-wrap"><table>
-          <thead><tr><th scope="col">Name</th><th scope="col">Channel id</th><th scope="col">Keeps for offline devices</th><th scope="col">Environment</th><th scope="col">Made</th></tr></thead>
+          <thead><tr><th scope="col">Name</th><th scope="col">Channel id</th><th scope="col">Keeps for offline devices</th><th scope="col">Environment</th><th scope="col">Made</th><th scope="col">Last broadcast</th></tr></thead>
           <tbody>
-          {{#view.channels}}<tr><td><a href="/console/apps/{{chrome.app.id}}/broadcast-channels/{{name}}">{{name}}</a></td><td><code>{{channelId}}</code></td><td>{{storage}}</td><td>{{environment}}</td><td>{{createdAt}}</td></tr>{{/view.channels}}
-          {{^view.channels}}<tr><td colspan="5">The app has no broadcast channel.</td></tr>{{/view.channels}}
+          {{#view.channels}}<tr><td><a href="/console/apps/{{chrome.app.id}}/broadcast-channels/{{name}}">{{name}}</a></td><td><code>{{channelId}}</code></td><td>{{storage}}</td><td>{{environment}}</td><td>{{createdAt}}</td><td>{{lastBroadcast}}</td></tr>{{/view.channels}}
+          {{^view.channels}}<tr><td colspan="6">The app has no broadcast channel.</td></tr>{{/view.channels}}
           </tbody>
         </table></div>
         {{#view.nextChannels}}<p><a href="/console/apps/{{chrome.app.id}}/activities?channelsAfter={{view.nextChannels}}">More channels</a></p>{{/view.nextChannels}}
