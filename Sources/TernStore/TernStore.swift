@@ -186,10 +186,11 @@ public protocol TernStore: Sendable {
     func activity(app: String, id: String) async throws -> ActivitySummary?
     /// Removes up to `limit` activity tokens of activities that started before `before`. - Returns: how many.
     func purgeEndedActivities(startedBefore before: Date, limit: Int) async throws -> Int
-    /// Forgets the tokens of activity `activity` registered no later than `registeredBy` (of the devices bound to
-    /// `aliases`, when there are any): an `end` push went to them, and no update can reach an ended activity. A token
-    /// registered after (the id used again for a new activity) stays. - Returns: how many were forgotten.
-    func endActivity(app: String, activity: String, aliases: [String], registeredBy: Date) async throws -> Int
+    /// Forgets up to `limit` tokens of activity `activity` registered no later than `registeredBy` (of the devices
+    /// bound to `aliases`, when there are any): an `end` push went to them, and no update can reach an ended activity.
+    /// A token registered after (the id used again for a new activity) stays. - Returns: how many were forgotten (fewer
+    /// than `limit`: none are left).
+    func endActivity(app: String, activity: String, aliases: [String], registeredBy: Date, limit: Int) async throws -> Int
     /// Token events after the cursor (an event id), oldest first.
     func tokenEvents(app: String, after: Int64?, limit: Int) async throws -> [TokenEvent]
     /// The app's open events after event `after` (nil: from the first), oldest first, at most `limit`.

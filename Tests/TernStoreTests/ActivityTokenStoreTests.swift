@@ -31,13 +31,17 @@ struct ActivityTokenStoreTests {
             // Device 2 registers its token again after the end was made: it stays.
             _ = try await store.setActivityToken(app: "demo", deviceID: devices[1], activity: "match", token: "m-1", at: time(30))
 
-            #expect(try await store.endActivity(app: "demo", activity: "match", aliases: ["ana"], registeredBy: time(20)) == 1)
+            #expect(try await store.endActivity(app: "demo", activity: "match", aliases: ["ana"], registeredBy: time(20), limit: 10) == 1)
             #expect(try await store.activity(app: "demo", id: "match")?.devices == 3, "ana's second device and bo's two")
-            #expect(try await store.endActivity(app: "demo", activity: "match", aliases: [], registeredBy: time(20)) == 2, "bo's")
+            // A batch at a time: one, then the other, then none left.
+            #expect(try await store.endActivity(app: "demo", activity: "match", aliases: [], registeredBy: time(20), limit: 1) == 1)
+            #expect(try await store.activity(app: "demo", id: "match")?.devices == 2, "one of bo's, and ana's token registered again")
+            #expect(try await store.endActivity(app: "demo", activity: "match", aliases: [], registeredBy: time(20), limit: 1) == 1, "bo's other")
+            #expect(try await store.endActivity(app: "demo", activity: "match", aliases: [], registeredBy: time(20), limit: 1) == 0)
             #expect(try await store.activityTokens(app: "demo", deviceIDs: devices).mapValues { $0.map(\.activityID) } == [
                 devices[0]: ["order"], devices[1]: ["match"],
             ])
-            #expect(try await store.endActivity(app: "demo", activity: "match", aliases: ["nobody"], registeredBy: time(40)) == 0)
+            #expect(try await store.endActivity(app: "demo", activity: "match", aliases: ["nobody"], registeredBy: time(40), limit: 10) == 0)
         }
     }
 

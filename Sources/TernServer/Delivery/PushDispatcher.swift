@@ -112,6 +112,9 @@ final class PushDispatcher: Service {
         pruneFailures = FailureLog("cannot deactivate dead tokens", logger: logger)
     }
 
+    /// How many of an ended activity's tokens one statement forgets.
+    static let endedTokensAtOnce = 10_000
+
     /// A push that ended a Live Activity (`aps.event` `end`, to `audience.activity`), once it completed: the tokens it
     /// went to are forgotten, since no update can reach an ended activity, so the app's activities list it no more and
     /// a later push to the id reaches only the devices that followed it again since. Done by the node that records the
@@ -122,7 +125,13 @@ final class PushDispatcher: Service {
             case .string("end")? = (try? JSONValue(parsing: content.payload))?["aps"]?["event"]
         else { return }
         do {
-            let forgotten = try await store.endActivity(app: push.appID, activity: activity, aliases: aliases, registeredBy: push.createdAt)
+            var forgotten = 0
+            while true {
+                let batch = try await store.endActivity(
+                    app: push.appID, activity: activity, aliases: aliases, registeredBy: push.createdAt, limit: Self.endedTokensAtOnce)
+                forgotten += batch
+                if batch < Self.endedTokensAtOnce { break }
+            }
             logger.info("activity ended", metadata: ["push": "\(push.id)", "activity": "\(activity)", "tokens": "\(forgotten)"])
         } catch {
             logger.warning("cannot forget an ended activity's tokens", metadata: ["push": "\(push.id)", "activity": "\(activity)", "error": "\(error)"])

@@ -98,17 +98,22 @@ extension SQLStore {
         }
     }
 
-    public func endActivity(app: String, activity: String, aliases: [String], registeredBy: Date) async throws -> Int {
-        try await transaction { db in
-            var delete: SQLQueryString = """
-                DELETE FROM activity_tokens
+    public func endActivity(app: String, activity: String, aliases: [String], registeredBy: Date, limit: Int) async throws -> Int {
+        try await exclusive { db in
+            // At most `limit` at a time, as the purge takes them: an activity a million phones follow is not one
+            // statement that holds the writer and reads a million tokens back.
+            var chosen: SQLQueryString = """
+                SELECT device_id FROM activity_tokens
                 WHERE app_id = \(bind: app) AND activity_id = \(bind: activity) AND registered_at <= \(bind: registeredBy.milliseconds)
                 """
             if !aliases.isEmpty {
-                delete += " AND device_id IN (SELECT device_id FROM devices WHERE app_id = \(bind: app) AND alias IN (\(binds: aliases)))"
+                chosen += " AND device_id IN (SELECT device_id FROM devices WHERE app_id = \(bind: app) AND alias IN (\(binds: aliases)))"
             }
-            delete += " RETURNING token"
-            return try await db.raw(delete).all().count
+            chosen += " LIMIT \(bind: max(limit, 1))"
+            return try await db.raw("""
+                DELETE FROM activity_tokens WHERE app_id = \(bind: app) AND activity_id = \(bind: activity) AND device_id IN (\(chosen))
+                RETURNING device_id
+                """).all().count
         }
     }
 
