@@ -37,7 +37,6 @@ public final class APNsSimulator: Service, Sendable {
         var feedbackPort: Int?
         var controlPort: Int?
         var ready = false
-        var channelsFileOpen = false
         var stopRequested = false
         var readyWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
         var nextWaiter: UInt64 = 0
@@ -127,19 +126,13 @@ public final class APNsSimulator: Service, Sendable {
     /// Reads the channels kept in ``Configuration/channelsFile`` and keeps them there from now on; `run()` does it
     /// if it was not done before. Call it first to learn of a file that cannot be kept before anything else starts.
     public func openChannelsFile() throws(ChannelJournalError) {
-        guard let file = configuration.channelsFile, !lifecycle.withLock({ $0.channelsFileOpen }) else { return }
+        guard let file = configuration.channelsFile, !state.keepsChannels else { return }
         let skipped = try state.keepChannels(in: file)
-        lifecycle.withLock { $0.channelsFileOpen = true }
         if skipped > 0 {
             logger.warning(
                 "simulator: lines of the channels file that could not be read were left out",
                 metadata: ["file": "\(file.path)", "lines": "\(skipped)"])
         }
-    }
-
-    private func closeChannelsFile() {
-        state.stopKeepingChannels()
-        lifecycle.withLock { $0.channelsFileOpen = false }
     }
 
     /// Asks a running simulator to stop, as a graceful shutdown of its service group would.
@@ -156,7 +149,7 @@ public final class APNsSimulator: Service, Sendable {
     /// `{"reason":"Shutdown"}` on every connection, lets in-flight streams finish and closes.
     public func run() async throws {
         // Once stopped, it lets go of its channels file (and the file's lock), for the next simulator to keep them.
-        defer { closeChannelsFile() }
+        defer { state.stopKeepingChannels() }
         do {
             try configuration.validate()
             try openChannelsFile()

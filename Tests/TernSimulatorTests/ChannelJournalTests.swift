@@ -136,7 +136,7 @@ struct ChannelJournalTests {
     func aChangeTheFileWouldNotTakeIsRefused() async throws {
         try await withSimulator { sim in
             sim.state.keepChannels(
-                with: ChannelJournal(url: URL(fileURLWithPath: "/dev/full"), descriptor: open("/dev/full", O_WRONLY | O_CLOEXEC)),
+                with: ChannelJournal(descriptor: open("/dev/full", O_WRONLY | O_CLOEXEC)),
                 channels: [Self.bundle: [SimulatedChannel(bundleID: Self.bundle, id: Self.a, storesMessages: false)]])
             let client = try await sim.connect()
             BroadcastChannelTests.expectRefusal(

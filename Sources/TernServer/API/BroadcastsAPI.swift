@@ -209,10 +209,10 @@ struct BroadcastsAPI {
     func send(_ body: BroadcastRequest, to record: BroadcastChannelRecord, app: AppRecord) async throws -> BroadcastView {
         let sentAt = clock.now
         let broadcast = try Self.broadcast(body, to: record, bundleID: app.topic, now: sentAt)
+        let expiration: Int64 = if case .at(let date) = broadcast.expiration { APNsExpiration.wholeSeconds(date) } else { 0 }
         var sent = BroadcastRecord(
-            channel: record.name, sentAt: sentAt, priority: broadcast.priority == .throttled ? 5 : 10,
-            expiration: broadcast.expiration.headerValue.flatMap { Int64($0) } ?? 0, payload: String(decoding: broadcast.payload, as: UTF8.self),
-            result: .failed, requestID: broadcast.requestID.apnsString, attempts: 0)
+            channel: record.name, sentAt: sentAt, priority: broadcast.priority.rawValue, expiration: expiration,
+            payload: String(decoding: broadcast.payload, as: UTF8.self), result: .failed, requestID: broadcast.requestID.apnsString, attempts: 0)
         let delivery: APNsBroadcastDelivery
         do {
             delivery = try await clients.broadcastClient(for: app, environment: record.environment, service: .http2).broadcast(broadcast)

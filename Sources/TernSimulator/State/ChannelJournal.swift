@@ -35,14 +35,12 @@ final class ChannelJournal: Sendable {
         var linesSkipped = 0
     }
 
-    let url: URL
     private let descriptor: Int32
     /// `<file>.lock`, held (`flock`) while the journal is open, so two simulators never keep channels in one file.
     private let lock: Int32?
 
     /// A journal appending to `descriptor`, which it closes (`load(from:)` opens one; a test gives `/dev/full`).
-    init(url: URL, descriptor: Int32, lock: Int32? = nil) {
-        self.url = url
+    init(descriptor: Int32, lock: Int32? = nil) {
         self.descriptor = descriptor
         self.lock = lock
     }
@@ -87,7 +85,7 @@ final class ChannelJournal: Sendable {
         }
         let descriptor = open(url.path, O_WRONLY | O_APPEND | O_CLOEXEC)
         guard descriptor >= 0 else { throw ChannelJournalError(path: url.path, reason: systemReason()) }
-        return (ChannelJournal(url: url, descriptor: descriptor, lock: lock), contents)
+        return (ChannelJournal(descriptor: descriptor, lock: lock), contents)
     }
 
     /// The channels the lines leave, in the order they were made.

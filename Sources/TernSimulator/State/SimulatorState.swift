@@ -502,6 +502,9 @@ public final class SimulatorState: Sendable {
         }
     }
 
+    /// Whether the channels are kept in a file (``keepChannels(in:)``, until ``stopKeepingChannels()``).
+    var keepsChannels: Bool { inner.withLock { $0.channelJournal != nil } }
+
     /// Closes the channels file: changes from now on are kept in memory only.
     func stopKeepingChannels() {
         inner.withLock { $0.channelJournal = nil }
