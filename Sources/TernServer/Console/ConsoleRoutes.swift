@@ -230,7 +230,7 @@ struct ConsoleRoutes: Sendable {
                 guard let value = Int64(text), value > 0 else { throw JSONAPIError.badRequest(field: "before", "before is a broadcast's id") }
                 before = value
             }
-            return try await channelPage(user, app, context, form: ConsoleForm(), before: before, problem: nil, status: .ok)
+            return try await channelPage(user, app, try await channelRecord(app, context), form: ConsoleForm(), before: before, problem: nil, status: .ok)
         }
         // A broadcast from the channel's page: as `POST …/broadcast-channels/{name}/broadcasts`. APNs' refusal or
         // silence is shown on the page with the form as sent (and is in the history below it).
@@ -245,7 +245,7 @@ struct ConsoleRoutes: Sendable {
                 return Self.redirect("\(Self.root)/apps/\(app.id)/broadcast-channels/\(channel.name)")
             } catch let error as JSONAPIError {
                 return try await channelPage(
-                    user, app, context, form: form, before: nil, problem: Problem(message: error.message, field: error.field), status: error.status)
+                    user, app, channel, form: form, before: nil, problem: Problem(message: error.message, field: error.field), status: error.status)
             }
         }
         console.get("apps/:app/token-events") { request, context in
@@ -345,10 +345,9 @@ struct ConsoleRoutes: Sendable {
     }
 
     private func channelPage(
-        _ user: SignedIn, _ app: AppRecord, _ context: ServerRequestContext, form: ConsoleForm, before: Int64?, problem: Problem?,
+        _ user: SignedIn, _ app: AppRecord, _ channel: BroadcastChannelRecord, form: ConsoleForm, before: Int64?, problem: Problem?,
         status: HTTPResponse.Status
     ) async throws -> Response {
-        let channel = try await channelRecord(app, context)
         let history = try await store.broadcasts(app: app.id, channel: channel.name, before: before, limit: 50)
         return page(
             "channel", chrome(user, "Channel \(channel.name)", app: app.id) { $0.app?.activities = true },
@@ -376,10 +375,16 @@ struct ConsoleRoutes: Sendable {
             preview.problem = (error.field.map { "\($0): " } ?? "") + error.message
             return preview
         }
-        // A push-to-start push's channel, by its name (looked up here: the check below is not async).
+        // A push-to-start push's channel, by its name (looked up here: the check below is not async). A database that
+        // does not answer is said as such, not as a channel the app lacks.
         var channel: BroadcastChannelRecord?
         if let name = form.given("broadcastChannel"), ActivityTokenRecord.isValidID(name) {
-            channel = try? await store.broadcastChannel(app: app.id, name: name)
+            do {
+                channel = try await store.broadcastChannel(app: app.id, name: name)
+            } catch {
+                preview.problem = "broadcastChannel: the database is not available to look the channel up; try again"
+                return preview
+            }
         }
         // Known once the push is checked: for a VoIP push, the audience counts the devices with a VoIP token.
         var tokenKind: PushTokenKind?
