@@ -330,9 +330,13 @@ struct BroadcastsAPI {
     }
 
     static func name(_ context: ServerRequestContext) throws(JSONAPIError) -> String {
-        let text = context.parameters.get("name") ?? ""
+        try name(context.parameters.get("name") ?? "", field: "name")
+    }
+
+    /// `text` as a channel's name, or a 400 naming `field`: the one rule for a name in a path, a push or a form.
+    static func name(_ text: String, field: String) throws(JSONAPIError) -> String {
         guard ActivityTokenRecord.isValidID(text) else {
-            throw .badRequest(field: "name", "a channel's name is 1-128 letters, digits, '.', '_', ':' and '-', not '\(text.prefix(64))'")
+            throw .badRequest(field: field, "a channel's name is 1-128 letters, digits, '.', '_', ':' and '-', not '\(text.prefix(64))'")
         }
         return text
     }

@@ -376,11 +376,7 @@ struct PushesAPI {
 
     /// The name in a push's `broadcastChannel`, checked; nil when it has none.
     static func broadcastChannelName(_ body: PushRequest) throws(JSONAPIError) -> String? {
-        guard let name = body.broadcastChannel else { return nil }
-        guard ActivityTokenRecord.isValidID(name) else {
-            throw .badRequest(field: "broadcastChannel", "broadcastChannel is a channel's name: 1-128 letters, digits, '.', '_', ':' and '-'")
-        }
-        return name
+        try body.broadcastChannel.map { name throws(JSONAPIError) in try BroadcastsAPI.name(name, field: "broadcastChannel") }
     }
 
     /// The push with its `broadcastChannel` in the payload, as APNs' id in `aps.input-push-channel`: only a raw
