@@ -6,6 +6,7 @@
 #   DEVICES=200000 RUNS=1 scripts/bench-fanout.sh
 #   TERN=/path/to/tern scripts/bench-fanout.sh    # another build (an earlier version, say) instead of building
 #   PAYLOAD=bench scripts/bench-fanout.sh         # the push sends `tern bench`'s payload (below)
+#   PAYLOAD=localized scripts/bench-fanout.sh     # the notification in two more languages, a third of the devices each
 #
 # What it does (release build, everything on loopback, the built-in simulator in the server's process):
 #   1. `tern serve` on a fresh SQLite folder registers one device over HTTP (the template), stops, and the script
@@ -34,11 +35,14 @@ FAST_RUNS=${FAST_RUNS:-$RUNS}       # FAST_RUNS=0: only the slow-APNs case
 # What the push sends. notification (default): a title and a body, to which the server adds the push's id
 # (`tern.pushId`), 128 bytes in all. bench: `tern bench`'s own payload as a raw payload (the same JSON, 76 bytes), so
 # that the push and the client alone send the same notifications but for the push's headers (its apns-collapse-id).
+# localized: the notification with `localizations` in Korean and Chinese, and the devices' locales ko-KR, zh-Hans-CN and
+# en-US, a third each: what a push in several languages costs (one more read per chunk, a payload per language).
 PAYLOAD=${PAYLOAD:-notification}
 case "$PAYLOAD" in
   notification) content='"notification": {"title": "Fan-out", "body": "one push to every device"}' ;;
   bench) content='"payload": {"aps":{"alert":{"title":"Tern","body":"Benchmark notification"},"badge":1}}' ;;
-  *) echo "PAYLOAD is notification or bench, not $PAYLOAD" >&2; exit 2 ;;
+  localized) content='"notification": {"title": "Fan-out", "body": "one push to every device", "localizations": {"ko": {"title": "팬아웃", "body": "모든 기기에 한 번에"}, "zh-Hans": {"title": "扇出", "body": "一次推送到每台设备"}}}' ;;
+  *) echo "PAYLOAD is notification, bench or localized, not $PAYLOAD" >&2; exit 2 ;;
 esac
 
 source scripts/lib/tools.sh
@@ -92,6 +96,7 @@ BEGIN;
 INSERT INTO device_tags (app_id, device_id, tag) SELECT app_id, device_id, 'all' FROM devices WHERE app_id = 'demo';
 INSERT INTO device_tags (app_id, device_id, tag)
   SELECT app_id, device_id, 'first' FROM devices WHERE app_id = 'demo' ORDER BY device_id LIMIT $SLOW_DEVICES;
+$([ "$PAYLOAD" = localized ] && echo "UPDATE devices SET locale = CASE rowid % 3 WHEN 0 THEN 'ko-KR' WHEN 1 THEN 'zh-Hans-CN' ELSE 'en-US' END;")
 COMMIT;
 SQL
 echo "seeded $(sqlite3 "$work/tern.db" "SELECT COUNT(*) FROM devices") devices" >&2

@@ -41,8 +41,13 @@ public struct InboxMessage: Sendable, Equatable {
     public var createdAt: Date
     /// After this moment the message is in no listing, and the sweeper deletes it.
     public var expiresAt: Date
+    /// The title and body in the push's other languages, as a JSON object by language (`{"ko": {"title": …, "body":
+    /// …}}`), for each reader to get its own; nil when the push had none.
+    public var localizations: String?
 
-    public init(id: String, appID: String, title: String?, body: String?, data: String?, createdAt: Date, expiresAt: Date) {
+    public init(
+        id: String, appID: String, title: String?, body: String?, data: String?, createdAt: Date, expiresAt: Date, localizations: String? = nil
+    ) {
         self.id = id
         self.appID = appID
         self.title = title
@@ -50,6 +55,7 @@ public struct InboxMessage: Sendable, Equatable {
         self.data = data
         self.createdAt = createdAt
         self.expiresAt = expiresAt
+        self.localizations = localizations
     }
 }
 

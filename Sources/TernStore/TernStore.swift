@@ -102,6 +102,8 @@ public protocol TernStore: Sendable {
     /// backend revoking that very secret). Returns false if there is no such device, or its hash had changed.
     func setDeviceSecret(app: String, deviceID: String, secretHash: [UInt8], onlyReplacing current: StoredSecret?, at: Date) async throws -> Bool
     func device(app: String, deviceID: String) async throws -> DeviceRecord?
+    /// The locales these devices registered, by device id; a device with none, or no such device, is left out.
+    func locales(app: String, deviceIDs: [String]) async throws -> [String: String]
     /// The devices that hold `token` (lowercase hex), active or not: as their device token, or as a token of another
     /// kind (``PushTokenKind``) or a Live Activity's; at most one for each, device token first.
     func devices(app: String, token: String) async throws -> [DeviceRecord]

@@ -240,6 +240,41 @@ struct OnlineChannelTests {
         await answering.close()
     }
 
+    @Test func aConnectedDeviceGetsItsLanguageOverTheChannelAndAnOfflineOneInItsFallback() async throws {
+        let server = try await ServerHarness.shared.value
+        func device(locale: String) async throws -> (id: String, token: String, secret: String) {
+            let id = UUID().uuidString.lowercased()
+            let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+            try await server.register(id, token: token, locale: locale)
+            return (id, token, try #require(server.deviceSecrets[id]))
+        }
+        let online = try await device(locale: "ko-KR")
+        let offline = try await device(locale: "ko_KR")
+        let other = try await device(locale: "fr-FR")
+        let connection = try await connected(server, online)
+        let posted = try await server.master.post("/v1/apps/demo/pushes", #"""
+            {"audience": {"devices": ["\#(online.id)", "\#(offline.id)", "\#(other.id)"]}, "delivery": "auto", "ackTimeout": 30,
+             "notification": {"title": "Sale", "body": "Half price", "localizations": {"ko": {"title": "세일"}}}}
+            """#)
+        #expect(posted.status == 202, "\(posted.text)")
+        let push = try posted.json()
+        let frame = try await connection.next()
+        #expect(frame[path: "notification.title"]?.string == "세일")
+        #expect(frame[path: "notification.body"]?.string == "Half price")
+        connection.ack([try #require(frame["id"]?.string)])
+        let pushID = try #require(push["id"]?.string)
+        try await waitUntil("the push completes", within: 15) { try await pushView(server, pushID)["status"]?.string == "completed" }
+        let fellBack = try await arrivals(server, token: offline.token)
+        #expect(fellBack.count == 1)
+        let payload = try JSONValue(parsing: Data(try #require(fellBack.first).payload.utf8))
+        #expect(payload[path: "aps.alert.title"]?.string == "세일")
+        #expect(payload[path: "tern.id"]?.string != nil, "the fallback names the device's message")
+        let french = try await arrivals(server, token: other.token)
+        #expect(try french.map { try JSONValue(parsing: Data($0.payload.utf8))[path: "aps.alert.title"]?.string } == ["Sale"])
+        #expect(try await arrivals(server, token: online.token).isEmpty)
+        await connection.close()
+    }
+
     @Test func anAutoPushHoldsAConnectedDevicesAPNsLineOnlyUntilItAcknowledges() async throws {
         let server = try await ServerHarness.shared.value
         let quick = try await newDevice(server)

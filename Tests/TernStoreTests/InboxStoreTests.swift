@@ -248,4 +248,34 @@ struct InboxStoreTests {
             #expect(try await listed(store, alice, at: 7) == ["m1"])
         }
     }
+
+    @Test("a message keeps its texts in other languages, and devices' locales are read by id", arguments: StoreFactory.all)
+    func localizationsAndLocales(_ factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.createApp(makeApp())
+            try await store.createApp(makeApp("other"))
+            var localized = message("m1")
+            localized.localizations = #"{"ko":{"body":"본문","title":"제목"}}"#
+            _ = try await store.deliverToInbox(localized, owners: [alice], cap: 10, at: time(1))
+            _ = try await store.deliverToInbox(message("m2"), owners: [alice], cap: 10, at: time(1))
+            let items = try await store.inbox(app: "demo", owner: alice, after: nil, limit: 10, at: time(2)).items
+            #expect(items.map(\.message) == [localized, message("m2")])
+            #expect(items.last?.message.localizations == nil)
+
+            var korean = registration("k", token: "token-k")
+            korean.locale = "ko-KR"
+            _ = try await store.register(korean, app: "demo", at: time(0))
+            _ = try await store.register(registration("none", token: "token-none"), app: "demo", at: time(0))
+            var elsewhere = registration("x", token: "token-x")
+            elsewhere.locale = "en-US"
+            _ = try await store.register(elsewhere, app: "other", at: time(0))
+            // Another app's device of that id, one with no locale and an unknown id are left out.
+            let found = try await store.locales(app: "demo", deviceIDs: ["k", "none", "x", "unknown"])
+            #expect(found == ["k": "ko-KR"])
+            #expect(try await store.locales(app: "demo", deviceIDs: []).isEmpty)
+            // More ids than one statement binds.
+            let many = (0..<1_200).map { "id-\($0)" } + ["k"]
+            #expect(try await store.locales(app: "demo", deviceIDs: many) == ["k": "ko-KR"])
+        }
+    }
 }

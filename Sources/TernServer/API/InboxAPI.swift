@@ -9,7 +9,8 @@ import TernWeb
 ///
 /// A device reads its user's inbox (its alias's, or its own while it has none) with the app key, its id
 /// (`?deviceId=`) and its device secret (`X-Tern-Device-Secret`), so one user cannot read another's. The backend
-/// (master secret) reads anyone's: `?alias=` or `?deviceId=`.
+/// (master secret) reads anyone's: `?alias=` or `?deviceId=`. A message of a push with `notification.localizations`
+/// is listed in the reading device's language (the locale it registered), or in `?locale=`'s.
 struct InboxAPI {
     let store: any TernStore
     let apps: AppCache
@@ -53,8 +54,15 @@ struct InboxAPI {
     func register(on router: Router<ServerRequestContext>) {
         let inbox = router.group("v1/apps/:app/inbox")
         inbox.get { request, context -> InboxView in
-            let (app, owner) = try await caller(request, context)
+            let (app, owner, reader) = try await caller(request, context)
             let query = request.uri.queryParameters
+            var locale = reader?.locale
+            if let text = query.get("locale") {
+                guard Localizations.isValidTag(Localizations.key(text)), !text.contains("@") else {
+                    throw JSONAPIError.badRequest(field: "locale", "locale is \(Localizations.tagRule)")
+                }
+                locale = text
+            }
             var after: Int64?
             if let text = query.get("after") {
                 guard let value = Int64(text), value >= 0 else {
@@ -66,11 +74,11 @@ struct InboxAPI {
             let now = clock.now
             let page = try await store.inbox(app: app.id, owner: owner, after: after, limit: limit, at: now)
             return InboxView(
-                messages: page.items.map(Self.view), next: page.next,
+                messages: page.items.map { Self.view($0, locale: locale) }, next: page.next,
                 unread: try await store.unreadCount(app: app.id, owner: owner, at: now))
         }
         inbox.post("read") { request, context -> ReadView in
-            let (app, owner) = try await caller(request, context)
+            let (app, owner, _) = try await caller(request, context)
             let body = try await JSONBody.decode(ReadRequest.self, from: request, limit: 1 << 20)
             guard body.upTo != nil || body.ids != nil else {
                 throw JSONAPIError.badRequest(field: "upTo", "give upTo (a message id) or ids")
@@ -85,7 +93,7 @@ struct InboxAPI {
             return ReadView(marked: marked, unread: try await store.unreadCount(app: app.id, owner: owner, at: now))
         }
         inbox.delete(":message") { request, context -> HTTPResponse.Status in
-            let (app, owner) = try await caller(request, context)
+            let (app, owner, _) = try await caller(request, context)
             let id = try Self.messageID(context.parameters.get("message") ?? "", field: "messageId")
             guard try await store.deleteFromInbox(app: app.id, owner: owner, messageID: id) else {
                 throw JSONAPIError.notFound("no message \(id) in this inbox")
@@ -94,8 +102,9 @@ struct InboxAPI {
         }
     }
 
-    /// The app and whose inbox the request is about, after checking the caller may read it.
-    private func caller(_ request: Request, _ context: ServerRequestContext) async throws -> (AppRecord, InboxOwner) {
+    /// The app, whose inbox the request is about and the device reading it if one is named, after checking the caller
+    /// may read it.
+    private func caller(_ request: Request, _ context: ServerRequestContext) async throws -> (AppRecord, InboxOwner, DeviceRecord?) {
         let app = try await apps.app(request, context)
         let query = request.uri.queryParameters
         let alias = query.get("alias")
@@ -112,9 +121,10 @@ struct InboxAPI {
         case .master:
             switch (alias, deviceID) {
             case (let alias?, nil):
-                return (app, .alias(alias))
+                return (app, .alias(alias), nil)
             case (nil, let deviceID?):
-                return (app, InboxOwner(try await device(deviceID, app: app)))
+                let device = try await device(deviceID, app: app)
+                return (app, InboxOwner(device), device)
             default:
                 throw JSONAPIError.badRequest(field: "alias", "give alias or deviceId: whose inbox")
             }
@@ -128,7 +138,7 @@ struct InboxAPI {
             if let alias, owner != .alias(alias) {
                 throw JSONAPIError.forbidden("a device reads only its own user's inbox", field: "alias")
             }
-            return (app, owner)
+            return (app, owner, device)
         }
     }
 
@@ -145,10 +155,21 @@ struct InboxAPI {
         return uuid.apnsString
     }
 
-    private static func view(_ item: InboxItem) -> MessageView {
+    /// A message as `locale` reads it: in the language it picks among the message's (``Localizations``), if any.
+    private static func view(_ item: InboxItem, locale: String?) -> MessageView {
         let message = item.message
+        var title = message.title
+        var body = message.body
+        if let localizations = message.localizations,
+            case .object(let languages)? = try? JSONValue(parsing: Data(localizations.utf8)),
+            let language = Localizations.pick(locale: locale, has: { languages[$0] != nil }),
+            case .object(let texts)? = languages[language]
+        {
+            if case .string(let text)? = texts["title"] { title = text } else { title = nil }
+            if case .string(let text)? = texts["body"] { body = text } else { body = nil }
+        }
         return MessageView(
-            id: message.id, sequence: item.sequence, title: message.title, body: message.body,
+            id: message.id, sequence: item.sequence, title: title, body: body,
             data: message.data.flatMap { try? JSONValue(parsing: Data($0.utf8)) }, createdAt: message.createdAt,
             expiresAt: message.expiresAt, read: item.readAt != nil, readAt: item.readAt)
     }

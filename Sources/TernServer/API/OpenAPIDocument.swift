@@ -1867,6 +1867,17 @@ enum OpenAPIDocument {
       }
      },
      {
+      "name": "locale",
+      "in": "query",
+      "required": false,
+      "description": "list each message in this language (a language tag) instead of the reading device's registered locale",
+      "schema": {
+       "type": "string",
+       "pattern": "^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8}){0,3}$",
+       "maxLength": 35
+      }
+     },
+     {
       "$ref": "#/components/parameters/limit"
      }
     ]
@@ -3128,6 +3139,31 @@ enum OpenAPIDocument {
      "data": {
       "type": "object",
       "description": "keys beside aps; not tern, which carries the push's id (tern.pushId) and its inbox message's (tern.messageId)"
+     },
+     "localizations": {
+      "type": "object",
+      "description": "the title, subtitle and body in other languages, by language tag (ko, zh-Hans, pt-BR; at most 100): each device gets the language its registered locale picks (its own tag, else the tag with its last subtags dropped: zh-Hans-CN, zh-Hans, zh), or this notification's texts when none does; a field a language leaves out is the notification's",
+      "maxProperties": 100,
+      "propertyNames": {
+       "pattern": "^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8}){0,3}$",
+       "maxLength": 35
+      },
+      "additionalProperties": {
+       "type": "object",
+       "properties": {
+        "title": {
+         "type": "string"
+        },
+        "subtitle": {
+         "type": "string"
+        },
+        "body": {
+         "type": "string"
+        }
+       },
+       "minProperties": 1,
+       "additionalProperties": false
+      }
      }
     },
     "additionalProperties": false

@@ -143,7 +143,7 @@ enum QueryRules {
     static let calls: [(method: HTTPRequest.Method, path: [String], parameters: Set<String>)] = [
         call(.get, "v1/apps/:app/devices", ["alias", "tag", "createdSince", "createdBefore", "after", "limit"]),
         call(.get, "v1/apps/:app/devices/:device/connect", ["after"]),
-        call(.get, "v1/apps/:app/inbox", ["alias", "deviceId", "after", "limit"]),
+        call(.get, "v1/apps/:app/inbox", ["alias", "deviceId", "after", "limit", "locale"]),
         call(.post, "v1/apps/:app/inbox/read", ["alias", "deviceId"]),
         call(.delete, "v1/apps/:app/inbox/:message", ["alias", "deviceId"]),
         call(.get, "v1/apps/:app/pushes", ["status", "after", "limit"]),

@@ -68,6 +68,12 @@ struct ComposePreview: Encodable {
         if content.badge?.isPerRecipient == true {
             notes.append("Each recipient's badge is worked out when it is sent and added to aps (at most 16 bytes more; the limit was checked with the widest).")
         }
+        if let localized = content.localizedPayloads, !localized.isEmpty {
+            let languages = localized.keys.sorted()
+            notes.append(
+                "Also in \(languages.count == 1 ? "one other language" : "\(languages.count) other languages") (\(languages.joined(separator: ", "))): "
+                    + "a device gets the one its locale picks, else this payload; the largest is \((localized.values.map(\.count).max() ?? 0).formatted()) bytes.")
+        }
         if payload.contains(PushContent.previewPushID) {
             notes.append(
                 (content.inbox != nil ? "tern.pushId and tern.messageId are" : "tern.pushId is")

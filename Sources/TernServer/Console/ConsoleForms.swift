@@ -135,6 +135,7 @@ enum ConsoleRequests {
                 body.set("notification.\(name)", .value(.bool(true)))
             }
             try body.json("notification.data", form.given("notification.data"))
+            try body.json("notification.localizations", form.given("notification.localizations"))
             // A notification with nothing in it is still one: the API says what it lacks.
             if body.member("notification") == nil { body.set("notification", .object([])) }
         }

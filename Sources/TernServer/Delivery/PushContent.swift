@@ -17,6 +17,9 @@ struct NotificationInput: Codable, Sendable {
     var interruptionLevel: String?
     /// Keys beside `aps`.
     var data: [String: JSONValue]?
+    /// The title, subtitle and body in other languages, by language tag: each device gets the one its registered
+    /// locale picks (``Localizations``), or these fields when none does.
+    var localizations: [String: LocalizedTexts]?
 }
 
 /// `notification.badge`: a number (sets it), `"unread"` (the user's unread inbox messages when sent) or `"+N"` (the
@@ -83,6 +86,8 @@ struct InboxContent: Codable, Sendable, Equatable {
     var body: String?
     /// The custom data as a JSON object, or nil.
     var data: String?
+    /// The title and body in the push's other languages, as the inbox keeps them (``TernStore/InboxMessage/localizations``).
+    var localizations: String?
 }
 
 /// The `apns` object of a push request.
@@ -103,6 +108,9 @@ struct APNsOptionsInput: Codable, Sendable {
 /// A push's notification as stored: rendered and checked once at request time, shared by every recipient.
 struct PushContent: Codable, Sendable, Equatable {
     var payload: Data
+    /// The payload in each of the push's other languages (`notification.localizations`), by ``Localizations/key(_:)``;
+    /// nil when it has none.
+    var localizedPayloads: [String: Data]?
     var pushType: String
     var priority: Int
     var expiration: Int64?
@@ -153,9 +161,55 @@ struct PushContent: Codable, Sendable, Equatable {
         var ids: [String: JSONValue] = ["pushId": .string(pushID)]
         if inboxContent != nil { ids["messageId"] = .string(pushID) }
         var content = try renderPayload(notification: notification, ids: ids, payload: payload, options: options, topic: topic)
+        if let notification, let localizations = notification.localizations {
+            var inboxTexts: [String: JSONValue] = [:]
+            var payloads: [String: Data] = [:]
+            for language in try checked(localizations) {
+                let localized = language.texts.applied(to: notification)
+                do {
+                    payloads[language.key] = try renderPayload(notification: localized, ids: ids, payload: nil, options: options, topic: topic).payload
+                } catch {
+                    throw .badRequest(field: "notification.localizations.\(language.tag)", error.message)
+                }
+                if language.texts.title != nil || language.texts.body != nil {
+                    var texts: [String: JSONValue] = [:]
+                    if let title = localized.title { texts["title"] = .string(title) }
+                    if let body = localized.body { texts["body"] = .string(body) }
+                    inboxTexts[language.key] = .object(texts)
+                }
+            }
+            content.localizedPayloads = payloads
+            if !inboxTexts.isEmpty, let serialized = try? JSONValue.object(inboxTexts).serialized() {
+                inboxContent?.localizations = String(decoding: serialized, as: UTF8.self)
+            }
+        }
         content.inbox = inboxContent
         content.badge = notification?.badge?.change
         return content
+    }
+
+    /// `notification.localizations`, checked: their tags, one language once, each with a text. - Returns: each
+    /// language with its tag as given and as looked up, in the order of the looked-up tags.
+    private static func checked(
+        _ localizations: [String: LocalizedTexts]
+    ) throws(JSONAPIError) -> [(tag: String, key: String, texts: LocalizedTexts)] {
+        guard localizations.count <= Localizations.limit else {
+            throw .badRequest(field: "notification.localizations", "at most \(Localizations.limit) languages in one push")
+        }
+        var languages: [(tag: String, key: String, texts: LocalizedTexts)] = []
+        var tagByKey: [String: String] = [:]
+        for (tag, texts) in localizations.sorted(by: { $0.key < $1.key }) {
+            let field = "notification.localizations.\(tag.prefix(Localizations.longestTag))"
+            guard Localizations.isValidTag(tag) else { throw .badRequest(field: field, "'\(tag.prefix(Localizations.longestTag))' is not \(Localizations.tagRule)") }
+            let key = Localizations.key(tag)
+            if let other = tagByKey[key] { throw .badRequest(field: field, "\(other) and \(tag) name one language: give it once") }
+            tagByKey[key] = tag
+            guard texts.title != nil || texts.subtitle != nil || texts.body != nil else {
+                throw .badRequest(field: field, "give the language's title, subtitle or body")
+            }
+            languages.append((tag, key, texts))
+        }
+        return languages.sorted { $0.key < $1.key }
     }
 
     /// - Parameter ids: what goes under ``customKey`` in a payload rendered from `notification`.
@@ -299,8 +353,11 @@ struct PushContent: Codable, Sendable, Equatable {
         }
     }
 
-    /// The payload with `aps.badge` set to `badge`.
-    func payload(badge: Int) -> [UInt8] {
+    /// The payload in `language` (one of ``localizedPayloads``; nil: the notification's own), with `aps.badge` set to
+    /// `badge` if there is one.
+    func payload(language: String? = nil, badge: Int?) -> [UInt8] {
+        let payload = language.flatMap { localizedPayloads?[$0] } ?? self.payload
+        guard let badge else { return Array(payload) }
         guard case .object(var root)? = try? JSONValue(parsing: payload) else { return Array(payload) }
         guard case .object(var aps)? = root["aps"] ?? .object([:]) else { return Array(payload) }
         aps["badge"] = .int(badge)
@@ -309,8 +366,10 @@ struct PushContent: Codable, Sendable, Equatable {
     }
 
     /// The payload of an `auto` push that falls back to APNs: `tern.id` and `tern.sequence` name the device's
-    /// message, so the app sees it once whichever way it came; with the recipient's badge, if it has one.
-    func fallbackPayload(messageID: String, sequence: Int64, badge: Int?) -> [UInt8] {
+    /// message, so the app sees it once whichever way it came; in the recipient's language, with its badge, if it has
+    /// them.
+    func fallbackPayload(messageID: String, sequence: Int64, language: String? = nil, badge: Int?) -> [UInt8] {
+        let payload = language.flatMap { localizedPayloads?[$0] } ?? self.payload
         guard case .object(var root)? = try? JSONValue(parsing: payload) else { return Array(payload) }
         if let badge, case .object(var aps)? = root["aps"] ?? .object([:]) {
             aps["badge"] = .int(badge)
@@ -324,20 +383,28 @@ struct PushContent: Codable, Sendable, Equatable {
         return (try? JSONValue.object(root).serialized()) ?? Array(payload)
     }
 
-    /// The size of the largest payload a recipient of this push can get: its fallback's for an `auto` push, else the
-    /// payload with the widest per-recipient badge, if it has one.
+    /// The size of the largest payload a recipient of this push can get, in any of its languages: its fallback's for
+    /// an `auto` push, else the payload with the widest per-recipient badge, if it has one.
     var widestPayloadSize: Int {
         if online?.mode == .auto { return widestFallbackSize }
-        return badge?.isPerRecipient == true ? payload(badge: BadgeChange.largest).count : payload.count
+        let badge = badge?.isPerRecipient == true ? BadgeChange.largest : nil
+        return languages.map { payload(language: $0, badge: badge).count }.max() ?? 0
     }
 
-    /// The size of the largest ``fallbackPayload(messageID:sequence:badge:)`` this push can have: a message id as
-    /// long as any, the largest sequence, and the widest per-recipient badge.
+    /// The size of the largest ``fallbackPayload(messageID:sequence:language:badge:)`` this push can have: a message id
+    /// as long as any, the largest sequence, and the widest per-recipient badge, in any of its languages.
     var widestFallbackSize: Int {
-        fallbackPayload(
-            messageID: "00000000-0000-5000-8000-000000000000", sequence: .max,
-            badge: badge?.isPerRecipient == true ? BadgeChange.largest : nil
-        ).count
+        languages.map { language in
+            fallbackPayload(
+                messageID: "00000000-0000-5000-8000-000000000000", sequence: .max, language: language,
+                badge: badge?.isPerRecipient == true ? BadgeChange.largest : nil
+            ).count
+        }.max() ?? 0
+    }
+
+    /// The push's languages: nil for the notification's own texts, then each of ``localizedPayloads``.
+    private var languages: [String?] {
+        [nil] + (localizedPayloads?.keys.sorted() ?? [])
     }
 
     /// What every recipient's notification of a push shares, worked out once per chunk rather than per recipient.
@@ -390,6 +457,8 @@ struct OnlineDelivery: Codable, Sendable, Equatable {
     /// What the device's frame carries: the notification as the app sees it (a JSON object), and the custom data.
     var notification: String?
     var data: String?
+    /// The notification in each of the push's other languages, by ``Localizations/key(_:)``; nil when it has none.
+    var localizedNotifications: [String: String]?
 
     static let defaultAckTimeout = 5.0
 
@@ -417,30 +486,46 @@ struct OnlineDelivery: Codable, Sendable, Equatable {
         let ttl = min(inbox?.ttl ?? AppRecord.defaultInboxTTL, app.inboxMaxTTL)
         var shown: String?
         var data: String?
+        var localized: [String: String]?
         if let notification {
-            var fields: [String: JSONValue] = [:]
-            if let title = notification.title { fields["title"] = .string(title) }
-            if let subtitle = notification.subtitle { fields["subtitle"] = .string(subtitle) }
-            if let body = notification.body { fields["body"] = .string(body) }
-            if let sound = notification.sound { fields["sound"] = .string(sound) }
-            if let category = notification.category { fields["category"] = .string(category) }
-            if let thread = notification.threadID { fields["threadId"] = .string(thread) }
-            if case .change(.set(let badge))? = notification.badge { fields["badge"] = .int(badge) }
-            if !fields.isEmpty { shown = Self.text(.object(fields)) }
+            shown = Self.shown(notification)
             if let custom = notification.data, !custom.isEmpty { data = Self.text(.object(custom)) }
+            // Checked by the payload's rendering, which comes first.
+            localized = notification.localizations.map { localizations in
+                Dictionary(
+                    localizations.map { tag, texts in (Localizations.key(tag), Self.shown(texts.applied(to: notification))) },
+                    uniquingKeysWith: { first, _ in first }
+                ).compactMapValues { $0 }
+            }
         } else if let payload {
             data = Self.text(payload)
         }
         return OnlineDelivery(
-            mode: mode, wake: wake ?? false, ackTimeoutMilliseconds: Int((timeout * 1000).rounded()), ttl: ttl, notification: shown, data: data)
+            mode: mode, wake: wake ?? false, ackTimeoutMilliseconds: Int((timeout * 1000).rounded()), ttl: ttl, notification: shown, data: data,
+            localizedNotifications: localized)
+    }
+
+    /// The notification as the app sees it in its frame: a JSON object of what the user sees; nil for none.
+    private static func shown(_ notification: NotificationInput) -> String? {
+        var fields: [String: JSONValue] = [:]
+        if let title = notification.title { fields["title"] = .string(title) }
+        if let subtitle = notification.subtitle { fields["subtitle"] = .string(subtitle) }
+        if let body = notification.body { fields["body"] = .string(body) }
+        if let sound = notification.sound { fields["sound"] = .string(sound) }
+        if let category = notification.category { fields["category"] = .string(category) }
+        if let thread = notification.threadID { fields["threadId"] = .string(thread) }
+        if case .change(.set(let badge))? = notification.badge { fields["badge"] = .int(badge) }
+        return fields.isEmpty ? nil : Self.text(.object(fields))
     }
 
     private static func text(_ value: JSONValue) -> String? {
         (try? value.serialized()).map { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// The device's notification with its badge for this push (worked out per recipient).
-    func notification(badge: Int?) -> String? {
+    /// The device's notification in its language (one of ``localizedNotifications``; nil: the notification's own), with
+    /// its badge for this push (worked out per recipient).
+    func notification(language: String? = nil, badge: Int?) -> String? {
+        let notification = language.flatMap { localizedNotifications?[$0] } ?? self.notification
         guard let badge else { return notification }
         var fields: [String: JSONValue] = [:]
         if let notification, case .object(let object)? = try? JSONValue(parsing: Data(notification.utf8)) { fields = object }

@@ -480,9 +480,10 @@ final class PushDispatcher: Service {
     ) async throws {
         // Those an earlier holder of the chunk recorded are done.
         let (clientsByEnvironment, addressed) = await address(tally.pending(), of: recipients, app: app, into: tally)
+        let languages = try await languages(of: addressed.compactMap { recipients[$0.index].deviceID }, app: app, content: content)
         let batches = try await admission.admit(place) {
             try await self.whileTheDatabaseIsAway {
-                try await self.admit(addressed, of: recipients, app: app, content: content, pushID: pushID, into: tally)
+                try await self.admit(addressed, of: recipients, app: app, content: content, languages: languages, pushID: pushID, into: tally)
             }
         }
         await sendBatches(
@@ -501,10 +502,30 @@ final class PushDispatcher: Service {
         }
     }
 
+    /// Which of the push's languages each device gets (``Localizations``), by device id: those whose registered locale
+    /// picks one of `notification.localizations`. Empty for a push that has none, without asking the database.
+    /// - Parameter deviceIDs: read only for such a push, so that every other chunk makes no list of its devices.
+    private func languages(
+        of deviceIDs: @autoclosure () -> [String], app: AppRecord, content: PushContent
+    ) async throws -> [String: String] {
+        guard let localized = content.localizedPayloads, !localized.isEmpty else { return [:] }
+        let deviceIDs = deviceIDs()
+        guard !deviceIDs.isEmpty else { return [:] }
+        let locales = try await whileTheDatabaseIsAway { try await self.store.locales(app: app.id, deviceIDs: deviceIDs) }
+        return locales.compactMapValues { locale in Localizations.pick(locale: locale, has: { localized[$0] != nil }) }
+    }
+
+    /// A recipient's own payload or channel notification: in its language, with its badge.
+    private struct Variant: Hashable {
+        var language: String?
+        var badge: Int?
+    }
+
     /// Inbox, badges and places in line for a chunk's recipients. - Returns: the notifications by environment.
+    /// - Parameter languages: each device's language (``languages(of:app:content:)``).
     private func admit(
         _ addressed: [(index: Int, token: DeviceToken)], of recipients: [Recipient], app: AppRecord, content: PushContent,
-        pushID: String, into tally: ChunkLedger
+        languages: [String: String], pushID: String, into tally: ChunkLedger
     ) async throws -> [APNsEnvironment?: Batch] {
         let perRecipientBadge = content.badge?.isPerRecipient == true
         var badges: [InboxOwner: Int] = [:]
@@ -514,7 +535,7 @@ final class PushDispatcher: Service {
             }
             badges = try await keepInboxAndCountBadges(owners, app: app, content: content, pushID: pushID, into: tally)
         }
-        var payloads: [Int: [UInt8]] = [:]
+        var payloads: [Variant: [UInt8]] = [:]
         // By environment, in the order they first appear; a chunk's recipients nearly all share one, so the batch
         // is found again by comparing with the previous recipient's, not by hashing per recipient.
         var environments: [APNsEnvironment?] = []
@@ -525,11 +546,14 @@ final class PushDispatcher: Service {
         var ids = FastUUIDGenerator()
         for (position, (index, token)) in addressed.enumerated() {
             var payload: [UInt8]?
-            if perRecipientBadge, let deviceID = recipients[index].deviceID,
-                let badge = badges[InboxOwner(deviceID: deviceID, alias: recipients[index].alias)]
-            {
-                if payloads[badge] == nil { payloads[badge] = content.payload(badge: badge) }
-                payload = payloads[badge]
+            if perRecipientBadge || !languages.isEmpty, let deviceID = recipients[index].deviceID {
+                let variant = Variant(
+                    language: languages[deviceID],
+                    badge: perRecipientBadge ? badges[InboxOwner(deviceID: deviceID, alias: recipients[index].alias)] : nil)
+                if variant.language != nil || variant.badge != nil {
+                    if payloads[variant] == nil { payloads[variant] = content.payload(language: variant.language, badge: variant.badge) }
+                    payload = payloads[variant]
+                }
             }
             let environment = recipients[index].environment ?? app.environment.apnsEnvironment
             if current < 0 || environments[current] != environment {
@@ -563,7 +587,7 @@ final class PushDispatcher: Service {
         if let inbox = content.inbox {
             let message = InboxMessage(
                 id: pushID, appID: app.id, title: inbox.title, body: inbox.body, data: inbox.data, createdAt: now,
-                expiresAt: now.addingTimeInterval(TimeInterval(inbox.ttl)))
+                expiresAt: now.addingTimeInterval(TimeInterval(inbox.ttl)), localizations: inbox.localizations)
             tally.dropped(try await store.deliverToInbox(message, owners: distinctOwners, cap: app.inboxCap, at: now))
         }
         guard let change = content.badge else { return [:] }
@@ -625,19 +649,23 @@ final class PushDispatcher: Service {
     /// turn. - Returns: the messages, and each device's badge when the push counts them per recipient.
     private func keep(
         _ withDevice: [(index: Int, recipient: Recipient, deviceID: String)], app: AppRecord, content: PushContent,
-        online: OnlineDelivery, pushID: String, at now: Date, into tally: ChunkLedger
+        online: OnlineDelivery, languages: [String: String], pushID: String, at now: Date, into tally: ChunkLedger
     ) async throws -> ([DeviceMessage], [String: Int]) {
         let owners = withDevice.map { InboxOwner(deviceID: $0.deviceID, alias: $0.recipient.alias) }
         let badges = try await keepInboxAndCountBadges(owners, app: app, content: content, pushID: pushID, into: tally)
-        // A per-recipient badge goes into each device's notification; devices with the same badge share one.
-        var notifications: [Int: String?] = [:]
+        // A per-recipient badge and a language go into each device's notification; devices with the same share one.
+        var notifications: [Variant: String?] = [:]
         var badgeByDevice: [String: Int] = [:]
         let drafts = zip(withDevice, owners).map { entry, owner in
             var notification = online.notification
+            var variant = Variant(language: languages[entry.deviceID])
             if content.badge?.isPerRecipient == true, let badge = badges[owner] {
                 badgeByDevice[entry.deviceID] = badge
-                if notifications[badge] == nil { notifications[badge] = online.notification(badge: badge) }
-                notification = notifications[badge] ?? nil
+                variant.badge = badge
+            }
+            if variant.language != nil || variant.badge != nil {
+                if notifications[variant] == nil { notifications[variant] = online.notification(language: variant.language, badge: variant.badge) }
+                notification = notifications[variant] ?? nil
             }
             return DeviceMessageDraft(
                 deviceID: entry.deviceID, id: Self.messageID(pushID: pushID, deviceID: entry.deviceID), notification: notification,
@@ -668,10 +696,12 @@ final class PushDispatcher: Service {
         for (index, recipient) in recipients.enumerated() where tally.needsSending(index) {
             if let deviceID = recipient.deviceID { withDevice.append((index, recipient, deviceID)) } else { withoutDevice.append((index, recipient)) }
         }
+        let languages = try await languages(of: withDevice.map(\.deviceID), app: app, content: content)
         let (kept, badgeByDevice, presence, held, waitsForNotification) = try await admission.admit(place) {
             () async throws -> ([DeviceMessage], [String: Int], [DevicePresence], HeldPlaces?, [Int: DeliveryOrder.Ticket]) in
             let (kept, badges, presence) = try await self.whileTheDatabaseIsAway {
-                let (kept, badges) = try await self.keep(withDevice, app: app, content: content, online: online, pushID: pushID, at: now, into: tally)
+                let (kept, badges) = try await self.keep(
+                    withDevice, app: app, content: content, online: online, languages: languages, pushID: pushID, at: now, into: tally)
                 // A sole node knows its connections without asking the database (whose one SQLite connection is busy
                 // with the acknowledgements coming back meanwhile).
                 let presence =
@@ -741,7 +771,8 @@ final class PushDispatcher: Service {
         case .auto:
             let template = content.template(topic: app.topic, pushID: pushID)
             func payload(_ message: DeviceMessage) -> [UInt8] {
-                content.fallbackPayload(messageID: message.id, sequence: message.sequence, badge: badgeByDevice[message.deviceID])
+                content.fallbackPayload(
+                    messageID: message.id, sequence: message.sequence, language: languages[message.deviceID], badge: badgeByDevice[message.deviceID])
             }
             // Offline: through APNs now.
             let offline = withDevice.filter { !connected.contains($0.deviceID) }

@@ -581,6 +581,11 @@ extension SQLStore {
                 """,
                 "CREATE INDEX broadcasts_by_channel ON broadcasts (app_id, channel_name, id)",
             ]),
+            // An inbox message's title and body in the push's other languages (`notification.localizations`), for each
+            // reader's device to get its own. A node of the version before keeps and shows only the push's own texts.
+            Migration(version: 27, name: "localized inbox messages", statements: [
+                "ALTER TABLE inbox_messages ADD COLUMN localizations TEXT",
+            ]),
         ]
     }
 }

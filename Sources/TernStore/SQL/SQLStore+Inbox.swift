@@ -11,9 +11,10 @@ extension SQLStore {
         guard !keys.isEmpty else { return 0 }
         return try await transaction { db in
             try await db.raw("""
-                INSERT INTO inbox_messages (id, app_id, title, body, data, created_at, expires_at)
+                INSERT INTO inbox_messages (id, app_id, title, body, data, created_at, expires_at, localizations)
                 VALUES (\(bind: message.id), \(bind: message.appID), \(bind: message.title), \(bind: message.body),
-                    \(bind: message.data), \(bind: message.createdAt.milliseconds), \(bind: message.expiresAt.milliseconds))
+                    \(bind: message.data), \(bind: message.createdAt.milliseconds), \(bind: message.expiresAt.milliseconds),
+                    \(bind: message.localizations))
                 ON CONFLICT (id) DO NOTHING
                 """).run()
             var dropped = 0
@@ -154,7 +155,7 @@ extension SQLStore {
         let limit = max(limit, 1)
         return try await exclusive { db in
             let rows = try await db.raw("""
-                SELECT e.sequence, e.read_at, m.id, m.title, m.body, m.data, m.created_at, m.expires_at
+                SELECT e.sequence, e.read_at, m.id, m.title, m.body, m.data, m.created_at, m.expires_at, m.localizations
                 FROM inbox_entries e JOIN inbox_messages m ON m.id = e.message_id
                 WHERE e.app_id = \(bind: app) AND e.owner = \(bind: owner.key) AND e.sequence > \(bind: cursor ?? 0)
                     AND e.expires_at > \(bind: at.milliseconds)
@@ -168,7 +169,7 @@ extension SQLStore {
                         id: try row.decode(column: "id", as: String.self), appID: app,
                         title: try row.decode(column: "title", as: String?.self), body: try row.decode(column: "body", as: String?.self),
                         data: try row.decode(column: "data", as: String?.self), createdAt: try row.date("created_at"),
-                        expiresAt: try row.date("expires_at")),
+                        expiresAt: try row.date("expires_at"), localizations: try row.decode(column: "localizations", as: String?.self)),
                     readAt: try row.optionalDate("read_at"))
             }
             return Page(items: Array(items), next: rows.count > limit ? items.last.map { String($0.sequence) } : nil)

@@ -157,6 +157,23 @@ public final class SQLStore: TernStore {
         try await exclusive { db in try await Self.device(app: app, deviceID: deviceID, db) }
     }
 
+    public func locales(app: String, deviceIDs: [String]) async throws -> [String: String] {
+        guard !deviceIDs.isEmpty else { return [:] }
+        return try await exclusive { db in
+            var locales: [String: String] = [:]
+            for piece in deviceIDs.pieces(of: 500) {
+                let rows = try await db.raw("""
+                    SELECT device_id, locale FROM devices
+                    WHERE app_id = \(bind: app) AND device_id IN (\(binds: piece)) AND locale IS NOT NULL
+                    """).all()
+                for row in rows {
+                    locales[try row.decode(column: "device_id", as: String.self)] = try row.decode(column: "locale", as: String.self)
+                }
+            }
+            return locales
+        }
+    }
+
     public func deleteDevice(app: String, deviceID: String) async throws -> Bool {
         try await transaction { db in
             // History outlives a device that lost its token to another id, not one deleted on purpose.

@@ -37,6 +37,7 @@ extension ConsoleTemplates {
               <p><input type="checkbox" id="contentAvailable" name="notification.contentAvailable" value="true"{{#view.contentAvailable}} checked{{/view.contentAvailable}}> <label for="contentAvailable">Content available (wakes the app)</label></p>
               <p><input type="checkbox" id="mutableContent" name="notification.mutableContent" value="true"{{#view.mutableContent}} checked{{/view.mutableContent}}> <label for="mutableContent">Mutable content (service extension)</label></p>
               <p class="wide"><label for="data">Custom data (a JSON object, beside aps)</label><textarea id="data" name="notification.data" rows="3" spellcheck="false">{{view.form.notification_data}}</textarea></p>
+              <p class="wide"><label for="localizations">Other languages (a JSON object by language tag, each with its title, subtitle or body: each device gets the one its locale picks)</label><textarea id="localizations" name="notification.localizations" rows="3" spellcheck="false" placeholder='{"ko": {"title": "…", "body": "…"}, "zh-Hans": {"body": "…"}}'>{{view.form.notification_localizations}}</textarea></p>
             </div>
             <p data-content="payload"><label for="payload">Raw payload (JSON, with aps)</label><textarea id="payload" name="payload" rows="5" spellcheck="false">{{view.form.payload}}</textarea></p>
           </fieldset>

@@ -1,0 +1,68 @@
+/// One language's texts in a push's `notification.localizations`. Each replaces the notification's field of the same
+/// name for the devices whose locale picks the language; a field it leaves out stays the notification's.
+struct LocalizedTexts: Codable, Sendable, Equatable {
+    var title: String?
+    var subtitle: String?
+    var body: String?
+
+    /// The notification with these texts in place of its own.
+    func applied(to notification: NotificationInput) -> NotificationInput {
+        var localized = notification
+        localized.localizations = nil
+        if let title { localized.title = title }
+        if let subtitle { localized.subtitle = subtitle }
+        if let body { localized.body = body }
+        return localized
+    }
+}
+
+/// Which of a push's languages a device gets, from the locale it registered (`locale`, as TernKit sends
+/// `Locale.current`: `ko-KR`, `zh-Hans-CN`, `en_US`).
+///
+/// The lookup of RFC 4647 (section 3.4): the locale's own tag, then the tag with its last subtag dropped, one at a
+/// time, so `zh-Hans-CN` is given `zh-Hans-CN`, else `zh-Hans`, else `zh`. Case and `_` or `-` do not matter. A
+/// device with no locale, or none of whose tags the push has, gets the notification's own texts.
+enum Localizations {
+    /// The most languages one push gives.
+    static let limit = 100
+    /// The longest tag taken.
+    static let longestTag = 35
+
+    static let tagRule = "a language tag: 2-3 letters, then up to three subtags of 1-8 letters or digits, joined by '-' (ko, zh-Hans, pt-BR)"
+
+    /// Whether `tag` is a language tag as ``tagRule`` says.
+    static func isValidTag(_ tag: String) -> Bool {
+        guard tag.utf8.count <= longestTag else { return false }
+        let parts = tag.split(separator: "-", omittingEmptySubsequences: false)
+        guard (1...4).contains(parts.count), (2...3).contains(parts[0].utf8.count),
+            parts[0].utf8.allSatisfy({ isLetter($0) })
+        else { return false }
+        return parts.dropFirst().allSatisfy { part in
+            (1...8).contains(part.utf8.count) && part.utf8.allSatisfy { isLetter($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+        }
+    }
+
+    /// A tag or a device's locale as the lookup compares them: lowercased, `_` read as `-`, without a locale's
+    /// keywords (`en_US@calendar=gregorian` is `en-us`).
+    static func key(_ tag: String) -> String {
+        let base = tag.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        return base.replacingOccurrences(of: "_", with: "-").lowercased()
+    }
+
+    /// The language (a ``key(_:)``) that a device of `locale` gets, among those `has` says the push gives; nil for the
+    /// notification's own texts.
+    static func pick(locale: String?, has: (String) -> Bool) -> String? {
+        guard let locale else { return nil }
+        var candidate = Substring(key(locale))
+        while !candidate.isEmpty {
+            if has(String(candidate)) { return String(candidate) }
+            guard let dash = candidate.lastIndex(of: "-") else { return nil }
+            candidate = candidate[..<dash]
+        }
+        return nil
+    }
+
+    private static func isLetter(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+    }
+}
