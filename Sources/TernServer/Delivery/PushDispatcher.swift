@@ -512,7 +512,14 @@ final class PushDispatcher: Service {
         let deviceIDs = deviceIDs()
         guard !deviceIDs.isEmpty else { return [:] }
         let locales = try await whileTheDatabaseIsAway { try await self.store.locales(app: app.id, deviceIDs: deviceIDs) }
-        return locales.compactMapValues { locale in Localizations.pick(locale: locale, has: { localized[$0] != nil }) }
+        // Worked out once per locale: a chunk's devices share a few.
+        var picked: [String: String?] = [:]
+        return locales.compactMapValues { locale in
+            if let known = picked[locale] { return known }
+            let language = Localizations.pick(locale: locale, has: { localized[$0] != nil })
+            picked[locale] = language
+            return language
+        }
     }
 
     /// A recipient's own payload or channel notification: in its language, with its badge.

@@ -161,18 +161,29 @@ public final class SQLStore: TernStore {
         guard !deviceIDs.isEmpty else { return [:] }
         return try await exclusive { db in
             var locales: [String: String] = [:]
-            for piece in deviceIDs.pieces(of: 500) {
-                let rows = try await db.raw("""
+            locales.reserveCapacity(deviceIDs.count)
+            for piece in deviceIDs.pieces(of: 1000) {
+                let query: SQLQueryString = """
                     SELECT device_id, locale FROM devices
                     WHERE app_id = \(bind: app) AND device_id IN (\(binds: piece)) AND locale IS NOT NULL
-                    """).all()
-                for row in rows {
-                    locales[try row.decode(column: "device_id", as: String.self)] = try row.decode(column: "locale", as: String.self)
+                    ORDER BY device_id
+                    """
+                // Read packed on SQLite (``PackedRows``), as a chunk's recipients are: a push in several languages
+                // reads this for every chunk.
+                if let session = db as? SQLiteSession {
+                    let packed = try await PackedRows.read(Self.localeColumns, of: query, session)
+                    for row in 0..<packed.count { locales[packed.key(row)] = try packed.text(row, 1) }
+                } else {
+                    for row in try await db.raw(query).all() {
+                        locales[try row.decode(column: "device_id", as: String.self)] = try row.decode(column: "locale", as: String.self)
+                    }
                 }
             }
             return locales
         }
     }
+
+    private static let localeColumns = [PackedRows.Column("device_id"), PackedRows.Column("locale")]
 
     public func deleteDevice(app: String, deviceID: String) async throws -> Bool {
         try await transaction { db in
