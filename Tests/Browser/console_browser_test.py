@@ -233,8 +233,15 @@ def run(driver):
     check("deactivated" in text_of(driver, ".facts"), "the device page says why its token was deactivated")
     shoot(driver, "device")
 
-    # A broadcast channel the backend made: its page broadcasts to it and lists what was sent, with APNs' answer.
-    channel = api("PUT", f"/v1/apps/{APP}/broadcast-channels/final-2026", master, {"storage": "mostRecent"})
+    # A broadcast channel made from the Live Activities page: its page broadcasts to it and lists what was sent, with
+    # APNs' answer, and deletes it once its name is typed.
+    driver.get(URL + f"/console/apps/{APP}/activities")
+    driver.find_element(By.ID, "channel-name").send_keys("final-2026")
+    Select(driver.find_element(By.ID, "storage")).select_by_value("mostRecent")
+    driver.find_element(By.CSS_SELECTOR, "form[action$='/broadcast-channels'] button[type=submit]").click()
+    wait(driver, EC.presence_of_element_located((By.ID, "contentState")))
+    channel = api("GET", f"/v1/apps/{APP}/broadcast-channels/final-2026", master)
+    check(channel["storage"] == "mostRecent", "the channel was made as the form said")
     driver.get(URL + f"/console/apps/{APP}/activities")
     driver.find_element(By.LINK_TEXT, "final-2026").click()
     wait(driver, EC.presence_of_element_located((By.ID, "contentState")))
@@ -247,6 +254,12 @@ def run(driver):
     taken = json.loads(urllib.request.urlopen(f"{SIMULATOR}/broadcasts", timeout=10).read())["items"]
     check(len(taken) == 1 and taken[0]["channelID"] == channel["channelId"], "the simulator took one broadcast to the channel")
     shoot(driver, "channel")
+    driver.find_element(By.ID, "confirm").send_keys("final-2026")
+    driver.find_element(By.CSS_SELECTOR, "form[action$='/delete'] button[type=submit]").click()
+    wait(driver, EC.url_contains("/activities"))
+    check("The app has no broadcast channel." in text_of(driver, "main"), "the deleted channel is no longer listed")
+    kept = json.loads(urllib.request.urlopen(f"{SIMULATOR}/channels", timeout=10).read())["channels"]
+    check(all(c["id"] != channel["channelId"] for c in kept), "and APNs forgot it")
 
     # The overview counts what was sent (its data refreshes every two seconds).
     driver.get(URL + "/console")

@@ -167,16 +167,7 @@ struct BroadcastsAPI {
         channels.delete(":name") { request, context -> HTTPResponse.Status in
             let app = try await apps.app(request, context)
             try Authorization.requireMaster(request, app: app)
-            let record = try await channel(app: app, context)
-            do {
-                try await clients.broadcastClient(for: app, environment: record.environment, service: .channels)
-                    .deleteChannel(bundleID: app.topic, id: record.channelID)
-            } catch let rejection as APNsChannelRejection where rejection.response.reason == .channelNotRegistered {
-                // Gone at APNs already (deleted elsewhere): forgotten here too.
-            } catch {
-                throw Self.apnsError(error, doing: "delete the channel")
-            }
-            _ = try await store.deleteBroadcastChannel(app: app.id, name: record.name)
+            try await delete(try await channel(app: app, context), app: app)
             return .noContent
         }
         channels.post(":name/broadcasts") { request, context -> BroadcastView in
@@ -261,9 +252,25 @@ struct BroadcastsAPI {
         }
     }
 
-    /// Makes the channel at APNs and keeps it, or answers with the one kept under that name.
+    /// Deletes the channel at APNs and here, with its history: `DELETE …/broadcast-channels/{name}` and the console's
+    /// channel page. - Throws: APNs' refusal or silence, and then nothing is deleted here.
+    func delete(_ record: BroadcastChannelRecord, app: AppRecord) async throws {
+        do {
+            try await clients.broadcastClient(for: app, environment: record.environment, service: .channels)
+                .deleteChannel(bundleID: app.topic, id: record.channelID)
+        } catch let rejection as APNsChannelRejection where rejection.response.reason == .channelNotRegistered {
+            // Gone at APNs already (deleted elsewhere): forgotten here too.
+        } catch {
+            throw Self.apnsError(error, doing: "delete the channel")
+        }
+        _ = try await store.deleteBroadcastChannel(app: app.id, name: record.name)
+        logger.info("broadcast channel deleted", metadata: ["app": "\(app.id)", "channel": "\(record.name)"])
+    }
+
+    /// Makes the channel at APNs and keeps it, or answers with the one kept under that name: `PUT
+    /// …/broadcast-channels/{name}` and the console's Live Activities page.
     /// - Returns: the channel, and whether it was made now.
-    private func make(_ name: String, _ body: ChannelRequest, app: AppRecord) async throws -> (BroadcastChannelRecord, Bool) {
+    func make(_ name: String, _ body: ChannelRequest, app: AppRecord) async throws -> (BroadcastChannelRecord, Bool) {
         let storesMessages: Bool
         switch body.storage {
         case "none": storesMessages = false

@@ -273,16 +273,59 @@ struct ConsoleRoutes: Sendable {
             if let channelsAfter, !ActivityTokenRecord.isValidID(channelsAfter) {
                 throw JSONAPIError.badRequest(field: "channelsAfter", "channelsAfter is the cursor from the last page of channels (a channel's name)")
             }
-            let page = try await store.activities(app: app.id, after: after, limit: 100)
-            var view = ActivitiesView(activities: page.items.map(ActivitiesView.Row.init), next: page.next, firstPage: after == nil)
-            if after == nil {
-                let channels = try await store.broadcastChannels(app: app.id, after: channelsAfter, limit: 100)
-                let latest = try await store.latestBroadcasts(app: app.id, channels: channels.items.map(\.name))
-                view.channels = channels.items.map { ActivitiesView.ChannelRow($0, latest: latest[$0.name]) }
-                view.nextChannels = channels.next
-            }
-            return self.page("activities", chrome(user, "Live Activities", app: app.id) { $0.app?.activities = true }, view: view)
+            return try await activitiesPage(user, app, after: after, channelsAfter: channelsAfter, form: ConsoleForm(), problem: nil, status: .ok)
         }
+        // A channel made from the Live Activities page: as `PUT …/broadcast-channels/{name}`, in the app's environment.
+        console.post("apps/:app/broadcast-channels") { request, context in
+            let user = try await requireSession(request)
+            let form = try await form(request, user)
+            let app = try await appRecord(context, user)
+            do {
+                let name = try BroadcastsAPI.name(form.given("name") ?? "", field: "name")
+                let (channel, _) = try await broadcasts.make(
+                    name, BroadcastsAPI.ChannelRequest(storage: form.given("storage") ?? "none", environment: nil), app: app)
+                logger.info("console: broadcast channel made", metadata: ["app": "\(app.id)", "channel": "\(channel.name)"])
+                return Self.redirect("\(Self.root)/apps/\(app.id)/broadcast-channels/\(channel.name)")
+            } catch let error as JSONAPIError {
+                return try await activitiesPage(
+                    user, app, after: nil, channelsAfter: nil, form: form, problem: Problem(message: error.message, field: error.field), status: error.status)
+            }
+        }
+        // Deleting a channel from its page, once its name is typed: as `DELETE …/broadcast-channels/{name}`.
+        console.post("apps/:app/broadcast-channels/:name/delete") { request, context in
+            let user = try await requireSession(request)
+            let form = try await form(request, user)
+            let app = try await appRecord(context, user)
+            let channel = try await channelRecord(app, context)
+            do {
+                guard form.given("confirm") == channel.name else {
+                    throw JSONAPIError.badRequest(field: "confirm", "type the channel's name, \(channel.name), to delete it")
+                }
+                try await broadcasts.delete(channel, app: app)
+                return Self.redirect("\(Self.root)/apps/\(app.id)/activities")
+            } catch let error as JSONAPIError {
+                return try await channelPage(
+                    user, app, channel, form: ConsoleForm(), before: nil, problem: Problem(message: error.message, field: error.field), status: error.status)
+            }
+        }
+    }
+
+    /// The app's Live Activities, and on the first page its broadcast channels with the form to make one.
+    private func activitiesPage(
+        _ user: SignedIn, _ app: AppRecord, after: String?, channelsAfter: String?, form: ConsoleForm, problem: Problem?,
+        status: HTTPResponse.Status
+    ) async throws -> Response {
+        let page = try await store.activities(app: app.id, after: after, limit: 100)
+        var view = ActivitiesView(activities: page.items.map(ActivitiesView.Row.init), next: page.next, firstPage: after == nil)
+        view.keep(form)
+        if after == nil {
+            let channels = try await store.broadcastChannels(app: app.id, after: channelsAfter, limit: 100)
+            let latest = try await store.latestBroadcasts(app: app.id, channels: channels.items.map(\.name))
+            view.channels = channels.items.map { ActivitiesView.ChannelRow($0, latest: latest[$0.name]) }
+            view.nextChannels = channels.next
+        }
+        return self.page(
+            "activities", chrome(user, "Live Activities", app: app.id) { $0.app?.activities = true }, view: view, problem: problem, status: status)
     }
 
     private func pushView(_ context: ServerRequestContext, app: AppRecord, failures: Bool = true) async throws -> PushesAPI.PushView {

@@ -449,6 +449,14 @@ struct ActivitiesView {
     var nextChannels: String?
     /// Whether this is the first page, which shows the channels.
     var firstPage = true
+    /// The form to make a channel, as sent when it was refused.
+    var form: [String: String] = [:]
+    var storages: [Choice] = Choice.list([("none", "nothing"), ("mostRecent", "the most recent, 8 hours")], selected: "none")
+
+    mutating func keep(_ form: ConsoleForm) {
+        self.form = ConsoleFormat.values(form)
+        storages = Choice.list([("none", "nothing"), ("mostRecent", "the most recent, 8 hours")], selected: form["storage"] ?? "none")
+    }
 }
 
 /// A broadcast channel's page: what it is, a form to broadcast to it, and its latest broadcasts.

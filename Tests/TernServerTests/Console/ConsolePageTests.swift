@@ -160,6 +160,45 @@ struct ConsolePageTests {
         }
     }
 
+    @Test("a channel is made from the Live Activities page and deleted from its own once its name is typed; bad input names its field")
+    func channelsAreMadeAndDeleted() async throws {
+        try await RouterHarness.withServer { server in
+            let browser = ConsoleBrowser(server)
+            try await browser.signIn(server.master.bearer!)
+            func simulated() async throws -> [JSONValue] {
+                try #require(try await server.simulator.get("/channels").json()["channels"]?.arrayItems)
+            }
+            let made = try await browser.post("/console/apps/demo/broadcast-channels", [("name", "final"), ("storage", "mostRecent")])
+            #expect(made.status == 303 && made.header("Location") == "/console/apps/demo/broadcast-channels/final", "\(made.status) \(made.text)")
+            let kept = try #require(try await server.master.get("/v1/apps/demo/broadcast-channels/final").json()["channelId"]?.string)
+            #expect(try await simulated().count == 1)
+            #expect(try await browser.get("/console/apps/demo/activities").text.contains(">final</a>"))
+
+            for (fields, field, status) in [
+                ([("name", "a b"), ("storage", "none")], "name", 400),
+                ([("name", "other"), ("storage", "forever")], "storage", 400),
+                ([("name", "final"), ("storage", "none")], "storage", 409),
+            ] {
+                let refused = try await browser.post("/console/apps/demo/broadcast-channels", fields)
+                #expect(refused.status == status && refused.text.contains("<p>Field: <code>\(field)</code></p>"), "\(fields): \(refused.status) \(refused.text)")
+                #expect(refused.text.contains(#"value="\#(fields[0].1)""#), "the form as it was sent")
+            }
+            #expect(try await simulated().count == 1, "nothing else was made at APNs")
+
+            let path = "/console/apps/demo/broadcast-channels/final"
+            #expect(try await browser.get(path).text.contains("Type the channel's name, final, to delete it"))
+            let unconfirmed = try await browser.post("\(path)/delete", [("confirm", "Final")])
+            #expect(unconfirmed.status == 400 && unconfirmed.text.contains("<p>Field: <code>confirm</code></p>"), "\(unconfirmed.status)")
+            #expect(try await server.master.get("/v1/apps/demo/broadcast-channels/final").status == 200, "not deleted")
+            let deleted = try await browser.post("\(path)/delete", [("confirm", "final")])
+            #expect(deleted.status == 303 && deleted.header("Location") == "/console/apps/demo/activities", "\(deleted.status) \(deleted.text)")
+            #expect(try await server.master.get("/v1/apps/demo/broadcast-channels/final").status == 404)
+            #expect(try await simulated().allSatisfy { $0["id"]?.string != kept }, "gone at APNs too")
+            #expect(try await browser.get(path).status == 404)
+            #expect(try await browser.post("\(path)/delete", [("confirm", "final")]).status == 404)
+        }
+    }
+
     @Test("no template ever renders a value unescaped")
     func templatesEscape() {
         for (name, text) in ConsoleTemplates.all {

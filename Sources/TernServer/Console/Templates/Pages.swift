@@ -257,6 +257,15 @@ extension ConsoleTemplates {
           </tbody>
         </table></div>
         {{#view.nextChannels}}<p><a href="/console/apps/{{chrome.app.id}}/activities?channelsAfter={{view.nextChannels}}">More channels</a></p>{{/view.nextChannels}}
+        <h3 id="make-channel">Make a channel</h3>
+        \(problem)
+        <form method="post" action="/console/apps/{{chrome.app.id}}/broadcast-channels" class="card" novalidate>
+          <input type="hidden" name="csrf" value="{{chrome.csrf}}">
+          <p><label for="channel-name">Name (the backend's for it, such as the match's id: 1-128 letters, digits, '.', '_', ':' and '-')</label><input id="channel-name" name="name" value="{{view.form.name}}" required autocomplete="off" spellcheck="false"></p>
+          <p><label for="storage">Keeps for offline devices</label><select id="storage" name="storage">{{#view.storages}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/view.storages}}</select></p>
+          <p><small>Made at APNs in the app's environment (the API takes another).</small></p>
+          <button type="submit">Make the channel</button>
+        </form>
         {{/view.firstPage}}
         {{/main}}{{/layout}}
         """
@@ -297,6 +306,15 @@ extension ConsoleTemplates {
           </tbody>
         </table></div>
         {{#view.next}}<p><a href="/console/apps/{{chrome.app.id}}/broadcast-channels/{{view.channel.name}}?before={{view.next}}">Older broadcasts</a></p>{{/view.next}}
+        </section>
+        <section aria-labelledby="delete">
+        <h2 id="delete">Delete the channel</h2>
+        <p>APNs forgets it: the Live Activities subscribed to it get no more broadcasts, and its history here goes with it.</p>
+        <form method="post" action="/console/apps/{{chrome.app.id}}/broadcast-channels/{{view.channel.name}}/delete" class="card" novalidate>
+          <input type="hidden" name="csrf" value="{{chrome.csrf}}">
+          <p><label for="confirm">Type the channel's name, {{view.channel.name}}, to delete it</label><input id="confirm" name="confirm" required autocomplete="off" spellcheck="false"></p>
+          <button type="submit" class="danger">Delete the channel</button>
+        </form>
         </section>
         {{/main}}{{/layout}}
         """
