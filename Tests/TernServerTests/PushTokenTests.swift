@@ -193,6 +193,19 @@ struct PushTokenTests {
                 #expect(refused.status == 400 && (try? refused.json()["field"]?.string) == field, "\(body): \(refused.status) \(refused.text)")
             }
             #expect(try await server.arrivals().count == 1, "nothing more was sent")
+
+            // A scheduled start holds its channel: deleting it is refused, naming the push, until the push is cancelled.
+            let sendAt = ISO8601DateFormatter().string(from: Date().addingTimeInterval(30 * 86_400))
+            let scheduled = try await server.master.post(
+                "/v1/apps/demo/pushes", String(start("final").dropLast()) + #", "sendAt": "\#(sendAt)"}"#)
+            #expect(scheduled.status == 202, "\(scheduled.text)")
+            let pushID = try #require(try scheduled.json()["id"]?.string)
+            let refused = try await server.master.delete("/v1/apps/demo/broadcast-channels/final")
+            #expect(refused.status == 409, "\(refused.text)")
+            #expect(refused.text.contains("push \(pushID), scheduled for \(sendAt.dropLast())"), "\(refused.text)")
+            #expect(try await server.master.get("/v1/apps/demo/broadcast-channels/final").status == 200, "kept")
+            #expect(try await server.master.post("/v1/apps/demo/pushes/\(pushID)/cancel", "").status == 200)
+            #expect(try await server.master.delete("/v1/apps/demo/broadcast-channels/final").status == 204)
         }
     }
 

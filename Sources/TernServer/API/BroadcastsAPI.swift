@@ -255,6 +255,12 @@ struct BroadcastsAPI {
     /// Deletes the channel at APNs and here, with its history: `DELETE …/broadcast-channels/{name}` and the console's
     /// channel page. - Throws: APNs' refusal or silence, and then nothing is deleted here.
     func delete(_ record: BroadcastChannelRecord, app: AppRecord) async throws {
+        if let waiting = try await scheduledStart(following: record.name, app: app) {
+            throw JSONAPIError.conflict(
+                field: nil,
+                "push \(waiting.id), scheduled for \(waiting.sendAt.map(InternetDate.format) ?? "later"), starts Live Activities that follow channel '\(record.name)': "
+                    + "cancel it (POST …/pushes/\(waiting.id)/cancel) before deleting the channel, or they would follow a channel APNs no longer has")
+        }
         do {
             try await clients.broadcastClient(for: app, environment: record.environment, service: .channels)
                 .deleteChannel(bundleID: app.topic, id: record.channelID)
@@ -265,6 +271,20 @@ struct BroadcastsAPI {
         }
         _ = try await store.deleteBroadcastChannel(app: app.id, name: record.name)
         logger.info("broadcast channel deleted", metadata: ["app": "\(app.id)", "channel": "\(record.name)"])
+    }
+
+    /// The app's first scheduled push that names the channel in `broadcastChannel`, if there is one: its payload holds
+    /// the channel's id for when it goes.
+    private func scheduledStart(following name: String, app: AppRecord) async throws -> PushRecord? {
+        var cursor: String?
+        repeat {
+            let page = try await store.pushes(app: app.id, status: .scheduled, after: cursor, limit: 500)
+            for push in page.items {
+                if (try? JSONDecoder().decode(PushContent.self, from: Data(push.notification)))?.broadcastChannel == name { return push }
+            }
+            cursor = page.next
+        } while cursor != nil
+        return nil
     }
 
     /// Makes the channel at APNs and keeps it, or answers with the one kept under that name: `PUT

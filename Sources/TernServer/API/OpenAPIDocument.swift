@@ -1718,7 +1718,8 @@ enum OpenAPIDocument {
      {
       "$ref": "#/components/parameters/channelName"
      }
-    ]
+    ],
+    "description": "Refused with 409 while a scheduled push names the channel in broadcastChannel (its starts would follow a channel APNs no longer has): cancel that push first."
    }
   },
   "/v1/apps/{app}/broadcast-channels/{name}/broadcasts": {

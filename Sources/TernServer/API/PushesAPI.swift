@@ -410,6 +410,7 @@ struct PushesAPI {
         content.online = try OnlineDelivery.render(
             delivery: body.delivery, wake: body.wake, ackTimeout: body.ackTimeout, notification: body.notification, payload: body.payload,
             inbox: body.inbox, app: app)
+        content.broadcastChannel = try Self.broadcastChannelName(body)
         // The widest payload a recipient can get, against what the app's transport takes: rendering checked the payload
         // against APNs' limit for its type, but not what an `auto` push's fallback adds, nor the binary protocol's
         // smaller frames. Either would otherwise fail at sending, for every recipient.

@@ -122,6 +122,9 @@ struct PushContent: Codable, Sendable, Equatable {
     var inbox: InboxContent?
     /// How the push uses the devices' own connections; nil: through APNs only (`delivery` `apns`).
     var online: OnlineDelivery?
+    /// The name of the broadcast channel whose APNs id a start carries in `aps.input-push-channel` (the push's
+    /// `broadcastChannel`): while the push is scheduled, the channel is not deleted.
+    var broadcastChannel: String?
 
     /// The key beside `aps` that carries the push's id, and its inbox message's if it has one:
     /// `{"tern": {"pushId": "…", "messageId": "…"}}`. Only in a payload rendered from `notification`: a raw payload is
