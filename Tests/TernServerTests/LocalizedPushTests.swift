@@ -39,6 +39,19 @@ import Testing
         #expect(pick("") == nil)
         #expect(pick("-") == nil)
     }
+
+    @Test func chineseWithoutItsScriptLooksForTheScriptItsRegionWrites() {
+        #expect(Localizations.lookup("zh-cn") == ["zh-cn", "zh-hans-cn", "zh-hans", "zh"])
+        #expect(Localizations.lookup("zh-hk") == ["zh-hk", "zh-hant-hk", "zh-hant", "zh"])
+        #expect(Localizations.lookup("zh-hant-tw") == ["zh-hant-tw", "zh-hant", "zh"], "a script given is kept")
+        #expect(Localizations.lookup("zh-xx") == ["zh-xx", "zh"], "a region not known for a script")
+        #expect(Localizations.lookup("ko-kr") == ["ko-kr", "ko"])
+        let scripts: Set = ["zh-hans", "zh-hant", "zh-cn"]
+        #expect(Localizations.pick(locale: "zh_TW", has: scripts.contains) == "zh-hant")
+        #expect(Localizations.pick(locale: "zh-SG", has: scripts.contains) == "zh-hans")
+        #expect(Localizations.pick(locale: "zh-CN", has: scripts.contains) == "zh-cn", "the region's own tag first, if the push gives it")
+        #expect(Localizations.pick(locale: "zh-MO", has: ["zh"].contains) == "zh")
+    }
 }
 
 /// A push in several languages (`notification.localizations`), through the API in-process to the built-in simulator,

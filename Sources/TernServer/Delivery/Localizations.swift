@@ -20,8 +20,9 @@ struct LocalizedTexts: Codable, Sendable, Equatable {
 /// `Locale.current`: `ko-KR`, `zh-Hans-CN`, `en_US`).
 ///
 /// The lookup of RFC 4647 (section 3.4): the locale's own tag, then the tag with its last subtag dropped, one at a
-/// time, so `zh-Hans-CN` is given `zh-Hans-CN`, else `zh-Hans`, else `zh`. Case and `_` or `-` do not matter. A
-/// device with no locale, or none of whose tags the push has, gets the notification's own texts.
+/// time, so `zh-Hans-CN` is given `zh-Hans-CN`, else `zh-Hans`, else `zh` (and `zh-CN`, without its script, the same
+/// after `zh-CN`: ``lookup(_:)``). Case and `_` or `-` do not matter. A device with no locale, or none of whose tags
+/// the push has, gets the notification's own texts.
 enum Localizations {
     /// The most languages one push gives.
     static let limit = 100
@@ -53,14 +54,28 @@ enum Localizations {
     /// notification's own texts.
     static func pick(locale: String?, has: (String) -> Bool) -> String? {
         guard let locale else { return nil }
-        var candidate = Substring(key(locale))
-        while !candidate.isEmpty {
-            if has(String(candidate)) { return String(candidate) }
-            guard let dash = candidate.lastIndex(of: "-") else { return nil }
-            candidate = candidate[..<dash]
-        }
-        return nil
+        return lookup(key(locale)).first(where: has)
     }
+
+    /// The tags a locale (a ``key(_:)``) looks for, in turn: itself, then with its last subtag dropped, one at a time.
+    ///
+    /// Chinese given without its script (`zh-CN`, `zh-TW`: from an older system, or a backend that registers devices
+    /// itself) also looks for the script its region writes, before plain `zh`: `zh-cn`, `zh-hans-cn`, `zh-hans`, `zh`.
+    /// A push that gives `zh-Hans` and `zh-Hant` then reaches those devices in their script, not in the notification's
+    /// own texts.
+    static func lookup(_ key: String) -> [String] {
+        let parts = key.split(separator: "-", omittingEmptySubsequences: false).map(String.init)
+        func chain(_ parts: [String]) -> [String] {
+            (0..<parts.count).reversed().map { parts[...$0].joined(separator: "-") }.filter { !$0.isEmpty }
+        }
+        guard parts.count >= 2, parts[0] == "zh", let script = chineseScripts[parts[1]] else { return chain(parts) }
+        var scripted = parts
+        scripted.insert(script, at: 1)
+        return Array(chain(parts).dropLast()) + chain(scripted)
+    }
+
+    /// The script each region's Chinese is written in, for a Chinese locale given without one (CLDR's likely subtags).
+    private static let chineseScripts = ["cn": "hans", "sg": "hans", "my": "hans", "tw": "hant", "hk": "hant", "mo": "hant"]
 
     private static func isLetter(_ byte: UInt8) -> Bool {
         (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
