@@ -20,9 +20,9 @@ struct LocalizedTexts: Codable, Sendable, Equatable {
 /// `Locale.current`: `ko-KR`, `zh-Hans-CN`, `en_US`).
 ///
 /// The lookup of RFC 4647 (section 3.4): the locale's own tag, then the tag with its last subtag dropped, one at a
-/// time, so `zh-Hans-CN` is given `zh-Hans-CN`, else `zh-Hans`, else `zh` (and `zh-CN`, without its script, the same
-/// after `zh-CN`: ``lookup(_:)``). Case and `_` or `-` do not matter. A device with no locale, or none of whose tags
-/// the push has, gets the notification's own texts.
+/// time, so `zh-Hans-CN` is given `zh-Hans-CN`, else `zh-Hans`, else `zh`; `zh-CN`, given without its script, looks
+/// for `zh-CN` and then the same (``lookup(_:)``). Case and `_` or `-` do not matter. A device with no locale, or none
+/// of whose tags the push has, gets the notification's own texts.
 enum Localizations {
     /// The most languages one push gives.
     static let limit = 100
