@@ -16,8 +16,8 @@ struct LocalizedTexts: Codable, Sendable, Equatable {
     }
 }
 
-/// Which of a push's languages a device gets, from the locale it registered (`locale`, as TernKit sends
-/// `Locale.current`: `ko-KR`, `zh-Hans-CN`, `en_US`).
+/// Which of a push's languages a device gets, from the locale it registered (`locale`: TernKit sends the user's first
+/// preferred language, such as `ko-KR` or `zh-Hans-CN`; a backend may send `en_US`).
 ///
 /// The lookup of RFC 4647 (section 3.4): the locale's own tag, then the tag with its last subtag dropped, one at a
 /// time, so `zh-Hans-CN` is given `zh-Hans-CN`, else `zh-Hans`, else `zh`; `zh-CN`, given without its script, looks

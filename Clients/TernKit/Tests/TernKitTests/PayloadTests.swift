@@ -175,4 +175,12 @@ struct BuildEnvironmentTests {
         #expect(facts.locale?.contains("_") == false)
         #expect(facts.timezone == TimeZone.current.identifier)
     }
+
+    @Test func theLocaleIsTheUsersFirstLanguageNotTheAppsLocalization() {
+        // A Korean user of an app localized only in English: Locale.current is en_KR.
+        let appLocale = Locale(identifier: "en_KR")
+        #expect(RegistrationFacts.locale(preferredLanguages: ["ko-KR", "en-US"], current: appLocale) == "ko-KR")
+        #expect(RegistrationFacts.locale(preferredLanguages: ["zh-Hans-CN"], current: appLocale) == "zh-Hans-CN")
+        #expect(RegistrationFacts.locale(preferredLanguages: [], current: appLocale) == "en-KR", "no preferred language: the app's locale")
+    }
 }

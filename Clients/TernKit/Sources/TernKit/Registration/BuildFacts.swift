@@ -53,7 +53,7 @@ public enum APNsBuildEnvironment {
 
 extension RegistrationFacts {
     /// The facts of this installation now: the token as `didRegisterForRemoteNotificationsWithDeviceToken` gave
-    /// it, the build's APNs environment, the app's version (`1.4 (87)`), its locale (`ko-KR`) and time zone.
+    /// it, the build's APNs environment, the app's version (`1.4 (87)`), the user's language (`ko-KR`) and time zone.
     public static func current(deviceToken: Data, bundle: Bundle = .main) -> RegistrationFacts {
         let short = bundle.object(forInfoDictionaryKey: "CFBundleShortVersionString") as? String
         let build = bundle.object(forInfoDictionaryKey: "CFBundleVersion") as? String
@@ -66,6 +66,15 @@ extension RegistrationFacts {
             }
         return RegistrationFacts(
             token: hex(deviceToken), environment: APNsBuildEnvironment.current(bundle: bundle), appVersion: version.map { String($0.prefix(64)) },
-            locale: Locale.current.identifier.replacingOccurrences(of: "_", with: "-"), timezone: TimeZone.current.identifier)
+            locale: locale(preferredLanguages: Locale.preferredLanguages, current: .current), timezone: TimeZone.current.identifier)
+    }
+
+    /// The locale Tern picks a push's language by: the user's first preferred language (`ko-KR`, `zh-Hans-CN`), else
+    /// the app's locale, with `-` between its parts.
+    ///
+    /// Not `Locale.current` first: its language is the best of the app's own localizations, so a Korean user of an
+    /// app localized only in English has `en_KR`, and would get a push's English text where it gives Korean.
+    static func locale(preferredLanguages: [String], current: Locale) -> String {
+        (preferredLanguages.first ?? current.identifier).replacingOccurrences(of: "_", with: "-")
     }
 }
