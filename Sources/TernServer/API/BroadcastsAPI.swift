@@ -280,7 +280,7 @@ struct BroadcastsAPI {
         repeat {
             let page = try await store.pushes(app: app.id, status: .scheduled, after: cursor, limit: 500)
             for push in page.items {
-                if (try? JSONDecoder().decode(PushContent.self, from: Data(push.notification)))?.broadcastChannel == name { return push }
+                if push.content?.broadcastChannel == name { return push }
             }
             cursor = page.next
         } while cursor != nil

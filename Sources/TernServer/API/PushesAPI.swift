@@ -456,7 +456,7 @@ struct PushesAPI {
         var viewCounts = PushView.Counts(
             targeted: counts.targeted, accepted: counts.accepted, failed: counts.failed, pruned: counts.pruned, failedByReason: counts.failedByReason,
             opened: 0, inboxDropped: counts.inboxDropped)
-        if (try? JSONDecoder().decode(PushContent.self, from: Data(push.notification)))?.online != nil {
+        if push.content?.online != nil {
             let online = try await store.messageCounts(pushID: push.id)
             viewCounts.deliveredOnline = online.deliveredOnline
             viewCounts.acked = online.acked

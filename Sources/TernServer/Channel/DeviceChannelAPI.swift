@@ -174,7 +174,7 @@ struct DeviceChannelAPI: Sendable {
         else {
             throw JSONAPIError.notFound("device \(device.deviceID) was sent no push \(text.prefix(40))")
         }
-        if (try? JSONDecoder().decode(PushContent.self, from: Data(push.notification)))?.online != nil {
+        if push.content?.online != nil {
             let instead = report == .opened ? "the open of its message (messageId: tern.id)" : "its message's arrival (ids: [tern.id])"
             throw JSONAPIError.badRequest(field: "pushId", "push \(push.id) went through the devices' connections: report \(instead)")
         }

@@ -192,7 +192,7 @@ struct PushContent: Codable, Sendable, Equatable {
     }
 
     /// `notification.localizations`, checked: their tags, one language once, each with a text. - Returns: each
-    /// language with its tag as given and as looked up, in the order of the looked-up tags.
+    /// language with its tag as given and as looked up, in the order of the tags.
     private static func checked(
         _ localizations: [String: LocalizedTexts]
     ) throws(JSONAPIError) -> [(tag: String, key: String, texts: LocalizedTexts)] {
@@ -212,7 +212,7 @@ struct PushContent: Codable, Sendable, Equatable {
             }
             languages.append((tag, key, texts))
         }
-        return languages.sorted { $0.key < $1.key }
+        return languages
     }
 
     /// - Parameter ids: what goes under ``customKey`` in a payload rendered from `notification`.
@@ -359,7 +359,7 @@ struct PushContent: Codable, Sendable, Equatable {
     /// The payload in `language` (one of ``localizedPayloads``; nil: the notification's own), with `aps.badge` set to
     /// `badge` if there is one.
     func payload(language: String? = nil, badge: Int?) -> [UInt8] {
-        let payload = language.flatMap { localizedPayloads?[$0] } ?? self.payload
+        let payload = payload(in: language)
         guard let badge else { return Array(payload) }
         guard case .object(var root)? = try? JSONValue(parsing: payload) else { return Array(payload) }
         guard case .object(var aps)? = root["aps"] ?? .object([:]) else { return Array(payload) }
@@ -372,7 +372,7 @@ struct PushContent: Codable, Sendable, Equatable {
     /// message, so the app sees it once whichever way it came; in the recipient's language, with its badge, if it has
     /// them.
     func fallbackPayload(messageID: String, sequence: Int64, language: String? = nil, badge: Int?) -> [UInt8] {
-        let payload = language.flatMap { localizedPayloads?[$0] } ?? self.payload
+        let payload = payload(in: language)
         guard case .object(var root)? = try? JSONValue(parsing: payload) else { return Array(payload) }
         if let badge, case .object(var aps)? = root["aps"] ?? .object([:]) {
             aps["badge"] = .int(badge)
@@ -405,6 +405,11 @@ struct PushContent: Codable, Sendable, Equatable {
         }.max() ?? 0
     }
 
+    /// The payload in `language`, one of ``localizedPayloads``; nil (or one the push does not have): the notification's own.
+    private func payload(in language: String?) -> Data {
+        language.flatMap { localizedPayloads?[$0] } ?? payload
+    }
+
     /// The push's languages: nil for the notification's own texts, then each of ``localizedPayloads``.
     private var languages: [String?] {
         [nil] + (localizedPayloads?.keys.sorted() ?? [])
@@ -418,6 +423,13 @@ struct PushContent: Codable, Sendable, Equatable {
             topic: topic + (pushType.topicSuffix ?? ""), pushType: pushType, priority: try? APNsPriority(priority),
             expiration: expiration, collapseID: collapseID ?? pushID)
         return NotificationTemplate(metadata: metadata, payload: Array(self.payload))
+    }
+}
+
+extension PushRecord {
+    /// What the push sends, as stored when it was made; nil if it cannot be read.
+    var content: PushContent? {
+        try? JSONDecoder().decode(PushContent.self, from: Data(notification))
     }
 }
 

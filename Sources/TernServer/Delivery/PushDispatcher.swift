@@ -121,7 +121,7 @@ final class PushDispatcher: Service {
     /// push's last chunk; if that fails (the database away), the activity's 12 hours still end it.
     private func forgetEndedActivity(_ push: PushRecord) async {
         guard case .activity(let activity, let aliases) = push.audience,
-            let content = try? JSONDecoder().decode(PushContent.self, from: Data(push.notification)),
+            let content = push.content,
             case .string("end")? = (try? JSONValue(parsing: content.payload))?["aps"]?["event"]
         else { return }
         do {
