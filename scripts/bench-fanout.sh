@@ -7,6 +7,7 @@
 #   TERN=/path/to/tern scripts/bench-fanout.sh    # another build (an earlier version, say) instead of building
 #   PAYLOAD=bench scripts/bench-fanout.sh         # the push sends `tern bench`'s payload (below)
 #   PAYLOAD=localized scripts/bench-fanout.sh     # the notification in two more languages, a third of the devices each
+#   PAYLOAD=filtered scripts/bench-fanout.sh      # the notification to the devices audience.filters keeps (all of them)
 #
 # What it does (release build, everything on loopback, the built-in simulator in the server's process):
 #   1. `tern serve` on a fresh SQLite folder registers one device over HTTP (the template), stops, and the script
@@ -37,12 +38,18 @@ FAST_RUNS=${FAST_RUNS:-$RUNS}       # FAST_RUNS=0: only the slow-APNs case
 # that the push and the client alone send the same notifications but for the push's headers (its apns-collapse-id).
 # localized: the notification with `localizations` in Korean and Chinese, and the devices' locales ko-KR, zh-Hans-CN and
 # en-US, a third each: what a push in several languages costs (one more read per chunk, a payload per language).
+# filtered: the notification, with `audience.filters` on the app version and three languages that every seeded device
+# meets (locales as for localized, version 2.4.1): what the filter's read costs a chunk, with the same audience.
 PAYLOAD=${PAYLOAD:-notification}
+filters=""
 case "$PAYLOAD" in
   notification) content='"notification": {"title": "Fan-out", "body": "one push to every device"}' ;;
   bench) content='"payload": {"aps":{"alert":{"title":"Tern","body":"Benchmark notification"},"badge":1}}' ;;
   localized) content='"notification": {"title": "Fan-out", "body": "one push to every device", "localizations": {"ko": {"title": "팬아웃", "body": "모든 기기에 한 번에"}, "zh-Hans": {"title": "扇出", "body": "一次推送到每台设备"}}}' ;;
-  *) echo "PAYLOAD is notification, bench or localized, not $PAYLOAD" >&2; exit 2 ;;
+  filtered)
+    content='"notification": {"title": "Fan-out", "body": "one push to every device"}'
+    filters=', "filters": {"appVersion": {"atLeast": "2.3", "below": "3"}, "languages": ["ko", "zh-Hans", "en"]}' ;;
+  *) echo "PAYLOAD is notification, bench, localized or filtered, not $PAYLOAD" >&2; exit 2 ;;
 esac
 
 source scripts/lib/tools.sh
@@ -96,7 +103,8 @@ BEGIN;
 INSERT INTO device_tags (app_id, device_id, tag) SELECT app_id, device_id, 'all' FROM devices WHERE app_id = 'demo';
 INSERT INTO device_tags (app_id, device_id, tag)
   SELECT app_id, device_id, 'first' FROM devices WHERE app_id = 'demo' ORDER BY device_id LIMIT $SLOW_DEVICES;
-$([ "$PAYLOAD" = localized ] && echo "UPDATE devices SET locale = CASE rowid % 3 WHEN 0 THEN 'ko-KR' WHEN 1 THEN 'zh-Hans-CN' ELSE 'en-US' END;")
+$([ "$PAYLOAD" = localized ] || [ "$PAYLOAD" = filtered ] && echo "UPDATE devices SET locale = CASE rowid % 3 WHEN 0 THEN 'ko-KR' WHEN 1 THEN 'zh-Hans-CN' ELSE 'en-US' END;")
+$([ "$PAYLOAD" = filtered ] && echo "UPDATE devices SET app_version = '2.4.1';")
 COMMIT;
 SQL
 echo "seeded $(sqlite3 "$work/tern.db" "SELECT COUNT(*) FROM devices") devices" >&2
@@ -109,7 +117,7 @@ push() { # tag → prints "seconds status accepted peakRSS(KiB) maxRSS-sampled(K
   local t0=$(date +%s.%N)
   local json=$(curl -s -X POST "$url/v1/apps/demo/pushes?wait=60" -H "Authorization: Bearer $master" \
     -H 'Content-Type: application/json' \
-    -d "{\"audience\": {\"tags\": [\"$tag\"]}, $content}")
+    -d "{\"audience\": {\"tags\": [\"$tag\"]$filters}, $content}")
   local id=$(grep -o '"id":"[^"]*"' <<<"$json" | head -1 | cut -d'"' -f4)
   # `wait` covers 60 s at most; a longer push is followed until it completes.
   while [ -n "$id" ] && ! grep -q '"status":"completed"' <<<"$json"; do

@@ -21,6 +21,9 @@ public struct PushRecord: Sendable, Equatable {
     /// A repeat of the same key for the same app returns this push instead of making another.
     public var idempotencyKey: String?
     public var audience: Audience
+    /// Which of the audience's devices it goes to, by what they registered (their app version, language, last
+    /// registration); nil: all of them.
+    public var filter: AudienceFilter?
     /// The notification as the server encoded it (payload and APNs options); the store keeps the bytes.
     public var notification: [UInt8]
     public var status: Status
@@ -49,7 +52,8 @@ public struct PushRecord: Sendable, Equatable {
     }
 
     public init(
-        id: String, appID: String, idempotencyKey: String?, audience: Audience, notification: [UInt8], status: Status = .pending,
+        id: String, appID: String, idempotencyKey: String?, audience: Audience, filter: AudienceFilter? = nil, notification: [UInt8],
+        status: Status = .pending,
         counts: PushCounts = PushCounts(), cursor: String? = nil, createdAt: Date, finishedAt: Date? = nil, cancelledAt: Date? = nil,
         sendAt: Date? = nil, ratePerSecond: Int? = nil, tokenKind: PushTokenKind? = nil
     ) {
@@ -58,6 +62,7 @@ public struct PushRecord: Sendable, Equatable {
         self.appID = appID
         self.idempotencyKey = idempotencyKey
         self.audience = audience
+        self.filter = filter
         self.notification = notification
         self.status = status
         self.counts = counts
@@ -75,9 +80,10 @@ extension PushRecord {
     /// as the device is now, the push's recipients were handed out up to the device's place in the audience, the
     /// device existed before the push finished, and its token was not dead before the push was made. A device's report
     /// of a push (an open, an arrival) is taken only then, so a device cannot count reports of pushes that were never
-    /// its own. (A device whose tags or alias changed since is not taken.)
+    /// its own. (A device whose tags, alias, or what the push's filter looks at changed since is not taken.)
     public func wasHandedOut(to device: DeviceRecord, at now: Date) -> Bool {
         guard device.appID == appID, let key = audience.recipientKey(of: device), let cursor else { return false }
+        guard filter?.admits(device) ?? true else { return false }
         guard device.createdAt <= (finishedAt ?? now), (device.deactivatedAt ?? createdAt) >= createdAt else { return false }
         return !cursor.precedesByBytes(key)
     }

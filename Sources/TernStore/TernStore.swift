@@ -218,6 +218,9 @@ public protocol TernStore: Sendable {
     /// The audience's recipients after the cursor, by key, `limit` at a time: active devices only (a `tokens`
     /// audience lists the given tokens, minus those registered and deactivated). Never the whole audience at once.
     func recipients(app: String, audience: Audience, after cursor: String?, limit: Int) async throws -> Page<Recipient>
+    /// A page of ``recipients(app:audience:after:limit:)`` with only the devices `filter` admits: it may hold fewer
+    /// than `limit`, none at all, and still have a next.
+    func recipients(app: String, audience: Audience, filter: AudienceFilter?, after cursor: String?, limit: Int) async throws -> Page<Recipient>
 
     // MARK: Delivery in chunks
 

@@ -11,23 +11,23 @@ import Testing
 @Suite struct LocalizationValueTests {
     @Test(arguments: ["ko", "zh-Hans", "pt-BR", "sr-Latn-RS", "es-419", "fil", "zh-Hant-TW-x1"])
     func aLanguageTagIsTaken(_ tag: String) {
-        #expect(Localizations.isValidTag(tag))
+        #expect(LanguageTags.isValidTag(tag))
     }
 
     @Test(arguments: ["", "k", "english", "zh_Hans", "zh-", "-zh", "ko--KR", "zh-Hant-TW-x1-y2", "ko-abcdefghi", "ко", "k1", "ko KR"])
     func aTagThatIsNotOneIsRefused(_ tag: String) {
-        #expect(!Localizations.isValidTag(tag))
+        #expect(!LanguageTags.isValidTag(tag))
     }
 
     @Test func localesAreComparedWithoutCaseSeparatorsOrKeywords() {
-        #expect(Localizations.key("zh_Hans_CN") == "zh-hans-cn")
-        #expect(Localizations.key("en_US@calendar=gregorian") == "en-us")
-        #expect(Localizations.key("KO") == "ko")
+        #expect(LanguageTags.key("zh_Hans_CN") == "zh-hans-cn")
+        #expect(LanguageTags.key("en_US@calendar=gregorian") == "en-us")
+        #expect(LanguageTags.key("KO") == "ko")
     }
 
     @Test func aLocaleGetsItsOwnTagElseItsTagWithTheLastSubtagsDropped() {
         let given: Set = ["zh-hans", "zh", "ko", "pt-br"]
-        func pick(_ locale: String?) -> String? { Localizations.pick(locale: locale, has: given.contains) }
+        func pick(_ locale: String?) -> String? { LanguageTags.pick(locale: locale, has: given.contains) }
         #expect(pick("zh-Hans-CN") == "zh-hans")
         #expect(pick("zh-Hant-TW") == "zh")
         #expect(pick("ko-KR") == "ko")
@@ -41,16 +41,16 @@ import Testing
     }
 
     @Test func chineseWithoutItsScriptLooksForTheScriptItsRegionWrites() {
-        #expect(Localizations.lookup("zh-cn") == ["zh-cn", "zh-hans-cn", "zh-hans", "zh"])
-        #expect(Localizations.lookup("zh-hk") == ["zh-hk", "zh-hant-hk", "zh-hant", "zh"])
-        #expect(Localizations.lookup("zh-hant-tw") == ["zh-hant-tw", "zh-hant", "zh"], "a script given is kept")
-        #expect(Localizations.lookup("zh-xx") == ["zh-xx", "zh"], "a region not known for a script")
-        #expect(Localizations.lookup("ko-kr") == ["ko-kr", "ko"])
+        #expect(LanguageTags.lookup("zh-cn") == ["zh-cn", "zh-hans-cn", "zh-hans", "zh"])
+        #expect(LanguageTags.lookup("zh-hk") == ["zh-hk", "zh-hant-hk", "zh-hant", "zh"])
+        #expect(LanguageTags.lookup("zh-hant-tw") == ["zh-hant-tw", "zh-hant", "zh"], "a script given is kept")
+        #expect(LanguageTags.lookup("zh-xx") == ["zh-xx", "zh"], "a region not known for a script")
+        #expect(LanguageTags.lookup("ko-kr") == ["ko-kr", "ko"])
         let scripts: Set = ["zh-hans", "zh-hant", "zh-cn"]
-        #expect(Localizations.pick(locale: "zh_TW", has: scripts.contains) == "zh-hant")
-        #expect(Localizations.pick(locale: "zh-SG", has: scripts.contains) == "zh-hans")
-        #expect(Localizations.pick(locale: "zh-CN", has: scripts.contains) == "zh-cn", "the region's own tag first, if the push gives it")
-        #expect(Localizations.pick(locale: "zh-MO", has: ["zh"].contains) == "zh")
+        #expect(LanguageTags.pick(locale: "zh_TW", has: scripts.contains) == "zh-hant")
+        #expect(LanguageTags.pick(locale: "zh-SG", has: scripts.contains) == "zh-hans")
+        #expect(LanguageTags.pick(locale: "zh-CN", has: scripts.contains) == "zh-cn", "the region's own tag first, if the push gives it")
+        #expect(LanguageTags.pick(locale: "zh-MO", has: ["zh"].contains) == "zh")
     }
 }
 

@@ -58,8 +58,8 @@ struct InboxAPI {
             let query = request.uri.queryParameters
             var locale = reader?.locale
             if let text = query.get("locale") {
-                guard Localizations.isValidTag(Localizations.key(text)), !text.contains("@") else {
-                    throw JSONAPIError.badRequest(field: "locale", "locale is \(Localizations.tagRule)")
+                guard LanguageTags.isValidTag(LanguageTags.key(text)), !text.contains("@") else {
+                    throw JSONAPIError.badRequest(field: "locale", "locale is \(LanguageTags.tagRule)")
                 }
                 locale = text
             }
@@ -162,7 +162,7 @@ struct InboxAPI {
         var body = message.body
         if let localizations = message.localizations,
             case .object(let languages)? = try? JSONValue(parsing: Data(localizations.utf8)),
-            let language = Localizations.pick(locale: locale, has: { languages[$0] != nil }),
+            let language = LanguageTags.pick(locale: locale, has: { languages[$0] != nil }),
             case .object(let texts)? = languages[language]
         {
             if case .string(let text)? = texts["title"] { title = text } else { title = nil }

@@ -3083,10 +3083,13 @@ enum OpenAPIDocument {
       "type": "string",
       "pattern": "^[A-Za-z0-9._:-]{1,128}$",
       "description": "a Live Activity's id: the update tokens devices registered for it (PUT …/devices/{deviceId}/activities/{activityId}); with aliases, only their devices'. The push is a liveactivity push whose raw payload's aps.event is update or end, with aps.timestamp and aps.content-state, through APNs and with no inbox"
+     },
+     "filters": {
+      "$ref": "#/components/schemas/AudienceFilters"
      }
     },
     "additionalProperties": false,
-    "description": "Exactly one of tokens, devices, aliases, tags (with match), all, or activity (alone or with aliases)"
+    "description": "Exactly one of tokens, devices, aliases, tags (with match), all, or activity (alone or with aliases); with devices, aliases, tags or all, filters as well"
    },
    "Notification": {
     "type": "object",
@@ -3642,6 +3645,47 @@ enum OpenAPIDocument {
      "broadcasts"
     ],
     "additionalProperties": false
+   },
+   "AudienceFilters": {
+    "type": "object",
+    "additionalProperties": false,
+    "minProperties": 1,
+    "description": "Only the audience's devices that registered so: a device passes when it meets every condition given, as it is registered when its part of the audience is handed out. A device that registered no appVersion or no locale meets no condition on it.",
+    "properties": {
+     "appVersion": {
+      "type": "object",
+      "additionalProperties": false,
+      "minProperties": 1,
+      "description": "the versions from atLeast (included) to below (excluded), compared number by number (2.3 is 2.3.0 and below 2.10); a device's registered appVersion is read as the numbers and dots it begins with (2.3.1 (45) is 2.3.1)",
+      "properties": {
+       "atLeast": {
+        "type": "string",
+        "pattern": "^[0-9]{1,9}(\\.[0-9]{1,9}){0,3}$"
+       },
+       "below": {
+        "type": "string",
+        "pattern": "^[0-9]{1,9}(\\.[0-9]{1,9}){0,3}$",
+        "description": "a later version than atLeast"
+       }
+      }
+     },
+     "languages": {
+      "type": "array",
+      "minItems": 1,
+      "maxItems": 100,
+      "items": {
+       "type": "string",
+       "pattern": "^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8}){0,3}$",
+       "maxLength": 35
+      },
+      "description": "language tags, each once (case does not matter): a device passes when its registered locale looks one up as it would a push's localizations (its own tag, then with its last subtags dropped; zh-TW also looks for zh-Hant), so ko takes ko-KR and zh-Hant takes zh-TW"
+     },
+     "registeredSince": {
+      "type": "string",
+      "format": "date-time",
+      "description": "RFC 3339 with its offset, not in the future: devices registered at or after it (an app built with TernKit registers at each launch)"
+     }
+    }
    }
   },
   "parameters": {

@@ -68,9 +68,24 @@ struct PushesAPI {
         /// `aliases` given as null, which with an activity is refused: taken as left out, a user's update would reach
         /// every device following the activity.
         var aliasesNull = false
+        /// Which of the devices it goes to, by what they registered (``AudienceFilter``).
+        var filters: FiltersInput?
+
+        /// `audience.filters`: at least one of them; a device passes when it meets each one given.
+        struct FiltersInput: Decodable {
+            var appVersion: VersionsInput?
+            var languages: [String]?
+            var registeredSince: String?
+        }
+
+        /// `audience.filters.appVersion`: versions from `atLeast` (included) to `below` (excluded).
+        struct VersionsInput: Decodable {
+            var atLeast: String?
+            var below: String?
+        }
 
         private enum CodingKeys: String, CodingKey {
-            case tokens, devices, aliases, tags, match, all, activity
+            case tokens, devices, aliases, tags, match, all, activity, filters
         }
 
         init(from decoder: any Decoder) throws {
@@ -82,6 +97,7 @@ struct PushesAPI {
             match = try members.decodeIfPresent(String.self, forKey: .match)
             all = try members.decodeIfPresent(Bool.self, forKey: .all)
             activity = try members.decodeIfPresent(String.self, forKey: .activity)
+            filters = try members.decodeIfPresent(FiltersInput.self, forKey: .filters)
             aliasesNull = members.contains(.aliases) && aliases == nil
         }
     }
@@ -362,10 +378,11 @@ struct PushesAPI {
         let content = try Self.content(body, app: app, pushID: id)
         let tokenKind = try Self.tokenKind(content, audience: audience)
         let now = clock.now
+        let filter = try Self.filter(body.audience, now: now)
         let sendAt = try Self.sendAt(body.sendAt, content: content, now: now)
         let rate = try Self.ratePerSecond(body.ratePerSecond, audience: audience, app: app)
         let record = PushRecord(
-            id: id, appID: app.id, idempotencyKey: body.idempotencyKey, audience: audience,
+            id: id, appID: app.id, idempotencyKey: body.idempotencyKey, audience: audience, filter: filter,
             notification: Array(try JSONEncoder().encode(content)), status: sendAt == nil ? .pending : .scheduled, createdAt: now,
             sendAt: sendAt, ratePerSecond: rate, tokenKind: tokenKind)
         let (push, created) = try await store.createPush(record)
@@ -597,6 +614,66 @@ struct PushesAPI {
         guard case .object? = aps["content-state"] else {
             throw .badRequest(field: "payload.aps.content-state", "an update or end carries aps.content-state, the activity's new state")
         }
+    }
+
+    /// The most languages an audience's filters give.
+    static let mostFilterLanguages = 100
+
+    /// The audience's `filters`, checked; nil when it gives none. Devices given by their tokens, or an activity's
+    /// tokens, are not filtered: the first may be no registered device, and the second are one user's activity.
+    static func filter(_ input: AudienceInput, now: Date) throws(JSONAPIError) -> AudienceFilter? {
+        guard let filters = input.filters else { return nil }
+        if input.tokens != nil || input.activity != nil {
+            throw .badRequest(
+                field: "audience.filters", "filters go with devices, aliases, tags or all: tokens and an activity's tokens are sent to as given")
+        }
+        var filter = AudienceFilter()
+        if let versions = filters.appVersion {
+            func version(_ text: String?, _ name: String) throws(JSONAPIError) -> AppVersion? {
+                guard let text else { return nil }
+                guard let version = AppVersion(text) else {
+                    throw .badRequest(field: "audience.filters.appVersion.\(name)", "'\(text.prefix(80))' is not \(AppVersion.rule)")
+                }
+                return version
+            }
+            let range = AudienceFilter.VersionRange(atLeast: try version(versions.atLeast, "atLeast"), below: try version(versions.below, "below"))
+            guard range.atLeast != nil || range.below != nil else {
+                throw .badRequest(field: "audience.filters.appVersion", "give atLeast, below or both (atLeast included, below not)")
+            }
+            if let atLeast = range.atLeast, let below = range.below, atLeast >= below {
+                throw .badRequest(field: "audience.filters.appVersion.below", "below is a later version than atLeast: no version is at least \(atLeast) and below \(below)")
+            }
+            filter.appVersions = range
+        }
+        if let languages = filters.languages {
+            guard (1...mostFilterLanguages).contains(languages.count) else {
+                throw .badRequest(field: "audience.filters.languages", "give 1-\(mostFilterLanguages) languages")
+            }
+            var keys = Set<String>()
+            for (index, tag) in languages.enumerated() {
+                guard LanguageTags.isValidTag(tag) else {
+                    throw .badRequest(field: "audience.filters.languages[\(index)]", "'\(tag.prefix(LanguageTags.longestTag))' is not \(LanguageTags.tagRule)")
+                }
+                guard keys.insert(LanguageTags.key(tag)).inserted else {
+                    throw .badRequest(field: "audience.filters.languages[\(index)]", "'\(tag)' is given twice (case does not matter)")
+                }
+            }
+            filter.languages = languages
+        }
+        if let text = filters.registeredSince {
+            guard let date = InternetDate.parse(text) else {
+                throw .badRequest(
+                    field: "audience.filters.registeredSince", "registeredSince is an RFC 3339 date-time with its offset, like 2026-11-01T00:00:00Z")
+            }
+            guard date <= now else {
+                throw .badRequest(field: "audience.filters.registeredSince", "registeredSince is in the future: no device has registered since then yet")
+            }
+            filter.registeredSince = date
+        }
+        guard filter != AudienceFilter() else {
+            throw .badRequest(field: "audience.filters", "give at least one of appVersion, languages, registeredSince (or leave filters out)")
+        }
+        return filter
     }
 
     static func audience(_ input: AudienceInput) throws(JSONAPIError) -> Audience {

@@ -7,6 +7,8 @@ struct ComposeView {
     var form: [String: String]
     var audienceKinds: [Choice]
     var matches: [Choice]
+    /// Whether any of the audience's filters is filled in (their part of the form starts open).
+    var filtered: Bool
     var rawPayload: Bool
     var contentAvailable: Bool
     var mutableContent: Bool
@@ -23,6 +25,7 @@ struct ComposeView {
         self.form = ConsoleFormat.values(form)
         audienceKinds = Choice.list(ConsoleRequests.audienceKinds, selected: form["audience.kind"] ?? "tags")
         matches = Choice.list([("any", "any of the tags"), ("all", "all of the tags")], selected: form["audience.match"] ?? "any")
+        filtered = form.fields.contains { $0.0.hasPrefix("audience.filters.") && !$0.1.trimmingCharacters(in: .whitespaces).isEmpty }
         rawPayload = form["content"] == "payload"
         contentAvailable = form.isChecked("notification.contentAvailable")
         mutableContent = form.isChecked("notification.mutableContent")

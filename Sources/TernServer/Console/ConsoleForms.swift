@@ -122,6 +122,14 @@ enum ConsoleRequests {
             body.set("audience.\(kind)", .value(.array(values.map(JSONValue.string))))
             if kind == "tags" { body.string("audience.match", form.given("audience.match")) }
         }
+        // Filters, whichever audience: the API says which ones take none.
+        body.string("audience.filters.appVersion.atLeast", form.given("audience.filters.appVersion.atLeast"))
+        body.string("audience.filters.appVersion.below", form.given("audience.filters.appVersion.below"))
+        if let languages = form.given("audience.filters.languages") {
+            let tags = languages.split(whereSeparator: { $0 == "," || $0 == " " || $0.isNewline }).map(String.init)
+            body.set("audience.filters.languages", .value(.array(tags.map(JSONValue.string))))
+        }
+        body.string("audience.filters.registeredSince", form.given("audience.filters.registeredSince"))
         if form.given("content") == "payload" {
             try body.json("payload", form.given("payload"))
         } else {

@@ -439,6 +439,7 @@ struct ConsoleRoutes: Sendable {
             // What sending it would refuse, said before it is sent: a widgets push to a tag, a sendAt past expiry.
             let audience = try PushesAPI.audience(request.audience)
             tokenKind = try PushesAPI.tokenKind(content, audience: audience)
+            _ = try PushesAPI.filter(request.audience, now: clock.now)
             _ = try PushesAPI.sendAt(request.sendAt, content: content, now: clock.now)
             let rate = try PushesAPI.ratePerSecond(request.ratePerSecond, audience: audience, app: app)
             preview.show(content, app: app)
@@ -466,12 +467,14 @@ struct ConsoleRoutes: Sendable {
         do {
             let input = try ConsoleRequests.decode(PushesAPI.AudienceInput.self, FormJSON(members))
             let audience = try PushesAPI.audience(input)
+            let filter = try PushesAPI.filter(input, now: clock.now)
             var count = 0
             var read = 0
             var cursor: String?
             repeat {
-                let page = try await store.recipients(app: app.id, audience: audience, after: cursor, limit: 1000)
-                read += page.items.count
+                // With a filter, a page holds the devices it admits among the next thousand.
+                let page = try await store.recipients(app: app.id, audience: audience, filter: filter, after: cursor, limit: 1000)
+                read += filter == nil ? page.items.count : 1000
                 if let kind {
                     let tokens = try await store.pushTokens(app: app.id, deviceIDs: page.items.compactMap(\.deviceID))
                     count += page.items.filter { item in
@@ -489,7 +492,7 @@ struct ConsoleRoutes: Sendable {
             }
             let what = kind.map { "devices' \($0.rawValue) tokens" } ?? "devices"
             if cursor != nil {
-                return kind == nil
+                return kind == nil && filter == nil
                     ? "Reaches more than \(Self.estimateCap.formatted()) devices now."
                     : "Reaches more than \(count.formatted()) \(what) now (among the first \(Self.estimateCap.formatted()) devices)."
             }

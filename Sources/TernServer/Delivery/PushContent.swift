@@ -202,9 +202,9 @@ struct PushContent: Codable, Sendable, Equatable {
         var languages: [(tag: String, key: String, texts: LocalizedTexts)] = []
         var tagByKey: [String: String] = [:]
         for (tag, texts) in localizations.sorted(by: { $0.key < $1.key }) {
-            let field = "notification.localizations.\(tag.prefix(Localizations.longestTag))"
-            guard Localizations.isValidTag(tag) else { throw .badRequest(field: field, "'\(tag.prefix(Localizations.longestTag))' is not \(Localizations.tagRule)") }
-            let key = Localizations.key(tag)
+            let field = "notification.localizations.\(tag.prefix(LanguageTags.longestTag))"
+            guard LanguageTags.isValidTag(tag) else { throw .badRequest(field: field, "'\(tag.prefix(LanguageTags.longestTag))' is not \(LanguageTags.tagRule)") }
+            let key = LanguageTags.key(tag)
             if let other = tagByKey[key] { throw .badRequest(field: field, "\(other) and \(tag) name one language: give it once") }
             tagByKey[key] = tag
             guard texts.title != nil || texts.subtitle != nil || texts.body != nil else {
@@ -508,7 +508,7 @@ struct OnlineDelivery: Codable, Sendable, Equatable {
             // Checked by the payload's rendering, which comes first.
             localized = notification.localizations.map { localizations in
                 Dictionary(
-                    localizations.map { tag, texts in (Localizations.key(tag), Self.shown(texts.applied(to: notification))) },
+                    localizations.map { tag, texts in (LanguageTags.key(tag), Self.shown(texts.applied(to: notification))) },
                     uniquingKeysWith: { first, _ in first }
                 ).compactMapValues { $0 }
             }

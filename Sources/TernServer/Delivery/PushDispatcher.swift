@@ -516,7 +516,7 @@ final class PushDispatcher: Service {
         var picked: [String: String?] = [:]
         return locales.compactMapValues { locale in
             if let known = picked[locale] { return known }
-            let language = Localizations.pick(locale: locale, has: { localized[$0] != nil })
+            let language = LanguageTags.pick(locale: locale, has: { localized[$0] != nil })
             picked[locale] = language
             return language
         }

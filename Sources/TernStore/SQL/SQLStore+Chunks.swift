@@ -119,8 +119,10 @@ extension SQLStore {
                     VALUES (\(bind: push.id), \(bind: sequence), \(bind: push.cursor), \(bind: last.key), 'claimed', \(bind: node),
                         \(bind: leaseUntil.milliseconds), \(bind: now.milliseconds))
                     """).run()
+                // What the chunk sends: the page's devices that the push's filter admits, with their tokens.
+                let recipients = try await Self.withTokens(of: push, page.items, db)
                 // A throttled push's next chunk is due when this one's recipients have had their time at the rate.
-                let nextChunkAt = rate.map { now.milliseconds + Int64((Double(page.items.count) * 1000 / Double($0)).rounded(.up)) }
+                let nextChunkAt = rate.map { now.milliseconds + Int64((Double(recipients.count) * 1000 / Double($0)).rounded(.up)) }
                 try await db.raw("""
                     UPDATE pushes SET cursor_key = \(bind: last.key), chunks = chunks + 1, handed_out = \(bind: page.next == nil ? 1 : 0),
                         status = 'sending', started_at = COALESCE(started_at, \(bind: now.milliseconds)),
@@ -129,7 +131,6 @@ extension SQLStore {
                     """).run()
                 push.status = .sending
                 push.cursor = last.key
-                let recipients = try await Self.withTokens(of: push, page.items, db)
                 return (.chunk(PushChunk(push: push, sequence: sequence, recipients: recipients, reclaimed: false)), handedOutNow)
             }
             if retrySoon { return (.retrySoon, handedOutNow) }
@@ -389,12 +390,56 @@ extension SQLStore {
         }
     }
 
-    /// A chunk's recipients with the tokens the push goes to: the devices' tokens of its kind, for a push that names one
-    /// (``PushRecord/tokenKind``); else as read.
+    /// A chunk's recipients that the push's filter admits (``PushRecord/filter``), with the tokens the push goes to: the
+    /// devices' tokens of its kind, for a push that names one (``PushRecord/tokenKind``); else as read.
     static func withTokens(of push: PushRecord, _ recipients: [Recipient], _ db: any SQLDatabase) async throws -> [Recipient] {
+        var recipients = recipients
+        if let filter = push.filter { recipients = try await admitted(recipients, by: filter, app: push.appID, db) }
         guard let kind = push.tokenKind else { return recipients }
         return try await withPushTokens(recipients, kind: kind, app: push.appID, db)
     }
+
+    /// The recipients whose devices `filter` admits, as they are registered now: the time of their last registration
+    /// as the recipients were read, and their app version and locale read here (packed on SQLite, as the recipients
+    /// are), each pair of them judged once a chunk, since a push's audience has few of each.
+    static func admitted(_ recipients: [Recipient], by filter: AudienceFilter, app: String, _ db: any SQLDatabase) async throws -> [Recipient] {
+        var recipients = recipients
+        if filter.registeredSince != nil { recipients.removeAll { !filter.admits(lastRegisteredAt: $0.lastRegisteredAt) } }
+        guard filter.looksAtVersionOrLanguage else { return recipients }
+        struct Registered: Hashable {
+            var locale: String?
+            var appVersion: String?
+        }
+        var verdicts: [Registered: Bool] = [:]
+        var admitted = Set<String>()
+        func judge(_ deviceID: String, _ registered: Registered) {
+            let verdict = verdicts[registered] ?? filter.admits(locale: registered.locale, appVersion: registered.appVersion)
+            verdicts[registered] = verdict
+            if verdict { admitted.insert(deviceID) }
+        }
+        for piece in recipients.compactMap(\.deviceID).pieces(of: 1000) {
+            let query: SQLQueryString = """
+                SELECT device_id, locale, app_version FROM devices
+                WHERE app_id = \(bind: app) AND device_id IN (\(binds: piece))
+                ORDER BY device_id
+                """
+            if let session = db as? SQLiteSession {
+                let packed = try await PackedRows.read(Self.registrationColumns, of: query, session)
+                for row in 0..<packed.count { judge(packed.key(row), Registered(locale: packed[row, 1], appVersion: packed[row, 2])) }
+            } else {
+                for row in try await db.raw(query).all() {
+                    judge(
+                        try row.decode(column: "device_id", as: String.self),
+                        Registered(locale: try row.decode(column: "locale", as: String?.self), appVersion: try row.decode(column: "app_version", as: String?.self)))
+                }
+            }
+        }
+        return recipients.filter { $0.deviceID.map(admitted.contains) ?? false }
+    }
+
+    private static let registrationColumns = [
+        PackedRows.Column("device_id"), PackedRows.Column("locale", nullable: true), PackedRows.Column("app_version", nullable: true),
+    ]
 
     /// Completes the push if its audience is handed out in full and no chunk is open. - Returns: whether it did.
     static func completeIfDone(pushID: String, at now: Date, _ db: any SQLDatabase) async throws -> Bool {

@@ -387,7 +387,7 @@ public final class SQLStore: TernStore {
                     failed, pruned, failed_by_reason, cursor_key, created_at, finished_at, send_at, rate_per_second, token_kind,
                     handed_out\(unsafeRaw: ordinal == nil ? "" : ", ordinal"))
                 VALUES (\(bind: push.id), \(bind: push.appID), \(bind: push.idempotencyKey),
-                    \(bind: try StoredAudience.encode(push.audience)), \(bind: Data(push.notification)),
+                    \(bind: try StoredAudience.encode(push.audience, filter: push.filter)), \(bind: Data(push.notification)),
                     \(bind: push.status.rawValue), \(bind: counts.targeted), \(bind: counts.accepted), \(bind: counts.failed),
                     \(bind: counts.pruned), \(bind: try JSON.encode(counts.failedByReason)), \(bind: push.cursor),
                     \(bind: push.createdAt.milliseconds), \(bind: push.finishedAt?.milliseconds), \(bind: push.sendAt?.milliseconds),
@@ -463,6 +463,16 @@ public final class SQLStore: TernStore {
 
     public func recipients(app: String, audience: Audience, after cursor: String?, limit: Int) async throws -> Page<Recipient> {
         try await exclusive { db in try await Self.recipients(app: app, audience: audience, after: cursor, limit: limit, db) }
+    }
+
+    public func recipients(
+        app: String, audience: Audience, filter: AudienceFilter?, after cursor: String?, limit: Int
+    ) async throws -> Page<Recipient> {
+        try await exclusive { db in
+            var page = try await Self.recipients(app: app, audience: audience, after: cursor, limit: limit, db)
+            if let filter { page.items = try await Self.admitted(page.items, by: filter, app: app, db) }
+            return page
+        }
     }
 
     /// A push's failures, `limit` at a time, in the order they were committed, so a client paging a running push
@@ -959,10 +969,10 @@ extension PushRecord {
         guard let status = Status(rawValue: status) else {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown push status \(status)"))
         }
+        let (audience, filter) = try StoredAudience.decode(try row.decode(column: "audience", as: String.self))
         self.init(
             id: try row.decode(column: "id", as: String.self), appID: try row.decode(column: "app_id", as: String.self),
-            idempotencyKey: try row.decode(column: "idempotency_key", as: String?.self),
-            audience: try StoredAudience.decode(try row.decode(column: "audience", as: String.self)),
+            idempotencyKey: try row.decode(column: "idempotency_key", as: String?.self), audience: audience, filter: filter,
             notification: try row.bytes("notification"), status: status,
             counts: PushCounts(
                 targeted: try row.decode(column: "targeted", as: Int.self), accepted: try row.decode(column: "accepted", as: Int.self),
@@ -1016,15 +1026,28 @@ extension Date {
 
 // MARK: - Text columns
 
-/// How an ``Audience`` is kept in a TEXT column.
+/// How an ``Audience`` (with its ``AudienceFilter``) is kept in a TEXT column. A filtered audience's kind is
+/// `filtered-` and the audience's own, which a node of a version before filters does not know: it cannot claim while
+/// such a push is unfinished (docs/deployment.md), rather than send it to the whole audience.
 struct StoredAudience: Codable {
     var kind: String
     var values: [String]?
     var all: Bool?
     var activity: String?
+    var filter: Filter?
 
-    static func encode(_ audience: Audience) throws -> String {
-        let stored = switch audience {
+    struct Filter: Codable {
+        var appVersionAtLeast: String?
+        var appVersionBelow: String?
+        var languages: [String]?
+        /// Milliseconds since 1970.
+        var registeredSince: Int64?
+    }
+
+    static let filteredPrefix = "filtered-"
+
+    static func encode(_ audience: Audience, filter: AudienceFilter? = nil) throws -> String {
+        var stored = switch audience {
         case .tokens(let tokens): StoredAudience(kind: "tokens", values: tokens)
         case .devices(let deviceIDs): StoredAudience(kind: "devices", values: deviceIDs)
         case .aliases(let aliases): StoredAudience(kind: "aliases", values: aliases)
@@ -1032,23 +1055,50 @@ struct StoredAudience: Codable {
         case .everyone: StoredAudience(kind: "everyone")
         case .activity(let activity, let aliases): StoredAudience(kind: "activity", values: aliases, activity: activity)
         }
+        if let filter {
+            stored.kind = filteredPrefix + stored.kind
+            stored.filter = Filter(
+                appVersionAtLeast: filter.appVersions?.atLeast?.description, appVersionBelow: filter.appVersions?.below?.description,
+                languages: filter.languages, registeredSince: filter.registeredSince?.milliseconds)
+        }
         return try JSON.encode(stored)
     }
 
-    static func decode(_ text: String) throws -> Audience {
-        let stored = try JSON.decode(StoredAudience.self, text)
+    static func decode(_ text: String) throws -> (Audience, AudienceFilter?) {
+        var stored = try JSON.decode(StoredAudience.self, text)
+        var filter: AudienceFilter?
+        if stored.kind.hasPrefix(filteredPrefix), let given = stored.filter {
+            stored.kind.removeFirst(filteredPrefix.count)
+            filter = try given.decoded()
+        }
         switch (stored.kind, stored.values) {
-        case ("tokens", let tokens?): return .tokens(tokens)
-        case ("devices", let deviceIDs?): return .devices(deviceIDs)
-        case ("aliases", let aliases?): return .aliases(aliases)
-        case ("tags", let tags?): return .tags(tags, all: stored.all ?? false)
-        case ("everyone", _): return .everyone
+        case ("tokens", let tokens?): return (.tokens(tokens), filter)
+        case ("devices", let deviceIDs?): return (.devices(deviceIDs), filter)
+        case ("aliases", let aliases?): return (.aliases(aliases), filter)
+        case ("tags", let tags?): return (.tags(tags, all: stored.all ?? false), filter)
+        case ("everyone", _): return (.everyone, filter)
         case ("activity", let aliases?):
             guard let activity = stored.activity else { break }
-            return .activity(activity, aliases: aliases)
+            return (.activity(activity, aliases: aliases), filter)
         default: break
         }
         throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown audience \(text)"))
+    }
+}
+
+extension StoredAudience.Filter {
+    func decoded() throws -> AudienceFilter {
+        func version(_ text: String?) throws -> AppVersion? {
+            guard let text else { return nil }
+            guard let version = AppVersion(text) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not an app version: \(text)"))
+            }
+            return version
+        }
+        let (atLeast, below) = (try version(appVersionAtLeast), try version(appVersionBelow))
+        return AudienceFilter(
+            appVersions: atLeast == nil && below == nil ? nil : AudienceFilter.VersionRange(atLeast: atLeast, below: below),
+            languages: languages, registeredSince: registeredSince.map(Date.init(milliseconds:)))
     }
 }
 

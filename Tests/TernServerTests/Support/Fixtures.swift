@@ -19,10 +19,11 @@ enum Fixture {
 
     static func registration(
         token: String, alias: String? = nil, aliasToken: String? = nil, tags: [String]? = nil, environment: String = "production",
-        locale: String? = nil
+        locale: String? = nil, appVersion: String? = nil
     ) -> String {
         var object: [String: JSONValue] = ["token": .string(token), "environment": .string(environment)]
         if let locale { object["locale"] = .string(locale) }
+        if let appVersion { object["appVersion"] = .string(appVersion) }
         if let alias { object["alias"] = .string(alias) }
         if let aliasToken { object["aliasToken"] = .string(aliasToken) }
         if let tags { object["tags"] = .array(tags.map { .string($0) }) }
@@ -66,11 +67,13 @@ extension TestServer {
     /// Registers a device with the demo app's key, as the app would: with the device secret of an earlier
     /// registration, and an alias token from the backend for the alias. Expects 200.
     @discardableResult
-    func register(_ device: String, token: String, alias: String? = nil, tags: [String]? = nil, locale: String? = nil) async throws -> JSONValue {
+    func register(
+        _ device: String, token: String, alias: String? = nil, tags: [String]? = nil, locale: String? = nil, appVersion: String? = nil
+    ) async throws -> JSONValue {
         let aliasToken = alias.map { AliasTokens.mint(alias: $0, app: "demo", secret: identitySecret) }
         let response = try await self.device.send(
             .PUT, "/v1/apps/demo/devices/\(device)",
-            body: Fixture.registration(token: token, alias: alias, aliasToken: aliasToken, tags: tags, locale: locale),
+            body: Fixture.registration(token: token, alias: alias, aliasToken: aliasToken, tags: tags, locale: locale, appVersion: appVersion),
             headers: deviceSecrets[device].map { [("X-Tern-Device-Secret", $0)] } ?? [])
         #expect(response.status == 200, "registration answered \(response.status): \(response.text)")
         let answer = try response.json()

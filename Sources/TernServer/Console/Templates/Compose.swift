@@ -17,6 +17,15 @@ extension ConsoleTemplates {
               <textarea id="audience-values" name="audience.values" rows="3" spellcheck="false" aria-describedby="audience-estimate">{{view.form.audience_values}}</textarea></p>
             <p><label for="audience-match">With several tags, devices having</label>
               <select id="audience-match" name="audience.match">{{#view.matches}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/view.matches}}</select></p>
+            <details class="filters"{{#view.filtered}} open{{/view.filtered}}>
+              <summary>Only the devices that registered…</summary>
+              <div class="grid">
+                <p><label for="filter-at-least">App version at least</label><input id="filter-at-least" name="audience.filters.appVersion.atLeast" value="{{view.form.audience_filters_appVersion_atLeast}}" placeholder="2.3"></p>
+                <p><label for="filter-below">App version below</label><input id="filter-below" name="audience.filters.appVersion.below" value="{{view.form.audience_filters_appVersion_below}}" placeholder="3.0"></p>
+                <p><label for="filter-languages">Languages (their locale picks one)</label><input id="filter-languages" name="audience.filters.languages" value="{{view.form.audience_filters_languages}}" placeholder="ko, zh-Hans"></p>
+                <p><label for="filter-since">Registered since (RFC 3339)</label><input id="filter-since" name="audience.filters.registeredSince" value="{{view.form.audience_filters_registeredSince}}" placeholder="2026-11-01T00:00:00Z"></p>
+              </div>
+            </details>
             <p class="estimate" id="audience-estimate" role="status" aria-live="polite" data-field="audience">{{view.audience}}</p>
           </fieldset>
           <fieldset>
