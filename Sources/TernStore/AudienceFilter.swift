@@ -14,8 +14,9 @@ public struct AudienceFilter: Sendable, Equatable {
     }
     /// The languages as the lookup compares them (``LanguageTags/key(_:)``), made once rather than for each device.
     private var languageKeys: Set<String>?
-    /// The devices registered at or after this time (each launch of an app built with TernKit registers): the
-    /// ones in use lately.
+    /// The devices registered at or after this time: the ones in use since about a day before it (an app built with
+    /// TernKit registers at launch when a day has passed since its last registration, or sooner when something
+    /// changed).
     public var registeredSince: Date?
 
     public struct VersionRange: Sendable, Equatable {

@@ -53,6 +53,40 @@ import Testing
         }
     }
 
+    @Test func aPushsViewShowsItsAudienceWithItsFiltersAsGivenAndTheConsoleInWords() async throws {
+        try await RouterHarness.withServer { server in
+            try await Self.registerDevices(server)
+            let push = try await server.push(#"""
+                {"audience": {"tags": ["sale", "news", "news"], "match": "all",
+                              "filters": {"appVersion": {"atLeast": "2.3"}, "languages": ["zh-Hant", "ko"], "registeredSince": "2026-01-01T09:00:00+09:00"}},
+                 "notification": {"title": "Hi"}}
+                """#)
+            #expect(push["audience"] == nil, "the answer to the POST has no audience: the caller gave it")
+            let id = try #require(push["id"]?.string)
+            let shown = try await server.master.get("/v1/apps/demo/pushes/\(id)").json()
+            let expected = try JSONValue(parsing: Data(#"""
+                {"tags": ["news", "sale"], "match": "all",
+                 "filters": {"appVersion": {"atLeast": "2.3"}, "languages": ["zh-Hant", "ko"], "registeredSince": "2026-01-01T00:00:00.000Z"}}
+                """#.utf8))
+            #expect(shown["audience"] == expected, "\(shown)")
+            let listed = try await server.master.get("/v1/apps/demo/pushes").json()
+            #expect(listed["pushes"]?.arrayFirst?["audience"] == nil, "not in a list of pushes")
+
+            let browser = ConsoleBrowser(server)
+            try await browser.signIn(server.master.bearer!)
+            let page = try await browser.get("/console/apps/demo/pushes/\(id)")
+            #expect(page.text.contains("tags news, sale (all of them); app version 2.3 or later; languages zh-Hant, ko; registered since"), "\(page.text.prefix(4000))")
+        }
+    }
+
+    @Test func anAudienceInWordsNamesAFewOfALongList() {
+        let devices = (0..<8).map { Fixture.device($0) }
+        let words = PushPageView.words(PushesAPI.AudienceView(.devices(devices), filter: AudienceFilter(appVersions: .init(atLeast: nil, below: AppVersion("3")))))
+        #expect(words == "devices \(devices.prefix(5).joined(separator: ", ")) and 3 more; app version below 3")
+        #expect(PushPageView.words(PushesAPI.AudienceView(.everyone, filter: nil)) == "everyone")
+        #expect(PushPageView.words(PushesAPI.AudienceView(.activity("order-1", aliases: ["user-1"]), filter: nil)) == "the Live Activity order-1 of the users user-1")
+    }
+
     @Test func aDeviceTheFiltersLeftOutCannotReportThePush() async throws {
         try await RouterHarness.withServer { server in
             try await Self.registerDevices(server)

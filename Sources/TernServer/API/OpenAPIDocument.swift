@@ -3409,6 +3409,14 @@ enum OpenAPIDocument {
      "nextFailures": {
       "type": "string",
       "description": "the failuresAfter of the next page of failures; while the push has not completed, also on the last page so far: where the failures still to come begin"
+     },
+     "audience": {
+      "allOf": [
+       {
+        "$ref": "#/components/schemas/Audience"
+       }
+      ],
+      "description": "whom the push goes to, as it was given (lists sorted, each entry once), with its filters: in the view of one push (GET …/pushes/{id}), not in a list of them or in the answer to its POST"
      }
     },
     "required": [
@@ -3683,7 +3691,7 @@ enum OpenAPIDocument {
      "registeredSince": {
       "type": "string",
       "format": "date-time",
-      "description": "RFC 3339 with its offset, not in the future: devices registered at or after it (an app built with TernKit registers at each launch)"
+      "description": "RFC 3339 with its offset, not in the future: devices registered at or after it (an app built with TernKit registers at the first launch of each day, or sooner when its token, version, locale or time zone changed)"
      }
     }
    }

@@ -115,6 +115,9 @@ struct PushesAPI {
         var sendAt: Date?
         /// A throttled push's recipients a second at most.
         var ratePerSecond: Int?
+        /// Whom it goes to, as it was given (lists sorted, each entry once), with its filters; in the view of one
+        /// push (`GET …/pushes/{id}`), not in a list of them.
+        var audience: AudienceView?
         /// By failure reason, what the reason alone does not say, from the first failure that said it: the APNs
         /// client's last connect error (`connectionFailed`, `timedOut`), why the app has no client
         /// (`clientUnavailable`), why a token APNs refused outright was kept. Absent when no failure had one.
@@ -140,6 +143,49 @@ struct PushesAPI {
             var opened: Int
             /// Older inbox messages deleted to keep recipients' inboxes within the app's cap.
             var inboxDropped: Int
+        }
+    }
+
+    /// A push's audience in the shape `POST …/pushes` takes it.
+    struct AudienceView: Codable, Equatable {
+        var tokens: [String]?
+        var devices: [String]?
+        var aliases: [String]?
+        var tags: [String]?
+        var match: String?
+        var all: Bool?
+        var activity: String?
+        var filters: FiltersView?
+
+        struct FiltersView: Codable, Equatable {
+            var appVersion: VersionsView?
+            var languages: [String]?
+            var registeredSince: Date?
+        }
+
+        struct VersionsView: Codable, Equatable {
+            var atLeast: String?
+            var below: String?
+        }
+
+        init(_ audience: Audience, filter: AudienceFilter?) {
+            switch audience {
+            case .tokens(let tokens): self.tokens = tokens
+            case .devices(let deviceIDs): devices = deviceIDs
+            case .aliases(let aliases): self.aliases = aliases
+            case .tags(let tags, let all):
+                self.tags = tags
+                match = all ? "all" : "any"
+            case .everyone: all = true
+            case .activity(let activity, let aliases):
+                self.activity = activity
+                self.aliases = aliases.isEmpty ? nil : aliases
+            }
+            filters = filter.map { filter in
+                FiltersView(
+                    appVersion: filter.appVersions.map { VersionsView(atLeast: $0.atLeast?.description, below: $0.below?.description) },
+                    languages: filter.languages, registeredSince: filter.registeredSince)
+            }
         }
     }
 
@@ -288,7 +334,7 @@ struct PushesAPI {
             if let after, (Int64(after) ?? -1) < 0 {
                 throw JSONAPIError.badRequest(field: "failuresAfter", "failuresAfter is the nextFailures of the page before (a whole number)")
             }
-            return try await view(push, withFailures: true, after: after, limit: try DevicesAPI.limit(query.get("limit")))
+            return try await view(push, withFailures: true, withAudience: true, after: after, limit: try DevicesAPI.limit(query.get("limit")))
         }
         // Which devices reported the push (arrived, opened), in device id order: the app's backend learns who opened it.
         pushes.get("pushes/:push/reports") { request, context -> PushReportList in
@@ -461,7 +507,8 @@ struct PushesAPI {
             next: events.count == limit ? events.last.map { String($0.id) } : nil)
     }
 
-    func view(_ push: PushRecord, withFailures: Bool, after: String? = nil, limit: Int = 100) async throws -> PushView {
+    /// - Parameter withAudience: whether the view shows the push's audience (the view of one push).
+    func view(_ push: PushRecord, withFailures: Bool, withAudience: Bool = false, after: String? = nil, limit: Int = 100) async throws -> PushView {
         var failures: [FailureView]?
         var next: String?
         if withFailures {
@@ -489,7 +536,7 @@ struct PushesAPI {
             id: push.id, status: push.status.rawValue, idempotencyKey: push.idempotencyKey,
             counts: viewCounts,
             createdAt: push.createdAt, finishedAt: push.finishedAt, cancelledAt: push.cancelledAt, sendAt: push.sendAt,
-            ratePerSecond: push.ratePerSecond,
+            ratePerSecond: push.ratePerSecond, audience: withAudience ? AudienceView(push.audience, filter: push.filter) : nil,
             failureDetails: counts.failureDetails.isEmpty ? nil : counts.failureDetails, failures: failures, nextFailures: next)
     }
 

@@ -333,7 +333,7 @@ struct ConsoleRoutes: Sendable {
         guard UUID(apnsText: id) != nil, let push = try await store.push(app: app.id, id: id) else {
             throw JSONAPIError.notFound("no push \(id.prefix(64))")
         }
-        return try await pushes.view(push, withFailures: failures, limit: Self.failuresShown)
+        return try await pushes.view(push, withFailures: failures, withAudience: true, limit: Self.failuresShown)
     }
 
     private func devicesPage(_ request: Request, _ user: SignedIn, _ app: AppRecord) async throws -> Response {

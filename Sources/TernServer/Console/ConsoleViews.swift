@@ -590,6 +590,8 @@ struct PushPageView {
         /// Whether its Stop button shows: it is not completed, nor cancelled yet.
         var stoppable: Bool
         var online: Online?
+        /// Whom it goes to, in words, with its filters.
+        var audience: String?
     }
     struct Received: Encodable {
         var count: Int
@@ -621,7 +623,7 @@ struct PushPageView {
             cancelledAt: view.cancelledAt.map { ConsoleFormat.date($0) }, sendAt: view.sendAt.map { ConsoleFormat.date($0) }, ratePerSecond: view.ratePerSecond, stoppable: view.status != "completed" && view.cancelledAt == nil,
             online: counts.deliveredOnline.map {
                 Online(deliveredOnline: $0, acked: counts.acked ?? 0, fellBackToAPNs: counts.fellBackToAPNs ?? 0)
-            })
+            }, audience: view.audience.map(Self.words))
         reasons = ConsoleFormat.sortedReasons(counts.failedByReason, details: view.failureDetails ?? [:])
         let rows = (view.failures ?? []).map {
             FailureRow(at: ConsoleFormat.date($0.at), deviceId: $0.deviceId, token: $0.token, shortToken: ConsoleFormat.shortToken($0.token),
@@ -629,5 +631,37 @@ struct PushPageView {
         }
         failures = rows.isEmpty ? nil : rows
         self.failureLimit = failureLimit
+    }
+
+    /// An audience in words: `tags news, sale (any of them); app version 2.3 or later, below 3; languages ko, zh-Hant`.
+    static func words(_ audience: PushesAPI.AudienceView) -> String {
+        func list(_ values: [String]) -> String {
+            let shown = values.prefix(5).joined(separator: ", ")
+            return values.count > 5 ? "\(shown) and \((values.count - 5).formatted()) more" : shown
+        }
+        var parts: [String] = []
+        if let activity = audience.activity {
+            parts.append("the Live Activity \(activity)" + (audience.aliases.map { " of the users \(list($0))" } ?? ""))
+        } else if let tags = audience.tags {
+            parts.append("tags \(list(tags))" + (tags.count > 1 ? (audience.match == "all" ? " (all of them)" : " (any of them)") : ""))
+        } else if let aliases = audience.aliases {
+            parts.append("users \(list(aliases))")
+        } else if let devices = audience.devices {
+            parts.append("devices \(list(devices))")
+        } else if let tokens = audience.tokens {
+            parts.append("tokens \(list(tokens.map(ConsoleFormat.shortToken)))")
+        } else {
+            parts.append("everyone")
+        }
+        if let filters = audience.filters {
+            if let versions = filters.appVersion {
+                parts.append(
+                    "app version " + [versions.atLeast.map { "\($0) or later" }, versions.below.map { "below \($0)" }].compactMap { $0 }
+                        .joined(separator: ", "))
+            }
+            if let languages = filters.languages { parts.append("languages \(list(languages))") }
+            if let since = filters.registeredSince { parts.append("registered since \(ConsoleFormat.date(since))") }
+        }
+        return parts.joined(separator: "; ")
     }
 }

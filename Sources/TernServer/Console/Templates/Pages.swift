@@ -345,6 +345,7 @@ extension ConsoleTemplates {
         <div id="push" data-source="/console/apps/{{chrome.app.id}}/pushes/{{id}}/status" data-status="{{status}}">
         <p class="lede">Status: <strong class="status {{status}}" data-field="status" role="status" aria-live="polite">{{status}}</strong></p>
         <dl class="facts counts">
+          {{#audience}}<dt>Audience</dt><dd>{{.}}</dd>{{/audience}}
           <dt>Recipients answered</dt><dd data-field="targeted">{{targeted}}</dd>
           <dt>Accepted</dt><dd data-field="accepted">{{accepted}}</dd>
           <dt>Failed</dt><dd data-field="failed">{{failed}}</dd>
