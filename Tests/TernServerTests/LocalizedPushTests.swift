@@ -7,7 +7,7 @@ import Testing
 
 @testable import TernServer
 
-/// Which of a push's languages a device's locale picks (``Localizations``), as values.
+/// Which of a push's languages a device's locale picks (``LanguageTags``), as values.
 @Suite struct LocalizationValueTests {
     @Test(arguments: ["ko", "zh-Hans", "pt-BR", "sr-Latn-RS", "es-419", "fil", "zh-Hant-TW-x1"])
     func aLanguageTagIsTaken(_ tag: String) {
