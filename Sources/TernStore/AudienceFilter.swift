@@ -6,18 +6,16 @@ import Foundation
 /// that registered no app version or no locale meets no condition on it.
 public struct AudienceFilter: Sendable, Equatable {
     /// The app versions taken: from `atLeast` (included) to `below` (excluded); either may be left out.
-    public var appVersions: VersionRange?
+    public let appVersions: VersionRange?
     /// Language tags (``LanguageTags``): a device passes when its locale's lookup finds one of them, as it would find
     /// one of a push's localizations (`zh-Hans` takes `zh-Hans-CN` and `zh-CN`, `ko` takes `ko-KR`).
-    public var languages: [String]? {
-        didSet { languageKeys = Self.keys(languages) }
-    }
+    public let languages: [String]?
     /// The languages as the lookup compares them (``LanguageTags/key(_:)``), made once rather than for each device.
-    private var languageKeys: Set<String>?
+    private let languageKeys: Set<String>?
     /// The devices registered at or after this time: the ones in use since about a day before it (an app built with
     /// TernKit registers at launch when a day has passed since its last registration, or sooner when something
     /// changed).
-    public var registeredSince: Date?
+    public let registeredSince: Date?
 
     public struct VersionRange: Sendable, Equatable {
         public var atLeast: AppVersion?
@@ -38,11 +36,9 @@ public struct AudienceFilter: Sendable, Equatable {
     public init(appVersions: VersionRange? = nil, languages: [String]? = nil, registeredSince: Date? = nil) {
         self.appVersions = appVersions
         self.languages = languages
-        languageKeys = Self.keys(languages)
+        languageKeys = languages.map { Set($0.map(LanguageTags.key)) }
         self.registeredSince = registeredSince
     }
-
-    private static func keys(_ languages: [String]?) -> Set<String>? { languages.map { Set($0.map(LanguageTags.key)) } }
 
     /// Whether a device registered so passes.
     public func admits(locale: String?, appVersion: String?, lastRegisteredAt: Date?) -> Bool {

@@ -81,10 +81,10 @@ import Testing
 
     @Test func anAudienceInWordsNamesAFewOfALongList() {
         let devices = (0..<8).map { Fixture.device($0) }
-        let words = PushPageView.words(PushesAPI.AudienceView(.devices(devices), filter: AudienceFilter(appVersions: .init(atLeast: nil, below: AppVersion("3")))))
+        let words = PushPageView.words(PushesAPI.AudienceInput(.devices(devices), filter: AudienceFilter(appVersions: .init(atLeast: nil, below: AppVersion("3")))))
         #expect(words == "devices \(devices.prefix(5).joined(separator: ", ")) and 3 more; app version below 3")
-        #expect(PushPageView.words(PushesAPI.AudienceView(.everyone, filter: nil)) == "everyone")
-        #expect(PushPageView.words(PushesAPI.AudienceView(.activity("order-1", aliases: ["user-1"]), filter: nil)) == "the Live Activity order-1 of the users user-1")
+        #expect(PushPageView.words(PushesAPI.AudienceInput(.everyone, filter: nil)) == "everyone")
+        #expect(PushPageView.words(PushesAPI.AudienceInput(.activity("order-1", aliases: ["user-1"]), filter: nil)) == "the Live Activity order-1 of the users user-1")
     }
 
     @Test func aDeviceTheFiltersLeftOutCannotReportThePush() async throws {

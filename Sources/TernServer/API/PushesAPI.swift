@@ -55,8 +55,9 @@ struct PushesAPI {
     }
 
     /// Exactly one of: `tokens`, `devices`, `aliases`, `tags` (with `match`: `any` or `all`), `all: true`,
-    /// `activity` (with `aliases` or not).
-    struct AudienceInput: Decodable {
+    /// `activity` (with `aliases` or not); with devices, aliases, tags or all, `filters` too. A push's view shows its
+    /// audience in this shape (``init(_:filter:)``).
+    struct AudienceInput: Codable, Equatable {
         var tokens: [String]?
         var devices: [String]?
         var aliases: [String]?
@@ -72,14 +73,14 @@ struct PushesAPI {
         var filters: FiltersInput?
 
         /// `audience.filters`: at least one of them; a device passes when it meets each one given.
-        struct FiltersInput: Decodable {
+        struct FiltersInput: Codable, Equatable {
             var appVersion: VersionsInput?
             var languages: [String]?
             var registeredSince: String?
         }
 
         /// `audience.filters.appVersion`: versions from `atLeast` (included) to `below` (excluded).
-        struct VersionsInput: Decodable {
+        struct VersionsInput: Codable, Equatable {
             var atLeast: String?
             var below: String?
         }
@@ -100,6 +101,27 @@ struct PushesAPI {
             filters = try members.decodeIfPresent(FiltersInput.self, forKey: .filters)
             aliasesNull = members.contains(.aliases) && aliases == nil
         }
+
+        /// A stored push's audience as it was given (its lists as stored: sorted, each entry once).
+        init(_ audience: Audience, filter: AudienceFilter?) {
+            switch audience {
+            case .tokens(let tokens): self.tokens = tokens
+            case .devices(let deviceIDs): devices = deviceIDs
+            case .aliases(let aliases): self.aliases = aliases
+            case .tags(let tags, let all):
+                self.tags = tags
+                match = all ? "all" : "any"
+            case .everyone: all = true
+            case .activity(let activity, let aliases):
+                self.activity = activity
+                self.aliases = aliases.isEmpty ? nil : aliases
+            }
+            filters = filter.map { filter in
+                FiltersInput(
+                    appVersion: filter.appVersions.map { VersionsInput(atLeast: $0.atLeast?.description, below: $0.below?.description) },
+                    languages: filter.languages, registeredSince: filter.registeredSince.map(InternetDate.format))
+            }
+        }
     }
 
     struct PushView: ResponseEncodable {
@@ -117,7 +139,7 @@ struct PushesAPI {
         var ratePerSecond: Int?
         /// Whom it goes to, as it was given (lists sorted, each entry once), with its filters; in the view of one
         /// push (`GET …/pushes/{id}`), not in a list of them.
-        var audience: AudienceView?
+        var audience: AudienceInput?
         /// By failure reason, what the reason alone does not say, from the first failure that said it: the APNs
         /// client's last connect error (`connectionFailed`, `timedOut`), why the app has no client
         /// (`clientUnavailable`), why a token APNs refused outright was kept. Absent when no failure had one.
@@ -143,49 +165,6 @@ struct PushesAPI {
             var opened: Int
             /// Older inbox messages deleted to keep recipients' inboxes within the app's cap.
             var inboxDropped: Int
-        }
-    }
-
-    /// A push's audience in the shape `POST …/pushes` takes it.
-    struct AudienceView: Codable, Equatable {
-        var tokens: [String]?
-        var devices: [String]?
-        var aliases: [String]?
-        var tags: [String]?
-        var match: String?
-        var all: Bool?
-        var activity: String?
-        var filters: FiltersView?
-
-        struct FiltersView: Codable, Equatable {
-            var appVersion: VersionsView?
-            var languages: [String]?
-            var registeredSince: Date?
-        }
-
-        struct VersionsView: Codable, Equatable {
-            var atLeast: String?
-            var below: String?
-        }
-
-        init(_ audience: Audience, filter: AudienceFilter?) {
-            switch audience {
-            case .tokens(let tokens): self.tokens = tokens
-            case .devices(let deviceIDs): devices = deviceIDs
-            case .aliases(let aliases): self.aliases = aliases
-            case .tags(let tags, let all):
-                self.tags = tags
-                match = all ? "all" : "any"
-            case .everyone: all = true
-            case .activity(let activity, let aliases):
-                self.activity = activity
-                self.aliases = aliases.isEmpty ? nil : aliases
-            }
-            filters = filter.map { filter in
-                FiltersView(
-                    appVersion: filter.appVersions.map { VersionsView(atLeast: $0.atLeast?.description, below: $0.below?.description) },
-                    languages: filter.languages, registeredSince: filter.registeredSince)
-            }
         }
     }
 
@@ -536,7 +515,7 @@ struct PushesAPI {
             id: push.id, status: push.status.rawValue, idempotencyKey: push.idempotencyKey,
             counts: viewCounts,
             createdAt: push.createdAt, finishedAt: push.finishedAt, cancelledAt: push.cancelledAt, sendAt: push.sendAt,
-            ratePerSecond: push.ratePerSecond, audience: withAudience ? AudienceView(push.audience, filter: push.filter) : nil,
+            ratePerSecond: push.ratePerSecond, audience: withAudience ? AudienceInput(push.audience, filter: push.filter) : nil,
             failureDetails: counts.failureDetails.isEmpty ? nil : counts.failureDetails, failures: failures, nextFailures: next)
     }
 
@@ -674,7 +653,9 @@ struct PushesAPI {
             throw .badRequest(
                 field: "audience.filters", "filters go with devices, aliases, tags or all: tokens and an activity's tokens are sent to as given")
         }
-        var filter = AudienceFilter()
+        var appVersions: AudienceFilter.VersionRange?
+        var languages: [String]?
+        var registeredSince: Date?
         if let versions = filters.appVersion {
             func version(_ text: String?, _ name: String) throws(JSONAPIError) -> AppVersion? {
                 guard let text else { return nil }
@@ -690,14 +671,14 @@ struct PushesAPI {
             if let atLeast = range.atLeast, let below = range.below, atLeast >= below {
                 throw .badRequest(field: "audience.filters.appVersion.below", "below is a later version than atLeast: no version is at least \(atLeast) and below \(below)")
             }
-            filter.appVersions = range
+            appVersions = range
         }
-        if let languages = filters.languages {
-            guard (1...mostFilterLanguages).contains(languages.count) else {
+        if let tags = filters.languages {
+            guard (1...mostFilterLanguages).contains(tags.count) else {
                 throw .badRequest(field: "audience.filters.languages", "give 1-\(mostFilterLanguages) languages")
             }
             var keys = Set<String>()
-            for (index, tag) in languages.enumerated() {
+            for (index, tag) in tags.enumerated() {
                 guard LanguageTags.isValidTag(tag) else {
                     throw .badRequest(field: "audience.filters.languages[\(index)]", "'\(tag.prefix(LanguageTags.longestTag))' is not \(LanguageTags.tagRule)")
                 }
@@ -705,7 +686,7 @@ struct PushesAPI {
                     throw .badRequest(field: "audience.filters.languages[\(index)]", "'\(tag)' is given twice (case does not matter)")
                 }
             }
-            filter.languages = languages
+            languages = tags
         }
         if let text = filters.registeredSince {
             guard let date = InternetDate.parse(text) else {
@@ -715,12 +696,12 @@ struct PushesAPI {
             guard date <= now else {
                 throw .badRequest(field: "audience.filters.registeredSince", "registeredSince is in the future: no device has registered since then yet")
             }
-            filter.registeredSince = date
+            registeredSince = date
         }
-        guard filter != AudienceFilter() else {
+        guard appVersions != nil || languages != nil || registeredSince != nil else {
             throw .badRequest(field: "audience.filters", "give at least one of appVersion, languages, registeredSince (or leave filters out)")
         }
-        return filter
+        return AudienceFilter(appVersions: appVersions, languages: languages, registeredSince: registeredSince)
     }
 
     static func audience(_ input: AudienceInput) throws(JSONAPIError) -> Audience {

@@ -468,13 +468,14 @@ struct ConsoleRoutes: Sendable {
             let input = try ConsoleRequests.decode(PushesAPI.AudienceInput.self, FormJSON(members))
             let audience = try PushesAPI.audience(input)
             let filter = try PushesAPI.filter(input, now: clock.now)
+            let pageSize = 1000
             var count = 0
             var read = 0
             var cursor: String?
             repeat {
-                // With a filter, a page holds the devices it admits among the next thousand.
-                let page = try await store.recipients(app: app.id, audience: audience, filter: filter, after: cursor, limit: 1000)
-                read += filter == nil ? page.items.count : 1000
+                // With a filter, a page holds the devices it admits among the next `pageSize` of the audience.
+                let page = try await store.recipients(app: app.id, audience: audience, filter: filter, after: cursor, limit: pageSize)
+                read += filter == nil ? page.items.count : pageSize
                 if let kind {
                     let tokens = try await store.pushTokens(app: app.id, deviceIDs: page.items.compactMap(\.deviceID))
                     count += page.items.filter { item in

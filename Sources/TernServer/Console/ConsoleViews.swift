@@ -1,6 +1,7 @@
 import Foundation
 import TernAPNs
 import TernStore
+import TernWeb
 
 /// What a console template renders: the frame every page shares, the page's own values, and the API's refusal of the
 /// form just sent, if it was refused.
@@ -634,7 +635,7 @@ struct PushPageView {
     }
 
     /// An audience in words: `tags news, sale (any of them); app version 2.3 or later, below 3; languages ko, zh-Hant`.
-    static func words(_ audience: PushesAPI.AudienceView) -> String {
+    static func words(_ audience: PushesAPI.AudienceInput) -> String {
         func list(_ values: [String]) -> String {
             let shown = values.prefix(5).joined(separator: ", ")
             return values.count > 5 ? "\(shown) and \((values.count - 5).formatted()) more" : shown
@@ -660,7 +661,7 @@ struct PushPageView {
                         .joined(separator: ", "))
             }
             if let languages = filters.languages { parts.append("languages \(list(languages))") }
-            if let since = filters.registeredSince { parts.append("registered since \(ConsoleFormat.date(since))") }
+            if let since = filters.registeredSince.flatMap({ InternetDate.parse($0) }) { parts.append("registered since \(ConsoleFormat.date(since))") }
         }
         return parts.joined(separator: "; ")
     }
